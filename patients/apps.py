@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class PatientsConfig(AppConfig):
+    name = "patients"
+    verbose_name = "Patients and dispensing"

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class RecallsConfig(AppConfig):
+    name = "recalls"
+    verbose_name = "Recalls and labels (openFDA)"

