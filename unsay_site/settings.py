@@ -123,7 +123,7 @@ if DATABASE_URL:
     _db = _database_from_url(DATABASE_URL)
     EMBEDDED_DATABASE = False
 else:
-    _params = embedded.ensure_started(embedded.default_pgdata(BASE_DIR))
+    _params = embedded.ensure_started(embedded.default_pgdata(BASE_DIR), env_str("UNSAY_DB_NAME", "unsay"))
     _db = {
         "ENGINE": "django.db.backends.postgresql",
         "NAME": _params["dbname"],

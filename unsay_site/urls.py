@@ -7,4 +7,8 @@ urlpatterns = [
     path("", views.home, name="home"),
     path("health", views.health, name="health"),
     path("admin/", admin.site.urls),
+    path("memory/", include("memory.urls")),
+    path("recalls/", include("recalls.urls")),
+    path("patients/", include("patients.urls")),
+    path("corrections/", include("corrections.urls")),
 ]
