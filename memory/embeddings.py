@@ -40,7 +40,9 @@ class EmbeddingProvider:
         with self._lock:
             self.calls += 1
             self.texts += len(texts)
-        vectors = self._embed(texts)
+        vectors = list(self._embed(texts))
+        if len(vectors) != len(texts):
+            raise EmbeddingError(f"{self.name} returned {len(vectors)} vectors for {len(texts)} texts.")
         return [_checked(v, self.dimension, self.name) for v in vectors]
 
     def embed_one(self, text: str) -> list[float]:
@@ -79,7 +81,7 @@ class HashingEmbedding(EmbeddingProvider):
         for text in texts:
             vec = [0.0] * self.dimension
             tokens = _TOKEN.findall(text.lower())
-            features = tokens + [f"{a} {b}" for a, b in zip(tokens, tokens[1:])]
+            features = tokens + [f"{a} {b}" for a, b in zip(tokens, tokens[1:], strict=False)]
             for feature in features or ["<empty>"]:
                 digest = hashlib.blake2b(feature.encode(), digest_size=8).digest()
                 index = int.from_bytes(digest[:4], "little") % self.dimension
@@ -197,7 +199,8 @@ def column_dimension() -> int | None:
             row = cursor.fetchone()
             return int(row[0]) if row else None
         cursor.execute(
-            "SELECT data_type FROM information_schema.columns WHERE table_name = 'memory_fact' AND column_name = 'embedding'")
+            "SELECT data_type FROM information_schema.columns"
+            " WHERE table_name = 'memory_fact' AND column_name = 'embedding'")
         row = cursor.fetchone()
         match = re.search(r"(\d+)", row[0]) if row else None
         return int(match.group(1)) if match else None

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 
 from django.db import connection, transaction
-from django.db.models import Case, IntegerField, Value, When
+from django.db.models import Case, IntegerField, Q, Value, When
 from django.utils import timezone
 from pgvector.django import CosineDistance
 
@@ -101,14 +101,14 @@ def assert_claims(claims: list[Claim], *, at: datetime | None = None, reason: st
     }
     results: list[AssertResult | None] = [None] * len(claims)
     pending = []
-    for i, (claim, digest) in enumerate(zip(claims, hashes)):
+    for i, (claim, digest) in enumerate(zip(claims, hashes, strict=True)):
         current = believed.get(claim.fact_key)
         if current is not None and current.content_hash == digest:
             results[i] = AssertResult("unchanged", current)
         else:
             pending.append(i)
     vectors = get_provider().embed([claims[i].embedding_text() for i in pending]) if pending else []
-    for i, vector in zip(pending, vectors):
+    for i, vector in zip(pending, vectors, strict=True):
         results[i] = run_in_transaction(
             _write_version, claims[i], hashes[i], vector, at, reason, retry_unique_violations=True
         )
@@ -121,12 +121,7 @@ def assert_claims(claims: list[Claim], *, at: datetime | None = None, reason: st
 def _write_version(claim: Claim, digest: str, vector, at, reason) -> AssertResult:
     now = at or timezone.now()
     with connection.cursor() as cursor:
-        # Lock the believed version; a racing writer blocks here, then (read committed) finds it retracted.
-        cursor.execute(
-            "SELECT id, content_hash FROM memory_fact WHERE fact_key = %s AND retracted_at IS NULL FOR UPDATE",
-            [claim.fact_key],
-        )
-        row = cursor.fetchone()
+        row = _lock_believed(cursor, claim.fact_key)
         if row and row[1] == digest:
             return AssertResult("unchanged", Fact.objects.defer("embedding").get(pk=row[0]))
         previous_id = row[0] if row else None
@@ -160,6 +155,28 @@ def _write_version(claim: Claim, digest: str, vector, at, reason) -> AssertResul
     return AssertResult("versioned" if previous else "created", fact, previous)
 
 
+def _lock_believed(cursor, fact_key: str):
+    """Lock and return (id, content_hash) of the believed version of `fact_key`, or None.
+
+    A racing writer blocks on the row lock; when the holder commits, READ COMMITTED re-checks the
+    row, finds it retracted and returns nothing. Each new statement takes a fresh snapshot, so we
+    look again and queue behind the successor instead of failing the whole transaction: under
+    contention a writer waits its turn rather than burning its retry budget.
+    """
+    for _ in range(1000):
+        cursor.execute(
+            "SELECT id, content_hash FROM memory_fact WHERE fact_key = %s AND retracted_at IS NULL FOR UPDATE",
+            [fact_key],
+        )
+        row = cursor.fetchone()
+        if row is not None:
+            return row
+        cursor.execute("SELECT 1 FROM memory_fact WHERE fact_key = %s AND retracted_at IS NULL", [fact_key])
+        if cursor.fetchone() is None:
+            return None  # nothing believed: a first version, or the key was retracted
+    raise RuntimeError(f"Could not lock the believed version of {fact_key!r}: it kept changing.")
+
+
 def retract_claim(fact_key: str, *, reason: str, by: str = "", at: datetime | None = None) -> Fact | None:
     """Retract the believed version of `fact_key` with no successor. Returns it, or None if nothing was believed."""
     if not reason:
@@ -167,9 +184,11 @@ def retract_claim(fact_key: str, *, reason: str, by: str = "", at: datetime | No
 
     def _retract():
         now = at or timezone.now()
-        fact = Fact.objects.select_for_update().defer("embedding").filter(fact_key=fact_key, retracted_at__isnull=True).first()
-        if fact is None:
+        with connection.cursor() as cursor:
+            row = _lock_believed(cursor, fact_key)
+        if row is None:
             return None
+        fact = Fact.objects.defer("embedding").get(pk=row[0])
         fact.retracted_at = now
         fact.retracted_by = by
         fact.retraction_reason = reason
@@ -203,12 +222,14 @@ def retrieve(question: str, *, subject: str | None = None, lots=None, k: int = 8
     """Up to k believed facts: exact structured matches first (this patient's lots, then
     drug-level facts for the subject, then other facts on the subject), then semantic neighbours
     by cosine distance. Never returns a retracted version."""
+    if k <= 0:
+        return []
     lots = [lot for lot in (lots or []) if lot]
     picked: list[Retrieved] = []
-    if subject:
+    if subject or lots:
         exact = (
             Fact.objects.believed()
-            .filter(subject=subject)
+            .filter(Q(subject=subject) if subject else Q(lot__in=lots))
             .defer("embedding")
             .annotate(
                 match_rank=Case(
@@ -226,15 +247,24 @@ def retrieve(question: str, *, subject: str | None = None, lots=None, k: int = 8
     remaining = k - len(picked)
     if remaining > 0 and question:
         vector = get_provider().embed_one(question)
-        neighbours = (
-            Fact.objects.believed()
-            .exclude(id__in=[r.fact.id for r in picked])
-            .defer("embedding")
-            .annotate(distance=CosineDistance("embedding", vector))
-            .order_by("distance")[:remaining]
-        )
+        neighbours = semantic_neighbours(vector, remaining, exclude_ids=[r.fact.id for r in picked])
         picked.extend(Retrieved(f, round(1.0 - float(f.distance), 6), "semantic") for f in neighbours)
     return picked
+
+
+def semantic_neighbours(vector, k: int, *, exclude_ids=()):
+    """The k believed facts nearest to `vector` by cosine distance, each annotated with `distance`.
+
+    The `retracted_at IS NULL` filter matches the partial vector index (HNSW on PostgreSQL, whose
+    connections set hnsw.iterative_scan=strict_order so the filtered top-k still yields k rows).
+    """
+    qs = Fact.objects.believed()
+    if connection.vendor == "cockroachdb":
+        # The vector index's prefix column must be pinned for CockroachDB to use it.
+        qs = qs.extra(where=["believed = true"])
+    if exclude_ids:
+        qs = qs.exclude(id__in=list(exclude_ids))
+    return qs.defer("embedding").annotate(distance=CosineDistance("embedding", vector)).order_by("distance")[:k]
 
 
 def beliefs_at(at: datetime, *, fact_key: str | None = None, subject: str | None = None):
@@ -276,6 +306,10 @@ def record_decision(*, question: str, verdict: str, answer: str, reasoner: str, 
     """
     if verdict not in Decision.Verdict.values:
         raise ValueError(f"Unknown verdict {verdict!r}.")
+    reads = list(reads)
+    for spec in reads:
+        if spec.fact is None or spec.fact.pk is None:
+            raise ValueError("Every read must name a stored fact version.")
     now = at or timezone.now()
     with transaction.atomic():
         if replaces is not None:
@@ -301,19 +335,34 @@ class DecisionAlreadySuperseded(Exception):
 
 
 def replay_decision(decision_id: int) -> dict:
-    """The read set as it was at decision time: each fact version's content then, and whether it
-    is retracted now (and by what)."""
-    decision = Decision.objects.get(pk=decision_id)
-    reads = []
-    for read in decision.reads.select_related("fact").order_by("rank"):
+    """The read set as it was at decision time: each fact version's content then, whether it
+    is retracted now (when, why, by which version) and what the key's believed version says now."""
+    decision = Decision.objects.select_related("patient").get(pk=decision_id)
+    reads_qs = decision.reads.select_related("fact", "fact__superseded_by").defer(
+        "fact__embedding", "fact__superseded_by__embedding").order_by("rank")
+    reads = list(reads_qs)
+    believed_now = {
+        f.fact_key: f
+        for f in Fact.objects.believed().filter(fact_key__in={r.fact_key for r in reads}).defer("embedding")
+    }
+    rows = []
+    for read in reads:
         fact = read.fact
-        reads.append({
+        current = believed_now.get(read.fact_key)
+        rows.append({
             "rank": read.rank, "fact_id": fact.id, "fact_key": read.fact_key, "version": read.fact_version,
             "load_bearing": read.load_bearing, "score": read.score, "statement": fact.statement,
             "attributes": fact.attributes, "asserted_at": fact.asserted_at, "retracted_at": fact.retracted_at,
+            "retraction_reason": fact.retraction_reason,
             "believed_at_decision": fact.asserted_at <= decision.decided_at
             and (fact.retracted_at is None or fact.retracted_at > decision.decided_at),
             "retracted_now": fact.retracted_at is not None,
             "superseded_by_version": fact.superseded_by.version if fact.superseded_by_id else None,
+            "believed_now_version": current.version if current else None,
+            "believed_now_statement": current.statement if current else None,
         })
-    return {"decision": decision, "reads": reads}
+    return {
+        "decision": decision,
+        "reads": rows,
+        "stale": any(r["retracted_now"] for r in rows if r["load_bearing"]),
+    }
