@@ -1,0 +1,244 @@
+"""Sweeps, the corrections and notices they draft, the outbox that sends them, and the audit trail.
+
+Nothing here is a "needs re-check" flag: the stale set is a query over memory (standing decisions
+whose load-bearing read is a retracted fact version). These tables record what a sweep *did*.
+"""
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+CLASS_SEVERITY = {"Class I": 3, "Class II": 2, "Class III": 1}
+
+
+class SweepRun(models.Model):
+    class Trigger(models.TextChoices):
+        SUPERSESSION = "supersession", "After a fact supersession"
+        BEAT = "beat", "Periodic (beat)"
+        MANUAL = "manual", "manage.py sweep"
+        DEMO = "demo", "Demo story"
+        BENCH = "bench", "Benchmark"
+
+    class Status(models.TextChoices):
+        RUNNING = "running", "Running"
+        FINISHED = "finished", "Finished"
+        FAILED = "failed", "Failed"
+
+    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    trigger = models.CharField(max_length=16, choices=Trigger.choices)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.RUNNING)
+    # Retracted fact versions this run was asked to sweep; empty = every retracted load-bearing read.
+    fact_ids = models.JSONField(default=list, blank=True)
+    examined = models.PositiveIntegerField(default=0)
+    reaffirmed = models.PositiveIntegerField(default=0)
+    corrected = models.PositiveIntegerField(default=0)
+    notices = models.PositiveIntegerField(default=0)
+    already_handled = models.PositiveIntegerField(default=0)
+    reasoner_calls = models.PositiveIntegerField(default=0)
+    pages = models.PositiveIntegerField(default=0)
+    errors = models.PositiveIntegerField(default=0)
+    error_text = models.TextField(blank=True)
+    # Keyset cursor: the last decision id this run has committed past.
+    last_decision_id = models.BigIntegerField(default=0)
+    started = models.DateTimeField(auto_now_add=True)
+    heartbeat = models.DateTimeField(null=True, blank=True)
+    finished = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-started"]
+        indexes = [
+            # Used by the operations page: running sweeps.
+            models.Index(fields=["started"], condition=Q(status="running"), name="sweeprun_running"),
+        ]
+
+    def __str__(self):
+        return f"sweep {self.trigger} {self.started:%Y-%m-%d %H:%M:%S} ({self.status})"
+
+    @property
+    def duration(self):
+        if self.finished:
+            return self.finished - self.started
+        return None
+
+
+class CorrectionQuerySet(models.QuerySet):
+    def pending_review(self):
+        return self.filter(status=Correction.Status.DRAFT)
+
+    def review_order(self):
+        """Most severe recall first, then the oldest draft."""
+        return self.order_by("-severity", "created", "id")
+
+
+class Correction(models.Model):
+    """A drafted message to one patient: a correction of an answer they were given, or a
+    proactive notice to someone exposed through their dispensing who never asked."""
+
+    class Kind(models.TextChoices):
+        CORRECTION = "correction", "Correction"
+        NOTICE = "notice", "Proactive notice"
+
+    class Status(models.TextChoices):
+        DRAFT = "draft", "Awaiting review"
+        APPROVED = "approved", "Approved"
+        REJECTED = "rejected", "Rejected"
+        STALE = "stale", "Stale (superseded before sending)"
+        SENT = "sent", "Sent"
+
+    class Match(models.TextChoices):
+        ASKED = "asked", "Asked (answer on record)"
+        LOT = "lot", "Matched by lot"
+        DRUG = "drug", "Matched by drug only (recall names no lot)"
+
+    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    kind = models.CharField(max_length=12, choices=Kind.choices)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.DRAFT)
+    patient = models.ForeignKey("patients.Patient", on_delete=models.PROTECT, related_name="corrections")
+    match = models.CharField(max_length=8, choices=Match.choices)
+    recall_number = models.CharField(max_length=40, blank=True)
+    classification = models.CharField(max_length=20, blank=True)
+    severity = models.PositiveSmallIntegerField(default=0, help_text="3 = Class I ... 0 = no recall class.")
+    # The answer the patient was last given (empty for a notice) and the one we would give now.
+    old_decision = models.ForeignKey("memory.Decision", null=True, blank=True, on_delete=models.PROTECT,
+                                     related_name="+")
+    new_decision = models.ForeignKey("memory.Decision", null=True, blank=True, on_delete=models.PROTECT,
+                                     related_name="+")
+    old_verdict = models.CharField(max_length=10, blank=True)
+    old_answer = models.TextField(blank=True)
+    new_verdict = models.CharField(max_length=10)
+    new_answer = models.TextField()
+    # The fact version that triggered this draft and the version it replaced.
+    trigger_fact = models.ForeignKey("memory.Fact", null=True, blank=True, on_delete=models.PROTECT,
+                                     related_name="+")
+    previous_fact = models.ForeignKey("memory.Fact", null=True, blank=True, on_delete=models.PROTECT,
+                                      related_name="+")
+    diff = models.JSONField(default=list, blank=True, help_text="[{field, before, after}] of the fact change.")
+    drafted_text = models.TextField()
+    final_text = models.TextField(blank=True)
+    dedupe_key = models.CharField(max_length=64, unique=True)
+    sweep_run = models.ForeignKey(SweepRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="drafts")
+    replaces = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="replaced_by")
+    reviewed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
+                                    related_name="+")
+    reviewed_at = models.DateTimeField(null=True, blank=True)
+    rejection_reason = models.TextField(blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    objects = CorrectionQuerySet.as_manager()
+
+    class Meta:
+        permissions = [("review_correction", "Can approve, edit or reject drafted corrections")]
+        indexes = [
+            # Used by the review queue.
+            models.Index(fields=["recall_number", "-severity", "created"], condition=Q(status="draft"),
+                         name="correction_queue"),
+            models.Index(fields=["trigger_fact"], name="correction_trigger_fact"),
+        ]
+
+    def __str__(self):
+        return f"{self.get_kind_display()} for {self.patient_id}: {self.old_verdict or '-'} -> {self.new_verdict}"
+
+    @property
+    def text(self) -> str:
+        return self.final_text or self.drafted_text
+
+    @property
+    def was_edited(self) -> bool:
+        return bool(self.final_text) and self.final_text != self.drafted_text
+
+
+class OutboxMessage(models.Model):
+    class Status(models.TextChoices):
+        HELD = "held", "Held for review"
+        READY = "ready", "Ready to send"
+        SENDING = "sending", "Claimed by a dispatcher"
+        SENT = "sent", "Sent"
+        FAILED = "failed", "Failed (gave up)"
+        CANCELLED = "cancelled", "Cancelled (rejected or stale)"
+        UNKNOWN = "unknown", "Outcome unknown: needs a human"
+
+    correction = models.OneToOneField(Correction, on_delete=models.PROTECT, related_name="message")
+    channel = models.CharField(max_length=8)
+    recipient = models.CharField(max_length=254)
+    subject = models.CharField(max_length=200)
+    body = models.TextField()
+    # Same as the correction's; also the email Message-ID so a provider can drop a duplicate.
+    dedupe_key = models.CharField(max_length=64, unique=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.HELD)
+    attempts = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    claimed_by = models.CharField(max_length=100, blank=True)
+    provider_id = models.CharField(max_length=200, blank=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [
+            # Used by the dispatcher's claim query.
+            models.Index(fields=["next_attempt_at", "id"], condition=Q(status="ready"), name="outbox_ready"),
+        ]
+
+    def __str__(self):
+        return f"{self.channel} to {self.recipient} ({self.status})"
+
+    @property
+    def message_id(self) -> str:
+        return f"<{self.dedupe_key}@unsay.local>"
+
+
+class AuditEvent(models.Model):
+    class Action(models.TextChoices):
+        DRAFTED = "drafted", "Drafted by sweep"
+        REAFFIRMED = "reaffirmed", "Reaffirmed by sweep"
+        STALE = "stale", "Marked stale"
+        APPROVED = "approved", "Approved"
+        EDITED = "edited", "Edited and approved"
+        REJECTED = "rejected", "Rejected"
+        SENT = "sent", "Sent"
+        SEND_FAILED = "send_failed", "Send failed"
+        SEND_UNKNOWN = "send_unknown", "Send outcome unknown"
+
+    at = models.DateTimeField(auto_now_add=True)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
+                              related_name="+")
+    actor_label = models.CharField(max_length=150, help_text="Username, or the process (sweep, dispatcher).")
+    action = models.CharField(max_length=16, choices=Action.choices)
+    correction = models.ForeignKey(Correction, null=True, blank=True, on_delete=models.PROTECT,
+                                   related_name="audit_events")
+    decision = models.ForeignKey("memory.Decision", null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    sweep_run = models.ForeignKey(SweepRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    before = models.JSONField(default=dict, blank=True)
+    after = models.JSONField(default=dict, blank=True)
+    note = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["at", "id"]
+
+    def __str__(self):
+        return f"{self.at:%Y-%m-%d %H:%M} {self.actor_label} {self.action}"
+
+
+class Redecision(models.Model):
+    """One examined stale decision and what the sweep made of it. Unique per old decision, so a
+    replayed sweep cannot count or write the same re-decision twice."""
+
+    class Outcome(models.TextChoices):
+        REAFFIRMED = "reaffirmed", "Reaffirmed (verdict unchanged, not messaged)"
+        CORRECTED = "corrected", "Corrected (draft written)"
+
+    old_decision = models.OneToOneField("memory.Decision", on_delete=models.PROTECT, related_name="+")
+    new_decision = models.OneToOneField("memory.Decision", on_delete=models.PROTECT, related_name="+")
+    outcome = models.CharField(max_length=12, choices=Outcome.choices)
+    recall_number = models.CharField(max_length=40, blank=True)
+    trigger_fact = models.ForeignKey("memory.Fact", null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    sweep_run = models.ForeignKey(SweepRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    shared = models.BooleanField(default=False, help_text="Reused another decision's reasoner result (same inputs).")
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["recall_number", "outcome"], name="redecision_recall")]
