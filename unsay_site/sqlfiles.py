@@ -18,20 +18,36 @@ def _multi_region(schema_editor) -> bool:
         return cursor.fetchone()[0] > 0
 
 
-def run_sql_file(name: str, schema_editor, *, reverse: bool = False):
+def _needs_multi_region(statement: str) -> bool:
+    # The crdb_internal_region type exists only once the database has regions.
+    upper = statement.upper()
+    return "LOCALITY" in upper or "CRDB_INTERNAL_REGION" in upper
+
+
+def _render(statement: str, params: dict) -> str:
+    """Fill `{{ name }}` placeholders, for SQL that must follow settings (e.g. the region list)."""
+    for key, value in params.items():
+        statement = statement.replace("{{ " + key + " }}", value)
+    return statement
+
+
+def run_sql_file(name: str, schema_editor, *, reverse: bool = False, params=None):
+    """params: a dict, or a callable returning one (evaluated when the migration runs)."""
     vendor = schema_editor.connection.vendor
     path = SQL_DIR / vendor / (name.replace(".sql", ".reverse.sql") if reverse else name)
     if not path.exists():
         return  # nothing engine-specific for this vendor
+    values = (params() if callable(params) else params) or {}
     for statement in _statements(path):
+        statement = _render(statement, values)
         # Locality statements need a multi-region database; a single-region dev cluster skips them.
-        if "LOCALITY" in statement.upper() and vendor == "cockroachdb" and not _multi_region(schema_editor):
+        if _needs_multi_region(statement) and vendor == "cockroachdb" and not _multi_region(schema_editor):
             continue
         schema_editor.execute(statement)
 
 
-def RunSQLFile(name: str):  # noqa: N802  (reads like the RunSQL operation it stands in for)
+def RunSQLFile(name: str, params=None):  # noqa: N802  (reads like the RunSQL operation it stands in for)
     return migrations.RunPython(
-        lambda apps, schema_editor: run_sql_file(name, schema_editor),
-        lambda apps, schema_editor: run_sql_file(name, schema_editor, reverse=True),
+        lambda apps, schema_editor: run_sql_file(name, schema_editor, params=params),
+        lambda apps, schema_editor: run_sql_file(name, schema_editor, reverse=True, params=params),
     )
