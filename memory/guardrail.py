@@ -1,0 +1,67 @@
+"""The guardrail around every reasoner.
+
+Whatever a reasoner says, the verdict may not be weaker than the structured facts in the retrieved
+set demand: an active Class I recall on a lot this patient received requires "stop"; an active
+Class II recall on their lot, or an active drug-level recall for their drug, requires at least
+"caution". A weaker verdict is raised, the reasoner's own verdict and the reason are kept for the
+decision record, and the facts that forced it become load-bearing.
+"""
+
+from dataclasses import dataclass, field
+
+from .reasoners import (
+    AskContext,
+    ReasonerResult,
+    RulesReasoner,
+    classification,
+    describe,
+    is_active,
+    is_drug_level,
+    on_patient_lot,
+    same_drug_recalls,
+)
+
+SEVERITY = {"safe": 0, "unknown": 1, "caution": 2, "stop": 3}
+
+
+@dataclass
+class Floor:
+    verdict: str
+    facts: list = field(default_factory=list)
+
+
+def floor_for(ctx: AskContext) -> Floor | None:
+    """The weakest verdict the facts allow, with the facts that demand it; None if anything goes."""
+    recalls = [f for f in same_drug_recalls(ctx) if is_active(f)]
+    class_one = [f for f in recalls if on_patient_lot(f, ctx) and classification(f) == "Class I"]
+    if class_one:
+        return Floor("stop", class_one)
+    caution = [f for f in recalls if (on_patient_lot(f, ctx) and classification(f) == "Class II") or is_drug_level(f)]
+    if caution:
+        return Floor("caution", caution)
+    return None
+
+
+@dataclass
+class Guarded:
+    verdict: str
+    answer: str
+    load_bearing_ids: set[int]
+    reasoner_verdict: str = ""
+    guardrail_override: str = ""
+
+
+def apply_guardrail(ctx: AskContext, result: ReasonerResult) -> Guarded:
+    floor = floor_for(ctx)
+    if floor is None or SEVERITY.get(result.verdict, 0) >= SEVERITY[floor.verdict]:
+        bearing = set(result.load_bearing_ids) | ({f.id for f in floor.facts} if floor else set())
+        return Guarded(result.verdict, result.answer, bearing)
+    # The reasoner's answer argues for a weaker verdict, so it is replaced by the rules' answer,
+    # which is written from exactly the facts that force the floor.
+    rules = RulesReasoner().decide(ctx)
+    answer = rules.answer if SEVERITY[rules.verdict] >= SEVERITY[floor.verdict] else (
+        " ".join(describe(f) + "." for f in floor.facts) + " Contact your pharmacy.")
+    why = (f"reasoner said {result.verdict!r} but the retrieved facts require {floor.verdict!r}: "
+           + "; ".join(describe(f) for f in floor.facts))
+    return Guarded(floor.verdict, answer, set(result.load_bearing_ids) | {f.id for f in floor.facts},
+                   reasoner_verdict=result.verdict, guardrail_override=why)

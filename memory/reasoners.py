@@ -1,0 +1,312 @@
+"""Reasoners: turn a question, a patient's lots and the retrieved facts into a verdict.
+
+Every reasoner implements `decide(context) -> ReasonerResult` and is chosen by UNSAY_REASONER:
+
+- RulesReasoner ("rules/1"): deterministic and offline. The verdict follows from structured recall
+  facts (docs/facts.md); the answer is written from the facts it relied on.
+- BedrockReasoner ("bedrock:<model>"): Claude through the Bedrock Converse API, answering through a
+  forced tool call. Citations are grounded against the retrieved set; anything wrong (malformed
+  output, throttling, timeouts, caps) fails closed to the rules result, marked in its identity.
+
+Load-bearing facts (what a re-decision must be triggered by, see docs/reasoning.md):
+- stop/caution on a patient's lot: the active recall facts on their lots (plus active drug-level
+  recalls for the drug). Facts for other lots are shown only.
+- caution from a drug-level recall: the active drug-level recall facts.
+- safe with a terminated/completed recall on their lot: those closed recall facts (if one is
+  reopened, its new version retracts the one we read).
+- safe because no recall touches their lots: every recall fact on the same drug that we read
+  (other lots, closed drug-level recalls). An amended lot list or status arrives as a new version
+  that retracts the one we read, so the sweep re-decides. A brand-new recall retracts nothing; the
+  sweep finds those through exposure (recall lot -> dispensing), not through this read set.
+"""
+
+import json
+import logging
+from dataclasses import dataclass, field
+
+from django.conf import settings
+
+from .services import Retrieved
+
+log = logging.getLogger(__name__)
+
+RULES_IDENTITY = "rules/1"
+CLOSED_STATUSES = {"Terminated", "Completed"}
+VERDICTS = ("safe", "caution", "stop", "unknown")
+
+# Medicines that must not be stopped abruptly (rebound hypertension, clotting, seizures, withdrawal,
+# adrenal crisis, ...). For these the answer always says not to stop on one's own. Matched per word
+# of the normalised drug name, so "amlodipine valsartan" matches.
+DO_NOT_STOP_ABRUPTLY = {
+    # blood pressure / heart
+    "valsartan", "losartan", "irbesartan", "candesartan", "olmesartan", "telmisartan", "azilsartan",
+    "lisinopril", "enalapril", "ramipril", "benazepril", "quinapril", "perindopril", "captopril",
+    "amlodipine", "nifedipine", "diltiazem", "verapamil", "felodipine",
+    "metoprolol", "atenolol", "propranolol", "carvedilol", "bisoprolol", "nebivolol", "labetalol",
+    "clonidine", "hydrochlorothiazide", "chlorthalidone", "furosemide", "spironolactone", "digoxin",
+    "amiodarone", "isosorbide", "nitroglycerin",
+    # anticoagulants / antiplatelets
+    "warfarin", "apixaban", "rivaroxaban", "dabigatran", "edoxaban", "enoxaparin", "heparin",
+    "clopidogrel", "ticagrelor", "prasugrel",
+    # antiepileptics
+    "levetiracetam", "lamotrigine", "phenytoin", "carbamazepine", "oxcarbazepine", "valproate",
+    "valproic", "divalproex", "topiramate", "lacosamide", "zonisamide", "phenobarbital", "gabapentin",
+    "pregabalin", "clonazepam", "clobazam",
+    # others where abrupt stopping is dangerous
+    "levothyroxine", "prednisone", "prednisolone", "hydrocortisone", "dexamethasone", "insulin",
+    "sertraline", "paroxetine", "venlafaxine", "duloxetine", "fluoxetine", "citalopram", "escitalopram",
+    "alprazolam", "lorazepam", "diazepam", "baclofen", "aripiprazole", "quetiapine", "olanzapine",
+    "risperidone", "lithium", "methadone", "buprenorphine", "oxycodone", "morphine", "tramadol",
+}
+
+
+@dataclass
+class AskContext:
+    """Everything a reasoner may look at. Built by memory.ask; reasoners never query the database."""
+
+    question: str
+    subject: str
+    patient_lots: list[str]
+    patient_drugs: list[str]
+    retrieved: list[Retrieved]
+
+
+@dataclass
+class ReasonerResult:
+    verdict: str
+    answer: str
+    reasoner: str
+    load_bearing_ids: set[int] = field(default_factory=set)
+
+
+# --- reading recall facts ---------------------------------------------------------------------
+
+def is_recall(fact) -> bool:
+    return fact.kind == "recall"
+
+
+def is_active(fact) -> bool:
+    return (fact.attributes or {}).get("status") not in CLOSED_STATUSES
+
+
+def classification(fact) -> str:
+    return (fact.attributes or {}).get("classification", "")
+
+
+def is_drug_level(fact) -> bool:
+    return (fact.attributes or {}).get("scope") == "drug" or not fact.lot
+
+
+def on_patient_lot(fact, ctx: AskContext) -> bool:
+    return is_recall(fact) and fact.subject == ctx.subject and bool(fact.lot) and fact.lot in ctx.patient_lots
+
+
+def same_drug_recalls(ctx: AskContext) -> list:
+    return [r.fact for r in ctx.retrieved if is_recall(r.fact) and r.fact.subject == ctx.subject]
+
+
+def must_not_stop_abruptly(drug: str) -> bool:
+    return any(word in DO_NOT_STOP_ABRUPTLY for word in (drug or "").split())
+
+
+def describe(fact) -> str:
+    a = fact.attributes or {}
+    where = f"lot {fact.lot}" if fact.lot else "all lots (the recall names no lot numbers)"
+    return (f"{a.get('classification', 'Recall')} recall {a.get('recall_number', fact.fact_key)} "
+            f"({a.get('status', 'status unknown')}) of {a.get('product_description', fact.subject)[:160]}, {where}"
+            f"{': ' + a['reason'] if a.get('reason') else ''}")
+
+
+def keep_taking_advice(drug: str) -> str:
+    if must_not_stop_abruptly(drug):
+        return (f"Do not stop {drug} on your own: stopping it suddenly can be dangerous. Your pharmacist or doctor "
+                "will arrange a replacement from an unaffected lot.")
+    return "Ask your pharmacist before changing how you take it; they can arrange a replacement from an unaffected lot."
+
+
+# --- rules ------------------------------------------------------------------------------------
+
+class RulesReasoner:
+    uses_model = False
+
+    def __init__(self, note: str = ""):
+        self.identity = RULES_IDENTITY + (f" ({note})" if note else "")
+
+    def decide(self, ctx: AskContext) -> ReasonerResult:
+        recalls = same_drug_recalls(ctx)
+        lot_hits = [f for f in recalls if on_patient_lot(f, ctx)]
+        active_lot_hits = [f for f in lot_hits if is_active(f)]
+        active_drug_level = [f for f in recalls if is_drug_level(f) and is_active(f)]
+        drug = ctx.subject
+
+        if active_lot_hits:
+            classes = {classification(f) for f in active_lot_hits}
+            bearing = {f.id for f in active_lot_hits + active_drug_level}
+            facts_text = " ".join(describe(f) + "." for f in active_lot_hits)
+            if "Class I" in classes:
+                answer = (f"The {drug} dispensed to you is from a recalled lot. {facts_text} Contact your "
+                          f"pharmacy now, today, before your next dose. {keep_taking_advice(drug)}")
+                return ReasonerResult("stop", answer, self.identity, bearing)
+            if classes - {"Class III"}:  # Class II, or not yet classified: treat as Class II
+                answer = (f"The {drug} dispensed to you is from a recalled lot. {facts_text} This kind of recall "
+                          f"means a temporary or reversible health risk is possible. Contact your pharmacy to arrange "
+                          f"a replacement. {keep_taking_advice(drug)}")
+                return ReasonerResult("caution", answer, self.identity, bearing)
+            answer = (f"For your information: {facts_text} A Class III recall is unlikely to cause health problems. "
+                      f"Mention it to your pharmacist at your next visit. {keep_taking_advice(drug)}")
+            return ReasonerResult("caution", answer, self.identity, bearing)
+
+        if active_drug_level:
+            facts_text = " ".join(describe(f) + "." for f in active_drug_level)
+            answer = (f"{facts_text} This recall does not list lot numbers, so we cannot tell from your lot"
+                      f"{'s' if len(ctx.patient_lots) != 1 else ''} ({', '.join(ctx.patient_lots) or 'none on file'}) "
+                      f"whether your {drug} is affected. Ask your pharmacist to check your pack. "
+                      f"{keep_taking_advice(drug)}")
+            return ReasonerResult("caution", answer, self.identity, {f.id for f in active_drug_level})
+
+        closed_hits = [f for f in recalls if (f in lot_hits or is_drug_level(f)) and not is_active(f)]
+        if closed_hits:
+            facts_text = " ".join(describe(f) + "." for f in closed_hits)
+            answer = (f"Your {drug} is not under an active recall. For your information: {facts_text} "
+                      "That recall is closed.")
+            return ReasonerResult("safe", answer, self.identity, {f.id for f in recalls})
+
+        lots_text = ", ".join(ctx.patient_lots) or "none on file"
+        answer = f"No active recall in our records covers the {drug} lots dispensed to you ({lots_text})."
+        other_lots = [f for f in recalls if f.lot and f.lot not in ctx.patient_lots]
+        if other_lots:
+            numbers = sorted({(f.attributes or {}).get("recall_number", f.fact_key) for f in other_lots})
+            answer += (f" There are recalls of other {drug} lots ({', '.join(numbers)}), which were not "
+                       "dispensed to you.")
+        return ReasonerResult("safe", answer, self.identity, {f.id for f in recalls})
+
+
+# --- Bedrock ----------------------------------------------------------------------------------
+
+TOOL_NAME = "give_verdict"
+TOOL_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "verdict": {"type": "string", "enum": list(VERDICTS),
+                    "description": "safe, caution, stop (contact the pharmacy now) or unknown."},
+        "answer": {"type": "string", "description": "Plain-language answer for the patient, from the cited facts."},
+        "cited_fact_ids": {"type": "array", "items": {"type": "integer"},
+                           "description": "ids of the facts the verdict rests on; only ids from the list given."},
+    },
+    "required": ["verdict", "answer", "cited_fact_ids"],
+}
+SYSTEM_PROMPT = (
+    "You are a pharmacy medication-safety assistant. Decide whether the patient's medicine is affected by a "
+    "recall, using ONLY the facts provided (each has an id). A recall on a lot the patient received that is not "
+    "Terminated/Completed decides: Class I -> stop (contact the pharmacy now), Class II or III -> caution. A recall "
+    "naming no lots for the patient's drug -> caution. Never tell the patient to stop taking a medicine that must "
+    "not be stopped abruptly (blood pressure, anticoagulant, antiepileptic, ...): tell them to contact their "
+    "pharmacist or doctor. Answer through the give_verdict tool, citing the ids you relied on."
+)
+
+
+class ReasonerFailed(Exception):
+    """The model's answer could not be used; the caller falls back to the rules."""
+
+
+class BedrockReasoner:
+    uses_model = True
+
+    def __init__(self, client=None, model_id: str | None = None):
+        self.model_id = model_id or settings.UNSAY_BEDROCK_MODEL_ID
+        self.identity = f"bedrock:{self.model_id}"[:100]
+        self._client = client
+
+    @property
+    def client(self):
+        if self._client is None:
+            import boto3
+            from botocore.config import Config
+
+            self._client = boto3.client(
+                "bedrock-runtime", region_name=settings.UNSAY_AWS_REGION,
+                config=Config(connect_timeout=5, read_timeout=30, retries={"max_attempts": 2, "mode": "standard"}),
+            )
+        return self._client
+
+    def request(self, ctx: AskContext) -> dict:
+        facts = [
+            {"id": r.fact.id, "fact_key": r.fact.fact_key, "version": r.fact.version, "kind": r.fact.kind,
+             "subject": r.fact.subject, "lot": r.fact.lot, "statement": r.fact.statement,
+             "classification": (r.fact.attributes or {}).get("classification"),
+             "status": (r.fact.attributes or {}).get("status"),
+             "scope": (r.fact.attributes or {}).get("scope")}
+            for r in ctx.retrieved
+        ]
+        prompt = json.dumps({"question": ctx.question, "medicine": ctx.subject,
+                             "lots_dispensed_to_patient": ctx.patient_lots, "facts": facts}, indent=1)
+        return {
+            "modelId": self.model_id,
+            "system": [{"text": SYSTEM_PROMPT}],
+            "messages": [{"role": "user", "content": [{"text": prompt}]}],
+            "toolConfig": {
+                "tools": [{"toolSpec": {"name": TOOL_NAME, "description": "Record the verdict and cited fact ids.",
+                                        "inputSchema": {"json": TOOL_SCHEMA}}}],
+                "toolChoice": {"tool": {"name": TOOL_NAME}},
+            },
+            "inferenceConfig": {"maxTokens": 1024, "temperature": 0},
+        }
+
+    def parse(self, response: dict, ctx: AskContext) -> ReasonerResult:
+        blocks = ((response.get("output") or {}).get("message") or {}).get("content") or []
+        uses = [b["toolUse"] for b in blocks if isinstance(b, dict) and "toolUse" in b]
+        use = next((u for u in uses if u.get("name") == TOOL_NAME), None)
+        if use is None:
+            raise ReasonerFailed("no give_verdict tool call")
+        payload = use.get("input")
+        if isinstance(payload, str):
+            try:
+                payload = json.loads(payload)
+            except ValueError as exc:
+                raise ReasonerFailed("tool input is not valid JSON") from exc
+        if not isinstance(payload, dict):
+            raise ReasonerFailed("tool input is not an object")
+        verdict, answer, cited = payload.get("verdict"), payload.get("answer"), payload.get("cited_fact_ids")
+        if verdict not in VERDICTS:
+            raise ReasonerFailed(f"bad verdict {str(verdict)[:20]!r}")
+        if not isinstance(answer, str) or not answer.strip():
+            raise ReasonerFailed("empty answer")
+        if not isinstance(cited, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in cited):
+            raise ReasonerFailed("cited_fact_ids is not a list of integers")
+        seen = {r.fact.id for r in ctx.retrieved}
+        unseen = [i for i in cited if i not in seen]
+        if unseen:
+            log.warning("bedrock cited fact ids it was not shown, dropped: %s", unseen)
+        grounded = {i for i in cited if i in seen}
+        if cited and not grounded:
+            raise ReasonerFailed("every cited fact id was unseen")
+        if verdict in ("stop", "caution") and not grounded:
+            raise ReasonerFailed(f"{verdict} verdict cites no fact")
+        return ReasonerResult(verdict, answer.strip(), self.identity, grounded)
+
+    def decide(self, ctx: AskContext) -> ReasonerResult:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            response = self.client.converse(**self.request(ctx))
+            return self.parse(response, ctx)
+        except ClientError as exc:
+            why = exc.response.get("Error", {}).get("Code", "ClientError")
+        except BotoCoreError as exc:  # timeouts, connection errors, missing credentials
+            why = type(exc).__name__
+        except ReasonerFailed as exc:
+            why = str(exc)
+        log.warning("bedrock reasoner failed closed: %s", why)
+        return RulesReasoner(note=f"bedrock failed closed: {why}"[:80]).decide(ctx)
+
+
+def get_reasoner(name=None):
+    """The reasoner named by `name` (or UNSAY_REASONER); a reasoner object is returned unchanged."""
+    if name is not None and not isinstance(name, str):
+        return name
+    name = name or settings.UNSAY_REASONER
+    if name == "rules":
+        return RulesReasoner()
+    if name == "bedrock":
+        return BedrockReasoner()
+    raise ValueError(f"Unknown reasoner {name!r}; use 'rules' or 'bedrock'.")
