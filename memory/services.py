@@ -119,12 +119,14 @@ def assert_claims(claims: list[Claim], *, at: datetime | None = None, reason: st
 
 
 def _write_version(claim: Claim, digest: str, vector, at, reason) -> AssertResult:
-    now = at or timezone.now()
     with connection.cursor() as cursor:
         row = _lock_believed(cursor, claim.fact_key)
         if row and row[1] == digest:
             return AssertResult("unchanged", Fact.objects.defer("embedding").get(pk=row[0]))
         previous_id = row[0] if row else None
+        # Taken after the lock: a writer that queued behind others must not retract their version
+        # at an instant before it was asserted.
+        now = _belief_instant(at, row[2] if row else None, claim.fact_key)
         if previous_id:
             cursor.execute(
                 "UPDATE memory_fact SET retracted_at = %s, retracted_by = %s, retraction_reason = %s WHERE id = %s",
@@ -156,16 +158,22 @@ def _write_version(claim: Claim, digest: str, vector, at, reason) -> AssertResul
 
 
 def _lock_believed(cursor, fact_key: str):
-    """Lock and return (id, content_hash) of the believed version of `fact_key`, or None.
+    """Lock and return (id, content_hash, asserted_at) of the believed version of `fact_key`, or None.
 
     A racing writer blocks on the row lock; when the holder commits, READ COMMITTED re-checks the
     row, finds it retracted and returns nothing. Each new statement takes a fresh snapshot, so we
     look again and queue behind the successor instead of failing the whole transaction: under
     contention a writer waits its turn rather than burning its retry budget.
     """
+    if connection.vendor == "postgresql":
+        # Writers of one key queue here for the rest of their transaction. Without it, writers creating
+        # a key's first version race on two unique indexes at once and can deadlock; the constraints
+        # stay the safety net. CockroachDB has no advisory locks: SERIALIZABLE + 40001 retries do this there.
+        cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", ["memory_fact:" + fact_key])
     for _ in range(1000):
         cursor.execute(
-            "SELECT id, content_hash FROM memory_fact WHERE fact_key = %s AND retracted_at IS NULL FOR UPDATE",
+            "SELECT id, content_hash, asserted_at FROM memory_fact"
+            " WHERE fact_key = %s AND retracted_at IS NULL FOR UPDATE",
             [fact_key],
         )
         row = cursor.fetchone()
@@ -177,17 +185,30 @@ def _lock_believed(cursor, fact_key: str):
     raise RuntimeError(f"Could not lock the believed version of {fact_key!r}: it kept changing.")
 
 
+def _belief_instant(at: datetime | None, previous_asserted_at: datetime | None, fact_key: str) -> datetime:
+    """The instant a belief change takes effect. An explicit `at` before the believed version's
+    assertion is refused (belief time must not run backwards); the clock default never precedes it."""
+    if at is not None:
+        if previous_asserted_at is not None and at < previous_asserted_at:
+            raise ValueError(
+                f"Cannot change {fact_key!r} at {at.isoformat()}: its believed version was asserted later, "
+                f"at {previous_asserted_at.isoformat()}.")
+        return at
+    now = timezone.now()
+    return max(now, previous_asserted_at) if previous_asserted_at is not None else now
+
+
 def retract_claim(fact_key: str, *, reason: str, by: str = "", at: datetime | None = None) -> Fact | None:
     """Retract the believed version of `fact_key` with no successor. Returns it, or None if nothing was believed."""
     if not reason:
         raise ValueError("A retraction needs a reason.")
 
     def _retract():
-        now = at or timezone.now()
         with connection.cursor() as cursor:
             row = _lock_believed(cursor, fact_key)
         if row is None:
             return None
+        now = _belief_instant(at, row[2], fact_key)
         fact = Fact.objects.defer("embedding").get(pk=row[0])
         fact.retracted_at = now
         fact.retracted_by = by
