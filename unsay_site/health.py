@@ -1,17 +1,166 @@
-"""What /health and `manage.py status` report. One function so both always agree."""
+"""What /health and `manage.py status` report. One function so both always agree.
 
+The report is built from a list of section functions, each returning a dict merged into the
+report. Apps add their own with `register_section(fn)` (a section that raises is reported under
+"errors", never breaks the page) and their tables with `register_count(label, "app.Model")`.
+Counts of tables that don't exist yet (an app not migrated, a model not written yet) are skipped.
+"""
+
+import logging
+from collections.abc import Callable
+from urllib.parse import urlparse
+
+from django.apps import apps
 from django.conf import settings
 from django.db import connection
 
+log = logging.getLogger(__name__)
+
+SECTIONS: list[Callable[[], dict]] = []
+
+# label -> "app_label.ModelName" (or "app_label.ModelName:believed" for Fact's believed rows).
+COUNTED_MODELS: dict[str, str] = {
+    "users": "unsay_site.User",
+    "facts": "memory.Fact",
+    "facts_believed": "memory.Fact:believed",
+    "decisions": "memory.Decision",
+    "decision_reads": "memory.DecisionRead",
+    "patients": "patients.Patient",
+    "dispensing_records": "patients.DispensingRecord",
+}
+
+
+def register_section(fn: Callable[[], dict]) -> Callable[[], dict]:
+    """Add a section to the report (usable as a decorator). Registering twice is harmless."""
+    if fn not in SECTIONS:
+        SECTIONS.append(fn)
+    return fn
+
+
+def register_count(label: str, model_label: str) -> None:
+    COUNTED_MODELS[label] = model_label
+
 
 def health_report() -> dict:
-    report = {"database": {"ok": False}, "redis": {"ok": False}, "celery": {"workers": []}, "counts": {}}
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT version()")
-            version = cursor.fetchone()[0]
-        report["database"] = {"ok": True, "engine": connection.vendor, "version": version,
-                              "embedded": settings.EMBEDDED_DATABASE}
-    except Exception as exc:  # report, don't crash: this is what operators look at when things are broken
-        report["database"]["error"] = str(exc)
+    report: dict = {}
+    for section in SECTIONS:
+        try:
+            report.update(section())
+        except Exception as exc:  # report, don't crash: operators read this when things are broken
+            log.warning("health section %s failed: %s", section.__name__, exc)
+            report.setdefault("errors", {})[section.__name__] = str(exc)
+    report["ok"] = bool(report.get("database", {}).get("ok"))
     return report
+
+
+def _scalar(sql: str, params=None):
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params or [])
+        row = cursor.fetchone()
+    return row[0] if row else None
+
+
+def _rows(sql: str) -> list[tuple]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql)
+        return cursor.fetchall()
+
+
+@register_section
+def database_section() -> dict:
+    section = {"engine": connection.vendor, "server_version": None,
+               "database": {"ok": False, "name": connection.settings_dict.get("NAME"),
+                            "embedded": getattr(settings, "EMBEDDED_DATABASE", False)}}
+    try:
+        if connection.vendor == "postgresql":
+            section["server_version"] = _scalar("SHOW server_version")
+        else:
+            section["server_version"] = _scalar("SELECT version()")
+        section["database"]["ok"] = True
+    except Exception as exc:
+        section["database"]["error"] = str(exc)
+    return section
+
+
+@register_section
+def vector_section() -> dict:
+    if connection.vendor == "postgresql":
+        version = _scalar("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
+        return {"vector": {"available": version is not None, "kind": "pgvector", "version": version}}
+    if connection.vendor == "cockroachdb":
+        # Vector indexes are on by default since v25.4 (feature.vector_index.enabled); reading the
+        # cluster setting needs a privileged user, so a refusal is reported rather than guessed.
+        try:
+            enabled = _scalar("SHOW CLUSTER SETTING feature.vector_index.enabled")
+            return {"vector": {"available": str(enabled).lower() in ("true", "t"), "kind": "cockroachdb vector index"}}
+        except Exception as exc:
+            return {"vector": {"available": None, "kind": "cockroachdb vector index", "error": str(exc)}}
+    return {"vector": {"available": False}}
+
+
+@register_section
+def topology_section() -> dict:
+    if connection.vendor != "cockroachdb":
+        return {"topology": "single-node", "regions": [], "survival_goal": None}
+    regions = _rows("SELECT region, \"primary\" FROM [SHOW REGIONS FROM DATABASE]")
+    goal = _scalar("SELECT survival_goal FROM [SHOW SURVIVAL GOAL FROM DATABASE]") if regions else None
+    nodes = _scalar("SELECT count(*) FROM crdb_internal.gossip_nodes WHERE is_live")
+    return {
+        "topology": "multi-region" if len(regions) > 1 else "single-region",
+        "regions": [name for name, _ in regions],
+        "primary_region": next((name for name, primary in regions if primary), None),
+        "survival_goal": goal,
+        "live_nodes": nodes,
+    }
+
+
+def _redacted(url: str) -> str:
+    parsed = urlparse(url)
+    if parsed.password:
+        return url.replace(f":{parsed.password}@", ":***@")
+    return url
+
+
+@register_section
+def redis_section() -> dict:
+    url = settings.REDIS_URL
+    if not url:
+        return {"redis": {"ok": False, "url": None, "error": "REDIS_URL is not set and nothing listens on 6379"}}
+    import redis
+
+    try:
+        client = redis.Redis.from_url(url, socket_connect_timeout=0.5, socket_timeout=0.5)
+        client.ping()
+        return {"redis": {"ok": True, "url": _redacted(url), "version": client.info("server").get("redis_version")}}
+    except Exception as exc:
+        return {"redis": {"ok": False, "url": _redacted(url), "error": str(exc)}}
+
+
+@register_section
+def celery_section() -> dict:
+    if not settings.REDIS_URL or settings.CELERY_TASK_ALWAYS_EAGER:
+        return {"celery": {"workers": [], "note": "no broker: tasks run eagerly in-process"}}
+    from .celery import app
+
+    # ping, not inspect().stats(): one broadcast, answered by every live worker within the timeout.
+    replies = app.control.ping(timeout=1.0) or []
+    return {"celery": {"workers": sorted(name for reply in replies for name in reply)}}
+
+
+@register_section
+def counts_section() -> dict:
+    existing = set(connection.introspection.table_names())
+    counts = {}
+    for label, spec in COUNTED_MODELS.items():
+        model_label, _, scope = spec.partition(":")
+        try:
+            model = apps.get_model(model_label)
+        except LookupError:
+            continue  # app or model not written yet
+        if model._meta.db_table not in existing:
+            continue  # not migrated yet
+        queryset = model._default_manager.all()
+        if scope:
+            queryset = getattr(queryset, scope)()
+        counts[label] = queryset.count()
+    return {"counts": counts}

