@@ -1,0 +1,175 @@
+"""The rules reasoner and the guardrail on REAL openFDA recall records (tests/factories_facts.py).
+Patients and dispensing are synthetic."""
+
+from datetime import UTC, datetime
+
+import pytest
+
+from memory.ask import Outcome, ask, decide, record_outcome, resolve_subject
+from memory.models import Decision, DecisionRead, Fact
+from memory.reasoners import ReasonerResult
+from memory.services import assert_claim
+from patients.models import DispensingRecord, Patient
+from tests.factories_facts import recall_claim
+from unsay_site.retry import run_in_transaction
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def make_patient(ref, dispensed):
+    patient = Patient.objects.create(region="aws-us-east-1", display_name=f"Synthetic {ref}", external_ref=ref,
+                                     synthetic=True)
+    for drug, lot in dispensed:
+        DispensingRecord.objects.create(patient=patient, drug=drug, lot=lot, synthetic=True,
+                                        dispensed_at=datetime(2019, 1, 5, tzinfo=UTC))
+    return patient
+
+
+def facts_by_key(outcome: Outcome):
+    return {r.fact.fact_key: r.fact for r in outcome.retrieved}
+
+
+def test_class_ii_ongoing_recall_on_the_patients_valsartan_lot_is_caution(hashing_embeddings):
+    hit = assert_claim(recall_claim("D-0315-2019", "3061169")).fact          # Class II, Ongoing, Mylan valsartan
+    other = assert_claim(recall_claim("D-0324-2019", "3063780")).fact        # same drug, a lot they did not get
+    patient = make_patient("SYN-V1", [("Valsartan Tablets USP 40 mg", "Lot # 3061169")])
+
+    outcome = decide(patient, "Is my valsartan safe to take?")
+
+    assert outcome.verdict == "caution"
+    assert outcome.subject == "valsartan"
+    assert {hit.id, other.id} <= {f.id for f in facts_by_key(outcome).values()}
+    assert outcome.load_bearing_ids == {hit.id}  # the other lot is shown, not load-bearing
+    assert "D-0315-2019" in outcome.answer and "3061169" in outcome.answer
+    assert "N-nitrosodiethylamine" in outcome.answer or "NDEA" in outcome.answer  # the real reason
+    assert "stop taking" not in outcome.answer.lower()
+    assert "Do not stop valsartan on your own" in outcome.answer
+    assert outcome.reasoner == "rules/1" and outcome.guardrail_override == ""
+
+
+def test_class_i_ongoing_recall_on_the_patients_lot_says_contact_the_pharmacy_now(hashing_embeddings):
+    hit = assert_claim(recall_claim("D-0081-2019", "MON17384")).fact  # Class I montelukast label mix-up
+    patient = make_patient("SYN-M1", [("Montelukast Tablets 10 mg", "MON17384")])
+
+    outcome = decide(patient, "Can I keep using my montelukast?")
+
+    assert outcome.verdict == "stop"
+    assert outcome.load_bearing_ids == {hit.id}
+    assert "Contact your pharmacy now" in outcome.answer and "D-0081-2019" in outcome.answer
+    assert "stop taking" not in outcome.answer.lower()
+
+
+def test_class_iii_ongoing_recall_is_informational_caution_and_never_says_stop(hashing_embeddings):
+    hit = assert_claim(recall_claim("D-0471-2017", "MJ7746")).fact  # Class III aripiprazole
+    patient = make_patient("SYN-A1", [("Aripiprazole Tablets, 2 mg", "MJ7746")])
+
+    outcome = decide(patient, "is my aripiprazole ok")
+
+    assert outcome.verdict == "caution"
+    assert outcome.load_bearing_ids == {hit.id}
+    assert "Class III" in outcome.answer and "unlikely to cause health problems" in outcome.answer
+    assert "Do not stop aripiprazole on your own" in outcome.answer
+
+
+def test_terminated_recall_on_the_patients_lot_is_safe_and_mentioned(hashing_embeddings):
+    closed = assert_claim(recall_claim("D-1047-2019", "179791")).fact  # Class II valsartan, Terminated
+    patient = make_patient("SYN-V2", [("valsartan", "179791")])
+
+    outcome = decide(patient, "Is my valsartan affected by a recall?")
+
+    assert outcome.verdict == "safe"
+    assert "D-1047-2019" in outcome.answer and "closed" in outcome.answer
+    assert closed.id in outcome.load_bearing_ids
+
+
+def test_drug_level_recall_without_lot_information_is_caution_saying_so(hashing_embeddings):
+    drug_level = assert_claim(recall_claim("D-0971-2018", None)).fact  # Solco valsartan, "All lots within expiry."
+    assert drug_level.lot is None and drug_level.attributes["scope"] == "drug"
+    patient = make_patient("SYN-V3", [("valsartan", "ZZ-SYN-1")])
+
+    outcome = decide(patient, "Is my valsartan safe?")
+
+    assert outcome.verdict == "caution"
+    assert outcome.load_bearing_ids == {drug_level.id}
+    assert "does not list lot numbers" in outcome.answer and "ZZ-SYN-1" in outcome.answer
+
+
+def test_no_recall_on_their_lots_is_safe_resting_on_the_same_drug_facts_it_read(hashing_embeddings):
+    other_a = assert_claim(recall_claim("D-0315-2019", "3061169")).fact
+    other_b = assert_claim(recall_claim("D-0324-2019", "3063780")).fact
+    unrelated = assert_claim(recall_claim("D-0081-2019", "MON17384")).fact
+    patient = make_patient("SYN-V4", [("valsartan", "ZZ-SYN-2")])
+
+    decision = ask(patient, "Is my valsartan safe?")
+
+    assert decision.verdict == "safe"
+    reads = {r.fact_id: r for r in decision.reads.all()}
+    assert reads[other_a.id].load_bearing and reads[other_b.id].load_bearing
+    assert unrelated.id not in reads or not reads[unrelated.id].load_bearing
+    assert "D-0315-2019" in decision.answer and "not dispensed to you" in decision.answer
+
+    # The lot list of one of those recalls is amended (new version): the sweep's join now finds this decision.
+    amended = recall_claim("D-0315-2019", "3061169", code_info="Lot # 3061169, ZZ-SYN-2, exp. date 11/2018")
+    assert_claim(amended)
+    stale = Decision.objects.standing().filter(reads__load_bearing=True, reads__fact__retracted_at__isnull=False)
+    assert list(stale) == [decision]
+
+
+def test_subject_comes_from_the_question_then_the_only_drug_else_a_question_back(hashing_embeddings):
+    two = make_patient("SYN-T1", [("valsartan", "L1"), ("Amlodipine and Valsartan Tablets", "L2"),
+                                   ("montelukast", "L3")])
+    assert resolve_subject(two, "Is my montelukast ok?") == ("montelukast", "")
+    assert resolve_subject(two, "what about amlodipine valsartan 10/160?") == ("amlodipine valsartan", "")
+    subject, back = resolve_subject(two, "Is my medicine safe?")
+    assert subject is None and "Which medicine" in back and "montelukast" in back
+    one = make_patient("SYN-T2", [("valsartan", "L9")])
+    assert resolve_subject(one, "Is my medicine safe?") == ("valsartan", "")
+    assert resolve_subject(one, "x", subject="Montelukast Tablets, 10 mg") == ("montelukast", "")
+
+    decision = ask(two, "Is my medicine safe?")
+    assert decision.verdict == "unknown" and "Which medicine" in decision.answer and decision.reads.count() == 0
+
+
+class SaysSafe:
+    uses_model = False
+    identity = "test/says-safe"
+
+    def decide(self, ctx):
+        return ReasonerResult("safe", "All good, keep going.", self.identity, set())
+
+
+def test_guardrail_raises_a_safe_verdict_with_an_active_class_i_on_their_lot_and_records_it(hashing_embeddings):
+    class_one = assert_claim(recall_claim("D-0081-2019", "MON17384")).fact
+    patient = make_patient("SYN-G1", [("montelukast", "MON17384")])
+
+    outcome = decide(patient, "Is my montelukast safe?", reasoner=SaysSafe())
+    assert outcome.verdict == "stop" and outcome.reasoner_verdict == "safe"
+    assert "D-0081-2019" in outcome.guardrail_override and class_one.id in outcome.load_bearing_ids
+    assert "All good" not in outcome.answer
+
+    decision = run_in_transaction(record_outcome, outcome, patient=patient, question="Is my montelukast safe?")
+    decision.refresh_from_db()
+    assert (decision.verdict, decision.reasoner_verdict, decision.reasoner) == ("stop", "safe", "test/says-safe")
+    assert decision.guardrail_override
+    assert DecisionRead.objects.get(decision=decision, fact=class_one).load_bearing
+
+
+def test_guardrail_leaves_a_safe_verdict_alone_when_the_recall_is_terminated(hashing_embeddings):
+    assert_claim(recall_claim("D-1047-2019", "179791"))
+    patient = make_patient("SYN-G2", [("valsartan", "179791")])
+    outcome = decide(patient, "Is my valsartan safe?", reasoner=SaysSafe())
+    assert outcome.verdict == "safe" and outcome.guardrail_override == ""
+
+
+def test_ask_records_the_read_set_with_versions_ranks_and_fingerprint(hashing_embeddings):
+    assert_claim(recall_claim("D-0315-2019", "3061169"))
+    patient = make_patient("SYN-R1", [("valsartan", "3061169")])
+
+    decision = ask(patient, "Is my valsartan safe?")
+
+    reads = list(decision.reads.all())
+    assert [r.rank for r in reads] == list(range(1, len(reads) + 1))
+    first = reads[0]
+    assert (first.fact_key, first.fact_version, first.load_bearing) == ("recall:D-0315-2019:lot:3061169", 1, True)
+    assert first.fact.is_believed and len(decision.inputs_hash) == 64
+    assert Fact.objects.filter(reads__decision=decision).count() == len(reads)
