@@ -16,7 +16,8 @@ GROUP_PERMISSIONS = {
     },
     PHARMACIST: {
         "patients": ["add_patient", "change_patient", "view_patient",
-                     "add_dispensingrecord", "change_dispensingrecord", "view_dispensingrecord"],
+                     "add_dispensingrecord", "change_dispensingrecord", "view_dispensingrecord",
+                     "view_exposure"],
         "memory": ["view_fact", "view_decision", "view_decisionread"],
         "corrections": ["view_correction", "review_correction", "view_outboxmessage", "view_sweeprun",
                         "view_auditevent", "view_redecision"],
