@@ -1,10 +1,12 @@
 import uuid
+from datetime import timedelta
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import models
+from django.db import models, transaction
+from django.utils import timezone
 
-from recalls.normalize import normalize_drug_name, normalize_lot
+from recalls.normalize import normalize_drug_name, normalize_lot, normalize_ndc
 
 
 def validate_region(value):
@@ -39,7 +41,22 @@ class Patient(models.Model):
 
     def save(self, *args, **kwargs):
         validate_region(self.region)  # refused even when a caller skips full_clean()
-        super().save(*args, **kwargs)
+        existing = not self._state.adding
+        with transaction.atomic():
+            super().save(*args, **kwargs)
+            if existing:
+                # Dispensing rows are homed with their patient; a move of the patient moves them too.
+                self.dispensings.exclude(region=self.region).update(region=self.region)
+
+    def clean(self):
+        # A notice must be deliverable on the channel the patient chose.
+        if self.preferred_channel == self.Channel.EMAIL and not self.email:
+            raise ValidationError({"email": "Preferred channel is email, so an email address is required."})
+        if self.preferred_channel == self.Channel.SMS and not self.phone:
+            raise ValidationError({"phone": "Preferred channel is SMS, so a phone number is required."})
+
+
+FUTURE_SLACK = timedelta(minutes=5)
 
 
 class DispensingRecord(models.Model):
@@ -63,13 +80,66 @@ class DispensingRecord(models.Model):
             models.Index(fields=["drug", "lot"], name="dispensing_drug_lot"),
             models.Index(fields=["lot"], name="dispensing_lot"),
         ]
+        permissions = [
+            # Granted to pharmacists (unsay_site.roles): the list of patients a recall touches.
+            ("view_exposure", "Can see which patients a recall exposes"),
+        ]
 
     def __str__(self):
         return f"{self.drug} lot {self.lot} -> {self.patient_id}"
 
     def save(self, *args, **kwargs):
-        self.drug = normalize_drug_name(self.drug)
+        self.drug = normalize_drug_name(self.drug or self.product_description)
         self.lot = normalize_lot(self.lot)
+        if self.ndc:
+            self.ndc = normalize_ndc(self.ndc)
         if self.patient_id and not self.region:
             self.region = self.patient.region
         super().save(*args, **kwargs)
+
+    def normalise(self):
+        """Bring drug, lot and NDC to the forms recalls use, and home the row with its patient.
+        Raises ValidationError (per field) for what cannot be normalised."""
+        errors = {}
+        raw_drug = self.drug or self.product_description
+        self.drug = normalize_drug_name(raw_drug)
+        if not self.drug:
+            errors["drug"] = "Drug is required (the generic name, e.g. 'valsartan'); recalls are matched on it."
+        raw_lot = self.lot
+        self.lot = normalize_lot(raw_lot)
+        if not self.lot:
+            errors["lot"] = (
+                "Lot number is missing"
+                + (f" ({raw_lot!r} has no letters or digits)" if (raw_lot or "").strip() else "")
+                + ": recalls are matched by lot, so a dispensing without one can't be checked. "
+                "Copy it from the pack."
+            )
+        if self.ndc:
+            try:
+                self.ndc = normalize_ndc(self.ndc)
+            except ValueError as exc:
+                errors["ndc"] = f"Bad NDC: {exc}"
+        if self.patient_id:
+            self.region = self.patient.region
+        if errors:
+            raise ValidationError(errors)
+
+    def clean(self):
+        errors = {}
+        try:
+            self.normalise()
+        except ValidationError as exc:
+            errors.update(exc.message_dict)
+        # A few minutes of slack for clocks of the till and the server disagreeing.
+        if self.dispensed_at and self.dispensed_at > timezone.now() + FUTURE_SLACK:
+            errors["dispensed_at"] = (
+                f"Dispensed in the future ({self.dispensed_at:%Y-%m-%d %H:%M} UTC); "
+                "record a dispensing after it happens."
+            )
+        if self.expiry and self.dispensed_at and self.expiry < self.dispensed_at.date():
+            errors["expiry"] = (
+                f"Expiry {self.expiry:%Y-%m-%d} is before the dispensing date {self.dispensed_at:%Y-%m-%d}: "
+                "an expired pack, or a typo in one of the dates."
+            )
+        if errors:
+            raise ValidationError(errors)
