@@ -17,6 +17,7 @@ from django.db import connection
 log = logging.getLogger(__name__)
 
 SECTIONS: list[Callable[[], dict]] = []
+CELERY_PING_TIMEOUT = 1.0  # seconds to wait for workers to answer a ping
 
 # label -> "app_label.ModelName" (or "app_label.ModelName:believed" for Fact's believed rows).
 COUNTED_MODELS: dict[str, str] = {
@@ -143,7 +144,7 @@ def celery_section() -> dict:
     from .celery import app
 
     # ping, not inspect().stats(): one broadcast, answered by every live worker within the timeout.
-    replies = app.control.ping(timeout=1.0) or []
+    replies = app.control.ping(timeout=CELERY_PING_TIMEOUT) or []
     return {"celery": {"workers": sorted(name for reply in replies for name in reply)}}
 
 
