@@ -242,3 +242,6 @@ class Redecision(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["recall_number", "outcome"], name="redecision_recall")]
+
+    def __str__(self):
+        return f"{self.outcome}: decision {self.old_decision_id} -> {self.new_decision_id}"

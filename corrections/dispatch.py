@@ -1,0 +1,225 @@
+"""The outbox dispatcher: claim approved messages safely, send each through the patient's channel,
+record the result. Exactly once, or flagged for a human.
+
+- Claim: one conditional UPDATE over a FOR UPDATE SKIP LOCKED subquery, committed before sending,
+  so two dispatchers never take the same row.
+- Send: email via Django's email backend (Message-ID = the dedupe key), SMS via Amazon SNS when
+  settings.UNSAY_SNS_ENABLED. Transient failures go back to `ready` with exponential backoff.
+- A row left in `sending` (the process died between claim and result) may or may not have gone
+  out: it is flagged `unknown` for a human after UNSAY_OUTBOX_CLAIM_TIMEOUT seconds, never resent.
+"""
+
+import logging
+import os
+import smtplib
+import socket
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from django.conf import settings
+from django.core.mail import EmailMessage
+from django.db import connection, transaction
+from django.utils import timezone
+
+from unsay_site.env import env_int
+
+from .models import AuditEvent, Correction, OutboxMessage
+
+log = logging.getLogger(__name__)
+
+DISPATCH_ACTOR = "dispatcher"
+
+
+class TransientSendError(Exception):
+    """Worth retrying later (network, throttling, provider 5xx)."""
+
+
+class PermanentSendError(Exception):
+    """Retrying will not help (no address, SMS disabled, rejected parameter)."""
+
+
+def max_attempts() -> int:
+    return env_int("UNSAY_OUTBOX_MAX_ATTEMPTS", 5, minimum=1)
+
+
+def claim_timeout() -> int:
+    return env_int("UNSAY_OUTBOX_CLAIM_TIMEOUT", 300, minimum=1)
+
+
+def backoff_seconds(attempt: int) -> int:
+    base = env_int("UNSAY_OUTBOX_BACKOFF", 30, minimum=0)
+    return min(3600, base * 2 ** max(0, attempt - 1))
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"[:100]
+
+
+@dataclass
+class DispatchResult:
+    claimed: int = 0
+    sent: int = 0
+    retrying: int = 0
+    failed: int = 0
+    sent_ids: list[int] = field(default_factory=list)
+
+    def summary(self) -> str:
+        return f"claimed {self.claimed}, sent {self.sent}, retrying {self.retrying}, failed {self.failed}"
+
+
+def claim(batch: int = 50, *, worker: str | None = None) -> list[int]:
+    """Atomically move up to `batch` due rows from ready to sending; returns their ids."""
+    table = OutboxMessage._meta.db_table
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            UPDATE {table} SET status = 'sending', claimed_at = %s, claimed_by = %s, attempts = attempts + 1
+            WHERE id IN (
+                SELECT id FROM {table}
+                WHERE status = 'ready' AND (next_attempt_at IS NULL OR next_attempt_at <= %s)
+                ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED
+            ) AND status = 'ready'
+            RETURNING id
+            """,
+            [timezone.now(), worker or worker_name(), timezone.now(), batch],
+        )
+        return sorted(row[0] for row in cursor.fetchall())
+
+
+def send_email(message: OutboxMessage) -> str:
+    if not message.recipient:
+        raise PermanentSendError("the patient has no email address on file")
+    email = EmailMessage(subject=message.subject, body=message.body, to=[message.recipient],
+                         headers={"Message-ID": message.message_id})
+    try:
+        email.send(fail_silently=False)
+    except (smtplib.SMTPRecipientsRefused, smtplib.SMTPSenderRefused) as exc:
+        raise PermanentSendError(str(exc)) from exc
+    except (smtplib.SMTPException, OSError) as exc:
+        raise TransientSendError(str(exc)) from exc
+    return message.message_id
+
+
+_sns_client = None
+
+
+def sns_client():
+    global _sns_client
+    if _sns_client is None:
+        import boto3
+
+        _sns_client = boto3.client("sns", region_name=settings.UNSAY_AWS_REGION)
+    return _sns_client
+
+
+def send_sms(message: OutboxMessage, client=None) -> str:
+    if not settings.UNSAY_SNS_ENABLED:
+        raise PermanentSendError("SMS is disabled (set UNSAY_SNS_ENABLED=1 to send through Amazon SNS)")
+    if not message.recipient:
+        raise PermanentSendError("the patient has no phone number on file")
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    client = client or sns_client()
+    try:
+        response = client.publish(PhoneNumber=message.recipient, Message=message.body[:1600],
+                                  MessageAttributes={"AWS.SNS.SMS.SMSType": {"DataType": "String",
+                                                                             "StringValue": "Transactional"}})
+    except ClientError as exc:
+        code = exc.response.get("Error", {}).get("Code", "")
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+        if code in {"Throttling", "ThrottledException", "InternalError", "KMSThrottlingException"} or status >= 500:
+            raise TransientSendError(f"SNS {code}: {exc}") from exc
+        raise PermanentSendError(f"SNS {code}: {exc}") from exc
+    except BotoCoreError as exc:
+        raise TransientSendError(f"SNS: {exc}") from exc
+    return response["MessageId"]
+
+
+def send(message: OutboxMessage, *, sms_client=None) -> str:
+    if message.channel == "sms":
+        return send_sms(message, client=sms_client)
+    return send_email(message)
+
+
+def _finish_sent(message_id: int, worker: str, provider_id: str) -> bool:
+    with transaction.atomic():
+        updated = OutboxMessage.objects.filter(pk=message_id, status=OutboxMessage.Status.SENDING,
+                                               claimed_by=worker).update(
+            status=OutboxMessage.Status.SENT, sent_at=timezone.now(), provider_id=provider_id[:200], last_error="")
+        if updated != 1:
+            return False
+        message = OutboxMessage.objects.select_related("correction").get(pk=message_id)
+        Correction.objects.filter(pk=message.correction_id).update(status=Correction.Status.SENT,
+                                                                    updated=timezone.now())
+        AuditEvent.objects.create(actor_label=DISPATCH_ACTOR, action=AuditEvent.Action.SENT,
+                                  correction_id=message.correction_id, before={"status": "sending"},
+                                  after={"status": "sent", "provider_id": provider_id, "attempts": message.attempts})
+    return True
+
+
+def _finish_failed(message: OutboxMessage, worker: str, exc: Exception, *, transient: bool) -> str:
+    give_up = not transient or message.attempts >= max_attempts()
+    values = {"last_error": f"{type(exc).__name__}: {exc}"[:2000]}
+    if give_up:
+        values["status"] = OutboxMessage.Status.FAILED
+    else:
+        values["status"] = OutboxMessage.Status.READY
+        values["next_attempt_at"] = timezone.now() + timedelta(seconds=backoff_seconds(message.attempts))
+    with transaction.atomic():
+        OutboxMessage.objects.filter(pk=message.pk, status=OutboxMessage.Status.SENDING,
+                                     claimed_by=worker).update(**values)
+        AuditEvent.objects.create(actor_label=DISPATCH_ACTOR, action=AuditEvent.Action.SEND_FAILED,
+                                  correction_id=message.correction_id, before={"status": "sending"},
+                                  after={"status": values["status"], "attempts": message.attempts,
+                                         "error": values["last_error"]})
+    return values["status"]
+
+
+def dispatch_ready(batch: int = 50, *, sms_client=None, worker: str | None = None) -> DispatchResult:
+    """Claim and send until nothing is due. Each message's result commits on its own."""
+    worker = worker or worker_name()
+    result = DispatchResult()
+    while True:
+        ids = claim(batch, worker=worker)
+        if not ids:
+            return result
+        result.claimed += len(ids)
+        for message in OutboxMessage.objects.filter(pk__in=ids).select_related("correction").order_by("id"):
+            if message.correction.status != Correction.Status.APPROVED:
+                # Rejected or staled after approval: never send; undo our claim into cancelled.
+                OutboxMessage.objects.filter(pk=message.pk, status=OutboxMessage.Status.SENDING).update(
+                    status=OutboxMessage.Status.CANCELLED, last_error=f"correction is {message.correction.status}")
+                continue
+            try:
+                provider_id = send(message, sms_client=sms_client)
+            except TransientSendError as exc:
+                status = _finish_failed(message, worker, exc, transient=True)
+                result.retrying += status == OutboxMessage.Status.READY
+                result.failed += status == OutboxMessage.Status.FAILED
+                continue
+            except PermanentSendError as exc:
+                _finish_failed(message, worker, exc, transient=False)
+                result.failed += 1
+                continue
+            if _finish_sent(message.pk, worker, provider_id):
+                result.sent += 1
+                result.sent_ids.append(message.pk)
+
+
+def flag_unknown_outcomes(*, older_than_seconds: int | None = None) -> int:
+    """Rows claimed but never resolved (the dispatcher died mid-send): flag for a human, don't resend."""
+    cutoff = timezone.now() - timedelta(seconds=older_than_seconds if older_than_seconds is not None
+                                        else claim_timeout())
+    flagged = 0
+    for message in OutboxMessage.objects.filter(status=OutboxMessage.Status.SENDING, claimed_at__lt=cutoff):
+        with transaction.atomic():
+            if OutboxMessage.objects.filter(pk=message.pk, status=OutboxMessage.Status.SENDING,
+                                            claimed_at=message.claimed_at).update(
+                    status=OutboxMessage.Status.UNKNOWN,
+                    last_error="claimed but no send result recorded: check with the provider before resending") != 1:
+                continue
+            AuditEvent.objects.create(actor_label=DISPATCH_ACTOR, action=AuditEvent.Action.SEND_UNKNOWN,
+                                      correction_id=message.correction_id, before={"status": "sending"},
+                                      after={"status": "unknown", "claimed_by": message.claimed_by})
+            flagged += 1
+    return flagged

@@ -1,0 +1,63 @@
+"""Readable text for drafts: the fact diff a pharmacist reviews and the message a patient reads."""
+
+from memory.models import Fact
+
+VERDICT_WORDS = {
+    "safe": "no action is needed",
+    "caution": "please take care and contact the pharmacy",
+    "stop": "please stop taking it and contact the pharmacy",
+    "unknown": "we could not confirm it is safe; please contact the pharmacy",
+}
+# Attributes a pharmacist cares about, in the order shown.
+DIFF_FIELDS = ["classification", "status", "reason", "lot", "scope", "termination_date", "distribution",
+               "product_description", "firm"]
+
+
+def fact_diff(before: Fact | None, after: Fact | None) -> list[dict]:
+    """[{field, before, after}] for what changed between two versions of a claim."""
+    if before is None and after is None:
+        return []
+    b_attrs = (before.attributes or {}) if before else {}
+    a_attrs = (after.attributes or {}) if after else {}
+    rows = []
+    if after is None:
+        rows.append({"field": "believed", "before": "yes", "after": f"retracted: {before.retraction_reason}"})
+    for name in DIFF_FIELDS:
+        b = before.lot if (name == "lot" and before) else b_attrs.get(name)
+        a = after.lot if (name == "lot" and after) else a_attrs.get(name)
+        if after is not None and b != a:
+            rows.append({"field": name, "before": b, "after": a})
+    if before is not None and after is not None and before.statement != after.statement and not rows:
+        rows.append({"field": "statement", "before": before.statement, "after": after.statement})
+    return rows
+
+
+def _recall_phrase(fact: Fact | None) -> str:
+    if fact is None:
+        return "a recall record"
+    attrs = fact.attributes or {}
+    bits = [attrs.get("classification", ""), "recall", attrs.get("recall_number", "")]
+    return " ".join(b for b in bits if b) or fact.fact_key
+
+
+def correction_text(patient, old_verdict: str, outcome, fact: Fact | None) -> str:
+    drug = (fact.subject if fact else "") or outcome.subject or "your medicine"
+    return (
+        f"Dear {patient.display_name},\n\n"
+        f"We are writing to correct an answer we gave you about {drug}. "
+        f"We previously told you: {VERDICT_WORDS.get(old_verdict, old_verdict)}. "
+        f"Because {_recall_phrase(fact)} has changed, our answer is now: "
+        f"{VERDICT_WORDS.get(outcome.verdict, outcome.verdict)}.\n\n{outcome.answer}\n\n"
+        "Your pharmacy team"
+    )
+
+
+def notice_text(patient, match: str, outcome, fact: Fact) -> str:
+    how = (f"lot {fact.lot} that was dispensed to you" if match == "lot"
+           else f"{fact.subject}, which was dispensed to you (the recall names no specific lot)")
+    return (
+        f"Dear {patient.display_name},\n\n"
+        f"{_recall_phrase(fact)} now affects {how}. Our advice: "
+        f"{VERDICT_WORDS.get(outcome.verdict, outcome.verdict)}.\n\n{outcome.answer}\n\n"
+        "Your pharmacy team"
+    )

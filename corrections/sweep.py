@@ -1,0 +1,560 @@
+"""The sweep: find standing decisions whose load-bearing read is a retracted fact version, re-decide
+them with the ask reasoner, and draft corrections (verdict moved) or record reaffirmations.
+
+The stale set is a query, never a flag. Pages are keyset-ordered by decision id and locked with
+FOR UPDATE SKIP LOCKED, and each page commits on its own: drafts start flowing before the
+enumeration ends, two sweeps split the work instead of doubling it, and a killed sweep leaves
+the rest of the set standing for the next one to find (re-decided decisions are superseded, so
+they drop out of the query by themselves).
+"""
+
+import hashlib
+import logging
+import os
+import signal
+from dataclasses import dataclass, field
+
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from memory.models import Decision, DecisionRead, Fact
+from memory.reasoners import is_active as recall_is_active
+from memory.services import DecisionAlreadySuperseded
+from unsay_site.env import env_int, env_str
+from unsay_site.retry import run_in_transaction
+
+from .drafting import correction_text, fact_diff, notice_text
+from .models import CLASS_SEVERITY, AuditEvent, Correction, OutboxMessage, Redecision, SweepRun
+
+log = logging.getLogger(__name__)
+
+SWEEP_ACTOR = "sweep"
+
+
+# --- fault injection (crash-replay tests) ---------------------------------------------------
+
+
+def _crash_point():
+    """UNSAY_SWEEP_CRASH_AT=<point>:<page>, e.g. before_commit:3 — SIGKILL ourselves there."""
+    raw = env_str("UNSAY_SWEEP_CRASH_AT", "")
+    if not raw:
+        return None
+    point, _, page = raw.partition(":")
+    if point not in {"mid_page", "before_commit", "after_commit", "mid_notices"}:
+        raise ValueError(f"UNSAY_SWEEP_CRASH_AT={raw!r}: unknown point {point!r}.")
+    return point, int(page or 1)
+
+
+def _maybe_crash(point: str, page: int):
+    target = _crash_point()
+    if target and target == (point, page):
+        log.warning("UNSAY_SWEEP_CRASH_AT reached (%s:%d): killing this process", point, page)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+# --- the stale set --------------------------------------------------------------------------
+
+_STALE_SQL = """
+SELECT d.id FROM memory_decision d
+WHERE d.status = 'standing' AND d.id > %s
+  AND EXISTS (
+      SELECT 1 FROM memory_decisionread r JOIN memory_fact f ON f.id = r.fact_id
+      WHERE r.decision_id = d.id AND r.load_bearing AND f.retracted_at IS NOT NULL {fact_filter}
+  )
+ORDER BY d.id
+LIMIT %s
+"""
+
+
+def _stale_sql(fact_ids, *, lock: bool) -> tuple[str, list]:
+    fact_filter = "AND r.fact_id = ANY(%s)" if fact_ids else ""
+    sql = _STALE_SQL.format(fact_filter=fact_filter)
+    if lock:
+        sql += " FOR UPDATE OF d SKIP LOCKED"
+    return sql, ([list(fact_ids)] if fact_ids else [])
+
+
+def stale_decision_ids(*, after: int = 0, limit: int = 1000, fact_ids=None, lock: bool = False) -> list[int]:
+    """One keyset page of the stale set: standing decisions with a retracted load-bearing read."""
+    sql, extra = _stale_sql(fact_ids, lock=lock)
+    with connection.cursor() as cursor:
+        # Placeholders in order: d.id > %s, [fact ids], LIMIT %s.
+        cursor.execute(sql, [after, *extra, limit])
+        return [row[0] for row in cursor.fetchall()]
+
+
+def count_stale(fact_ids=None) -> int:
+    qs = Decision.objects.standing().filter(
+        reads__load_bearing=True, reads__fact__retracted_at__isnull=False
+    )
+    if fact_ids:
+        qs = qs.filter(reads__fact_id__in=list(fact_ids))
+    return qs.values("id").distinct().count()
+
+
+# --- helpers --------------------------------------------------------------------------------
+
+
+def severity(fact: Fact | None) -> int:
+    if fact is None or fact.kind != Fact.Kind.RECALL:
+        return 0
+    return CLASS_SEVERITY.get((fact.attributes or {}).get("classification", ""), 0)
+
+
+def is_active(fact: Fact | None) -> bool:
+    # The reasoner's own reading of "active", so the sweep and the answers agree.
+    return fact is not None and recall_is_active(fact)
+
+
+def worsened(before: Fact | None, after: Fact | None) -> bool:
+    """A recall got worse for patients: more severe class, or back to active."""
+    if after is None or after.kind != Fact.Kind.RECALL or not is_active(after):
+        return False
+    if before is None or not is_active(before):
+        return True
+    return severity(after) > severity(before)
+
+
+def latest_version(fact: Fact) -> Fact | None:
+    """Follow superseded_by to the version believed now (None if the chain ends in a bare retraction)."""
+    current = fact
+    seen = 0
+    while current.retracted_at is not None:
+        if not current.superseded_by_id or seen > 1000:
+            return None
+        current = Fact.objects.defer("embedding").get(pk=current.superseded_by_id)
+        seen += 1
+    return current
+
+
+def dedupe_key(*parts) -> str:
+    return hashlib.sha256(":".join(str(p) for p in parts).encode()).hexdigest()
+
+
+def _question_key(question: str) -> str:
+    return " ".join(question.lower().split())
+
+
+@dataclass
+class SweepReport:
+    examined: int = 0
+    reaffirmed: int = 0
+    corrected: int = 0
+    notices: int = 0
+    already_handled: int = 0
+    reasoner_calls: int = 0
+    errors: int = 0
+    pages: int = 0
+    error_text: list[str] = field(default_factory=list)
+    preview: list[dict] = field(default_factory=list)  # dry run: what would change
+    run: SweepRun | None = None
+
+    def add(self, other: "SweepReport"):
+        for name in ("examined", "reaffirmed", "corrected", "notices", "already_handled", "reasoner_calls",
+                     "errors", "pages"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.error_text.extend(other.error_text)
+        self.preview.extend(other.preview)
+
+    def summary(self) -> str:
+        return (f"examined {self.examined}, reaffirmed {self.reaffirmed}, corrected {self.corrected}, "
+                f"notices drafted {self.notices}, already handled {self.already_handled}, "
+                f"reasoner calls {self.reasoner_calls}, errors {self.errors}")
+
+
+class SharedDecider:
+    """Calls memory.ask.decide, sharing one result between decisions whose inputs are identical.
+
+    The reasoner sees (question, subject, the patient's lots of that drug, the patient's drugs, the
+    believed facts retrieved). Within one page the sweep reads a single snapshot (REPEATABLE READ),
+    so the retrieval is a function of the first four; the key is exactly those four.
+    """
+
+    def __init__(self):
+        self.calls = 0
+        self._cache: dict[tuple, object] = {}
+        self._dispensed: dict[int, frozenset] = {}
+
+    def reset(self):
+        self._cache.clear()
+        self._dispensed.clear()
+
+    def preload(self, patient_ids):
+        from patients.models import DispensingRecord
+
+        pairs: dict[int, set] = {pid: set() for pid in patient_ids if pid not in self._dispensed}
+        if not pairs:
+            return
+        for pid, drug, lot in DispensingRecord.objects.filter(patient_id__in=list(pairs)).values_list(
+            "patient_id", "drug", "lot"
+        ):
+            pairs[pid].add((drug, lot))
+        self._dispensed.update({pid: frozenset(v) for pid, v in pairs.items()})
+
+    def inputs_key(self, patient, question: str, subject: str) -> tuple:
+        self.preload([patient.pk])
+        dispensed = self._dispensed[patient.pk]
+        drugs = frozenset(d for d, _ in dispensed)
+        lots = frozenset(lot for d, lot in dispensed if d == subject) if subject else dispensed
+        return (_question_key(question), subject or "", lots, drugs)
+
+    def decide(self, patient, question: str, subject: str):
+        from memory.ask import decide
+
+        key = self.inputs_key(patient, question, subject)
+        cached = self._cache.get(key)
+        if cached is not None:
+            return cached, True
+        self.calls += 1
+        outcome = decide(patient, question, subject=subject or None)
+        self._cache[key] = outcome
+        return outcome, False
+
+
+def _set_page_snapshot():
+    if connection.vendor == "postgresql":
+        # One snapshot per page: identical inputs really do see identical beliefs.
+        with connection.cursor() as cursor:
+            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+
+
+# --- one decision ---------------------------------------------------------------------------
+
+
+def _stale_reads(decisions, fact_ids):
+    """decision id -> its retracted load-bearing reads (restricted to fact_ids when given)."""
+    qs = DecisionRead.objects.filter(
+        decision_id__in=[d.id for d in decisions], load_bearing=True, fact__retracted_at__isnull=False
+    ).select_related("fact").defer("fact__embedding")
+    if fact_ids:
+        qs = qs.filter(fact_id__in=list(fact_ids))
+    by_decision: dict[int, list] = {}
+    for read in qs:
+        by_decision.setdefault(read.decision_id, []).append(read.fact)
+    return by_decision
+
+
+def _pick_trigger(retracted: list[Fact]) -> tuple[Fact, Fact | None]:
+    """(previous, trigger): the retracted version read and the version believed now, the most severe first."""
+    pairs = [(old, latest_version(old)) for old in retracted]
+    pairs.sort(key=lambda p: (severity(p[1]), p[0].id), reverse=True)
+    return pairs[0]
+
+
+def _pending_correction_for(decision: Decision, *, lock: bool) -> Correction | None:
+    """A draft (or approved but unsent) correction that produced this decision: the patient has
+    not heard it yet."""
+    qs = Correction.objects.select_for_update() if lock else Correction.objects
+    return (
+        qs.select_related("old_decision", "previous_fact").defer("previous_fact__embedding")
+        .filter(new_decision=decision, status__in=[Correction.Status.DRAFT, Correction.Status.APPROVED])
+        .first()
+    )
+
+
+def mark_stale(correction: Correction, *, replaced_by: Correction | None = None, run=None, note="") -> bool:
+    """Stale a draft before it is sent. Returns False when its message is already out of our hands."""
+    cancelled = OutboxMessage.objects.filter(
+        correction=correction, status__in=[OutboxMessage.Status.HELD, OutboxMessage.Status.READY]
+    ).update(status=OutboxMessage.Status.CANCELLED, last_error="stale: superseded before sending")
+    has_message = OutboxMessage.objects.filter(correction=correction).exists()
+    if has_message and not cancelled:
+        return False
+    before = {"status": correction.status}
+    correction.status = Correction.Status.STALE
+    correction.save(update_fields=["status", "updated"])
+    AuditEvent.objects.create(actor_label=SWEEP_ACTOR, action=AuditEvent.Action.STALE, correction=correction,
+                              sweep_run=run, before=before, after={"status": correction.status}, note=note)
+    return True
+
+
+def _write_draft(*, kind, patient, match, trigger, previous, old_decision, new_decision, old_verdict, old_answer,
+                 new_verdict, new_answer, key, text, run, replaces=None) -> Correction:
+    attrs = (trigger or previous).attributes or {}
+    correction = Correction.objects.create(
+        kind=kind, patient=patient, match=match, recall_number=attrs.get("recall_number", ""),
+        classification=attrs.get("classification", ""), severity=severity(trigger or previous),
+        old_decision=old_decision, new_decision=new_decision, old_verdict=old_verdict, old_answer=old_answer,
+        new_verdict=new_verdict, new_answer=new_answer, trigger_fact=trigger, previous_fact=previous,
+        diff=fact_diff(previous, trigger), drafted_text=text, dedupe_key=key, sweep_run=run, replaces=replaces,
+    )
+    channel = patient.preferred_channel
+    recipient = patient.phone if channel == "sms" else patient.email
+    OutboxMessage.objects.create(
+        correction=correction, channel=channel, recipient=recipient or "",
+        subject=f"Update about your {correction.recall_number and 'recalled ' or ''}medicine"[:200],
+        body=text, dedupe_key=key, status=OutboxMessage.Status.HELD,
+    )
+    AuditEvent.objects.create(
+        actor_label=SWEEP_ACTOR, action=AuditEvent.Action.DRAFTED, correction=correction, decision=new_decision,
+        sweep_run=run, before={"verdict": old_verdict}, after={"verdict": new_verdict, "status": correction.status},
+    )
+    return correction
+
+
+def _redecide(decision, retracted, decider, run, report, *, dry_run):
+    previous, trigger = _pick_trigger(retracted)
+    outcome, shared = decider.decide(decision.patient, decision.question, decision.subject)
+    recall_number = (trigger or previous).attributes.get("recall_number", "")
+    # If this decision came from a correction the patient has not received yet, that draft goes
+    # stale, and the comparison is with what the patient was actually told before it.
+    pending = _pending_correction_for(decision, lock=not dry_run)
+    replaced = None
+    if pending is not None and (dry_run or mark_stale(pending, run=run, note=f"decision {decision.id} re-decided")):
+        replaced = pending
+    told = replaced.old_decision if replaced else decision
+    told_verdict = replaced.old_verdict if replaced else decision.verdict
+    told_answer = replaced.old_answer if replaced else decision.answer
+    if replaced is not None and replaced.previous_fact_id:
+        previous = replaced.previous_fact
+    changed = outcome.verdict != told_verdict
+    report.examined += 1
+    if changed:
+        report.corrected += 1
+    else:
+        report.reaffirmed += 1
+    if dry_run:
+        report.preview.append({
+            "decision": decision.id, "patient": str(decision.patient), "question": decision.question,
+            "old_verdict": told_verdict, "new_verdict": outcome.verdict, "changed": changed,
+            "recall_number": recall_number,
+        })
+        return
+    from memory.ask import record_outcome
+
+    new_decision = record_outcome(outcome, patient=decision.patient, question=decision.question, replaces=decision)
+    if changed:
+        key = dedupe_key("correction", (told or decision).id, outcome.verdict,
+                         trigger.id if trigger else f"retracted-{previous.id}")
+        text = correction_text(decision.patient, told_verdict, outcome, trigger or previous)
+        _write_draft(kind=Correction.Kind.CORRECTION, patient=decision.patient, match=Correction.Match.ASKED,
+                     trigger=trigger, previous=previous, old_decision=told, new_decision=new_decision,
+                     old_verdict=told_verdict, old_answer=told_answer, new_verdict=outcome.verdict,
+                     new_answer=outcome.answer, key=key, text=text, run=run, replaces=replaced)
+    Redecision.objects.create(
+        old_decision=decision, new_decision=new_decision,
+        outcome=Redecision.Outcome.CORRECTED if changed else Redecision.Outcome.REAFFIRMED,
+        recall_number=recall_number, trigger_fact=trigger, sweep_run=run, shared=shared,
+    )
+
+
+def _process_page(ids_after, limit, fact_ids, decider, run, page_no, *, dry_run) -> tuple[SweepReport, int, int]:
+    """Lock, re-decide and write one page. Returns (report, last id, rows in page)."""
+    report = SweepReport()
+    if not dry_run:
+        _set_page_snapshot()
+    decider.reset()
+    ids = stale_decision_ids(after=ids_after, limit=limit, fact_ids=fact_ids, lock=not dry_run)
+    if not ids:
+        return report, ids_after, 0
+    decisions = list(Decision.objects.filter(id__in=ids).select_related("patient").order_by("id"))
+    retracted = _stale_reads(decisions, fact_ids)
+    decider.preload({d.patient_id for d in decisions if d.patient_id})
+    calls_before = decider.calls
+    for n, decision in enumerate(decisions):
+        if n == len(decisions) // 2:
+            _maybe_crash("mid_page", page_no)
+        one = SweepReport()  # counted only once its writes succeeded
+        try:
+            if dry_run:
+                _redecide(decision, retracted[decision.id], decider, run, one, dry_run=True)
+            else:
+                with transaction.atomic():  # savepoint: one bad decision does not sink the page
+                    _redecide(decision, retracted[decision.id], decider, run, one, dry_run=False)
+            report.add(one)
+        except (DecisionAlreadySuperseded, IntegrityError) as exc:
+            # Another sweep got there first (or the same draft already exists): already handled.
+            log.info("decision %s already handled: %s", decision.id, exc)
+            report.already_handled += 1
+        except Exception as exc:  # noqa: BLE001 - recorded on the run; the decision stays standing
+            log.exception("re-deciding decision %s failed", decision.id)
+            report.errors += 1
+            report.error_text.append(f"decision {decision.id}: {type(exc).__name__}: {exc}")
+    report.reasoner_calls += decider.calls - calls_before
+    report.pages += 1
+    if run is not None:
+        _save_run_progress(run, report, last_id=ids[-1])
+    _maybe_crash("before_commit", page_no)
+    return report, ids[-1], len(ids)
+
+
+def _save_run_progress(run: SweepRun, delta: SweepReport, *, last_id: int | None = None):
+    from django.db.models import F
+
+    values = {name: F(name) + getattr(delta, name) for name in (
+        "examined", "reaffirmed", "corrected", "notices", "already_handled", "reasoner_calls", "errors", "pages")}
+    values["heartbeat"] = timezone.now()
+    if last_id is not None:
+        values["last_decision_id"] = last_id
+    if delta.error_text:
+        run.error_text = (run.error_text + "\n" + "\n".join(delta.error_text)).strip()[-10000:]
+        values["error_text"] = run.error_text
+    SweepRun.objects.filter(pk=run.pk).update(**values)
+
+
+# --- notices to patients who never asked ---------------------------------------------------
+
+
+def worsened_pairs(fact_ids=None) -> list[tuple[Fact, Fact]]:
+    """(predecessor, believed version) for recall facts that got worse.
+
+    With fact_ids: the successors of those retracted versions. Without: every believed recall
+    version > 1 whose predecessor was milder (the periodic catch-all; dedupe keys make it idempotent).
+    """
+    pairs = []
+    if fact_ids:
+        olds = Fact.objects.filter(id__in=list(fact_ids), kind=Fact.Kind.RECALL).defer("embedding")
+        for old in olds:
+            new = latest_version(old)
+            if new is not None and worsened(old, new):
+                pairs.append((old, new))
+    else:
+        olds = (Fact.objects.filter(kind=Fact.Kind.RECALL, retracted_at__isnull=False, superseded_by__isnull=False,
+                                    superseded_by__retracted_at__isnull=True)
+                .select_related("superseded_by").defer("embedding", "superseded_by__embedding"))
+        for old in olds:
+            if worsened(old, old.superseded_by):
+                pairs.append((old, old.superseded_by))
+    return pairs
+
+
+def _exposed(fact: Fact):
+    """[(patient, "lot"|"drug")] from the patients engineer's exposure service."""
+    from patients.services import exposed_patients
+
+    result = []
+    for item in exposed_patients(fact):
+        if isinstance(item, tuple):
+            patient, match = item[0], item[1]
+        else:
+            patient = getattr(item, "patient", item)
+            match = getattr(item, "match", None) or getattr(item, "matched_by", None)
+        match = str(match or ("lot" if fact.lot else "drug")).lower()
+        result.append((patient, "lot" if "lot" in match else "drug"))
+    return result
+
+
+def _has_asked(patient, fact: Fact) -> bool:
+    return Decision.objects.filter(patient=patient).filter(
+        Q(subject=fact.subject) | Q(reads__fact_key=fact.fact_key)).exists()
+
+
+def _draft_notices_for(previous: Fact, current: Fact, decider, run, report, *, dry_run, notice_no):
+    # Unsent notices about an older version of this claim go stale; their patients were never told.
+    stale_baseline: dict[int, Correction] = {}
+    if not dry_run:
+        for pending in Correction.objects.filter(
+            kind=Correction.Kind.NOTICE, status__in=[Correction.Status.DRAFT, Correction.Status.APPROVED],
+            trigger_fact__fact_key=current.fact_key, trigger_fact__retracted_at__isnull=False,
+        ).select_related("previous_fact"):
+            stale_baseline[pending.patient_id] = pending
+    for patient, match in _exposed(current):
+        replaced = stale_baseline.get(patient.id)
+        baseline = replaced.previous_fact if replaced else previous
+        if not worsened(baseline, current) or _has_asked(patient, current):
+            continue
+        question = f"Is my {current.subject} safe?"
+        outcome, _shared = decider.decide(patient, question, current.subject)
+        key = dedupe_key("notice", patient.id, outcome.verdict, current.id)
+        if dry_run:
+            report.notices += 1
+            report.preview.append({"notice": True, "patient": str(patient), "match": match,
+                                   "new_verdict": outcome.verdict, "recall_number": current.attributes.get(
+                                       "recall_number", "")})
+            continue
+        if Correction.objects.filter(dedupe_key=key).exists():
+            continue
+
+        def write(patient=patient, match=match, outcome=outcome, key=key, replaced=replaced, baseline=baseline):
+            replaced_ok = None
+            if replaced is not None:
+                fresh = Correction.objects.select_for_update().get(pk=replaced.pk)
+                pending = fresh.status in (Correction.Status.DRAFT, Correction.Status.APPROVED)
+                if pending and mark_stale(fresh, run=run, note=f"superseded by {current}"):
+                    replaced_ok = fresh
+            _write_draft(kind=Correction.Kind.NOTICE, patient=patient, match=match, trigger=current,
+                         previous=baseline, old_decision=None, new_decision=None, old_verdict="", old_answer="",
+                         new_verdict=outcome.verdict, new_answer=outcome.answer, key=key,
+                         text=notice_text(patient, match, outcome, current), run=run, replaces=replaced_ok)
+            delta = SweepReport(notices=1)
+            if run is not None:
+                _save_run_progress(run, delta)
+            return delta
+
+        try:
+            report.add(run_in_transaction(write))
+        except IntegrityError:
+            report.already_handled += 1  # a concurrent sweep wrote this notice first
+        notice_no[0] += 1
+        _maybe_crash("mid_notices", notice_no[0])
+
+
+# --- entry point ----------------------------------------------------------------------------
+
+
+def page_size_default() -> int:
+    return env_int("UNSAY_SWEEP_PAGE_SIZE", 200, minimum=1, maximum=10000)
+
+
+def sweep(*, fact_ids=None, trigger=SweepRun.Trigger.MANUAL, dry_run=False, page_size=None, progress=None,
+          notices=True) -> SweepReport:
+    """Sweep the stale set (all of it, or the decisions that read `fact_ids`), then draft notices.
+
+    dry_run re-decides without writing anything (no decisions, drafts or run row) and returns a preview.
+    progress: optional callable(n) called with the number of decisions in each committed page.
+    """
+    fact_ids = sorted({int(f) for f in fact_ids}) if fact_ids else None
+    page_size = page_size or page_size_default()
+    total = SweepReport()
+    run = None
+    if not dry_run:
+        run = SweepRun.objects.create(trigger=trigger, fact_ids=fact_ids or [], heartbeat=timezone.now())
+        total.run = run
+    decider = SharedDecider()
+    after, page_no = 0, 0
+    try:
+        while True:
+            page_no += 1
+            if dry_run:
+                report, after, rows = _process_page(after, page_size, fact_ids, decider, None, page_no, dry_run=True)
+            else:
+                report, after, rows = run_in_transaction(
+                    _process_page, after, page_size, fact_ids, decider, run, page_no, dry_run=False)
+                _maybe_crash("after_commit", page_no)
+            total.add(report)
+            if progress and rows:
+                progress(rows)
+            if rows < page_size:
+                break
+        if notices:
+            notice_no = [0]
+            decider.reset()
+            calls_before = decider.calls
+            notice_report = SweepReport()
+            for previous, current in worsened_pairs(fact_ids):
+                _draft_notices_for(previous, current, decider, run, notice_report, dry_run=dry_run,
+                                   notice_no=notice_no)
+            notice_report.reasoner_calls = decider.calls - calls_before
+            if run is not None and notice_report.reasoner_calls:
+                _save_run_progress(run, SweepReport(reasoner_calls=notice_report.reasoner_calls,
+                                                    already_handled=notice_report.already_handled))
+            total.add(notice_report)
+    except BaseException as exc:
+        if run is not None:
+            SweepRun.objects.filter(pk=run.pk).update(
+                status=SweepRun.Status.FAILED, finished=timezone.now(),
+                error_text=(f"{type(exc).__name__}: {exc}")[:10000])
+        raise
+    if run is not None:
+        SweepRun.objects.filter(pk=run.pk).update(status=SweepRun.Status.FINISHED, finished=timezone.now(),
+                                                  heartbeat=timezone.now())
+        run.refresh_from_db()
+    return total
+
+
+def has_work(fact_ids) -> bool:
+    """Cheap pre-check for the after-commit trigger: anything to re-decide or notify?"""
+    if stale_decision_ids(limit=1, fact_ids=fact_ids):
+        return True
+    return bool(worsened_pairs(fact_ids))

@@ -1,0 +1,47 @@
+"""Celery tasks: thin wrappers over corrections.sweep and corrections.dispatch, taking JSON ids."""
+
+import logging
+
+from celery import shared_task
+
+from unsay_site.env import env_bool
+
+log = logging.getLogger(__name__)
+
+
+def enqueue_sweep_after_supersession(old_fact_id: int, new_fact_id: int | None):
+    """memory.services.supersession_listeners hook: memory calls it on commit, so the task never
+    runs before the new version is visible (or after a rollback)."""
+    if not env_bool("UNSAY_SWEEP_ON_SUPERSESSION", True):
+        return
+    try:
+        sweep_facts.delay([old_fact_id])
+    except Exception:  # the broker being down must not fail the ingest that already committed
+        log.exception("could not enqueue the sweep for fact %s; the periodic sweep will catch it", old_fact_id)
+
+
+@shared_task(name="corrections.tasks.sweep_facts")
+def sweep_facts(fact_ids: list[int]) -> str:
+    from .models import SweepRun
+    from .sweep import has_work, sweep
+
+    if not has_work(fact_ids):
+        return f"facts {fact_ids}: nothing to sweep"
+    return sweep(fact_ids=fact_ids, trigger=SweepRun.Trigger.SUPERSESSION).summary()
+
+
+@shared_task(name="corrections.tasks.periodic_sweep")
+def periodic_sweep() -> str:
+    from .models import SweepRun
+    from .sweep import sweep
+
+    return sweep(trigger=SweepRun.Trigger.BEAT).summary()
+
+
+@shared_task(name="corrections.tasks.dispatch_outbox")
+def dispatch_outbox() -> str:
+    from .dispatch import dispatch_ready, flag_unknown_outcomes
+
+    flagged = flag_unknown_outcomes()
+    result = dispatch_ready()
+    return f"{result.summary()}, flagged unknown {flagged}"
