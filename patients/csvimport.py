@@ -138,9 +138,10 @@ def _datetime(raw: str, reasons: list):
         reasons.append("dispensed_at is empty.")
         return None
     try:
-        parsed = parse_datetime(raw)
-        if parsed is None and (day := parse_date(raw)) is not None:
+        if len(raw) == 10 and (day := parse_date(raw)) is not None:
             parsed = datetime.combine(day, time(12, 0))  # a date alone: midday, so no zone shifts its day
+        else:
+            parsed = parse_datetime(raw)
     except ValueError:
         parsed = None
     if parsed is None:
