@@ -18,7 +18,7 @@ import threading
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db import connection
+from django.db import connection, transaction
 
 
 class EmbeddingError(RuntimeError):
@@ -160,8 +160,24 @@ def get_provider() -> EmbeddingProvider:
     global _provider
     with _provider_lock:
         if _provider is None:
-            _provider = build_provider(settings.UNSAY_EMBEDDINGS)
+            provider = build_provider(settings.UNSAY_EMBEDDINGS)
+            check_column_matches(provider.dimension)
+            _provider = provider
         return _provider
+
+
+def check_column_matches(dimension: int):
+    """Refuse to embed anything the database cannot store: the vector column's dimension is fixed at
+    migrate time, so a provider of another size must stop the process with a clear message."""
+    try:
+        with transaction.atomic():  # a savepoint, so a missing table cannot spoil the caller's transaction
+            actual = column_dimension()
+    except Exception:  # no database or table yet (before migrate): nothing to compare
+        return
+    if actual is not None and actual != dimension:
+        raise ImproperlyConfigured(
+            f"The embedding provider gives {dimension}-dimensional vectors but memory_fact.embedding is "
+            f"vector({actual}). Set UNSAY_EMBEDDINGS/UNSAY_EMBEDDING_DIM to match the database, or re-create it.")
 
 
 def build_provider(kind: str) -> EmbeddingProvider:
