@@ -1,4 +1,8 @@
-from django.urls import path  # noqa: F401
+from django.urls import path
+
+from . import views
 
 app_name = "memory"
-urlpatterns = []
+urlpatterns = [
+    path("ask/", views.ask_screen, name="ask"),
+]

@@ -1,6 +1,8 @@
 from django.contrib import admin
 from django.urls import include, path
 
+import memory.api
+
 from . import views
 
 urlpatterns = [
@@ -11,4 +13,6 @@ urlpatterns = [
     path("recalls/", include("recalls.urls")),
     path("patients/", include("patients.urls")),
     path("corrections/", include("corrections.urls")),
+    path("api/ask", memory.api.ask_view, name="api_ask"),
+    path("api/decisions/<uuid:public_id>", memory.api.decision_view, name="api_decision"),
 ]

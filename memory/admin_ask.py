@@ -1,0 +1,90 @@
+"""Admin for the ask API: clients (with their patients), keys (secret shown once; revoke action), usage counters.
+Imported from memory/admin.py."""
+
+from django import forms
+from django.contrib import admin, messages
+from django.utils import timezone
+
+from .api import check_key_scope, issue_secret
+from .models import ApiClient, ApiKey, ClientPatient, UsageCounter
+
+
+class ClientPatientInline(admin.TabularInline):
+    model = ClientPatient
+    raw_id_fields = ["patient"]
+    extra = 1
+
+
+@admin.register(ApiClient)
+class ApiClientAdmin(admin.ModelAdmin):
+    list_display = ["name", "created"]
+    search_fields = ["name"]
+    inlines = [ClientPatientInline]
+
+
+class ApiKeyForm(forms.ModelForm):
+    class Meta:
+        model = ApiKey
+        fields = ["client", "kind", "patient", "name"]
+
+    def clean(self):
+        data = super().clean()
+        if self.instance.pk is None and data.get("client") and data.get("kind"):
+            try:
+                check_key_scope(data["client"], data["kind"], data.get("patient"))
+            except ValueError as exc:
+                raise forms.ValidationError(str(exc)) from None
+        return data
+
+
+@admin.register(ApiKey)
+class ApiKeyAdmin(admin.ModelAdmin):
+    form = ApiKeyForm
+    list_display = ["prefix", "name", "kind", "client", "patient", "created", "last_used_at", "revoked_at"]
+    list_filter = ["kind", ("revoked_at", admin.EmptyFieldListFilter)]
+    list_select_related = ["client", "patient"]
+    search_fields = ["prefix", "name", "client__name", "patient__external_ref"]
+    raw_id_fields = ["patient"]
+    actions = ["revoke"]
+
+    def get_fields(self, request, obj=None):
+        if obj is None:
+            return ["client", "kind", "patient", "name"]
+        return ["client", "kind", "patient", "name", "prefix", "created", "last_used_at", "revoked_at"]
+
+    def get_readonly_fields(self, request, obj=None):
+        if obj is None:
+            return []
+        return ["client", "kind", "patient", "prefix", "created", "last_used_at", "revoked_at"]
+
+    def save_model(self, request, obj, form, change):
+        if change:
+            obj.save(update_fields=["name"])
+            return
+        secret = issue_secret(obj)
+        obj.save()
+        messages.warning(request, f"Copy this API key now, it will not be shown again: {secret}")
+
+    @admin.action(description="Revoke selected keys")
+    def revoke(self, request, queryset):
+        count = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
+        self.message_user(request, f"Revoked {count} key(s).")
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # revoke instead: keeps who-used-what history
+
+
+@admin.register(UsageCounter)
+class UsageCounterAdmin(admin.ModelAdmin):
+    list_display = ["scope", "window_start", "n"]
+    list_filter = ["scope"]
+    ordering = ["-window_start", "scope"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False

@@ -1,0 +1,34 @@
+from django.core.management.base import BaseCommand, CommandError
+
+from memory.ask import ask
+from patients.models import Patient
+
+
+class Command(BaseCommand):
+    help = 'Ask "is my medicine safe?" for a patient; prints the verdict, the answer and the read set.'
+
+    def add_arguments(self, parser):
+        parser.add_argument("question")
+        parser.add_argument("--patient", required=True, help="The patient's external reference.")
+        parser.add_argument("--subject", help="The medicine (normalised like dispensing drug names).")
+
+    def handle(self, *args, question, patient, subject=None, **options):
+        found = Patient.objects.filter(external_ref=patient).first()
+        if found is None:
+            raise CommandError(f"No patient with reference {patient!r}.")
+        if not question.strip():
+            raise CommandError("The question is empty.")
+        decision = ask(found, question, subject=subject)
+        self.stdout.write(f"verdict:  {decision.verdict}")
+        self.stdout.write(f"subject:  {decision.subject or '(unresolved)'}")
+        self.stdout.write(f"reasoner: {decision.reasoner}")
+        if decision.guardrail_override:
+            self.stdout.write(f"guardrail raised {decision.reasoner_verdict!r}: {decision.guardrail_override}")
+        self.stdout.write(f"answer:   {decision.answer}")
+        self.stdout.write(f"decision: {decision.public_id}")
+        reads = list(decision.reads.order_by("rank"))
+        self.stdout.write(f"read set ({len(reads)}):")
+        for read in reads:
+            mark = "LOAD-BEARING" if read.load_bearing else "shown"
+            self.stdout.write(f"  {read.rank:>2}. {read.fact_key} v{read.fact_version}  {mark:<12} "
+                              f"score={read.score:.3f}")

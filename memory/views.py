@@ -1,0 +1,81 @@
+"""The pharmacist's ask screen: pick a patient, ask, see the verdict and the exact fact versions it read."""
+
+import functools
+import uuid
+
+from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import PermissionDenied
+from django.db.models import Q
+from django.shortcuts import render
+from django.urls import NoReverseMatch, reverse
+from django.views.decorators.http import require_http_methods
+
+from patients.models import Patient
+
+from .ask import ask
+from .forms import AskForm
+
+PATIENT_SEARCH_LIMIT = 20
+
+
+def pharmacist_required(view):
+    """Pharmacist group or superuser; anonymous users go to the login page, anyone else gets 403."""
+    @functools.wraps(view)
+    def wrapper(request, *args, **kwargs):
+        if not request.user.is_authenticated:
+            return redirect_to_login(request.get_full_path())
+        if not getattr(request.user, "is_pharmacist", False):
+            raise PermissionDenied("Only pharmacists may use the ask screen.")
+        return view(request, *args, **kwargs)
+    return wrapper
+
+
+def search_patients(query: str):
+    query = (query or "").strip()
+    if not query:
+        return Patient.objects.none()
+    return Patient.objects.filter(Q(display_name__icontains=query) | Q(external_ref__iexact=query)
+                                  | Q(external_ref__istartswith=query)).order_by("display_name")[:PATIENT_SEARCH_LIMIT]
+
+
+def _patient_or_none(public_id):
+    try:
+        return Patient.objects.filter(public_id=uuid.UUID(str(public_id))).first() if public_id else None
+    except ValueError:
+        return None
+
+
+def replay_url(decision) -> str:
+    """The memory app's replay view when it exists, else the decision in the admin."""
+    for name, args in (("memory:replay", [decision.public_id]), ("memory:decision_replay", [decision.public_id]),
+                       ("admin:memory_decision_change", [decision.pk])):
+        try:
+            return reverse(name, args=args)
+        except NoReverseMatch:
+            continue
+    return ""
+
+
+@require_http_methods(["GET", "POST"])
+@pharmacist_required
+def ask_screen(request):
+    query = request.GET.get("q", "")
+    if request.method == "GET" and request.htmx and "q" in request.GET:
+        return render(request, "memory/ask.html#patient-options", {"patients": search_patients(query), "q": query})
+    context = {"q": query, "patients": search_patients(query), "decision": None}
+    if request.method == "POST":
+        form = AskForm(request.POST)
+        if form.is_valid():
+            patient = form.cleaned_data["patient"]
+            decision = ask(patient, form.cleaned_data["question"], subject=form.cleaned_data["subject"] or None)
+            context.update(decision=decision, reads=list(decision.reads.select_related("fact")),
+                           replay_url=replay_url(decision), patient=patient)
+        else:
+            context["patient"] = _patient_or_none(request.POST.get("patient"))
+    else:
+        context["patient"] = _patient_or_none(request.GET.get("patient"))
+        form = AskForm(initial={"patient": context["patient"].public_id} if context["patient"] else None)
+    context["form"] = form
+    template = "memory/ask.html#result" if request.htmx and request.method == "POST" else "memory/ask.html"
+    # htmx swaps only 2xx responses, so an invalid form is answered 200 with its errors shown.
+    return render(request, template, context)
