@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time
 
 from django.core.exceptions import ValidationError
+from django.db import connection, transaction
 from django.utils.dateparse import parse_date, parse_datetime
 
 from unsay_site.retry import run_in_transaction
@@ -100,7 +101,11 @@ def import_dispensing_csv(data, *, synthetic: bool = False) -> ImportResult:
     def _write():
         DispensingRecord.objects.bulk_create([r for _, r in records], batch_size=1000)
 
-    run_in_transaction(_write)
+    if connection.in_atomic_block:
+        with transaction.atomic():  # join the caller's transaction (its owner retries the whole of it)
+            _write()
+    else:
+        run_in_transaction(_write)
     result.imported = len(records)
     return result
 
