@@ -1,0 +1,89 @@
+"""The pharmacist ask screen: roles (anonymous, staff, pharmacist, superuser), plain POST and htmx."""
+
+from datetime import UTC, datetime
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+
+from memory.models import Decision
+from memory.services import assert_claim
+from patients.models import DispensingRecord, Patient
+from tests.factories_facts import recall_claim
+from unsay_site.roles import PHARMACIST, PHARMACY_STAFF
+
+pytestmark = pytest.mark.django_db(transaction=True)
+URL = "/memory/ask/"
+
+
+def user(name, group=None, **flags):
+    u = get_user_model().objects.create_user(name, password="pw", **flags)
+    if group:
+        u.groups.add(Group.objects.get_or_create(name=group)[0])
+    return u
+
+
+@pytest.fixture
+def patient(hashing_embeddings):
+    assert_claim(recall_claim("D-0081-2019", "MON17384"))
+    p = Patient.objects.create(region="aws-us-east-1", display_name="Synthetic Dana Reyes", external_ref="SYN-D1",
+                               synthetic=True)
+    DispensingRecord.objects.create(patient=p, drug="montelukast", lot="MON17384", synthetic=True,
+                                    dispensed_at=datetime(2019, 1, 5, tzinfo=UTC))
+    return p
+
+
+def test_anonymous_is_sent_to_login_and_nothing_is_asked(client, patient):
+    response = client.post(URL, {"patient": patient.public_id, "question": "safe?"})
+    assert response.status_code == 302 and "/login/" in response["Location"]
+    assert Decision.objects.count() == 0
+
+
+@pytest.mark.parametrize("flags", [{"group": PHARMACY_STAFF, "is_staff": True}, {"is_staff": True}, {}])
+def test_non_pharmacists_get_403_even_staff(client, patient, flags):
+    client.force_login(user("someone", **flags))
+    assert client.get(URL).status_code == 403
+    assert client.post(URL, {"patient": patient.public_id, "question": "safe?"}).status_code == 403
+    assert Decision.objects.count() == 0
+
+
+@pytest.mark.parametrize("who", ["pharmacist", "superuser"])
+def test_pharmacist_and_superuser_ask_with_a_plain_post_and_get_the_full_page(client, patient, who):
+    u = user("ph", group=PHARMACIST) if who == "pharmacist" else user("root", is_superuser=True, is_staff=True)
+    client.force_login(u)
+    page = client.get(URL, {"q": "dana"})
+    assert page.status_code == 200 and "SYN-D1" in page.content.decode()
+
+    response = client.post(URL, {"patient": patient.public_id, "question": "Is my montelukast safe?"})
+    html = response.content.decode()
+    assert response.status_code == 200 and "<html" in html
+    decision = Decision.objects.get(patient=patient)
+    assert decision.verdict == "stop"
+    assert "recall:D-0081-2019:lot:MON17384" in html and "v1" in html and "load-bearing" in html
+    assert str(decision.public_id) in html
+
+
+def test_htmx_post_returns_only_the_result_fragment(client, patient):
+    client.force_login(user("ph", group=PHARMACIST))
+    response = client.post(URL, {"patient": patient.public_id, "question": "Is my montelukast safe?"},
+                           headers={"HX-Request": "true"})
+    html = response.content.decode()
+    assert response.status_code == 200 and "<html" not in html and 'id="result"' in html
+    assert "Stop — contact the pharmacy" in html
+
+
+def test_htmx_patient_search_returns_the_options_fragment(client, patient):
+    client.force_login(user("ph", group=PHARMACIST))
+    response = client.get(URL, {"q": "SYN-D"}, headers={"HX-Request": "true"})
+    html = response.content.decode()
+    assert "<html" not in html and 'id="patient-options"' in html and str(patient.public_id) in html
+
+
+def test_a_missing_patient_or_question_shows_errors_and_writes_nothing(client, patient):
+    client.force_login(user("ph", group=PHARMACIST))
+    response = client.post(URL, {"question": "safe?"})
+    assert response.status_code == 200 and "Pick a patient first." in response.content.decode()
+    response = client.post(URL, {"patient": patient.public_id, "question": ""})
+    assert "required" in response.content.decode()
+    assert client.get(URL, {"patient": "not-a-uuid"}).status_code == 200
+    assert Decision.objects.count() == 0
