@@ -245,7 +245,7 @@ def _pick_trigger(retracted: list[Fact]) -> tuple[Fact, Fact | None]:
 def _pending_correction_for(decision: Decision, *, lock: bool) -> Correction | None:
     """A draft (or approved but unsent) correction that produced this decision: the patient has
     not heard it yet."""
-    qs = Correction.objects.select_for_update() if lock else Correction.objects
+    qs = Correction.objects.select_for_update(of=("self",)) if lock else Correction.objects
     return (
         qs.select_related("old_decision", "previous_fact").defer("previous_fact__embedding")
         .filter(new_decision=decision, status__in=[Correction.Status.DRAFT, Correction.Status.APPROVED])

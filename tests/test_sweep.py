@@ -1,0 +1,175 @@
+"""The sweep on REAL openFDA recall facts (tests/factories_facts.py); patients are synthetic.
+
+D-0315-2019 lot 3061169 is a real Class II, Ongoing Mylan valsartan recall. Escalating it to Class I
+(a new version of the same real record with classification "Class I", which is what
+recalls.services.escalate asserts) moves lot holders from caution to stop and leaves others safe.
+"""
+
+from datetime import UTC, datetime
+
+import pytest
+from django.core.management import call_command
+
+from corrections.models import AuditEvent, Correction, OutboxMessage, Redecision, SweepRun
+from corrections.sweep import count_stale, sweep
+from memory.ask import ask
+from memory.models import Decision
+from memory.services import assert_claim
+from patients.models import DispensingRecord, Patient
+from tests.factories_facts import recall_claim
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+RECALL, LOT = "D-0315-2019", "3061169"
+OTHER_RECALL, OTHER_LOT = "D-0324-2019", "3063780"
+
+
+def make_patient(ref, dispensed, channel="email"):
+    patient = Patient.objects.create(region="aws-us-east-1", display_name=f"Synthetic {ref}", external_ref=ref,
+                                     email=f"{ref.lower()}@example.com", phone="+15555550100",
+                                     preferred_channel=channel, synthetic=True)
+    for drug, lot in dispensed:
+        DispensingRecord.objects.create(patient=patient, drug=drug, lot=lot, synthetic=True,
+                                        dispensed_at=datetime(2019, 1, 5, tzinfo=UTC))
+    return patient
+
+
+@pytest.fixture
+def no_auto_sweep(monkeypatch):
+    monkeypatch.setenv("UNSAY_SWEEP_ON_SUPERSESSION", "0")
+
+
+@pytest.fixture
+def world(hashing_embeddings):
+    assert_claim(recall_claim(RECALL, LOT))
+    assert_claim(recall_claim(OTHER_RECALL, OTHER_LOT))
+    on_lot_a = make_patient("SYN-A", [("Valsartan Tablets USP 40 mg", LOT)])
+    on_lot_b = make_patient("SYN-B", [("Valsartan Tablets USP 40 mg", LOT)])
+    other_lot = make_patient("SYN-C", [("Valsartan Tablets USP 40 mg", "3095511")])
+    never_asked = make_patient("SYN-D", [("Valsartan Tablets USP 40 mg", LOT)], channel="sms")
+    decisions = {
+        "a": ask(on_lot_a, "Is my valsartan safe?"),
+        "b": ask(on_lot_b, "Is my valsartan safe?"),
+        "c": ask(other_lot, "Is my valsartan safe?"),
+    }
+    assert decisions["a"].verdict == "caution" and decisions["c"].verdict == "safe"
+    return {"decisions": decisions, "never_asked": never_asked}
+
+
+def escalate():
+    return assert_claim(recall_claim(RECALL, LOT, classification="Class I"), reason="escalated to Class I")
+
+
+def test_it_corrects_moved_verdicts_reaffirms_the_rest_and_shares_identical_inputs(world, no_auto_sweep):
+    result = escalate()
+    assert count_stale() == 3  # a, b (caution on the lot) and c (safe, rests on the same drug's recalls)
+
+    report = sweep()
+
+    assert (report.examined, report.corrected, report.reaffirmed) == (3, 2, 1)
+    # a and b have identical inputs (question, lots, facts): one reasoner call for both; c needs its
+    # own; the notice for the never-asked patient is the third.
+    assert report.reasoner_calls == 3
+    assert Redecision.objects.filter(shared=True).count() == 1
+    drafts = Correction.objects.filter(kind=Correction.Kind.CORRECTION)
+    assert {d.patient.external_ref for d in drafts} == {"SYN-A", "SYN-B"}
+    for draft in drafts:
+        assert (draft.old_verdict, draft.new_verdict) == ("caution", "stop")
+        assert draft.trigger_fact_id == result.fact.id and draft.previous_fact_id == result.previous.id
+        assert {"field": "classification", "before": "Class II", "after": "Class I"} in draft.diff
+        assert draft.message.status == OutboxMessage.Status.HELD
+        assert draft.audit_events.filter(action=AuditEvent.Action.DRAFTED).count() == 1
+        assert draft.recall_number == RECALL and draft.severity == 3
+    # Every examined decision is superseded by a new one with its own fresh read set.
+    for old in world["decisions"].values():
+        old.refresh_from_db()
+        assert old.status == Decision.Status.SUPERSEDED
+        new = old.replaced_by
+        assert new.status == Decision.Status.STANDING
+        assert not new.reads.filter(fact__retracted_at__isnull=False).exists()
+        assert new.reads.filter(fact=result.fact).exists()
+    assert Redecision.objects.get(old_decision=world["decisions"]["c"]).outcome == "reaffirmed"
+    # The never-asked lot holder gets a notice, matched by lot.
+    notice = Correction.objects.get(kind=Correction.Kind.NOTICE)
+    assert notice.patient == world["never_asked"] and notice.match == "lot" and notice.new_verdict == "stop"
+    assert notice.message.channel == "sms" and notice.message.recipient == "+15555550100"
+    run = SweepRun.objects.get()
+    assert (run.status, run.examined, run.corrected, run.reaffirmed, run.notices) == ("finished", 3, 2, 1, 1)
+
+    # Nothing stale is left; a second sweep examines nothing and writes nothing.
+    again = sweep()
+    assert (again.examined, again.corrected, again.notices) == (0, 0, 0)
+    assert Correction.objects.count() == 3
+
+
+def test_dry_run_previews_and_writes_nothing(world, no_auto_sweep):
+    escalate()
+    counts = (Decision.objects.count(), Correction.objects.count(), SweepRun.objects.count())
+
+    call_command("sweep", "--dry-run", stdout=(out := __import__("io").StringIO()), verbosity=0)
+
+    text = out.getvalue()
+    assert "DRY RUN" in text and "caution -> stop" in text
+    assert "decisions examined: 3" in text and "corrected:          2" in text and "notices drafted:    1" in text
+    assert (Decision.objects.count(), Correction.objects.count(), SweepRun.objects.count()) == counts
+    assert count_stale() == 3
+
+
+def test_the_supersession_listener_sweeps_after_commit(world, monkeypatch):
+    from corrections import tasks
+
+    enqueued = []
+
+    def fake_delay(fact_ids):  # the broker is not under test: run the task as a plain function
+        enqueued.append(fact_ids)
+        tasks.sweep_facts(fact_ids)
+
+    monkeypatch.setattr(tasks.sweep_facts, "delay", fake_delay)
+    result = escalate()  # the listener fires on commit of the new version
+
+    assert enqueued == [[result.previous.id]]
+
+    run = SweepRun.objects.get()
+    assert run.trigger == SweepRun.Trigger.SUPERSESSION and run.status == "finished"
+    assert run.corrected == 2 and run.reaffirmed == 1
+    assert count_stale() == 0
+
+
+def test_a_draft_superseded_before_review_goes_stale_and_is_replaced(world, no_auto_sweep):
+    escalate()
+    sweep()
+    first = Correction.objects.get(patient__external_ref="SYN-A", kind="correction")
+    # A newer version of the same real record: the recall is terminated (verdict back to safe).
+    assert_claim(recall_claim(RECALL, LOT, classification="Class I", status="Terminated"), reason="terminated")
+
+    report = sweep()
+
+    first.refresh_from_db()
+    assert first.status == Correction.Status.STALE
+    assert first.message.status == OutboxMessage.Status.CANCELLED
+    # The patient was told "caution" and never got the "stop" draft: compared with what they were told.
+    replacement = Correction.objects.get(replaces=first)
+    assert (replacement.old_verdict, replacement.new_verdict) == ("caution", "safe")
+    assert replacement.old_decision_id == world["decisions"]["a"].id
+    assert report.examined == 3
+    # The notice about the Class I version is stale too and, the recall being closed, not replaced.
+    notice = Correction.objects.get(kind="notice")
+    assert notice.status == Correction.Status.DRAFT or notice.status == Correction.Status.STALE
+
+
+def test_the_beat_task_is_scheduled_by_migration():
+    import importlib
+
+    from django.apps import apps
+    from django_celery_beat.models import PeriodicTask
+
+    # transaction=True tests flush migration data, so run the data migration's function again (twice:
+    # it must be idempotent).
+    migration = importlib.import_module("corrections.migrations.0002_permissions_and_beat")
+    migration.create_beat_tasks(apps, None)
+    migration.create_beat_tasks(apps, None)
+
+    assert PeriodicTask.objects.filter(name__startswith="corrections:").count() == 2
+    names = dict(PeriodicTask.objects.values_list("name", "task"))
+    assert names["corrections: periodic sweep"] == "corrections.tasks.periodic_sweep"
+    assert names["corrections: dispatch outbox"] == "corrections.tasks.dispatch_outbox"
