@@ -19,3 +19,14 @@ def hashing_embeddings():
     reset_provider(provider)
     yield provider
     reset_provider(None)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked `cockroach` need a real CockroachDB; without UNSAY_COCKROACH_URL they are skipped, saying so."""
+    if os.environ.get("UNSAY_COCKROACH_URL"):
+        return
+    skip = pytest.mark.skip(reason="UNSAY_COCKROACH_URL is not set (e.g. cockroachdb://root@localhost:26257/defaultdb"
+                                   "?sslmode=disable with `docker compose up`)")
+    for item in items:
+        if "cockroach" in item.keywords:
+            item.add_marker(skip)
