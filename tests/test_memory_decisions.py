@@ -1,0 +1,102 @@
+"""record_decision: a decision and its read set are written together or not at all."""
+
+from unittest import mock
+
+import pytest
+from django.db import IntegrityError, connection
+from django.db.models import Q
+from django.test.utils import CaptureQueriesContext
+
+from memory.models import Decision, DecisionRead, Fact
+from memory.services import (
+    Claim,
+    DecisionAlreadySuperseded,
+    ReadSpec,
+    assert_claim,
+    inputs_fingerprint,
+    record_decision,
+    retract_claim,
+)
+from unsay_site.retry import run_in_transaction
+
+
+def fact(key, statement="recall"):
+    return assert_claim(Claim(fact_key=key, kind="recall", subject="valsartan", statement=statement,
+                              source="manual")).fact
+
+
+def decide(reads, **kwargs):
+    fields = dict(question="is my valsartan safe", verdict="stop", answer="Stop.", reasoner="rules/1", reads=reads)
+    fields.update(kwargs)
+    return run_in_transaction(lambda: record_decision(**fields))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_decision_and_reads_are_written_with_the_versions_read(hashing_embeddings):
+    a, b = fact("r:a"), fact("r:b")
+    decision = decide([ReadSpec(a, 1, 1.0, True), ReadSpec(b, 2, 0.5)], subject="valsartan",
+                      inputs_hash=inputs_fingerprint("q", ["A1"], [("r:a", 1), ("r:b", 1)]))
+    reads = list(decision.reads.all())
+    assert [(r.fact_key, r.fact_version, r.rank, r.load_bearing) for r in reads] == [
+        ("r:a", 1, 1, True), ("r:b", 1, 2, False)]
+    assert decision.status == Decision.Status.STANDING and len(decision.inputs_hash) == 64
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_failure_while_writing_reads_leaves_no_decision(hashing_embeddings):
+    a = fact("r:a")
+    with pytest.raises(IntegrityError):  # the same version twice violates decision_read_once
+        decide([ReadSpec(a, 1, 1.0, True), ReadSpec(a, 2, 1.0)])
+    with mock.patch.object(DecisionRead.objects, "bulk_create", side_effect=RuntimeError("disk full")):
+        with pytest.raises(RuntimeError, match="disk full"):
+            decide([ReadSpec(a, 1, 1.0, True)])
+    assert Decision.objects.count() == 0 and DecisionRead.objects.count() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_reads_must_name_stored_versions_and_verdicts_must_be_known(hashing_embeddings):
+    unsaved = Fact(fact_key="r:x", version=1)
+    with pytest.raises(ValueError, match="stored fact version"):
+        decide([ReadSpec(unsaved, 1, 1.0)])
+    with pytest.raises(ValueError, match="Unknown verdict"):
+        decide([], verdict="maybe")
+    assert Decision.objects.count() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_replacing_supersedes_once_and_a_second_replacer_loses_cleanly(hashing_embeddings):
+    a = fact("r:a")
+    first = decide([ReadSpec(a, 1, 1.0, True)])
+    second = decide([ReadSpec(a, 1, 1.0, True)], verdict="caution", replaces=first)
+    first.refresh_from_db()
+    assert (first.status, second.replaces_id) == (Decision.Status.SUPERSEDED, first.id)
+    with pytest.raises(DecisionAlreadySuperseded):
+        decide([ReadSpec(a, 1, 1.0, True)], replaces=first)
+    assert Decision.objects.count() == 2 and DecisionRead.objects.count() == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_sweep_join_finds_standing_decisions_whose_load_bearing_read_is_retracted(hashing_embeddings):
+    a, b = fact("r:a"), fact("r:b")
+    stale = decide([ReadSpec(a, 1, 1.0, True), ReadSpec(b, 2, 0.5)])
+    fresh = decide([ReadSpec(b, 1, 1.0, True), ReadSpec(a, 2, 0.5)])  # reads r:a, but not load-bearing
+    retract_claim("r:a", reason="withdrawn")
+    query = Decision.objects.standing().filter(
+        Q(reads__load_bearing=True) & Q(reads__fact__retracted_at__isnull=False)).distinct()
+    with CaptureQueriesContext(connection) as queries:
+        assert list(query.values_list("id", flat=True)) == [stale.id]
+    assert len(queries) == 1
+    assert fresh.id not in query.values_list("id", flat=True)
+
+
+@pytest.mark.django_db
+def test_the_indexes_the_sweep_and_replay_need_exist():
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT indexname, indexdef FROM pg_indexes WHERE tablename IN "
+                       "('memory_fact', 'memory_decision', 'memory_decisionread')")
+        indexes = dict(cursor.fetchall())
+    assert "(fact_id) WHERE load_bearing" in indexes["read_load_bearing"]
+    assert "WHERE ((status)::text = 'standing'" in indexes["decision_standing"]
+    assert "(fact_key, asserted_at)" in indexes["fact_key_asserted"]
+    assert "USING hnsw (embedding vector_cosine_ops) WHERE (retracted_at IS NULL)" in indexes[
+        "fact_believed_embedding_hnsw"]
