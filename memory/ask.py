@@ -89,10 +89,11 @@ def resolve_subject(patient, question: str, subject: str | None = None) -> tuple
 
 
 def build_context(patient, question: str, subject: str) -> AskContext:
-    lots = sorted(set(patient.dispensings.filter(drug=subject).values_list("lot", flat=True)) - {""})
+    dispensed = list(patient.dispensings.filter(drug=subject).values_list("lot", "ndc"))
+    lots = sorted({lot for lot, _ in dispensed} - {""})
     retrieved = retrieve(question, subject=subject, lots=lots, k=RETRIEVE_K)
     return AskContext(question=question, subject=subject, patient_lots=lots, patient_drugs=patient_drugs(patient),
-                      retrieved=retrieved)
+                      retrieved=retrieved, patient_ndcs=sorted({ndc for _, ndc in dispensed}))
 
 
 def _fingerprint(ctx: AskContext) -> str:

@@ -15,8 +15,8 @@ from .reasoners import (
     RulesReasoner,
     classification,
     describe,
+    drug_level_applies,
     is_active,
-    is_drug_level,
     on_patient_lot,
     same_drug_recalls,
 )
@@ -36,7 +36,8 @@ def floor_for(ctx: AskContext) -> Floor | None:
     class_one = [f for f in recalls if on_patient_lot(f, ctx) and classification(f) == "Class I"]
     if class_one:
         return Floor("stop", class_one)
-    caution = [f for f in recalls if (on_patient_lot(f, ctx) and classification(f) == "Class II") or is_drug_level(f)]
+    caution = [f for f in recalls if (on_patient_lot(f, ctx) and classification(f) == "Class II")
+               or drug_level_applies(f, ctx)]
     if caution:
         return Floor("caution", caution)
     return None

@@ -10,7 +10,8 @@ Every reasoner implements `decide(context) -> ReasonerResult` and is chosen by U
 
 Load-bearing facts (what a re-decision must be triggered by, see docs/reasoning.md):
 - stop/caution on a patient's lot: the active recall facts on their lots (plus active drug-level
-  recalls for the drug). Facts for other lots are shown only.
+  recalls for the drug). Facts for other lots are shown only. A drug-level recall that lists its
+  NDC products applies only if the patient's dispensing of the drug has one of them (or no NDC).
 - caution from a drug-level recall: the active drug-level recall facts.
 - safe with a terminated/completed recall on their lot: those closed recall facts (if one is
   reopened, its new version retracts the one we read).
@@ -69,6 +70,8 @@ class AskContext:
     patient_lots: list[str]
     patient_drugs: list[str]
     retrieved: list[Retrieved]
+    # NDCs of this patient's dispensings of the subject ("" where unknown); narrows drug-level recalls.
+    patient_ndcs: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -95,6 +98,33 @@ def classification(fact) -> str:
 
 def is_drug_level(fact) -> bool:
     return (fact.attributes or {}).get("scope") == "drug" or not fact.lot
+
+
+def ndc_products(ndcs) -> set[str]:
+    """Labeler-product codes ('00378-5814') of a recall's NDC list, as patients.services reads them."""
+    from recalls.normalize import normalize_ndc, normalize_product_ndc
+
+    products = set()
+    for raw in ndcs or []:
+        for normalise in (lambda v: normalize_ndc(v)[:10], normalize_product_ndc):
+            try:
+                products.add(normalise(str(raw)))
+                break
+            except ValueError:
+                continue
+    return products
+
+
+def drug_level_applies(fact, ctx: AskContext) -> bool:
+    """A drug-level recall for the subject applies unless it lists its products and every dispensing
+    of the drug to this patient has a known NDC of another product (same rule as patients.services
+    exposure; unknown NDCs or no dispensing on file fail safe: it applies)."""
+    if not (is_recall(fact) and fact.subject == ctx.subject and is_drug_level(fact)):
+        return False
+    products = ndc_products((fact.attributes or {}).get("ndcs"))
+    if not products or not ctx.patient_ndcs:
+        return True
+    return any(not ndc or ndc[:10] in products for ndc in ctx.patient_ndcs)
 
 
 def on_patient_lot(fact, ctx: AskContext) -> bool:
@@ -136,7 +166,7 @@ class RulesReasoner:
         recalls = same_drug_recalls(ctx)
         lot_hits = [f for f in recalls if on_patient_lot(f, ctx)]
         active_lot_hits = [f for f in lot_hits if is_active(f)]
-        active_drug_level = [f for f in recalls if is_drug_level(f) and is_active(f)]
+        active_drug_level = [f for f in recalls if drug_level_applies(f, ctx) and is_active(f)]
         drug = ctx.subject
 
         if active_lot_hits:
@@ -164,7 +194,7 @@ class RulesReasoner:
                       f"{keep_taking_advice(drug)}")
             return ReasonerResult("caution", answer, self.identity, {f.id for f in active_drug_level})
 
-        closed_hits = [f for f in recalls if (f in lot_hits or is_drug_level(f)) and not is_active(f)]
+        closed_hits = [f for f in recalls if (f in lot_hits or drug_level_applies(f, ctx)) and not is_active(f)]
         if closed_hits:
             facts_text = " ".join(describe(f) + "." for f in closed_hits)
             answer = (f"Your {drug} is not under an active recall. For your information: {facts_text} "
@@ -178,6 +208,11 @@ class RulesReasoner:
             numbers = sorted({(f.attributes or {}).get("recall_number", f.fact_key) for f in other_lots})
             answer += (f" There are recalls of other {drug} lots ({', '.join(numbers)}), which were not "
                        "dispensed to you.")
+        other_products = [f for f in recalls if is_drug_level(f) and not drug_level_applies(f, ctx)]
+        if other_products:
+            numbers = sorted({(f.attributes or {}).get("recall_number", f.fact_key) for f in other_products})
+            answer += (f" Recalls of {drug} from other makers ({', '.join(numbers)}) list products (NDCs) other "
+                       "than the one dispensed to you.")
         return ReasonerResult("safe", answer, self.identity, {f.id for f in recalls})
 
 
@@ -235,11 +270,12 @@ class BedrockReasoner:
              "subject": r.fact.subject, "lot": r.fact.lot, "statement": r.fact.statement,
              "classification": (r.fact.attributes or {}).get("classification"),
              "status": (r.fact.attributes or {}).get("status"),
-             "scope": (r.fact.attributes or {}).get("scope")}
+             "scope": (r.fact.attributes or {}).get("scope"), "ndcs": (r.fact.attributes or {}).get("ndcs")}
             for r in ctx.retrieved
         ]
         prompt = json.dumps({"question": ctx.question, "medicine": ctx.subject,
-                             "lots_dispensed_to_patient": ctx.patient_lots, "facts": facts}, indent=1)
+                             "lots_dispensed_to_patient": ctx.patient_lots,
+                             "ndcs_dispensed_to_patient": [n for n in ctx.patient_ndcs if n], "facts": facts}, indent=1)
         return {
             "modelId": self.model_id,
             "system": [{"text": SYSTEM_PROMPT}],

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from memory.services import Claim
-from recalls.normalize import normalize_drug_name, normalize_lot
+from recalls.normalize import normalize_drug_name, normalize_lot, normalize_ndc
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "openfda"
 
@@ -52,6 +52,17 @@ def subject_of(rec: dict) -> str:
     return normalize_drug_name(generic[0] if generic else rec["product_description"])
 
 
+def ndcs_of(rec: dict) -> list[str]:
+    """Package NDCs (5-4-2) from the record's openfda block, where derivable."""
+    found = set()
+    for raw in (rec.get("openfda") or {}).get("package_ndc") or []:
+        try:
+            found.add(normalize_ndc(raw))
+        except ValueError:
+            continue
+    return sorted(found)
+
+
 def recall_claim(recall_number: str, lot: str | None = None, *, source="openfda:enforcement", **overrides) -> Claim:
     """A lot-level claim (lot given; must occur in code_info) or a drug-level claim (lot None)."""
     rec = dict(record(recall_number), **overrides)
@@ -71,7 +82,7 @@ def recall_claim(recall_number: str, lot: str | None = None, *, source="openfda:
             "recall_number": recall_number, "event_id": rec.get("event_id"),
             "classification": rec["classification"], "status": rec["status"], "scope": scope,
             "reason": rec["reason_for_recall"], "firm": rec["recalling_firm"],
-            "product_description": rec["product_description"], "ndcs": [],
+            "product_description": rec["product_description"], "ndcs": ndcs_of(rec),
             "distribution": rec.get("distribution_pattern"), "report_date": _iso(rec.get("report_date")),
             "recall_initiation_date": _iso(rec.get("recall_initiation_date")),
             "termination_date": _iso(rec.get("termination_date")), "code_info": rec["code_info"][:2000],

@@ -16,11 +16,11 @@ from unsay_site.retry import run_in_transaction
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def make_patient(ref, dispensed):
+def make_patient(ref, dispensed, ndc=""):
     patient = Patient.objects.create(region="aws-us-east-1", display_name=f"Synthetic {ref}", external_ref=ref,
                                      synthetic=True)
     for drug, lot in dispensed:
-        DispensingRecord.objects.create(patient=patient, drug=drug, lot=lot, synthetic=True,
+        DispensingRecord.objects.create(patient=patient, drug=drug, lot=lot, synthetic=True, ndc=ndc,
                                         dispensed_at=datetime(2019, 1, 5, tzinfo=UTC))
     return patient
 
@@ -92,6 +92,20 @@ def test_drug_level_recall_without_lot_information_is_caution_saying_so(hashing_
     assert outcome.verdict == "caution"
     assert outcome.load_bearing_ids == {drug_level.id}
     assert "does not list lot numbers" in outcome.answer and "ZZ-SYN-1" in outcome.answer
+
+
+def test_a_drug_level_recall_listing_other_makers_ndcs_does_not_apply_but_is_what_safe_rests_on(
+        hashing_embeddings):
+    solco = assert_claim(recall_claim("D-0971-2018", None)).fact
+    assert "43547-0370-09" in solco.attributes["ndcs"]
+    mylan = make_patient("SYN-V5", [("valsartan", "ZZ-SYN-3")], ndc="00378-5814-77")
+    solco_patient = make_patient("SYN-V6", [("valsartan", "ZZ-SYN-4")], ndc="43547-0370-09")
+
+    safe = decide(mylan, "Is my valsartan safe?")
+    assert safe.verdict == "safe" and safe.load_bearing_ids == {solco.id}
+    assert "other makers (D-0971-2018)" in safe.answer
+    assert decide(solco_patient, "Is my valsartan safe?").verdict == "caution"
+    assert decide(mylan, "Is my valsartan safe?", reasoner=SaysSafe()).guardrail_override == ""
 
 
 def test_no_recall_on_their_lots_is_safe_resting_on_the_same_drug_facts_it_read(hashing_embeddings):
