@@ -419,6 +419,41 @@ def worsened_pairs(fact_ids=None) -> list[tuple[Fact, Fact]]:
     return pairs
 
 
+def _superseded_pending_notices(fact_ids=None):
+    qs = Correction.objects.filter(
+        kind=Correction.Kind.NOTICE, status__in=[Correction.Status.DRAFT, Correction.Status.APPROVED],
+        trigger_fact__retracted_at__isnull=False,
+    ).select_related("trigger_fact", "previous_fact").defer("trigger_fact__embedding", "previous_fact__embedding")
+    if fact_ids:
+        qs = qs.filter(trigger_fact_id__in=list(fact_ids))
+    return qs
+
+
+def notice_pairs(fact_ids=None) -> list[tuple[Fact, Fact]]:
+    """worsened_pairs, plus (what the patient last heard of, believed now) for unsent notices whose
+    fact version was superseded: still worse than before means a replacement notice."""
+    pairs = {(old.id, new.id): (old, new) for old, new in worsened_pairs(fact_ids)}
+    for notice in _superseded_pending_notices(fact_ids):
+        current = latest_version(notice.trigger_fact)
+        baseline = notice.previous_fact
+        if current is not None and worsened(baseline, current):
+            pairs.setdefault((baseline.id if baseline else 0, current.id), (baseline, current))
+    return list(pairs.values())
+
+
+def stale_superseded_notices(fact_ids=None, *, run=None) -> int:
+    """Unsent notices about a superseded fact version that no replacement took over: stale, never sent."""
+    staled = 0
+    for notice in _superseded_pending_notices(fact_ids):
+        def _stale(notice_id=notice.pk):
+            fresh = Correction.objects.select_for_update().get(pk=notice_id)
+            if fresh.status in (Correction.Status.DRAFT, Correction.Status.APPROVED):
+                return mark_stale(fresh, run=run, note="the recall changed and no longer calls for this notice")
+            return False
+        staled += bool(run_in_transaction(_stale))
+    return staled
+
+
 def _exposed(fact: Fact):
     """[(patient, "lot"|"drug")] from the patients engineer's exposure service."""
     from patients.services import exposed_patients
@@ -532,9 +567,11 @@ def sweep(*, fact_ids=None, trigger=SweepRun.Trigger.MANUAL, dry_run=False, page
             decider.reset()
             calls_before = decider.calls
             notice_report = SweepReport()
-            for previous, current in worsened_pairs(fact_ids):
+            for previous, current in notice_pairs(fact_ids):
                 _draft_notices_for(previous, current, decider, run, notice_report, dry_run=dry_run,
                                    notice_no=notice_no)
+            if not dry_run:
+                stale_superseded_notices(fact_ids, run=run)
             notice_report.reasoner_calls = decider.calls - calls_before
             if run is not None and notice_report.reasoner_calls:
                 _save_run_progress(run, SweepReport(reasoner_calls=notice_report.reasoner_calls,

@@ -154,7 +154,26 @@ def test_a_draft_superseded_before_review_goes_stale_and_is_replaced(world, no_a
     assert report.examined == 3
     # The notice about the Class I version is stale too and, the recall being closed, not replaced.
     notice = Correction.objects.get(kind="notice")
-    assert notice.status == Correction.Status.DRAFT or notice.status == Correction.Status.STALE
+    assert notice.status == Correction.Status.STALE and notice.message.status == "cancelled"
+    assert not Correction.objects.filter(replaces=notice).exists()
+
+
+def test_an_unsent_notice_is_replaced_when_the_recall_changes_again_but_stays_worse(world, no_auto_sweep):
+    escalate()
+    sweep()
+    notice = Correction.objects.get(kind="notice")
+    # Another version, still Class I and ongoing (the distribution text changed): not worse than the
+    # Class I version, but the patient never heard of either, so they get a notice about the new one.
+    newer = assert_claim(recall_claim(RECALL, LOT, classification="Class I",
+                                      distribution_pattern="Nationwide (updated)"))
+
+    sweep(fact_ids=[notice.trigger_fact_id])
+
+    notice.refresh_from_db()
+    assert notice.status == Correction.Status.STALE
+    replacement = Correction.objects.get(replaces=notice)
+    assert replacement.trigger_fact_id == newer.fact.id and replacement.status == "draft"
+    assert replacement.previous_fact_id == notice.previous_fact_id  # still compared with Class II
 
 
 def test_the_beat_task_is_scheduled_by_migration():
