@@ -33,6 +33,7 @@ class PatientAdmin(admin.ModelAdmin):
         ("Record", {"fields": ["public_id", "synthetic", "created", "updated"]}),
     ]
     inlines = [DispensingInline]
+    ordering = ["display_name"]  # patients_pa_display index
     show_full_result_count = False
 
 
