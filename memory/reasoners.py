@@ -139,12 +139,23 @@ def must_not_stop_abruptly(drug: str) -> bool:
     return any(word in DO_NOT_STOP_ABRUPTLY for word in (drug or "").split())
 
 
+def short_product(description: str) -> str:
+    """'Valsartan Tablets, USP 160 mg, 90-count bottles, Rx Only, ...' -> 'Valsartan Tablets, USP 160 mg'."""
+    parts, text = (description or "").split(","), ""
+    for part in parts:
+        text = f"{text},{part}" if text else part
+        if len(text) >= 25:
+            break
+    return text.strip()[:120]
+
+
 def describe(fact) -> str:
     a = fact.attributes or {}
     where = f"lot {fact.lot}" if fact.lot else "all lots (the recall names no lot numbers)"
+    reason = (a.get("reason") or "").strip().rstrip(".")
     return (f"{a.get('classification', 'Recall')} recall {a.get('recall_number', fact.fact_key)} "
-            f"({a.get('status', 'status unknown')}) of {a.get('product_description', fact.subject)[:160]}, {where}"
-            f"{': ' + a['reason'] if a.get('reason') else ''}")
+            f"({a.get('status', 'status unknown')}) of {short_product(a.get('product_description')) or fact.subject}, "
+            f"{where}{': ' + reason if reason else ''}")
 
 
 def keep_taking_advice(drug: str) -> str:
