@@ -35,7 +35,7 @@ def _snapshot(c: Correction) -> dict:
 
 
 def _lock_draft(correction_id: int) -> Correction:
-    correction = Correction.objects.select_for_update().select_related("trigger_fact").get(pk=correction_id)
+    correction = Correction.objects.select_for_update(of=("self",)).get(pk=correction_id)
     if correction.status != Correction.Status.DRAFT:
         raise NotReviewable(f"This draft is already {correction.get_status_display().lower()}.")
     return correction
