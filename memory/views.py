@@ -47,10 +47,9 @@ def _patient_or_none(public_id):
 
 def replay_url(decision) -> str:
     """The memory app's replay view when it exists, else the decision in the admin."""
-    for name, args in (("memory:replay", [decision.public_id]), ("memory:decision_replay", [decision.public_id]),
-                       ("admin:memory_decision_change", [decision.pk])):
+    for name in ("admin:memory_decision_replay", "admin:memory_decision_change"):
         try:
-            return reverse(name, args=args)
+            return reverse(name, args=[decision.pk])
         except NoReverseMatch:
             continue
     return ""
