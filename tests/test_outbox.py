@@ -1,0 +1,135 @@
+"""Outbox dispatch: only approved messages leave, once; email Message-ID is the dedupe key; SMS via
+SNS (botocore Stubber); transient failures back off; unknown outcomes are flagged, not resent."""
+
+import smtplib
+from datetime import timedelta
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+from django.core import mail
+from django.utils import timezone
+
+from corrections import dispatch
+from corrections.models import AuditEvent, Correction, OutboxMessage
+from corrections.review import approve, reject
+from tests.test_corrections_review import drafts, people  # noqa: F401 (fixtures)
+from tests.test_sweep import no_auto_sweep, world  # noqa: F401 (fixtures)
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def locmem_email(settings):
+    settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+
+
+@pytest.fixture
+def sns(settings):
+    settings.UNSAY_SNS_ENABLED = True
+    client = boto3.client("sns", region_name="us-east-1", aws_access_key_id="test", aws_secret_access_key="test")
+    with Stubber(client) as stubber:
+        yield client, stubber
+
+
+def test_only_approved_messages_leave_and_email_carries_the_dedupe_key(people, drafts):  # noqa: F811
+    a, b = drafts["SYN-A"], drafts["SYN-B"]
+    approve(a.pk, user=people["pharmacist"])
+    reject(b.pk, user=people["pharmacist"], reason="spoke to the patient by phone")
+
+    result = dispatch.dispatch_ready()
+
+    assert (result.claimed, result.sent) == (1, 1)
+    [email] = mail.outbox
+    assert email.to == ["syn-a@example.com"] and email.extra_headers["Message-ID"] == f"<{a.dedupe_key}@unsay.local>"
+    assert "stop" in email.body.lower() or "contact the pharmacy" in email.body
+    a.refresh_from_db()
+    assert a.status == Correction.Status.SENT
+    assert a.message.status == "sent" and a.message.attempts == 1 and a.message.sent_at is not None
+    assert a.message.provider_id == a.message.message_id
+    assert a.audit_events.filter(action=AuditEvent.Action.SENT).count() == 1
+    # Nothing else is due: held (SYN-D) and cancelled (SYN-B) rows are never claimed.
+    assert dispatch.dispatch_ready().claimed == 0
+    assert len(mail.outbox) == 1
+
+
+def test_sms_goes_through_sns(people, drafts, sns):  # noqa: F811
+    client, stubber = sns
+    notice = drafts["SYN-D"]  # prefers SMS
+    approve(notice.pk, user=people["pharmacist"])
+    stubber.add_response("publish", {"MessageId": "sns-123"},
+                         {"PhoneNumber": "+15555550100", "Message": notice.drafted_text,
+                          "MessageAttributes": {"AWS.SNS.SMS.SMSType": {"DataType": "String",
+                                                                        "StringValue": "Transactional"}}})
+
+    result = dispatch.dispatch_ready(sms_client=client)
+
+    assert result.sent == 1
+    notice.refresh_from_db()
+    assert notice.message.provider_id == "sns-123" and notice.status == "sent"
+    stubber.assert_no_pending_responses()
+
+
+def test_transient_failures_back_off_then_give_up(people, drafts, sns, monkeypatch):  # noqa: F811
+    client, stubber = sns
+    monkeypatch.setenv("UNSAY_OUTBOX_MAX_ATTEMPTS", "2")
+    notice = drafts["SYN-D"]
+    approve(notice.pk, user=people["pharmacist"])
+    stubber.add_client_error("publish", service_error_code="Throttling", http_status_code=400)
+
+    first = dispatch.dispatch_ready(sms_client=client)
+
+    message = OutboxMessage.objects.get(correction=notice)
+    assert first.retrying == 1 and message.status == "ready" and message.attempts == 1
+    assert message.next_attempt_at > timezone.now() + timedelta(seconds=20)
+    assert "Throttling" in message.last_error
+    assert dispatch.dispatch_ready(sms_client=client).claimed == 0  # not due yet
+    OutboxMessage.objects.filter(pk=message.pk).update(next_attempt_at=timezone.now())
+    stubber.add_client_error("publish", service_error_code="InternalError", http_status_code=500)
+
+    second = dispatch.dispatch_ready(sms_client=client)
+
+    message.refresh_from_db()
+    assert second.failed == 1 and message.status == "failed" and message.attempts == 2
+    assert notice.audit_events.filter(action=AuditEvent.Action.SEND_FAILED).count() == 2
+
+
+def test_email_transient_error_is_retried_later(people, drafts, monkeypatch):  # noqa: F811
+    approve(drafts["SYN-A"].pk, user=people["pharmacist"])
+
+    def refuse(self, *args, **kwargs):
+        raise smtplib.SMTPServerDisconnected("connection dropped")
+
+    monkeypatch.setattr("django.core.mail.EmailMessage.send", refuse)
+    result = dispatch.dispatch_ready()
+    assert result.retrying == 1
+    assert OutboxMessage.objects.get(correction=drafts["SYN-A"]).status == "ready"
+
+
+def test_sms_disabled_fails_with_a_clear_reason(people, drafts, settings):  # noqa: F811
+    settings.UNSAY_SNS_ENABLED = False
+    approve(drafts["SYN-D"].pk, user=people["pharmacist"])
+    assert dispatch.dispatch_ready().failed == 1
+    message = OutboxMessage.objects.get(correction=drafts["SYN-D"])
+    assert message.status == "failed" and "UNSAY_SNS_ENABLED" in message.last_error
+
+
+def test_a_claim_without_a_result_is_flagged_for_a_human_and_not_resent(people, drafts):  # noqa: F811
+    approve(drafts["SYN-A"].pk, user=people["pharmacist"])
+    [claimed] = dispatch.claim(worker="crashed-worker")  # the process "dies" here
+    OutboxMessage.objects.filter(pk=claimed).update(claimed_at=timezone.now() - timedelta(hours=1))
+
+    assert dispatch.flag_unknown_outcomes() == 1
+    assert dispatch.dispatch_ready().claimed == 0
+    message = OutboxMessage.objects.get(pk=claimed)
+    assert message.status == "unknown" and "check with the provider" in message.last_error
+    assert mail.outbox == []
+    assert AuditEvent.objects.filter(action=AuditEvent.Action.SEND_UNKNOWN).count() == 1
+
+
+def test_a_message_staled_after_claim_is_cancelled_not_sent(people, drafts):  # noqa: F811
+    approve(drafts["SYN-A"].pk, user=people["pharmacist"])
+    Correction.objects.filter(pk=drafts["SYN-A"].pk).update(status=Correction.Status.STALE)
+    result = dispatch.dispatch_ready()
+    assert result.sent == 0 and mail.outbox == []
+    assert OutboxMessage.objects.get(correction=drafts["SYN-A"]).status == "cancelled"
