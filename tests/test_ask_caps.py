@@ -79,7 +79,9 @@ def bedrock(monkeypatch):
                           aws_secret_access_key="testing")
     stubber = Stubber(client)
     stubber.activate()
-    monkeypatch.setattr(ask_module, "get_reasoner", lambda name=None: BedrockReasoner(client=client, model_id="m"))
+    real = ask_module.get_reasoner
+    monkeypatch.setattr(ask_module, "get_reasoner",
+                        lambda name=None: real(name) if name else BedrockReasoner(client=client, model_id="m"))
     yield stubber
     stubber.deactivate()
 

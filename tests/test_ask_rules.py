@@ -187,3 +187,30 @@ def test_ask_records_the_read_set_with_versions_ranks_and_fingerprint(hashing_em
     assert (first.fact_key, first.fact_version, first.load_bearing) == ("recall:D-0315-2019:lot:3061169", 1, True)
     assert first.fact.is_believed and len(decision.inputs_hash) == 64
     assert Fact.objects.filter(reads__decision=decision).count() == len(reads)
+
+
+def test_a_fact_retracted_while_the_model_thinks_is_never_recorded_as_read(hashing_embeddings, monkeypatch):
+    """The model path decides outside the transaction; the record step share-locks the reads and
+    re-decides with the rules if one was retracted meanwhile (so the sweep can't miss the decision)."""
+    from memory import ask as ask_module
+
+    assert_claim(recall_claim("D-0315-2019", "3061169"))
+    patient = make_patient("SYN-S1", [("valsartan", "3061169")])
+
+    class SlowModel:
+        uses_model = True
+        identity = "test/model"
+
+        def decide(self, ctx):
+            # A new version (recall closed) lands while "the model" is thinking.
+            assert_claim(recall_claim("D-0315-2019", "3061169", status="Terminated"))
+            return ReasonerResult("caution", "Recalled.", self.identity, {ctx.retrieved[0].fact.id})
+
+    real = ask_module.get_reasoner
+    monkeypatch.setattr(ask_module, "get_reasoner", lambda name=None: real(name) if name else SlowModel())
+    decision = ask(patient, "Is my valsartan safe?")
+
+    assert decision.reasoner == "rules/1 (facts changed while deciding)"
+    assert decision.verdict == "safe"
+    assert all(r.fact.is_believed for r in decision.reads.select_related("fact"))
+    assert decision.reads.get(fact_key="recall:D-0315-2019:lot:3061169").fact_version == 2
