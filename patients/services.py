@@ -89,14 +89,20 @@ def exposed_patients(fact: Fact) -> list[Exposure]:
     Lot-level fact: exact (drug, lot) match on the dispensing_drug_lot index. Drug-level fact (no
     lot): every dispensing of the drug, narrowed to the recall's NDC products when it lists any.
     """
+    rows, match, products = exposure_rows(fact)
+    return _group(fact, rows, match, products) if rows is not None else []
+
+
+def exposure_rows(fact: Fact):
+    """(dispensing queryset, match kind, NDC products narrowed to) for a fact; (None, "", []) if it
+    names no drug. The queryset is what exposed_patients runs (bench/exposure.py EXPLAINs it)."""
     subject = normalize_drug_name(fact.subject)
     if not subject:
-        return []
+        return None, "", []
     if fact.lot:
-        rows = DispensingRecord.objects.filter(drug=subject, lot=normalize_lot(fact.lot))
-        return _group(fact, _ordered(rows), Match.LOT, [])
+        return _ordered(DispensingRecord.objects.filter(drug=subject, lot=normalize_lot(fact.lot))), Match.LOT, []
     products = _ndc_products((fact.attributes or {}).get("ndcs"))
-    return _group(fact, _ordered(_drug_level_rows(subject, products)), Match.DRUG, products)
+    return _ordered(_drug_level_rows(subject, products)), Match.DRUG, products
 
 
 def exposed_patients_for_recall(recall_number: str) -> list[Exposure]:

@@ -1,0 +1,149 @@
+"""Exposure lookup at scale: time to resolve one recall lot to patients over N dispensing rows.
+
+    .venv/bin/python bench/exposure.py [--rows 1000000] [--lookups 200] [--reuse]
+
+Runs on the embedded PostgreSQL in its own database (UNSAY_DB_NAME, default unsay_bench_exposure),
+migrates it, bulk-loads synthetic patients and dispensing with COPY, ANALYZEs, then times
+patients.services.exposed_patients() for a lot-level fact (and, fewer times, a drug-level one) and
+prints p50/p95 plus the EXPLAIN ANALYZE plan of the lot query. --reuse keeps an existing load of the
+same size instead of reloading.
+
+Data shape: one patient per 4 rows; 200 drugs, each with N/2000 lots (so ~10 rows per (drug, lot));
+the target lot is given to exactly 12 patients, like the demo.
+"""
+
+import argparse
+import json
+import os
+import random
+import sys
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(PROJECT_DIR))
+os.environ.setdefault("UNSAY_DB_NAME", "unsay_bench_exposure")
+os.environ.setdefault("UNSAY_PROFILE", "test")  # no secrets or models needed; hashing embeddings if any
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "unsay_site.settings")
+
+import django  # noqa: E402
+
+django.setup()
+
+from django.conf import settings  # noqa: E402
+from django.core.management import call_command  # noqa: E402
+from django.db import connection  # noqa: E402
+
+from memory.models import Fact  # noqa: E402
+from patients.models import DispensingRecord  # noqa: E402
+from patients.services import exposed_patients, exposure_rows  # noqa: E402
+
+TARGET_DRUG = "valsartan"
+TARGET_LOT = "3069020"
+TARGET_PATIENTS = 12
+DRUGS = 200
+
+
+def bench_drug(i: int) -> str:
+    return "benchdrug" + chr(97 + i // 26) + chr(97 + i % 26)
+
+
+def percentile(values, q):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def load(rows: int, seed: int = 1) -> dict:
+    rng = random.Random(seed)
+    regions = settings.UNSAY_REGIONS
+    patients = max(TARGET_PATIENTS, rows // 4)
+    lots_per_drug = max(1, rows // 2000)
+    # Letters only: normalize_drug_name drops digits, so "drug007" would not survive as a subject.
+    drugs = [TARGET_DRUG] + [bench_drug(i) for i in range(1, DRUGS)]
+    now = datetime.now(UTC)
+    began = time.monotonic()
+    with connection.cursor() as cursor:
+        cursor.execute("TRUNCATE patients_dispensingrecord, patients_patient RESTART IDENTITY CASCADE")
+    raw = connection.connection  # psycopg 3
+    with raw.cursor() as cur:
+        with cur.copy("COPY patients_patient (id, public_id, region, display_name, email, phone, preferred_channel, "
+                      "external_ref, synthetic, created, updated) FROM STDIN") as copy:
+            for pid in range(1, patients + 1):
+                copy.write_row((pid, uuid.UUID(int=rng.getrandbits(128), version=4), regions[pid % len(regions)],
+                                f"Bench patient {pid} (synthetic)", f"bench{pid}@example.com", "", "email",
+                                f"BENCH-{pid:08d}", True, now, now))
+        patients_done = time.monotonic()
+        with cur.copy("COPY patients_dispensingrecord (patient_id, region, drug, product_description, ndc, lot, "
+                      "expiry, quantity, dispensed_at, site, synthetic, created) FROM STDIN") as copy:
+            for i in range(rows):
+                if i < TARGET_PATIENTS:
+                    pid, drug, lot = i + 1, TARGET_DRUG, TARGET_LOT
+                else:
+                    pid = rng.randint(1, patients)
+                    drug = drugs[rng.randrange(DRUGS)]
+                    lot = f"L{rng.randrange(lots_per_drug):06d}"
+                copy.write_row((pid, regions[pid % len(regions)], drug, "", "", lot, None, 30,
+                                now - timedelta(minutes=rng.randrange(525_600)), "Bench site (synthetic)", True, now))
+    with connection.cursor() as cursor:
+        for table in ("patients_patient", "patients_dispensingrecord"):
+            cursor.execute(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), (SELECT max(id) FROM {table}))")
+        loaded = time.monotonic()
+        cursor.execute("ANALYZE patients_patient")
+        cursor.execute("ANALYZE patients_dispensingrecord")
+        cursor.execute("SELECT pg_total_relation_size('patients_dispensingrecord')")
+        size = cursor.fetchone()[0]
+    return {"patients": patients, "rows": rows, "lots_per_drug": lots_per_drug,
+            "copy_patients_s": round(patients_done - began, 1), "copy_dispensing_s": round(loaded - patients_done, 1),
+            "analyze_s": round(time.monotonic() - loaded, 1), "dispensing_table_mb": round(size / 2**20)}
+
+
+def time_lookups(fact, repeats: int) -> dict:
+    for _ in range(min(5, repeats)):
+        exposed_patients(fact)  # warm the cache and the connection
+    timings, result = [], None
+    for _ in range(repeats):
+        began = time.perf_counter()
+        result = exposed_patients(fact)
+        timings.append((time.perf_counter() - began) * 1000)
+    return {"lookups": repeats, "p50_ms": round(percentile(timings, 0.50), 2),
+            "p95_ms": round(percentile(timings, 0.95), 2), "max_ms": round(max(timings), 2),
+            "patients": len(result), "rows": sum(len(e.dispensings) for e in result)}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=1_000_000, help="dispensing rows (default 1,000,000)")
+    parser.add_argument("--lookups", type=int, default=200, help="timed lot lookups (default 200)")
+    parser.add_argument("--reuse", action="store_true", help="keep an existing load of the same size")
+    args = parser.parse_args()
+    if args.rows < TARGET_PATIENTS:
+        parser.error(f"--rows must be at least {TARGET_PATIENTS}")
+    call_command("migrate", verbosity=0)
+    existing = DispensingRecord.objects.count()
+    if args.reuse and existing == args.rows:
+        load_figures = {"rows": existing, "reused": True}
+    else:
+        load_figures = load(args.rows)
+    lot_fact = Fact(kind="recall", subject=TARGET_DRUG, lot=TARGET_LOT, fact_key=f"recall:BENCH:lot:{TARGET_LOT}",
+                    attributes={"recall_number": "BENCH"})
+    drug_fact = Fact(kind="recall", subject=bench_drug(7), lot=None, fact_key="recall:BENCH:drug",
+                     attributes={"recall_number": "BENCH"})
+    lot_figures = time_lookups(lot_fact, args.lookups)
+    drug_figures = time_lookups(drug_fact, max(5, args.lookups // 20))
+    rows, _, _ = exposure_rows(lot_fact)
+    plan = rows.explain(analyze=True, buffers=True)
+    print(f"database: {connection.settings_dict['NAME']} (PostgreSQL {connection.pg_version // 10000}, embedded)")
+    print("load:", json.dumps(load_figures))
+    print("lot lookup (exposed_patients, lot-level fact):", json.dumps(lot_figures))
+    print("drug lookup (exposed_patients, drug-level fact):", json.dumps(drug_figures))
+    print("EXPLAIN (ANALYZE, BUFFERS) of the lot query:")
+    print(plan)
+    if "dispensing_drug_lot" not in plan:
+        print("WARNING: the plan does not use the dispensing_drug_lot index", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
