@@ -51,6 +51,8 @@ class Command(BaseCommand):
             if redis_proc is not None:
                 demo_setup.stop_children({"redis": redis_proc})
 
+    load_failure = None
+
     def _prepare(self, env, *, setup_only, skip_load):
         db = settings.DATABASES["default"]
         where = db["HOST"] if settings.EMBEDDED_DATABASE else f"{db['HOST']}:{db['PORT']}"
@@ -71,7 +73,10 @@ class Command(BaseCommand):
         result = subprocess.run([sys.executable, str(settings.BASE_DIR / "manage.py"), "load_demo"],
                                 cwd=settings.BASE_DIR, env=env)
         if result.returncode != 0:
-            raise CommandError(f"load_demo failed with exit code {result.returncode}")
+            # Still serve what is there: the app, the logins and the data loaded so far are worth
+            # showing, and the failure is repeated in the banner so it is not missed.
+            self.load_failure = f"load_demo failed with exit code {result.returncode} (see its error above)"
+            self.stderr.write(self.load_failure)
 
     def _serve(self, env, port, started, redis_proc):
         stop = threading.Event()
@@ -102,6 +107,8 @@ class Command(BaseCommand):
             self.stdout.write(f"  Health     {base}/health")
             for username, password in self.logins.items():
                 self.stdout.write(f"  Login      {username} / {password}")
+            if self.load_failure:
+                self.stderr.write(f"  WARNING    {self.load_failure}; the demo runs without the rest of its data.")
             self.stdout.write("Ctrl-C stops the web server, the worker and beat.\n")
             while not stop.wait(0.5):
                 dead = {name: proc.returncode for name, proc in children.items() if proc.poll() is not None}
