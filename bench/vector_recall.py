@@ -1,0 +1,167 @@
+"""How often the HNSW-indexed top-8 agrees with an exact scan (recall@8), on real recall statements
+embedded with the real local MiniLM model, before and after many versions are retracted.
+
+    .venv/bin/python bench/vector_recall.py                 # 3,000 statements, 200 held-out queries
+    .venv/bin/python bench/vector_recall.py --all           # every unique statement of the 12.5k records
+
+Corpus: reason_for_recall + product_description of tests/fixtures/openfda/drug-enforcement-2021-04-28.json.zip
+(duplicates removed); queries are held-out statements from the same file, never in the table.
+Facts are bulk-inserted into a bench database of their own (unsay_bench_vectors) as version 1 of
+`bench:<recall_number>:<n>`; embeddings are cached under var/bench-cache/ so reruns skip the model.
+Phases: (1) all believed; (2) half the keys re-versioned (v1 retracted, v2 believed, text amended);
+(3) then 90% of believed keys retracted outright. No VACUUM in between: dead index entries stay, the
+worst case for a filtered index scan.
+"""
+
+import argparse
+import hashlib
+import json
+import random
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import PROJECT_DIR, describe_machine, percentile, setup_django  # noqa: E402
+
+FIXTURE = PROJECT_DIR / "tests" / "fixtures" / "openfda" / "drug-enforcement-2021-04-28.json.zip"
+CACHE = PROJECT_DIR / "var" / "bench-cache"
+
+
+def load_statements():
+    with zipfile.ZipFile(FIXTURE) as archive:
+        records = json.loads(archive.read(archive.namelist()[0]))["results"]
+    seen, out = set(), []
+    for r in records:
+        text = f"{r.get('reason_for_recall', '').strip()} {r.get('product_description', '').strip()}".strip()
+        if text and text not in seen:
+            seen.add(text)
+            out.append((r["recall_number"], text))
+    return out
+
+
+def embed_cached(provider, texts, label):
+    import numpy as np
+
+    digest = hashlib.sha256(("\n".join(texts) + provider.name).encode()).hexdigest()[:16]
+    path = CACHE / f"{label}-{len(texts)}-{digest}.npy"
+    if path.exists():
+        return np.load(path).tolist()
+    CACHE.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    vectors = []
+    for i in range(0, len(texts), 256):
+        vectors.extend(provider.embed(texts[i:i + 256]))
+    print(f"  embedded {len(texts)} {label} texts in {time.perf_counter() - started:.1f}s")
+    np.save(path, np.array(vectors, dtype="float32"))
+    return vectors
+
+
+def top_k(vector, k, *, exact):
+    from django.db import connection, transaction
+
+    from memory.services import semantic_neighbours
+
+    with transaction.atomic():
+        if exact:
+            with connection.cursor() as cursor:
+                cursor.execute("SET LOCAL enable_indexscan = off")
+        started = time.perf_counter()
+        ids = [f.id for f in semantic_neighbours(vector, k)]
+        return ids, time.perf_counter() - started
+
+
+def measure(phase, queries, k):
+    from memory.models import Fact
+    from memory.services import semantic_neighbours
+
+    plan = semantic_neighbours(queries[0], k).explain()
+    uses_hnsw = "fact_believed_embedding_hnsw" in plan
+    recalls, short, t_index, t_exact = [], 0, [], []
+    for vector in queries:
+        indexed, ti = top_k(vector, k, exact=False)
+        exact, te = top_k(vector, k, exact=True)
+        t_index.append(ti)
+        t_exact.append(te)
+        short += len(indexed) < min(k, len(exact))
+        recalls.append(len(set(indexed) & set(exact)) / max(1, len(exact)))
+    believed = Fact.objects.believed().count()
+    print(f"| {phase} | {Fact.objects.count()} | {believed} | {'yes' if uses_hnsw else 'NO'} | "
+          f"{sum(recalls) / len(recalls):.3f} | {min(recalls):.3f} | {short} | "
+          f"{percentile(t_index, 50) * 1000:.1f} | {percentile(t_exact, 50) * 1000:.1f} |")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size", type=int, default=3000, help="corpus statements (default 3,000)")
+    parser.add_argument("--all", action="store_true", help="every unique statement (about 12k)")
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--k", type=int, default=8)
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args()
+
+    setup_django(db_name="unsay_bench_vectors", profile="demo", UNSAY_EMBEDDINGS="local")
+    from django.db import connection
+    from django.utils import timezone
+
+    from memory.embeddings import get_provider
+    from memory.models import Fact
+
+    provider = get_provider()
+    statements = load_statements()
+    rng = random.Random(args.seed)
+    rng.shuffle(statements)
+    held_out, corpus = statements[:args.queries], statements[args.queries:]
+    if not args.all:
+        corpus = corpus[:args.size]
+    print(f"# vector_recall on {describe_machine()}; embeddings={provider.name}; "
+          f"corpus {len(corpus)} statements, {len(held_out)} held-out queries, k={args.k}")
+
+    vectors = embed_cached(provider, [t for _, t in corpus], "corpus")
+    queries = embed_cached(provider, [t for _, t in held_out], "queries")
+    with connection.cursor() as cursor:
+        cursor.execute("TRUNCATE memory_fact CASCADE")
+    now = timezone.now()
+    started = time.perf_counter()
+    Fact.objects.bulk_create([
+        Fact(fact_key=f"bench:{number}:{i}", version=1, kind="recall", subject="bench", statement=text,
+             content_hash=hashlib.sha256(text.encode()).hexdigest(), source="bench", asserted_at=now,
+             embedding=vector)
+        for i, ((number, text), vector) in enumerate(zip(corpus, vectors, strict=True))], batch_size=500)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE memory_fact")
+    print(f"  inserted {len(corpus)} facts (HNSW maintained on insert) in {time.perf_counter() - started:.1f}s")
+
+    print(f"\n| phase | rows | believed | HNSW in plan | recall@{args.k} mean | min | short answers | "
+          "index p50 ms | exact p50 ms |")
+    print("|---|---:|---:|---|---:|---:|---:|---:|---:|")
+    measure("1. all believed", queries, args.k)
+
+    # Phase 2: half the keys get a second version with amended text (the first is retracted).
+    facts = list(Fact.objects.defer("embedding").order_by("id"))
+    amended = rng.sample(facts, len(facts) // 2)
+    new_texts = [f"{f.statement} Status: Terminated." for f in amended]
+    new_vectors = embed_cached(provider, new_texts, "amended")
+    later = timezone.now()
+    Fact.objects.filter(id__in=[f.id for f in amended]).update(retracted_at=later, retraction_reason="bench")
+    Fact.objects.bulk_create([
+        Fact(fact_key=f.fact_key, version=2, kind="recall", subject="bench", statement=text,
+             content_hash=hashlib.sha256(text.encode()).hexdigest(), source="bench", asserted_at=later,
+             embedding=vector)
+        for f, text, vector in zip(amended, new_texts, new_vectors, strict=True)], batch_size=500)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE memory_fact")
+    measure("2. half re-versioned", queries, args.k)
+
+    # Phase 3: 90% of what is believed is retracted outright.
+    believed_ids = list(Fact.objects.believed().values_list("id", flat=True))
+    doomed = rng.sample(believed_ids, int(len(believed_ids) * 0.9))
+    Fact.objects.filter(id__in=doomed).update(retracted_at=timezone.now(), retraction_reason="bench")
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE memory_fact")
+    measure("3. then 90% retracted", queries, args.k)
+
+
+if __name__ == "__main__":
+    main()
