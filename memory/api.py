@@ -98,6 +98,8 @@ def _patient_for(key: ApiKey, requested):
     if key.kind == ApiKey.Kind.PATIENT:
         if requested not in (None, "") and _patient_by_ref(requested) != key.patient:
             return None, error("This key answers only for its own patient; don't name another.", 403)
+        if not ClientPatient.objects.filter(client=key.client, patient=key.patient).exists():
+            return None, error("This key's patient is no longer a patient of its client.", 403)
         return key.patient, None
     if requested in (None, ""):
         return None, error('A pharmacy key must name the patient: {"patient": "<reference>"}.', 400)
@@ -110,8 +112,8 @@ def _patient_for(key: ApiKey, requested):
 def can_see(key: ApiKey, decision: Decision) -> bool:
     if decision.patient_id is None:
         return False
-    if key.kind == ApiKey.Kind.PATIENT:
-        return decision.patient_id == key.patient_id
+    if key.kind == ApiKey.Kind.PATIENT and decision.patient_id != key.patient_id:
+        return False
     return ClientPatient.objects.filter(client=key.client, patient_id=decision.patient_id).exists()
 
 

@@ -113,3 +113,8 @@ def test_a_patient_key_needs_a_patient_of_its_client(world):
         create_api_key(south, kind=ApiKey.Kind.PATIENT, patient=world["alice"])
     with pytest.raises(ValueError, match="needs a patient"):
         create_api_key(south, kind=ApiKey.Kind.PATIENT)
+
+
+def test_a_patient_key_stops_working_when_its_patient_leaves_the_client(client, world):
+    ClientPatient.objects.filter(patient=world["alice"]).delete()
+    assert post(client, world["alice_key"], {"question": "Is my valsartan safe?"}).status_code == 403

@@ -61,6 +61,7 @@ def test_pharmacist_and_superuser_ask_with_a_plain_post_and_get_the_full_page(cl
     assert decision.verdict == "stop"
     assert "recall:D-0081-2019:lot:MON17384" in html and "v1" in html and "load-bearing" in html
     assert str(decision.public_id) in html
+    assert f"/admin/memory/decision/{decision.pk}/replay/" in html
 
 
 def test_htmx_post_returns_only_the_result_fragment(client, patient):
