@@ -5,7 +5,8 @@ from memory.models import Fact
 VERDICT_WORDS = {
     "safe": "no action is needed",
     "caution": "please take care and contact the pharmacy",
-    "stop": "please stop taking it and contact the pharmacy",
+    # Never "stop taking it": some drugs must not be stopped abruptly (the reasoner says so per drug).
+    "stop": "contact the pharmacy now, before your next dose",
     "unknown": "we could not confirm it is safe; please contact the pharmacy",
 }
 # Attributes a pharmacist cares about, in the order shown.
