@@ -13,6 +13,7 @@ GROUP_PERMISSIONS = {
         "patients": ["add_patient", "change_patient", "view_patient",
                      "add_dispensingrecord", "change_dispensingrecord", "view_dispensingrecord"],
         "memory": ["view_fact"],
+        "corrections": ["view_sweeprun"],
     },
     PHARMACIST: {
         "patients": ["add_patient", "change_patient", "view_patient",
