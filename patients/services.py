@@ -166,6 +166,9 @@ def residency_report() -> dict:
         entry["rows_by_region"] = {row["region"]: row["n"] for row in counts}
         if vendor == "cockroachdb":
             _probe(entry, "locality", f"SHOW CREATE TABLE {table}", _locality)
+            if "REGIONAL BY ROW" not in str(entry["locality"]):
+                report["tables"][label] = entry
+                continue  # single-region cluster (020 SQL skipped): no home column, no partitions
             _probe(entry, "rows_by_home", f"SELECT home::STRING AS home, count(*) AS n FROM {table} GROUP BY home",
                    lambda rows: {r["home"]: r["n"] for r in rows})
             _probe(entry, "partitions", f"SHOW PARTITIONS FROM TABLE {table}",
