@@ -17,9 +17,14 @@ pytestmark = pytest.mark.slow
 
 
 def run_checks_in_parallel(cases: dict[str, dict]) -> dict[str, subprocess.CompletedProcess]:
-    """`manage.py check` once per case (extra env vars), all at once; returns name -> finished process."""
+    """`manage.py check --database default` once per case (extra env vars), all at once.
+
+    --database also runs the checks that read the database (the vector column's dimension).
+    Returns name -> finished process.
+    """
+    argv = [sys.executable, "manage.py", "check", "--database", "default"]
     running = {
-        name: subprocess.Popen([sys.executable, "manage.py", "check"], cwd=PROJECT_DIR, env=subprocess_env(**extra),
+        name: subprocess.Popen(argv, cwd=PROJECT_DIR, env=subprocess_env(**extra),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for name, extra in cases.items()
     }
@@ -41,6 +46,8 @@ def test_bad_configuration_stops_start_up_naming_the_variable():
         "debug": {"UNSAY_DEBUG": "maybe"},
         "profile": {"UNSAY_PROFILE": "staging"},
         "dbscheme": {"DATABASE_URL": "mysql://root@localhost/unsay"},
+        "provider_dim": {"UNSAY_EMBEDDINGS": "local", "UNSAY_EMBEDDING_DIM": "512"},
+        "column_dim": {"UNSAY_EMBEDDING_DIM": "512"},  # hashing accepts any size, the migrated column does not
     })
     good = results.pop("good")
     assert good.returncode == 0, good.stderr
@@ -53,6 +60,8 @@ def test_bad_configuration_stops_start_up_naming_the_variable():
         "debug": "UNSAY_DEBUG='maybe' is not a boolean",
         "profile": "UNSAY_PROFILE='staging' is not one of: demo, production, test",
         "dbscheme": "DATABASE_URL scheme 'mysql' is not supported",
+        "provider_dim": "UNSAY_EMBEDDING_DIM=512 but UNSAY_EMBEDDINGS=local produces 384-dimensional vectors",
+        "column_dim": "UNSAY_EMBEDDING_DIM=512 but memory_fact.embedding is vector(384)",
     }
     for name, message in expected.items():
         result = results[name]
