@@ -106,3 +106,30 @@ def test_health_shows_the_residency_section():
     Patient.objects.create(external_ref="P-1", display_name="x", region="aws-ap-southeast-1")
     report = health.health_report()
     assert report["residency"]["tables"]["patients"]["rows_by_region"] == {"aws-ap-southeast-1": 1}
+
+
+def test_cockroach_outputs_are_summarised_per_region():
+    from patients.services import _leaseholder_regions, _locality
+
+    create = [{"table_name": "patients_patient", "create_statement":
+               "CREATE TABLE public.patients_patient (\n id INT8 NOT NULL DEFAULT unique_rowid(),\n ...\n)"
+               " LOCALITY REGIONAL BY ROW AS home"}]
+    assert _locality(create) == "LOCALITY REGIONAL BY ROW AS home"
+    assert _locality([{"create_statement": "CREATE TABLE t (id INT8)"}]) == "REGIONAL BY TABLE (default)"
+    ranges = [{"lease_holder_locality": "region=us-east1,zone=us-east1-b"},
+              {"lease_holder_locality": "cloud=gce,region=europe-west1,zone=europe-west1-c"},
+              {"lease_holder_locality": "region=us-east1,zone=us-east1-c"}, {"lease_holder_locality": None}]
+    assert _leaseholder_regions(ranges) == {"us-east1": 2, "europe-west1": 1, "?": 1}
+
+
+@pytest.mark.django_db
+def test_a_refused_probe_is_reported_and_leaves_the_transaction_usable(monkeypatch):
+    from django.db import connections
+
+    Patient.objects.create(external_ref="P-1", display_name="x", region="aws-us-east-1")
+    monkeypatch.setattr(connections["default"], "vendor", "cockroachdb")  # PostgreSQL will refuse SHOW CREATE TABLE
+    report = residency_report()
+    monkeypatch.undo()
+    assert "error" in report["tables"]["patients"]["locality"]
+    assert report["tables"]["patients"]["rows_by_region"] == {"aws-us-east-1": 1}
+    assert Patient.objects.count() == 1  # the failed probe rolled back to its savepoint only
