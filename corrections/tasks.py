@@ -1,18 +1,32 @@
 """Celery tasks: thin wrappers over corrections.sweep and corrections.dispatch, taking JSON ids."""
 
+import contextlib
 import logging
+import threading
 
 from celery import shared_task
 
 from unsay_site.env import env_bool
 
 log = logging.getLogger(__name__)
+_local = threading.local()
+
+
+@contextlib.contextmanager
+def auto_sweep_suppressed():
+    """For callers that sweep synchronously right after (demo_story, bench): no background sweep."""
+    previous = getattr(_local, "suppressed", False)
+    _local.suppressed = True
+    try:
+        yield
+    finally:
+        _local.suppressed = previous
 
 
 def enqueue_sweep_after_supersession(old_fact_id: int, new_fact_id: int | None):
     """memory.services.supersession_listeners hook: memory calls it on commit, so the task never
     runs before the new version is visible (or after a rollback)."""
-    if not env_bool("UNSAY_SWEEP_ON_SUPERSESSION", True):
+    if not env_bool("UNSAY_SWEEP_ON_SUPERSESSION", True) or getattr(_local, "suppressed", False):
         return
     try:
         sweep_facts.delay([old_fact_id])

@@ -1,0 +1,60 @@
+"""manage.py demo_story: the story `make demo` tells (after ingest_recalls --demo and seed_demo).
+
+The demo patients ask in four phrasings, the real lot (patients/demo.py) is escalated to Class I,
+the sweep re-decides what that escalation made stale, and the pharmacist is pointed at the queue.
+Running it again asks nothing twice, escalates nothing twice and drafts nothing twice.
+"""
+
+from django.core.management.base import BaseCommand, CommandError
+
+from corrections.models import Correction, SweepRun
+from corrections.sweep import sweep
+from corrections.tasks import auto_sweep_suppressed
+
+PHRASINGS = [
+    "Is my valsartan safe?",
+    "Should I keep taking my blood pressure pills?",
+    "Has my valsartan been recalled?",
+    "Is there anything wrong with the tablets the pharmacy gave me?",
+]
+
+
+class Command(BaseCommand):
+    help = "Demo: patients ask, the demo lot is escalated to Class I, the sweep drafts corrections for review."
+
+    def handle(self, *args, **options):
+        from memory.ask import ask
+        from memory.models import Decision
+        from patients.demo import DEMO_LOT, DEMO_PATIENT_REFS, DEMO_RECALL_NUMBER
+        from patients.models import Patient
+        from recalls.services import escalate
+
+        patients = list(Patient.objects.filter(external_ref__in=DEMO_PATIENT_REFS).order_by("external_ref"))
+        if not patients:
+            raise CommandError("No demo patients: run `manage.py seed_demo` first.")
+        asked = 0
+        for index, patient in enumerate(patients):
+            question = PHRASINGS[index % len(PHRASINGS)]
+            if Decision.objects.filter(patient=patient, question=question).exists():
+                continue  # asked on an earlier run; its answer (or its re-decision) is on record
+            decision = ask(patient, question)
+            asked += 1
+            self.stdout.write(f"  {patient.display_name}: “{question}” -> {decision.verdict}")
+        self.stdout.write(f"{asked} question(s) asked ({len(patients) - asked} already on record).")
+
+        with auto_sweep_suppressed():  # we sweep right here, in the foreground, to print the counts
+            try:
+                results = escalate(DEMO_RECALL_NUMBER, "Class I", lot=DEMO_LOT, by="demo_story")
+            except LookupError as exc:
+                raise CommandError(f"{exc} (run `manage.py ingest_recalls --demo` first)") from exc
+        for r in results:
+            state = "already Class I" if r.status == "unchanged" else f"{r.old_classification} -> Class I"
+            self.stdout.write(f"Escalated {r.fact_key}: {state}")
+
+        report = sweep(trigger=SweepRun.Trigger.DEMO)
+        waiting = Correction.objects.pending_review().filter(recall_number=DEMO_RECALL_NUMBER).count()
+        self.stdout.write(self.style.SUCCESS(
+            f"Sweep: examined {report.examined}, corrected {report.corrected}, reaffirmed {report.reaffirmed}, "
+            f"notices drafted {report.notices}, reasoner calls {report.reasoner_calls}."))
+        self.stdout.write(f"{waiting} draft(s) for {DEMO_RECALL_NUMBER} await review: log in as `pharmacist` "
+                          "and open /corrections/review/ (dashboard: /corrections/dashboard/).")
