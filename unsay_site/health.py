@@ -28,6 +28,12 @@ COUNTED_MODELS: dict[str, str] = {
     "decision_reads": "memory.DecisionRead",
     "patients": "patients.Patient",
     "dispensing_records": "patients.DispensingRecord",
+    "recall_records": "recalls.RecallRecord",
+    "ingest_runs": "recalls.IngestRun",
+    "quarantined_records": "recalls.QuarantinedRecord",
+    "sweep_runs": "corrections.SweepRun",
+    "corrections": "corrections.Correction",
+    "outbox_messages": "corrections.OutboxMessage",
 }
 
 
