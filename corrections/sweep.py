@@ -470,9 +470,14 @@ def _exposed(fact: Fact):
     return result
 
 
-def _has_asked(patient, fact: Fact) -> bool:
-    return Decision.objects.filter(patient=patient).filter(
-        Q(subject=fact.subject) | Q(reads__fact_key=fact.fact_key)).exists()
+def _patients_who_asked(patient_ids, fact: Fact) -> set[int]:
+    """Of these patients, those with any decision on the drug or one that read this claim."""
+    asked = set()
+    for start in range(0, len(patient_ids), 5000):
+        chunk = patient_ids[start:start + 5000]
+        asked.update(Decision.objects.filter(patient_id__in=chunk).filter(
+            Q(subject=fact.subject) | Q(reads__fact_key=fact.fact_key)).values_list("patient_id", flat=True))
+    return asked
 
 
 def _draft_notices_for(previous: Fact, current: Fact, decider, run, report, *, dry_run, notice_no):
@@ -484,10 +489,12 @@ def _draft_notices_for(previous: Fact, current: Fact, decider, run, report, *, d
             trigger_fact__fact_key=current.fact_key, trigger_fact__retracted_at__isnull=False,
         ).select_related("previous_fact"):
             stale_baseline[pending.patient_id] = pending
-    for patient, match in _exposed(current):
+    exposed = _exposed(current)
+    asked = _patients_who_asked([p.id for p, _ in exposed], current)
+    for patient, match in exposed:
         replaced = stale_baseline.get(patient.id)
         baseline = replaced.previous_fact if replaced else previous
-        if not worsened(baseline, current) or _has_asked(patient, current):
+        if not worsened(baseline, current) or patient.id in asked:
             continue
         question = f"Is my {current.subject} safe?"
         outcome, _shared = decider.decide(patient, question, current.subject)
