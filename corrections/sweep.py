@@ -235,22 +235,26 @@ def _stale_reads(decisions, fact_ids):
     return by_decision
 
 
-def _pick_trigger(retracted: list[Fact]) -> tuple[Fact, Fact | None]:
-    """(previous, trigger): the retracted version read and the version believed now, the most severe first."""
-    pairs = [(old, latest_version(old)) for old in retracted]
+def _pick_trigger(retracted: list[Fact], latest: dict) -> tuple[Fact, Fact | None]:
+    """(previous, trigger): the retracted version read and the version believed now, the most severe first.
+    `latest` caches latest_version per fact id for the page."""
+    pairs = []
+    for old in retracted:
+        if old.id not in latest:
+            latest[old.id] = latest_version(old)
+        pairs.append((old, latest[old.id]))
     pairs.sort(key=lambda p: (severity(p[1]), p[0].id), reverse=True)
     return pairs[0]
 
 
-def _pending_correction_for(decision: Decision, *, lock: bool) -> Correction | None:
-    """A draft (or approved but unsent) correction that produced this decision: the patient has
-    not heard it yet."""
+def _pending_corrections(decision_ids, *, lock: bool) -> dict[int, Correction]:
+    """Drafts (or approved but unsent corrections) that produced these decisions, by decision id:
+    the patient has not heard them yet. One query per page."""
     qs = Correction.objects.select_for_update(of=("self",)) if lock else Correction.objects
-    return (
-        qs.select_related("old_decision", "previous_fact").defer("previous_fact__embedding")
-        .filter(new_decision=decision, status__in=[Correction.Status.DRAFT, Correction.Status.APPROVED])
-        .first()
-    )
+    found = (qs.select_related("old_decision", "previous_fact").defer("previous_fact__embedding")
+             .filter(new_decision_id__in=list(decision_ids),
+                     status__in=[Correction.Status.DRAFT, Correction.Status.APPROVED]))
+    return {c.new_decision_id: c for c in found}
 
 
 def mark_stale(correction: Correction, *, replaced_by: Correction | None = None, run=None, note="") -> bool:
@@ -293,13 +297,12 @@ def _write_draft(*, kind, patient, match, trigger, previous, old_decision, new_d
     return correction
 
 
-def _redecide(decision, retracted, decider, run, report, *, dry_run):
-    previous, trigger = _pick_trigger(retracted)
+def _redecide(decision, retracted, decider, run, report, *, dry_run, pending, latest):
+    previous, trigger = _pick_trigger(retracted, latest)
     outcome, shared = decider.decide(decision.patient, decision.question, decision.subject)
     recall_number = (trigger or previous).attributes.get("recall_number", "")
     # If this decision came from a correction the patient has not received yet, that draft goes
     # stale, and the comparison is with what the patient was actually told before it.
-    pending = _pending_correction_for(decision, lock=not dry_run)
     replaced = None
     if pending is not None and (dry_run or mark_stale(pending, run=run, note=f"decision {decision.id} re-decided")):
         replaced = pending
@@ -351,6 +354,8 @@ def _process_page(ids_after, limit, fact_ids, decider, run, page_no, *, dry_run)
     decisions = list(Decision.objects.filter(id__in=ids).select_related("patient").order_by("id"))
     retracted = _stale_reads(decisions, fact_ids)
     decider.preload({d.patient_id for d in decisions if d.patient_id})
+    pending = _pending_corrections(ids, lock=not dry_run)
+    latest: dict[int, Fact | None] = {}
     calls_before = decider.calls
     for n, decision in enumerate(decisions):
         if n == len(decisions) // 2:
@@ -358,10 +363,12 @@ def _process_page(ids_after, limit, fact_ids, decider, run, page_no, *, dry_run)
         one = SweepReport()  # counted only once its writes succeeded
         try:
             if dry_run:
-                _redecide(decision, retracted[decision.id], decider, run, one, dry_run=True)
+                _redecide(decision, retracted[decision.id], decider, run, one, dry_run=True,
+                          pending=pending.get(decision.id), latest=latest)
             else:
                 with transaction.atomic():  # savepoint: one bad decision does not sink the page
-                    _redecide(decision, retracted[decision.id], decider, run, one, dry_run=False)
+                    _redecide(decision, retracted[decision.id], decider, run, one, dry_run=False,
+                              pending=pending.get(decision.id), latest=latest)
             report.add(one)
         except (DecisionAlreadySuperseded, IntegrityError) as exc:
             # Another sweep got there first (or the same draft already exists): already handled.

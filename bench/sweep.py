@@ -1,0 +1,202 @@
+"""Sweep at scale: N standing decisions, A of them resting on one real recall lot that is escalated.
+
+    .venv/bin/python bench/sweep.py [--decisions 100000] [--affected 10000] [--shared-inputs] [--page-size 200]
+
+Runs on the embedded PostgreSQL in its own database (UNSAY_DB_NAME, default unsay_bench_sweep) with
+the rules reasoner and hashing embeddings. Set-up (not timed): every valsartan record of the real
+openFDA 2021 file is ingested; N synthetic patients are COPY-loaded with their dispensing; for each
+group of identical inputs the real memory.ask.decide() is run once and its decision + read set is
+COPY-replicated for every patient of the group (what ask() would have written for them).
+
+Affected patients were dispensed the demo lot (D-0326-2019 lot 3069020, Class II -> caution); by
+default each also has a unique second valsartan lot, so no two affected decisions have identical
+inputs and the sweep must call the reasoner once per decision (the worst case). --shared-inputs drops
+that second lot, so all affected decisions share inputs per question phrasing.
+
+Timed: recalls.services.escalate(..., "Class I") commits, then corrections.sweep.sweep() for the
+superseded fact version (what the after-commit Celery task runs). Prints time to the first committed
+page, time to all drafts written, decisions re-decided per second, reasoner calls, and the plan of
+one stale-set page.
+"""
+
+import argparse
+import json
+import sys
+import time
+import uuid
+import zipfile
+from datetime import UTC, datetime
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import PROJECT_DIR, setup_django  # noqa: E402
+
+setup_django(db_name="unsay_bench_sweep", profile="test", UNSAY_SWEEP_ON_SUPERSESSION="0")
+
+from django.conf import settings  # noqa: E402
+from django.core.management import call_command  # noqa: E402
+from django.db import connection  # noqa: E402
+
+from corrections.models import Correction, OutboxMessage, SweepRun  # noqa: E402
+from corrections.sweep import _stale_sql, count_stale, sweep  # noqa: E402
+from corrections.tasks import auto_sweep_suppressed  # noqa: E402
+from memory.ask import decide  # noqa: E402
+from memory.models import Fact  # noqa: E402
+from memory.services import inputs_fingerprint  # noqa: E402
+from patients.models import Patient  # noqa: E402
+from recalls.services import escalate  # noqa: E402
+
+RECALL, LOT, DRUG = "D-0326-2019", "3069020", "valsartan"
+UNAFFECTED_LOT = "3095511"  # in no recall record (patients/demo.py)
+QUESTIONS = ["Is my valsartan safe?", "Should I keep taking my blood pressure pills?",
+             "Has my valsartan been recalled?", "Is there anything wrong with the tablets the pharmacy gave me?"]
+
+
+def reset():
+    with connection.cursor() as cursor:
+        cursor.execute("""
+            TRUNCATE corrections_auditevent, corrections_outboxmessage, corrections_redecision, corrections_correction,
+                     corrections_sweeprun, memory_decisionread, memory_decision, patients_dispensingrecord,
+                     patients_patient, recalls_recallrecord, recalls_quarantinedrecord, recalls_ingestrun, memory_fact
+            RESTART IDENTITY CASCADE
+        """)
+
+
+def ingest_real_facts(tmp: Path) -> int:
+    with zipfile.ZipFile(PROJECT_DIR / "tests/fixtures/openfda/drug-enforcement-2021-04-28.json.zip") as archive:
+        data = json.loads(archive.read(archive.namelist()[0]))
+    records = [r for r in data["results"] if DRUG in r["product_description"].lower()]
+    tmp.write_text(json.dumps({"meta": data.get("meta", {}), "results": records}))
+    call_command("ingest_recalls", "--file", str(tmp), "--no-progress", verbosity=0)
+    return len(records)
+
+
+def load(decisions: int, affected: int, shared_inputs: bool) -> dict:
+    regions = settings.UNSAY_REGIONS
+    now = datetime.now(UTC)
+    began = time.monotonic()
+    raw = connection.connection
+    with raw.cursor() as cur:
+        with cur.copy("COPY patients_patient (id, public_id, region, display_name, email, phone, preferred_channel, "
+                      "external_ref, synthetic, created, updated) FROM STDIN") as copy:
+            for pid in range(1, decisions + 1):
+                copy.write_row((pid, uuid.uuid4(), regions[pid % len(regions)], f"Bench patient {pid} (synthetic)",
+                                f"bench{pid}@example.com", "", "email", f"BENCH-{pid:08d}", True, now, now))
+        with cur.copy("COPY patients_dispensingrecord (patient_id, region, drug, product_description, ndc, lot, "
+                      "expiry, quantity, dispensed_at, site, synthetic, created) FROM STDIN") as copy:
+            for pid in range(1, decisions + 1):
+                lots = [LOT] if pid <= affected else [UNAFFECTED_LOT]
+                if pid <= affected and not shared_inputs:
+                    lots.append(f"BX{pid:07d}")  # a second, unrecalled lot: makes this patient's inputs unique
+                for lot in lots:
+                    copy.write_row((pid, regions[pid % len(regions)], DRUG, "", "", lot, None, 90, now,
+                                    "Bench site (synthetic)", True, now))
+    with connection.cursor() as cursor:
+        for table in ("patients_patient", "patients_dispensingrecord"):
+            cursor.execute(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), (SELECT max(id) FROM {table}))")
+    patients_done = time.monotonic()
+
+    # One real decide() per template (group of identical inputs but for the unique lot), replicated.
+    templates = {}
+    for group, pid in (("affected", 1), ("unaffected", affected + 1)):
+        patient = Patient.objects.get(pk=pid)
+        for question in QUESTIONS:
+            templates[(group, question)] = decide(patient, question, subject=DRUG)
+    assert templates[("affected", QUESTIONS[0])].verdict == "caution", templates[("affected", QUESTIONS[0])].answer
+    decision_cols = ("id, public_id, patient_id, region, question, subject, verdict, answer, reasoner, "
+                     "reasoner_verdict, guardrail_override, inputs_hash, status, replaces_id, decided_at, "
+                     "superseded_at, created")
+    read_rows = 0
+    with raw.cursor() as cur:
+        with cur.copy(f"COPY memory_decision ({decision_cols}) FROM STDIN") as copy:
+            for pid in range(1, decisions + 1):
+                group = "affected" if pid <= affected else "unaffected"
+                question = QUESTIONS[pid % len(QUESTIONS)]
+                o = templates[(group, question)]
+                lots = [LOT] if pid <= affected else [UNAFFECTED_LOT]
+                if pid <= affected and not shared_inputs:
+                    lots.append(f"BX{pid:07d}")
+                versions = [f"{r.fact.fact_key}@{r.fact.version}" for r in o.retrieved]
+                digest = inputs_fingerprint(question, lots, versions)
+                copy.write_row((pid, uuid.uuid4(), pid, regions[pid % len(regions)], question, o.subject, o.verdict,
+                                o.answer, o.reasoner, o.reasoner_verdict, o.guardrail_override, digest, "standing",
+                                None, now, None, now))
+        with cur.copy("COPY memory_decisionread (decision_id, fact_id, fact_key, fact_version, rank, score, "
+                      "load_bearing) FROM STDIN") as copy:
+            for pid in range(1, decisions + 1):
+                group = "affected" if pid <= affected else "unaffected"
+                o = templates[(group, QUESTIONS[pid % len(QUESTIONS)])]
+                for spec in o.read_specs():
+                    copy.write_row((pid, spec.fact.id, spec.fact.fact_key, spec.fact.version, spec.rank, spec.score,
+                                    spec.load_bearing))
+                    read_rows += 1
+    with connection.cursor() as cursor:
+        for table in ("memory_decision", "memory_decisionread"):
+            cursor.execute(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), (SELECT max(id) FROM {table}))")
+        for table in ("patients_patient", "patients_dispensingrecord", "memory_decision", "memory_decisionread",
+                      "memory_fact"):
+            cursor.execute(f"ANALYZE {table}")
+    return {"patients": decisions, "decisions": decisions, "reads": read_rows,
+            "copy_patients_s": round(patients_done - began, 1),
+            "copy_decisions_s": round(time.monotonic() - patients_done, 1)}
+
+
+def explain_page(fact_ids) -> str:
+    sql, extra = _stale_sql(fact_ids, lock=False)
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY ON) " + sql, [0, *extra, 200])
+        return "\n".join(row[0] for row in cursor.fetchall())
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--decisions", type=int, default=100_000)
+    parser.add_argument("--affected", type=int, default=10_000)
+    parser.add_argument("--shared-inputs", action="store_true",
+                        help="affected patients share inputs per phrasing (reasoner calls are shared)")
+    parser.add_argument("--page-size", type=int, default=200)
+    args = parser.parse_args()
+    if not 1 <= args.affected <= args.decisions - 1:
+        parser.error("--affected must be between 1 and --decisions - 1")
+
+    began = time.monotonic()
+    reset()
+    records = ingest_real_facts(PROJECT_DIR / "var" / "bench-sweep-valsartan.json")
+    facts = Fact.objects.count()
+    figures = {"real_records": records, "facts": facts, **load(args.decisions, args.affected, args.shared_inputs)}
+    figures["setup_s"] = round(time.monotonic() - began, 1)
+
+    with auto_sweep_suppressed():
+        t_escalate = time.monotonic()
+        [result] = escalate(RECALL, "Class I", lot=LOT, by="bench")
+    t0 = time.monotonic()  # escalate() has returned: the new version is committed
+    old_fact = Fact.objects.get(fact_key=f"recall:{RECALL}:lot:{LOT}", version=result.old_version)
+    figures["escalate_s"] = round(t0 - t_escalate, 3)
+    figures["stale"] = count_stale([old_fact.id])
+    first_page = []
+
+    def progress(n):
+        if not first_page:
+            first_page.append(time.monotonic() - t0)
+
+    report = sweep(fact_ids=[old_fact.id], trigger=SweepRun.Trigger.BENCH, page_size=args.page_size,
+                   progress=progress)
+    elapsed = time.monotonic() - t0
+    figures.update({
+        "examined": report.examined, "corrected": report.corrected, "reaffirmed": report.reaffirmed,
+        "notices": report.notices, "errors": report.errors, "reasoner_calls": report.reasoner_calls,
+        "drafts_written": Correction.objects.count(),
+        "outbox_held": OutboxMessage.objects.filter(status="held").count(),
+        "first_page_committed_s": round(first_page[0], 2) if first_page else None,
+        "escalation_commit_to_all_drafts_s": round(elapsed, 1),
+        "redecided_per_s": round(report.examined / elapsed, 1) if elapsed else None,
+        "page_size": args.page_size, "shared_inputs": args.shared_inputs,
+        "engine": connection.vendor, "reasoner": settings.UNSAY_REASONER,
+    })
+    print(json.dumps(figures, indent=2))
+    print("\nPlan of one stale-set page after the sweep (0 rows left):")
+    print(explain_page([old_fact.id]))
+
+
+if __name__ == "__main__":
+    main()
