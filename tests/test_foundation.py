@@ -204,3 +204,20 @@ def test_demo_refuses_a_port_that_is_taken():
         port = listener.getsockname()[1]
         with pytest.raises(CommandError, match=f"already listens on 127.0.0.1:{port}"):
             call_command("demo", "--port", str(port))
+
+
+@pytest.mark.django_db
+def test_health_answers_quickly_when_redis_is_down(settings, client):
+    import socket
+    import time
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        closed_port = sock.getsockname()[1]  # nothing listens once the socket is closed
+    settings.REDIS_URL = f"redis://127.0.0.1:{closed_port}/0"
+    settings.CELERY_TASK_ALWAYS_EAGER = False
+    began = time.monotonic()
+    report = client.get("/health").json()
+    assert time.monotonic() - began < 5
+    assert report["ok"] is True and report["redis"]["ok"] is False and "error" in report["redis"]
+    assert report["celery"] == {"workers": [], "error": "broker unreachable"}

@@ -143,10 +143,22 @@ def redis_section() -> dict:
         return {"redis": {"ok": False, "url": _redacted(url), "error": str(exc)}}
 
 
+def _redis_answers(url: str) -> bool:
+    import redis
+
+    try:
+        return bool(redis.Redis.from_url(url, socket_connect_timeout=0.5, socket_timeout=0.5).ping())
+    except redis.RedisError:
+        return False
+
+
 @register_section
 def celery_section() -> dict:
     if not settings.REDIS_URL or settings.CELERY_TASK_ALWAYS_EAGER:
         return {"celery": {"workers": [], "note": "no broker: tasks run eagerly in-process"}}
+    if not _redis_answers(settings.REDIS_URL):
+        # Without this, Celery's control client would keep retrying the broker connection.
+        return {"celery": {"workers": [], "error": "broker unreachable"}}
     from .celery import app
 
     # ping, not inspect().stats(): one broadcast, answered by every live worker within the timeout.
