@@ -13,6 +13,7 @@ import logging
 import os
 import signal
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
@@ -542,6 +543,15 @@ def _draft_notices_for(previous: Fact, current: Fact, decider, run, report, *, d
 # --- entry point ----------------------------------------------------------------------------
 
 
+def abandon_dead_runs() -> int:
+    """Runs still 'running' whose heartbeat stopped (the process was killed): mark them failed so the
+    operations page stops showing them as live. Their work is not lost: the stale set still has it."""
+    cutoff = timezone.now() - timedelta(seconds=env_int("UNSAY_SWEEP_HEARTBEAT_TIMEOUT", 600, minimum=1))
+    return SweepRun.objects.filter(status=SweepRun.Status.RUNNING, heartbeat__lt=cutoff).update(
+        status=SweepRun.Status.FAILED, finished=timezone.now(),
+        error_text="abandoned: no heartbeat (process killed?); a later sweep picks up its remaining work")
+
+
 def page_size_default() -> int:
     return env_int("UNSAY_SWEEP_PAGE_SIZE", 200, minimum=1, maximum=10000)
 
@@ -558,6 +568,7 @@ def sweep(*, fact_ids=None, trigger=SweepRun.Trigger.MANUAL, dry_run=False, page
     total = SweepReport()
     run = None
     if not dry_run:
+        abandon_dead_runs()
         run = SweepRun.objects.create(trigger=trigger, fact_ids=fact_ids or [], heartbeat=timezone.now())
         total.run = run
     decider = SharedDecider()

@@ -192,3 +192,41 @@ def test_the_beat_task_is_scheduled_by_migration():
     names = dict(PeriodicTask.objects.values_list("name", "task"))
     assert names["corrections: periodic sweep"] == "corrections.tasks.periodic_sweep"
     assert names["corrections: dispatch outbox"] == "corrections.tasks.dispatch_outbox"
+
+
+def test_a_drug_level_escalation_notifies_by_drug_and_says_so(hashing_embeddings, no_auto_sweep):
+    # D-0968-2018: a real Solco valsartan recall, "All lots within expiry" (drug-level, no lot).
+    assert_claim(recall_claim("D-0968-2018", None))
+    holder = make_patient("SYN-E", [("Valsartan Tablets USP 40 mg", "3095511")])
+    asked = make_patient("SYN-F", [("Valsartan Tablets USP 40 mg", "3095512")])
+    decision = ask(asked, "Is my valsartan safe?")
+    assert decision.verdict == "caution"
+
+    assert_claim(recall_claim("D-0968-2018", None, classification="Class I"))
+    report = sweep()
+
+    notice = Correction.objects.get(kind=Correction.Kind.NOTICE)
+    assert notice.patient == holder and notice.match == Correction.Match.DRUG
+    assert "the recall names no specific lot" in notice.drafted_text
+    # A recall naming no lot stays "caution" whatever its class (we cannot tell whether their pack is
+    # affected): the patient who asked is reaffirmed, not messaged.
+    assert notice.new_verdict == "caution"
+    assert not Correction.objects.filter(kind=Correction.Kind.CORRECTION).exists()
+    assert Redecision.objects.get(old_decision=decision).outcome == "reaffirmed"
+    assert (report.examined, report.reaffirmed, report.corrected, report.notices) == (1, 1, 0, 1)
+
+
+def test_a_killed_sweeps_run_row_is_marked_abandoned_by_the_next_sweep(no_auto_sweep):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    dead = SweepRun.objects.create(trigger="manual", heartbeat=timezone.now() - timedelta(hours=1))
+    live = SweepRun.objects.create(trigger="manual", heartbeat=timezone.now())
+
+    sweep()
+
+    dead.refresh_from_db()
+    live.refresh_from_db()
+    assert dead.status == SweepRun.Status.FAILED and "no heartbeat" in dead.error_text
+    assert live.status == SweepRun.Status.RUNNING  # might still be working: left alone
