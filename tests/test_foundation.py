@@ -221,3 +221,19 @@ def test_health_answers_quickly_when_redis_is_down(settings, client):
     assert time.monotonic() - began < 5
     assert report["ok"] is True and report["redis"]["ok"] is False and "error" in report["redis"]
     assert report["celery"] == {"workers": [], "error": "broker unreachable"}
+
+
+def test_demo_redis_choice_env_then_local_then_embedded(monkeypatch, tmp_path):
+    from unsay_site import demo_setup
+
+    monkeypatch.setenv("REDIS_URL", "redis://cache.example:6380/2")
+    assert demo_setup.find_or_start_redis(tmp_path) == ("redis://cache.example:6380/2", None, "REDIS_URL")
+    monkeypatch.delenv("REDIS_URL")
+    monkeypatch.setattr(demo_setup, "redis_listening", lambda host="127.0.0.1", port=6379: True)
+    assert demo_setup.find_or_start_redis(tmp_path)[:2] == ("redis://127.0.0.1:6379/0", None)
+    monkeypatch.setattr(demo_setup, "redis_listening", lambda host="127.0.0.1", port=6379: False)
+    url, proc, how = demo_setup.find_or_start_redis(tmp_path)
+    try:
+        assert how.startswith("embedded") and url != "redis://127.0.0.1:6379/0" and proc.poll() is None
+    finally:
+        demo_setup.stop_children({"redis": proc})
