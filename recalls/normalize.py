@@ -73,7 +73,8 @@ def normalize_drug_name(raw: str) -> str:
     pharmacy's description and FDA's generic name meet on the same string."""
     if not raw:
         return ""
-    text = str(raw).split(",")[0]
+    # The first comma-separated clause, but "2,3-Dimercapto..." keeps its locant commas.
+    text = re.split(r"(?<!\d),|,(?!\d)", str(raw))[0]
     text = re.sub(r"\([^)]*\)", " ", text)
     text = re.sub(r"\d+(\.\d+)?\s*(mg|mcg|ml|g|%|iu|units?)?(/\S+)?", " ", text, flags=re.IGNORECASE)
     text = _DOSAGE_WORDS.sub(" ", text)

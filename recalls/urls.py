@@ -1,4 +1,8 @@
-from django.urls import path  # noqa: F401
+from django.urls import path
+
+from . import views
 
 app_name = "recalls"
-urlpatterns = []
+urlpatterns = [
+    path("ops/", views.ops, name="ops"),
+]

@@ -1,0 +1,51 @@
+from django.contrib import admin
+
+from .models import IngestRun, QuarantinedRecord, RecallRecord
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Ingestion writes these rows; people only read them."""
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+class QuarantineInline(admin.TabularInline):
+    model = QuarantinedRecord
+    fields = ("recall_number", "drug", "reason")
+    readonly_fields = fields
+    extra = 0
+    max_num = 0
+    show_change_link = True
+    can_delete = False
+
+
+@admin.register(IngestRun)
+class IngestRunAdmin(ReadOnlyAdmin):
+    list_display = ("id", "source", "kind", "status", "started", "duration_seconds", "fetched", "new_facts",
+                    "new_versions", "retracted", "unchanged", "quarantined", "embedding_calls")
+    list_filter = ("status", "source", "kind", "trigger")
+    search_fields = ("source_ref", "snapshot_location", "error")
+    date_hierarchy = "started"
+    inlines = [QuarantineInline]
+
+
+@admin.register(QuarantinedRecord)
+class QuarantinedRecordAdmin(ReadOnlyAdmin):
+    list_display = ("recall_number", "drug", "reason", "run", "created")
+    list_filter = ("run__kind",)
+    # Searchable by drug, lot (inside code_info) and recall number.
+    search_fields = ("recall_number", "drug", "code_info", "reason")
+    list_select_related = ("run",)
+
+
+@admin.register(RecallRecord)
+class RecallRecordAdmin(ReadOnlyAdmin):
+    list_display = ("recall_number", "subject", "scope", "updated", "last_run")
+    search_fields = ("recall_number", "subject", "lots")

@@ -1,0 +1,83 @@
+"""Ingest openFDA drug recalls (or labels) into the fact store.
+
+    manage.py ingest_recalls --file PATH          API response .json, bulk .json.zip, an archived snapshot, s3://...
+    manage.py ingest_recalls --since 2026-01-01   fetch report_date >= since from the API (archived first)
+    manage.py ingest_recalls --labels --since D   the same for drug labels (effective_time)
+    manage.py ingest_recalls --labels --file PATH
+    manage.py ingest_recalls --demo               the demo slice (tests/fixtures/openfda/demo-slice.json)
+"""
+
+from datetime import date
+
+from django.core.management.base import BaseCommand, CommandError
+from tqdm import tqdm
+
+from recalls import services
+from recalls.models import IngestRun
+from recalls.openfda import OpenFDAError
+
+
+def _date(value: str) -> date:
+    try:
+        return date.fromisoformat(value)
+    except ValueError:
+        raise CommandError(f"{value!r} is not a date; use YYYY-MM-DD.") from None
+
+
+class Command(BaseCommand):
+    help = "Ingest openFDA drug enforcement records (recalls) or drug labels into the fact store."
+
+    def add_arguments(self, parser):
+        source = parser.add_mutually_exclusive_group(required=True)
+        source.add_argument("--file", help="API response JSON, bulk download .json.zip, or archived snapshot.")
+        source.add_argument("--since", type=_date, help="Fetch from the openFDA API from this date (YYYY-MM-DD).")
+        source.add_argument("--demo", action="store_true", help="Ingest the demo slice.")
+        parser.add_argument("--until", type=_date, help="With --since: last date to fetch (default today).")
+        parser.add_argument("--labels", action="store_true", help="Drug labels instead of recalls.")
+        parser.add_argument("--no-progress", action="store_true", help="No live progress bar.")
+
+    def handle(self, *args, **options):
+        bar = None
+
+        def progress(p):
+            nonlocal bar
+            if options["no_progress"]:
+                return
+            if bar is None:
+                bar = tqdm(total=p.total, unit="rec", desc="ingest", file=self.stderr._out, dynamic_ncols=True)
+            bar.update(p.done - bar.n)
+            run = p.run
+            bar.set_postfix(new=run.new_facts, versions=run.new_versions, unchanged=run.unchanged,
+                            quarantined=run.quarantined, embeds=run.embedding_calls, refresh=False)
+
+        kind = IngestRun.Kind.LABEL if options["labels"] else IngestRun.Kind.ENFORCEMENT
+        try:
+            if options["demo"]:
+                if options["labels"]:
+                    raise CommandError("--demo ingests recalls only.")
+                run = services.ingest_demo(progress=progress)
+            elif options["file"]:
+                run = services.ingest_file(options["file"], kind=kind, progress=progress)
+            else:
+                run = services.ingest_from_api(options["since"], options["until"], labels=options["labels"],
+                                               progress=progress)
+        except (services.SourceError, OpenFDAError, LookupError) as exc:
+            raise CommandError(str(exc)) from exc
+        finally:
+            if bar is not None:
+                bar.close()
+        rate = f"{run.fetched / run.duration_seconds:.0f} records/s" if run.duration_seconds else ""
+        self.stdout.write(
+            f"Run {run.pk} {run.status}: {run.fetched} records, {run.new_facts} new facts, "
+            f"{run.new_versions} new versions, {run.retracted} retracted, {run.unchanged} unchanged, "
+            f"{run.quarantined} quarantined, {run.embedding_calls} embedding calls ({run.embedding_provider}), "
+            f"{run.duration_seconds:.1f}s {rate}"
+        )
+        if run.snapshot_location:
+            self.stdout.write(f"Snapshot: {run.snapshot_location}")
+        if run.quarantined:
+            reasons = {}
+            for reason in run.quarantine.values_list("reason", flat=True):
+                reasons[reason] = reasons.get(reason, 0) + 1
+            for reason, count in sorted(reasons.items(), key=lambda kv: -kv[1])[:10]:
+                self.stdout.write(f"  quarantined {count}: {reason}")

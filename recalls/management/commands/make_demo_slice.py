@@ -1,0 +1,65 @@
+"""Build tests/fixtures/openfda/demo-slice.json from the real fixtures (records unmodified).
+
+All sartan records (valsartan, losartan, irbesartan) of the 2021 bulk file, the 149 recent-sample
+records, and a fixed, seeded sample of other 2021 records. Deterministic: re-running it gives the
+same file.
+"""
+
+import json
+import random
+import re
+
+from django.core.management.base import BaseCommand
+
+from recalls.services import DEMO_SLICE, load_document
+
+FIXTURES = DEMO_SLICE.parent
+SARTAN = re.compile(r"valsartan|losartan|irbesartan", re.I)
+
+
+def _is_sartan(record) -> bool:
+    names = " ".join((record.get("openfda") or {}).get("generic_name") or [])
+    return bool(SARTAN.search(record.get("product_description") or "") or SARTAN.search(names))
+
+
+class Command(BaseCommand):
+    help = "Write the demo slice of real openFDA records."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--others", type=int, default=200, help="Other 2021 records to add (seeded sample).")
+        parser.add_argument("--seed", type=int, default=2021)
+
+    def handle(self, *args, **options):
+        bulk = load_document(FIXTURES / "drug-enforcement-2021-04-28.json.zip")
+        recent = load_document(FIXTURES / "drug-enforcement-recent-sample.json")
+        sartans = [r for r in bulk["results"] if _is_sartan(r)]
+        taken = {r.get("recall_number") for r in sartans} | {r.get("recall_number") for r in recent["results"]}
+        others = sorted((r for r in bulk["results"] if not _is_sartan(r) and r.get("recall_number")
+                         and r.get("recall_number") not in taken), key=lambda r: r["recall_number"])
+        rng = random.Random(options["seed"])
+        picked = rng.sample(others, min(options["others"], len(others)))
+        # The recent sample duplicates no 2021 recall number by construction of `taken`; keep one copy per number.
+        results, seen = [], set()
+        for record in sartans + recent["results"] + picked:
+            key = (record.get("recall_number"), json.dumps(record, sort_keys=True))
+            if key in seen:
+                continue
+            seen.add(key)
+            results.append(record)
+        document = {
+            "meta": {
+                "disclaimer": bulk["meta"].get("disclaimer"),
+                "terms": bulk["meta"].get("terms"),
+                "license": bulk["meta"].get("license"),
+                "last_updated": recent["meta"].get("last_updated"),
+                "note": (f"Demo slice of real, unmodified openFDA records built by manage.py make_demo_slice "
+                         f"--others {options['others']} --seed {options['seed']}: {len(sartans)} sartan records "
+                         f"from the 2021-04-28 bulk file, {len(recent['results'])} recent-sample records, "
+                         f"{len(picked)} other 2021 records."),
+                "results": {"skip": 0, "limit": len(results), "total": len(results)},
+            },
+            "results": results,
+        }
+        DEMO_SLICE.write_text(json.dumps(document, indent=1, ensure_ascii=False) + "\n")
+        self.stdout.write(f"Wrote {DEMO_SLICE}: {len(results)} records ({len(sartans)} sartan, "
+                          f"{len(recent['results'])} recent, {len(picked)} others).")

@@ -1,0 +1,94 @@
+"""Ingestion bookkeeping. The recall and label facts themselves live in memory.Fact."""
+
+from django.db import models
+
+
+class IngestRun(models.Model):
+    class Source(models.TextChoices):
+        FILE = "file", "File"
+        API = "api", "openFDA API"
+        DEMO = "demo", "Demo slice"
+
+    class Kind(models.TextChoices):
+        ENFORCEMENT = "enforcement", "Drug enforcement (recalls)"
+        LABEL = "label", "Drug labels"
+
+    class Status(models.TextChoices):
+        RUNNING = "running", "Running"
+        SUCCEEDED = "succeeded", "Succeeded"
+        FAILED = "failed", "Failed"
+
+    source = models.CharField(max_length=8, choices=Source.choices)
+    kind = models.CharField(max_length=12, choices=Kind.choices, default=Kind.ENFORCEMENT)
+    source_ref = models.CharField(max_length=500, blank=True, help_text="File path or API query.")
+    # Incremental API runs: the report_date window fetched (inclusive).
+    since = models.DateField(null=True, blank=True)
+    until = models.DateField(null=True, blank=True)
+    trigger = models.CharField(max_length=20, default="command", help_text="command, celery, test…")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.RUNNING)
+    started = models.DateTimeField()
+    finished = models.DateTimeField(null=True, blank=True)
+    total = models.PositiveIntegerField(default=0, help_text="Records in the source, when known up front.")
+    fetched = models.PositiveIntegerField(default=0, help_text="Records read so far.")
+    new_facts = models.PositiveIntegerField(default=0)
+    new_versions = models.PositiveIntegerField(default=0)
+    retracted = models.PositiveIntegerField(default=0, help_text="Facts retracted with no successor (lots dropped).")
+    unchanged = models.PositiveIntegerField(default=0, help_text="Records that changed nothing.")
+    quarantined = models.PositiveIntegerField(default=0)
+    embedding_calls = models.PositiveIntegerField(default=0)
+    embedding_provider = models.CharField(max_length=100, blank=True)
+    duration_seconds = models.FloatField(null=True, blank=True)
+    snapshot_location = models.CharField(max_length=500, blank=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-started", "-id"]
+        indexes = [
+            # Used by the incremental schedule: the last successful API run.
+            models.Index(fields=["source", "kind", "status", "-started"], name="ingestrun_last_success"),
+        ]
+
+    def __str__(self):
+        return f"{self.get_source_display()} {self.kind} run {self.pk} ({self.status})"
+
+    @property
+    def rate(self) -> float | None:
+        if self.duration_seconds:
+            return self.fetched / self.duration_seconds
+        return None
+
+
+class QuarantinedRecord(models.Model):
+    """A source record we could not turn into facts; kept verbatim with the reason."""
+
+    run = models.ForeignKey(IngestRun, on_delete=models.CASCADE, related_name="quarantine")
+    recall_number = models.CharField(max_length=40, blank=True)
+    drug = models.CharField(max_length=300, blank=True)
+    code_info = models.TextField(blank=True)
+    reason = models.TextField()
+    raw = models.JSONField()
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created", "-id"]
+
+    def __str__(self):
+        return f"{self.recall_number or '(no recall number)'}: {self.reason[:60]}"
+
+
+class RecallRecord(models.Model):
+    """What we last ingested for one recall number: the hash of the fields that feed its facts, and the
+    openFDA-derived subject/NDCs fixed at first sight (openFDA re-harmonises its `openfda` block often
+    without the recall changing; that must not re-key or re-version facts)."""
+
+    recall_number = models.CharField(max_length=40, unique=True)
+    record_hash = models.CharField(max_length=64)
+    subject = models.CharField(max_length=200)
+    ndcs = models.JSONField(default=list)
+    lots = models.JSONField(default=list)
+    scope = models.CharField(max_length=8)
+    last_run = models.ForeignKey(IngestRun, null=True, on_delete=models.SET_NULL, related_name="+")
+    updated = models.DateTimeField(auto_now=True)
+
+    def __str__(self):
+        return self.recall_number

@@ -1,0 +1,386 @@
+"""Ingestion runs and the demo escalation: the plain functions the command, the Celery task and
+the tests all call.
+
+    ingest_document(document, source=..., kind=...)   -> IngestRun   (any API-shaped JSON)
+    ingest_file(path_or_s3_url, ...)                   -> IngestRun   (.json or bulk .json.zip)
+    ingest_from_api(since, until=None, labels=False)   -> IngestRun   (fetch, archive, ingest)
+    ingest_incremental()                               -> IngestRun   (from the last successful API run)
+    ingest_demo()                                      -> IngestRun   (tests/fixtures/openfda/demo-slice.json)
+    escalate(recall_number, classification, lot=None)  -> list[Escalation]
+
+Facts are written only through memory.services.assert_claims / retract_claim, so every supersession
+(new version or retraction) reaches memory.services.supersession_listeners after commit; that is
+where the sweep hooks in (docs/facts.md).
+
+Atomicity: a record is validated and turned into claims before anything is written; a malformed
+record goes to QuarantinedRecord and writes nothing. memory commits each claim in its own retried
+transaction, and the record's RecallRecord (its change-detection hash) is written only after all
+its claims and retractions succeeded, so a crash mid-record is repaired by the next run (claims
+already written come back "unchanged").
+"""
+
+import io
+import json
+import logging
+import time
+import zipfile
+from dataclasses import dataclass
+from datetime import date, timedelta
+from pathlib import Path
+
+from django.conf import settings
+from django.utils import timezone
+
+from memory.embeddings import get_provider
+from memory.models import Fact
+from memory.services import assert_claims, retract_claim
+
+from . import archive
+from .ingest import (
+    CLASSIFICATIONS,
+    ESCALATION_SOURCE,
+    Malformed,
+    RecallClaim,
+    label_claims,
+    parse_enforcement,
+    recall_claims,
+    recall_statement,
+)
+from .models import IngestRun, QuarantinedRecord, RecallRecord
+from .openfda import OpenFDAClient
+
+log = logging.getLogger(__name__)
+
+CHUNK = 200  # records per batch: one believed-facts query and one embedding call per chunk
+DEMO_SLICE = Path(settings.BASE_DIR) / "tests" / "fixtures" / "openfda" / "demo-slice.json"
+INCREMENTAL_OVERLAP_DAYS = 14  # re-read the tail of the last window: late-published records cost nothing if unchanged
+INITIAL_WINDOW_DAYS = 90
+
+
+class SourceError(ValueError):
+    """The input as a whole is unusable (not JSON, no results list...)."""
+
+
+# --- loading ---------------------------------------------------------------------------------
+
+
+def load_document(location: str) -> dict:
+    """An API response JSON or a bulk download (.json.zip), from a path or s3:// URL."""
+    try:
+        data = archive.read_location(str(location))
+    except FileNotFoundError:
+        raise SourceError(f"{location}: no such file") from None
+    if str(location).endswith(".zip") or data[:2] == b"PK":
+        try:
+            with zipfile.ZipFile(io.BytesIO(data)) as zf:
+                names = [n for n in zf.namelist() if n.endswith(".json")]
+                if len(names) != 1:
+                    raise SourceError(f"{location}: expected one .json inside the zip, found {len(names)}")
+                data = zf.read(names[0])
+        except zipfile.BadZipFile as exc:
+            raise SourceError(f"{location}: not a readable zip ({exc})") from None
+    try:
+        document = json.loads(data)
+    except ValueError as exc:
+        raise SourceError(f"{location}: not JSON ({exc})") from None
+    if not isinstance(document, dict) or not isinstance(document.get("results"), list):
+        raise SourceError(f"{location}: expected an openFDA document with a 'results' list")
+    return document
+
+
+# --- runs ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Progress:
+    done: int
+    total: int
+    run: IngestRun
+
+
+def start_run(*, source, kind=IngestRun.Kind.ENFORCEMENT, source_ref="", trigger="command", since=None,
+              until=None, snapshot_location="") -> IngestRun:
+    return IngestRun.objects.create(
+        source=source, kind=kind, source_ref=str(source_ref)[:500], trigger=trigger, since=since, until=until,
+        snapshot_location=snapshot_location[:500], started=timezone.now(),
+        embedding_provider=get_provider().name,
+    )
+
+
+def ingest_document(document: dict, *, source=IngestRun.Source.FILE, kind=IngestRun.Kind.ENFORCEMENT,
+                    source_ref="", trigger="command", run: IngestRun | None = None, progress=None,
+                    chunk_size=CHUNK) -> IngestRun:
+    """Ingest every record of an API-shaped document into one IngestRun."""
+    records = document.get("results")
+    if not isinstance(records, list):
+        raise SourceError("expected an openFDA document with a 'results' list")
+    run = run or start_run(source=source, kind=kind, source_ref=source_ref, trigger=trigger)
+    run.total = len(records)
+    run.save(update_fields=["total"])
+    provider = get_provider()
+    calls_before = provider.calls
+    clock = time.monotonic()
+    ingester = RecallIngester(run) if run.kind == IngestRun.Kind.ENFORCEMENT else LabelIngester(run)
+    try:
+        for start in range(0, len(records), chunk_size):
+            ingester.ingest_chunk(records[start:start + chunk_size])
+            run.embedding_calls = provider.calls - calls_before
+            run.duration_seconds = time.monotonic() - clock
+            run.save(update_fields=["fetched", "new_facts", "new_versions", "retracted", "unchanged",
+                                    "quarantined", "embedding_calls", "duration_seconds"])
+            if progress:
+                progress(Progress(min(start + chunk_size, len(records)), len(records), run))
+    except BaseException as exc:
+        _finish(run, clock, provider, calls_before, IngestRun.Status.FAILED, f"{type(exc).__name__}: {exc}")
+        raise
+    _finish(run, clock, provider, calls_before, IngestRun.Status.SUCCEEDED)
+    return run
+
+
+def _finish(run, clock, provider, calls_before, status, error=""):
+    run.status = status
+    run.error = error[:5000]
+    run.finished = timezone.now()
+    run.duration_seconds = time.monotonic() - clock
+    run.embedding_calls = provider.calls - calls_before
+    run.save()
+
+
+def ingest_file(location, *, kind=IngestRun.Kind.ENFORCEMENT, source=IngestRun.Source.FILE, trigger="command",
+                progress=None) -> IngestRun:
+    document = load_document(str(location))
+    run = start_run(source=source, kind=kind, source_ref=str(location), trigger=trigger,
+                    snapshot_location=str(location))
+    return ingest_document(document, run=run, progress=progress)
+
+
+def ingest_demo(*, trigger="command", progress=None) -> IngestRun:
+    return ingest_file(DEMO_SLICE, source=IngestRun.Source.DEMO, trigger=trigger, progress=progress)
+
+
+def ingest_from_api(since: date, until: date | None = None, *, labels=False, client: OpenFDAClient | None = None,
+                    trigger="command", progress=None) -> IngestRun:
+    """Fetch a report_date (or label effective_time) window, archive the raw snapshot, ingest it."""
+    client = client or OpenFDAClient()
+    until = until or timezone.now().date()
+    kind = IngestRun.Kind.LABEL if labels else IngestRun.Kind.ENFORCEMENT
+    field = "effective_time" if labels else "report_date"
+    run = start_run(source=IngestRun.Source.API, kind=kind, trigger=trigger, since=since, until=until,
+                    source_ref=f"{client.base_url} {field}:[{since:%Y%m%d} TO {until:%Y%m%d}]")
+    clock = time.monotonic()
+    try:
+        document = client.fetch_labels(since, until) if labels else client.fetch_enforcement(since, until)
+        run.snapshot_location = archive.archive_snapshot(document, kind=kind, label=f"{since:%Y%m%d}-{until:%Y%m%d}")
+        run.save(update_fields=["snapshot_location"])
+    except BaseException as exc:
+        run.status, run.error, run.finished = IngestRun.Status.FAILED, f"{type(exc).__name__}: {exc}", timezone.now()
+        run.duration_seconds = time.monotonic() - clock
+        run.save()
+        raise
+    return ingest_document(document, run=run, progress=progress)
+
+
+def last_successful_api_run(kind=IngestRun.Kind.ENFORCEMENT) -> IngestRun | None:
+    return (IngestRun.objects.filter(source=IngestRun.Source.API, kind=kind, status=IngestRun.Status.SUCCEEDED,
+                                     until__isnull=False).order_by("-until", "-started").first())
+
+
+def ingest_incremental(*, labels=False, client=None, trigger="celery", today: date | None = None) -> IngestRun:
+    """From the end of the last successful API run (minus an overlap) to today."""
+    today = today or timezone.now().date()
+    kind = IngestRun.Kind.LABEL if labels else IngestRun.Kind.ENFORCEMENT
+    last = last_successful_api_run(kind)
+    if last:
+        since = last.until - timedelta(days=INCREMENTAL_OVERLAP_DAYS)
+    else:
+        since = today - timedelta(days=INITIAL_WINDOW_DAYS)
+    return ingest_from_api(since, today, labels=labels, client=client, trigger=trigger)
+
+
+# --- per-kind ingesters ----------------------------------------------------------------------
+
+
+def _quarantine(run, raw, reason):
+    record = raw if isinstance(raw, dict) else {}
+    QuarantinedRecord.objects.create(
+        run=run, recall_number=str(record.get("recall_number") or record.get("set_id") or "")[:40],
+        drug=str(record.get("product_description") or "")[:300], code_info=str(record.get("code_info") or "")[:5000],
+        reason=reason, raw=raw if isinstance(raw, (dict, list)) else {"value": repr(raw)},
+    )
+    run.quarantined += 1
+
+
+def _tally(run, results):
+    for result in results:
+        if result.status == "created":
+            run.new_facts += 1
+        elif result.status == "versioned":
+            run.new_versions += 1
+
+
+class RecallIngester:
+    def __init__(self, run: IngestRun):
+        self.run = run
+        self.seen: dict[str, str] = {}  # recall_number -> record hash, within this run
+        self.by = f"ingest:run:{run.pk}"
+        self.ref = run.snapshot_location or run.source_ref
+
+    def ingest_chunk(self, records):
+        run = self.run
+        prepared = []
+        for raw in records:
+            run.fetched += 1
+            try:
+                parsed = parse_enforcement(raw)
+            except Malformed as exc:
+                _quarantine(run, raw, str(exc))
+                continue
+            earlier = self.seen.get(parsed.recall_number)
+            if earlier is not None:
+                if earlier == parsed.record_hash:
+                    run.unchanged += 1
+                else:
+                    _quarantine(run, raw, f"recall number {parsed.recall_number} appears again in this snapshot "
+                                          f"with different content; the first record was ingested")
+                continue
+            self.seen[parsed.recall_number] = parsed.record_hash
+            prepared.append(parsed)
+        states = {s.recall_number: s for s in RecallRecord.objects.filter(
+            recall_number__in=[p.recall_number for p in prepared])}
+        changed = []
+        for parsed in prepared:
+            state = states.get(parsed.recall_number)
+            if state is not None and state.record_hash == parsed.record_hash:
+                run.unchanged += 1
+                continue
+            # openFDA-derived identity is fixed at first sight (see RecallRecord).
+            subject, ndcs = (state.subject, state.ndcs) if state else (parsed.subject, parsed.ndcs)
+            changed.append((parsed, recall_claims(parsed, subject=subject, ndcs=ndcs, source_ref=self.ref,
+                                                  asserted_by=self.by), subject, ndcs))
+        if not changed:
+            return
+        try:
+            results = assert_claims([c for _, claims, _, _ in changed for c in claims])
+        except Exception:
+            log.exception("batch write failed; retrying record by record to isolate the bad one")
+            results = None
+        offset = 0
+        for parsed, claims, subject, ndcs in changed:
+            try:
+                if results is not None:
+                    mine = results[offset:offset + len(claims)]
+                    offset += len(claims)
+                else:
+                    mine = assert_claims(claims)
+                _tally(run, mine)
+                retracted = self._retract_dropped(parsed, {c.fact_key for c in claims})
+                if not retracted and all(r.status == "unchanged" for r in mine):
+                    run.unchanged += 1
+                self._remember(parsed, subject, ndcs)
+            except Malformed as exc:
+                _quarantine(run, parsed.raw, str(exc))
+            except Exception as exc:  # a database refusal for this record only; the run goes on
+                log.exception("recall %s failed", parsed.recall_number)
+                _quarantine(run, parsed.raw, f"could not be written: {type(exc).__name__}: {exc}")
+
+    def _retract_dropped(self, parsed, keys) -> int:
+        stale = (Fact.objects.believed().filter(kind="recall", fact_key__startswith=f"recall:{parsed.recall_number}:")
+                 .exclude(fact_key__in=keys).values_list("fact_key", "lot"))
+        count = 0
+        for fact_key, lot in stale:
+            if lot:
+                reason = (f"lot {lot} is no longer listed in recall {parsed.recall_number}: openFDA amended its "
+                          f"code_info" + (" to cover all lots" if parsed.scope == "drug" else ""))
+            else:
+                reason = (f"recall {parsed.recall_number} now names its lots; the drug-level fact is replaced "
+                          f"by lot-level facts")
+            if retract_claim(fact_key, reason=reason, by=self.by) is not None:
+                count += 1
+        self.run.retracted += count
+        return count
+
+    def _remember(self, parsed, subject, ndcs):
+        RecallRecord.objects.update_or_create(
+            recall_number=parsed.recall_number,
+            defaults={"record_hash": parsed.record_hash, "subject": subject, "ndcs": ndcs, "lots": parsed.lots,
+                      "scope": parsed.scope, "last_run": self.run},
+        )
+
+
+class LabelIngester:
+    def __init__(self, run: IngestRun):
+        self.run = run
+        self.by = f"ingest:run:{run.pk}"
+        self.ref = run.snapshot_location or run.source_ref
+
+    def ingest_chunk(self, records):
+        run = self.run
+        for raw in records:
+            run.fetched += 1
+            try:
+                set_id, version, claims = label_claims(raw, source_ref=self.ref, asserted_by=self.by)
+            except Malformed as exc:
+                _quarantine(run, raw, str(exc))
+                continue
+            believed = {f.fact_key: f for f in Fact.objects.believed().defer("embedding")
+                        .filter(kind="label", fact_key__startswith=f"label:{set_id}:")}
+            if any((f.attributes or {}).get("label_version", 0) > version for f in believed.values()):
+                run.unchanged += 1  # an older revision than the one we hold: never go backwards
+                continue
+            results = assert_claims(claims)
+            _tally(run, results)
+            keys = {c.fact_key for c in claims}
+            dropped = 0
+            for key in set(believed) - keys:
+                section = key.rsplit(":", 1)[-1]
+                if retract_claim(key, reason=f"label {set_id} version {version} no longer has a {section} section",
+                                 by=self.by):
+                    dropped += 1
+            run.retracted += dropped
+            if not dropped and all(r.status == "unchanged" for r in results):
+                run.unchanged += 1
+
+
+# --- demo escalation -------------------------------------------------------------------------
+
+
+@dataclass
+class Escalation:
+    fact_key: str
+    old_version: int
+    new_version: int
+    old_classification: str
+    new_classification: str
+    status: str  # "versioned" or "unchanged" (already that classification)
+
+
+def escalate(recall_number: str, classification: str, lot: str | None = None, *, by: str = "demo") -> list[Escalation]:
+    """Assert a new version of a real recall's believed fact(s) with another classification
+    (statement rewritten to match), source demo:escalation. Returns what was superseded."""
+    if classification not in CLASSIFICATIONS:
+        raise ValueError(f"classification must be one of {', '.join(CLASSIFICATIONS)}, not {classification!r}")
+    from .normalize import normalize_lot
+
+    facts = Fact.objects.believed().defer("embedding").filter(kind="recall", attributes__recall_number=recall_number)
+    if lot:
+        facts = facts.filter(lot=normalize_lot(lot))
+    facts = list(facts.order_by("fact_key"))
+    if not facts:
+        where = f" lot {normalize_lot(lot)}" if lot else ""
+        raise LookupError(f"no believed recall fact for {recall_number}{where}; ingest it first")
+    claims = []
+    for fact in facts:
+        attributes = dict(fact.attributes, classification=classification)
+        all_lots = "recall covers every lot" in fact.statement
+        claims.append(RecallClaim(
+            fact_key=fact.fact_key, kind=fact.kind, subject=fact.subject, lot=fact.lot,
+            statement=recall_statement(attributes, fact.lot, all_lots=all_lots), source=ESCALATION_SOURCE,
+            attributes=attributes, source_ref=f"escalated from v{fact.version}", valid_from=fact.valid_from,
+            valid_to=fact.valid_to, asserted_by=by,
+        ))
+    results = assert_claims(claims, reason=f"classification changed to {classification} (demo escalation)")
+    return [
+        Escalation(fact.fact_key, fact.version, result.fact.version, fact.attributes.get("classification", ""),
+                   classification, result.status)
+        for fact, result in zip(facts, results, strict=True)
+    ]
