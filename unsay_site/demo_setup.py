@@ -41,13 +41,17 @@ def ensure_demo_users(password: str | None = None) -> dict[str, str]:
     return logins
 
 
-def redis_listening(host: str = "127.0.0.1", port: int = 6379) -> bool:
-    """Whether something accepts TCP connections at host:port (6379: presumably Redis)."""
+def port_listening(host: str, port: int) -> bool:
+    """Whether something accepts TCP connections at host:port."""
     try:
         with socket.create_connection((host, port), timeout=0.3):
             return True
     except OSError:
         return False
+
+
+def redis_listening(host: str = "127.0.0.1", port: int = 6379) -> bool:
+    return port_listening(host, port)
 
 
 def _free_port() -> int:

@@ -34,7 +34,7 @@ class Command(BaseCommand):
             raise CommandError("manage.py demo resets the demo logins; run it with UNSAY_PROFILE=demo (make demo).")
         started = time.monotonic()
         port = port or env_int("UNSAY_PORT", 8000, minimum=1, maximum=65535)
-        if not setup_only and demo_setup.redis_listening(port=port):  # any TCP listener, not only Redis
+        if not setup_only and demo_setup.port_listening("127.0.0.1", port):
             raise CommandError(f"Something already listens on 127.0.0.1:{port}; stop it or set UNSAY_PORT.")
         redis_proc = None
         env = os.environ.copy()
