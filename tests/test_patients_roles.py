@@ -158,3 +158,25 @@ def test_the_exposure_page_lists_exposed_patients_for_a_pharmacist(client, recor
     [exposure] = response.context["exposures"]
     assert (exposure.patient, exposure.dispensings) == (patient, [row])
     assert "received lot 3069020 of valsartan, which D-0326-2019 names" in response.content.decode()
+
+
+def inline_post(patient, **row):
+    data = {"display_name": patient.display_name, "external_ref": patient.external_ref, "region": patient.region,
+            "preferred_channel": "email", "email": patient.email, "phone": "",
+            "dispensings-TOTAL_FORMS": "1", "dispensings-INITIAL_FORMS": "0",
+            "dispensings-MIN_NUM_FORMS": "0", "dispensings-MAX_NUM_FORMS": "1000"}
+    data.update({f"dispensings-0-{k}": v for k, v in row.items()})
+    return data
+
+
+def test_staff_register_dispensing_inline_on_the_patient_page(client, records):
+    patient, _ = records
+    login_as(client, "staff")
+    url = f"/admin/patients/patient/{patient.pk}/change/"
+    row = {"drug": "Valsartan", "ndc": "0378-5814-7", "lot": "3069022", "quantity": "30",
+           "dispensed_at_0": "2019-03-01", "dispensed_at_1": "10:00:00"}
+    refused = client.post(url, inline_post(patient, **row))
+    assert refused.status_code == 200 and "Bad NDC" in refused.content.decode()
+    accepted = client.post(url, inline_post(patient, **{**row, "ndc": "0378-5814-77"}))
+    assert accepted.status_code == 302
+    assert patient.dispensings.filter(lot="3069022", ndc="00378-5814-77", region="aws-us-east-1").exists()
