@@ -158,3 +158,13 @@ def test_sweep_runs_partial_polls_while_running_and_stops_when_done(client, peop
     SweepRun.objects.create(trigger="manual")
     running = client.get("/corrections/sweeps/_hx/", headers=HTMX)
     assert running.status_code == 200 and 'hx-trigger="every 2s"' in running.content.decode()
+
+
+def test_the_operations_page_loads_the_sweep_runs_partial(client, people):
+    client.force_login(people["staff"])
+    page = client.get("/recalls/ops/")
+    assert page.status_code == 200
+    body = page.content.decode()
+    assert 'id="sweep-runs"' in body and 'hx-trigger="load"' in body and "/corrections/sweeps/_hx/" in body
+    partial = client.get("/corrections/sweeps/_hx/", headers=HTMX)
+    assert partial.status_code == 286 and "No sweeps yet" in partial.content.decode()
