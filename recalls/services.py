@@ -24,11 +24,13 @@ import json
 import logging
 import time
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import date, timedelta
 from pathlib import Path
 
 from django.conf import settings
+from django.db import connections
 from django.utils import timezone
 
 from memory.embeddings import get_provider
@@ -45,6 +47,7 @@ from .ingest import (
     parse_enforcement,
     recall_claims,
     recall_statement,
+    record_hash,
 )
 from .models import IngestRun, QuarantinedRecord, RecallRecord
 from .openfda import OpenFDAClient
@@ -109,7 +112,7 @@ def start_run(*, source, kind=IngestRun.Kind.ENFORCEMENT, source_ref="", trigger
 
 def ingest_document(document: dict, *, source=IngestRun.Source.FILE, kind=IngestRun.Kind.ENFORCEMENT,
                     source_ref="", trigger="command", run: IngestRun | None = None, progress=None,
-                    chunk_size=CHUNK) -> IngestRun:
+                    chunk_size=CHUNK, workers: int = 1) -> IngestRun:
     """Ingest every record of an API-shaped document into one IngestRun."""
     records = document.get("results")
     if not isinstance(records, list):
@@ -121,20 +124,40 @@ def ingest_document(document: dict, *, source=IngestRun.Source.FILE, kind=Ingest
     calls_before = provider.calls
     clock = time.monotonic()
     ingester = RecallIngester(run) if run.kind == IngestRun.Kind.ENFORCEMENT else LabelIngester(run)
+    if hasattr(ingester, "prepare"):
+        ingester.prepare(records)
+    chunks = [records[start:start + chunk_size] for start in range(0, len(records), chunk_size)]
+
+    def record_progress(tally):
+        tally.add_to(run)
+        run.embedding_calls = provider.calls - calls_before
+        run.duration_seconds = time.monotonic() - clock
+        run.save(update_fields=[*Tally.COUNTERS, "embedding_calls", "duration_seconds"])
+        if progress:
+            progress(Progress(run.fetched, len(records), run))
+
     try:
-        for start in range(0, len(records), chunk_size):
-            ingester.ingest_chunk(records[start:start + chunk_size])
-            run.embedding_calls = provider.calls - calls_before
-            run.duration_seconds = time.monotonic() - clock
-            run.save(update_fields=["fetched", "new_facts", "new_versions", "retracted", "unchanged",
-                                    "quarantined", "embedding_calls", "duration_seconds"])
-            if progress:
-                progress(Progress(min(start + chunk_size, len(records)), len(records), run))
+        if workers <= 1:
+            for chunk in chunks:
+                record_progress(ingester.ingest_chunk(chunk))
+        else:
+            # Each claim commits in its own transaction, so the run is bound by round trips and commits;
+            # chunks touch disjoint recall numbers (or set ids), so they can be written concurrently.
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                for tally in pool.map(lambda chunk: _in_thread(ingester.ingest_chunk, chunk), chunks):
+                    record_progress(tally)
     except BaseException as exc:
         _finish(run, clock, provider, calls_before, IngestRun.Status.FAILED, f"{type(exc).__name__}: {exc}")
         raise
     _finish(run, clock, provider, calls_before, IngestRun.Status.SUCCEEDED)
     return run
+
+
+def _in_thread(fn, *args):
+    try:
+        return fn(*args)
+    finally:
+        connections.close_all()  # this worker thread's own connection
 
 
 def _finish(run, clock, provider, calls_before, status, error=""):
@@ -147,19 +170,19 @@ def _finish(run, clock, provider, calls_before, status, error=""):
 
 
 def ingest_file(location, *, kind=IngestRun.Kind.ENFORCEMENT, source=IngestRun.Source.FILE, trigger="command",
-                progress=None) -> IngestRun:
+                progress=None, workers=1) -> IngestRun:
     document = load_document(str(location))
     run = start_run(source=source, kind=kind, source_ref=str(location), trigger=trigger,
                     snapshot_location=str(location))
-    return ingest_document(document, run=run, progress=progress)
+    return ingest_document(document, run=run, progress=progress, workers=workers)
 
 
-def ingest_demo(*, trigger="command", progress=None) -> IngestRun:
-    return ingest_file(DEMO_SLICE, source=IngestRun.Source.DEMO, trigger=trigger, progress=progress)
+def ingest_demo(*, trigger="command", progress=None, workers=1) -> IngestRun:
+    return ingest_file(DEMO_SLICE, source=IngestRun.Source.DEMO, trigger=trigger, progress=progress, workers=workers)
 
 
 def ingest_from_api(since: date, until: date | None = None, *, labels=False, client: OpenFDAClient | None = None,
-                    trigger="command", progress=None) -> IngestRun:
+                    trigger="command", progress=None, workers=1) -> IngestRun:
     """Fetch a report_date (or label effective_time) window, archive the raw snapshot, ingest it."""
     client = client or OpenFDAClient()
     until = until or timezone.now().date()
@@ -177,7 +200,7 @@ def ingest_from_api(since: date, until: date | None = None, *, labels=False, cli
         run.duration_seconds = time.monotonic() - clock
         run.save()
         raise
-    return ingest_document(document, run=run, progress=progress)
+    return ingest_document(document, run=run, progress=progress, workers=workers)
 
 
 def last_successful_api_run(kind=IngestRun.Kind.ENFORCEMENT) -> IngestRun | None:
@@ -200,14 +223,32 @@ def ingest_incremental(*, labels=False, client=None, trigger="celery", today: da
 # --- per-kind ingesters ----------------------------------------------------------------------
 
 
-def _quarantine(run, raw, reason):
+@dataclass
+class Tally:
+    """Counts from one chunk; the caller adds them to the IngestRun (chunks may run in threads)."""
+
+    fetched: int = 0
+    new_facts: int = 0
+    new_versions: int = 0
+    retracted: int = 0
+    unchanged: int = 0
+    quarantined: int = 0
+
+    COUNTERS = ("fetched", "new_facts", "new_versions", "retracted", "unchanged", "quarantined")
+
+    def add_to(self, run):
+        for name in self.COUNTERS:
+            setattr(run, name, getattr(run, name) + getattr(self, name))
+
+
+def _quarantine(run, tally, raw, reason):
     record = raw if isinstance(raw, dict) else {}
     QuarantinedRecord.objects.create(
         run=run, recall_number=str(record.get("recall_number") or record.get("set_id") or "")[:40],
         drug=str(record.get("product_description") or "")[:300], code_info=str(record.get("code_info") or "")[:5000],
         reason=reason, raw=raw if isinstance(raw, (dict, list)) else {"value": repr(raw)},
     )
-    run.quarantined += 1
+    tally.quarantined += 1
 
 
 def _tally(run, results):
@@ -221,29 +262,35 @@ def _tally(run, results):
 class RecallIngester:
     def __init__(self, run: IngestRun):
         self.run = run
-        self.seen: dict[str, str] = {}  # recall_number -> record hash, within this run
+        self.first: dict[str, tuple[int, str]] = {}  # recall_number -> (id, hash) of its first record in the source
         self.by = f"ingest:run:{run.pk}"
         self.ref = run.snapshot_location or run.source_ref
 
-    def ingest_chunk(self, records):
-        run = self.run
+    def prepare(self, records):
+        """Note each recall number's first record, so duplicates are judged the same way whatever the
+        chunk order (chunks may run in threads)."""
+        for raw in records:
+            if isinstance(raw, dict) and isinstance(raw.get("recall_number"), str):
+                self.first.setdefault(raw["recall_number"].strip(), (id(raw), record_hash(raw)))
+
+    def ingest_chunk(self, records) -> Tally:
+        run = Tally()
         prepared = []
         for raw in records:
             run.fetched += 1
             try:
                 parsed = parse_enforcement(raw)
             except Malformed as exc:
-                _quarantine(run, raw, str(exc))
+                _quarantine(self.run, run, raw, str(exc))
                 continue
-            earlier = self.seen.get(parsed.recall_number)
-            if earlier is not None:
-                if earlier == parsed.record_hash:
+            first_id, first_hash = self.first.get(parsed.recall_number, (id(raw), parsed.record_hash))
+            if first_id != id(raw):
+                if first_hash == parsed.record_hash:
                     run.unchanged += 1
                 else:
-                    _quarantine(run, raw, f"recall number {parsed.recall_number} appears again in this snapshot "
-                                          f"with different content; the first record was ingested")
+                    _quarantine(self.run, run, raw, f"recall number {parsed.recall_number} appears again in this "
+                                                    f"snapshot with different content; the first record was ingested")
                 continue
-            self.seen[parsed.recall_number] = parsed.record_hash
             prepared.append(parsed)
         states = {s.recall_number: s for s in RecallRecord.objects.filter(
             recall_number__in=[p.recall_number for p in prepared])}
@@ -258,7 +305,7 @@ class RecallIngester:
             changed.append((parsed, recall_claims(parsed, subject=subject, ndcs=ndcs, source_ref=self.ref,
                                                   asserted_by=self.by), subject, ndcs))
         if not changed:
-            return
+            return run
         try:
             results = assert_claims([c for _, claims, _, _ in changed for c in claims])
         except Exception:
@@ -274,14 +321,14 @@ class RecallIngester:
                     mine = assert_claims(claims)
                 _tally(run, mine)
                 retracted = self._retract_dropped(parsed, {c.fact_key for c in claims})
+                run.retracted += retracted
                 if not retracted and all(r.status == "unchanged" for r in mine):
                     run.unchanged += 1
                 self._remember(parsed, subject, ndcs)
-            except Malformed as exc:
-                _quarantine(run, parsed.raw, str(exc))
             except Exception as exc:  # a database refusal for this record only; the run goes on
                 log.exception("recall %s failed", parsed.recall_number)
-                _quarantine(run, parsed.raw, f"could not be written: {type(exc).__name__}: {exc}")
+                _quarantine(self.run, run, parsed.raw, f"could not be written: {type(exc).__name__}: {exc}")
+        return run
 
     def _retract_dropped(self, parsed, keys) -> int:
         stale = (Fact.objects.believed().filter(kind="recall", fact_key__startswith=f"recall:{parsed.recall_number}:")
@@ -296,7 +343,6 @@ class RecallIngester:
                           f"by lot-level facts")
             if retract_claim(fact_key, reason=reason, by=self.by) is not None:
                 count += 1
-        self.run.retracted += count
         return count
 
     def _remember(self, parsed, subject, ndcs):
@@ -313,14 +359,14 @@ class LabelIngester:
         self.by = f"ingest:run:{run.pk}"
         self.ref = run.snapshot_location or run.source_ref
 
-    def ingest_chunk(self, records):
-        run = self.run
+    def ingest_chunk(self, records) -> Tally:
+        run = Tally()
         for raw in records:
             run.fetched += 1
             try:
                 set_id, version, claims = label_claims(raw, source_ref=self.ref, asserted_by=self.by)
             except Malformed as exc:
-                _quarantine(run, raw, str(exc))
+                _quarantine(self.run, run, raw, str(exc))
                 continue
             believed = {f.fact_key: f for f in Fact.objects.believed().defer("embedding")
                         .filter(kind="label", fact_key__startswith=f"label:{set_id}:")}
@@ -339,6 +385,7 @@ class LabelIngester:
             run.retracted += dropped
             if not dropped and all(r.status == "unchanged" for r in results):
                 run.unchanged += 1
+        return run
 
 
 # --- demo escalation -------------------------------------------------------------------------

@@ -34,6 +34,8 @@ class Command(BaseCommand):
         source.add_argument("--demo", action="store_true", help="Ingest the demo slice.")
         parser.add_argument("--until", type=_date, help="With --since: last date to fetch (default today).")
         parser.add_argument("--labels", action="store_true", help="Drug labels instead of recalls.")
+        parser.add_argument("--workers", type=int, default=4,
+                            help="Chunks written concurrently (each claim is its own transaction). Default 4.")
         parser.add_argument("--no-progress", action="store_true", help="No live progress bar.")
 
     def handle(self, *args, **options):
@@ -55,12 +57,13 @@ class Command(BaseCommand):
             if options["demo"]:
                 if options["labels"]:
                     raise CommandError("--demo ingests recalls only.")
-                run = services.ingest_demo(progress=progress)
+                run = services.ingest_demo(progress=progress, workers=options["workers"])
             elif options["file"]:
-                run = services.ingest_file(options["file"], kind=kind, progress=progress)
+                run = services.ingest_file(options["file"], kind=kind, progress=progress,
+                                           workers=options["workers"])
             else:
                 run = services.ingest_from_api(options["since"], options["until"], labels=options["labels"],
-                                               progress=progress)
+                                               progress=progress, workers=options["workers"])
         except (services.SourceError, OpenFDAError, LookupError) as exc:
             raise CommandError(str(exc)) from exc
         finally:

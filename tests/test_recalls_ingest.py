@@ -1,0 +1,280 @@
+"""Ingestion of real openFDA enforcement records: facts, change detection, quarantine, escalation.
+
+Every record here is a real openFDA record from tests/fixtures/openfda/. Where a test needs a
+malformed or changed record it copies a real one and breaks/changes one field, and says so.
+"""
+
+import copy
+import json
+import random
+import zipfile
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+
+from memory import services as memory_services
+from memory.models import Fact
+from recalls.ingest import HASHED_FIELDS, recall_fact_key
+from recalls.lots import extract_lots, mentions_all_lots
+from recalls.models import IngestRun, QuarantinedRecord, RecallRecord
+from recalls.services import escalate, ingest_document, ingest_file
+
+FIXTURES = Path(__file__).parent / "fixtures" / "openfda"
+OLD = FIXTURES / "drug-enforcement-2021-04-28.json.zip"
+NEW = FIXTURES / "drug-enforcement-2023-08-05-part.json.zip"
+
+pytestmark = pytest.mark.django_db(transaction=True)  # memory commits each claim in its own transaction
+
+
+@lru_cache
+def _records(path) -> tuple:
+    with zipfile.ZipFile(path) as zf:
+        return tuple(json.loads(zf.read(zf.namelist()[0]))["results"])
+
+
+def _by_number(path) -> dict:
+    counts = {}
+    for r in _records(path):
+        counts[r["recall_number"]] = counts.get(r["recall_number"], 0) + 1
+    return {r["recall_number"]: r for r in _records(path) if r["recall_number"] and counts[r["recall_number"]] == 1}
+
+
+def _doc(records):
+    return {"meta": {"results": {"total": len(records)}}, "results": [copy.deepcopy(r) for r in records]}
+
+
+def _sartans(n):
+    picked = [r for r in _records(OLD) if "valsartan" in r["product_description"].lower()
+              and r["recall_number"] in _by_number(OLD)]
+    return picked[:n]
+
+
+def test_real_records_become_lot_and_drug_level_facts(hashing_embeddings):
+    records = _sartans(15) + [r for r in _records(OLD) if r["code_info"].strip().lower() == "all lots"][:3]
+    run = ingest_document(_doc(records))
+    assert run.status == IngestRun.Status.SUCCEEDED and run.quarantined == 0
+    assert run.fetched == len(records) and run.new_facts == Fact.objects.count() > 0
+    for record in records:
+        facts = Fact.objects.filter(attributes__recall_number=record["recall_number"])
+        lots = extract_lots(record["code_info"])
+        if lots and not mentions_all_lots(record["code_info"]):
+            assert {f.lot for f in facts} == set(lots)
+            assert all(f.fact_key == recall_fact_key(record["recall_number"], f.lot) for f in facts)
+        else:
+            (fact,) = facts
+            assert fact.lot is None and fact.fact_key == f"recall:{record['recall_number']}:drug"
+            assert fact.attributes["scope"] == "drug" and "all lots" in fact.statement
+        for fact in facts:
+            assert fact.kind == "recall" and fact.source == "openfda:enforcement"
+            assert fact.attributes["classification"] == record["classification"]
+            assert fact.attributes["status"] == record["status"]
+            assert fact.statement.startswith(f"{record['classification']} recall {record['recall_number']} "
+                                             f"({record['status']}) of ")
+            assert fact.valid_from.strftime("%Y%m%d") == record["recall_initiation_date"]
+            assert (fact.valid_to.strftime("%Y%m%d") if fact.valid_to else "") == (record.get("termination_date") or "")
+    valsartan = Fact.objects.filter(subject="valsartan")
+    assert valsartan.exists()
+
+
+def test_reingesting_the_same_snapshot_writes_nothing_and_embeds_nothing(hashing_embeddings):
+    records = _sartans(20) + list(_records(NEW)[:30])
+    first = ingest_document(_doc(records))
+    assert first.new_facts > 0 and first.embedding_calls > 0
+    facts_before = Fact.objects.count()
+    calls_before = hashing_embeddings.calls
+    again = ingest_document(_doc(records), workers=2)
+    assert (again.new_facts, again.new_versions, again.retracted, again.embedding_calls) == (0, 0, 0, 0)
+    assert again.unchanged == len(records)
+    assert hashing_embeddings.calls == calls_before
+    assert Fact.objects.count() == facts_before
+
+
+def _changed_only(fields):
+    """Recall numbers whose old and new records differ in exactly `fields` (compared raw)."""
+    old, new = _by_number(OLD), _by_number(NEW)
+    out = []
+    for number in sorted(set(old) & set(new)):
+        differing = {k for k in set(old[number]) | set(new[number]) if old[number].get(k) != new[number].get(k)}
+        if differing == set(fields):
+            out.append(number)
+    return out
+
+
+@pytest.mark.parametrize("fields", [("openfda",), ("more_code_info",)])
+def test_openfda_block_or_more_code_info_null_to_empty_alone_creates_no_version(hashing_embeddings, fields):
+    numbers = _changed_only(fields)[:10]
+    assert len(numbers) == 10  # real pairs from the two snapshots
+    old, new = _by_number(OLD), _by_number(NEW)
+    ingest_document(_doc([old[n] for n in numbers]))
+    calls = hashing_embeddings.calls
+    run = ingest_document(_doc([new[n] for n in numbers]))
+    assert (run.new_versions, run.new_facts, run.retracted, run.embedding_calls) == (0, 0, 0, 0)
+    assert run.unchanged == 10 and hashing_embeddings.calls == calls
+
+
+def _expected_change(old, new):
+    """(new versions, new facts, retracted) for ingesting `new` over `old`, computed from the raw fields."""
+    def keys(record):
+        text = " ".join(p for p in (record.get("code_info"), record.get("more_code_info")) if p)
+        lots = extract_lots(text)
+        if lots and not mentions_all_lots(text):
+            return {f"lot:{lot}" for lot in lots}, False
+        return {"drug"}, mentions_all_lots(text)
+
+    old_keys, old_all = keys(old)
+    new_keys, new_all = keys(new)
+    content = [f for f in HASHED_FIELDS if f not in ("code_info", "more_code_info")]
+    if any((old.get(f) or "") != (new.get(f) or "") for f in content):
+        versions = len(old_keys & new_keys)  # statement / attributes of every surviving fact changed
+    elif old_keys == {"drug"} == new_keys:
+        versions = int(old_all != new_all)  # only the "all lots" wording of the drug-level fact can change
+    else:
+        versions = 0
+    return versions, len(new_keys - old_keys), len(old_keys - new_keys)
+
+
+def test_older_then_newer_snapshot_versions_exactly_the_changed_records(hashing_embeddings):
+    old, new = _by_number(OLD), _by_number(NEW)
+    both = sorted(set(old) & set(new))
+    amended = [n for n in both if old[n]["code_info"] != new[n]["code_info"]]
+    status_changed = [n for n in both if old[n]["status"] != new[n]["status"]]
+    others = [n for n in both if n not in amended and n not in status_changed]
+    rng = random.Random(4)
+    picked = sorted(set(amended) | set(rng.sample(status_changed, 60)) | set(rng.sample(others, 300 - 60 - len(amended))))
+    assert len(picked) == 300 and set(amended) <= set(picked)
+
+    expected = [0, 0, 0]
+    changed_records = 0
+    for number in picked:
+        delta = _expected_change(old[number], new[number])
+        expected = [a + b for a, b in zip(expected, delta, strict=True)]
+        changed_records += any(delta)
+    assert expected[0] > 0 and expected[2] > 0  # the slice really has status changes and dropped lots
+
+    first = ingest_document(_doc([old[n] for n in picked]), workers=3)
+    assert first.quarantined == 0
+    second = ingest_document(_doc([new[n] for n in picked]), workers=3)
+    assert [second.new_versions, second.new_facts, second.retracted] == expected
+    assert second.unchanged == 300 - changed_records
+    # Dropped lots are retracted with a reason and no successor; amended recalls keep their other lots.
+    dropped = Fact.objects.filter(retracted_at__isnull=False, superseded_by__isnull=True, kind="recall")
+    assert dropped.count() == expected[2]
+    assert all("no longer listed" in f.retraction_reason for f in dropped)
+
+
+def test_lots_dropped_from_an_amended_recall_are_retracted_with_a_reason(hashing_embeddings):
+    old, new = _by_number(OLD), _by_number(NEW)
+    number = "D-577-2013"  # real amendment: openFDA's 2023 text lists different lots than 2021's
+    dropped = set(extract_lots(old[number]["code_info"])) - set(extract_lots(new[number]["code_info"]))
+    assert dropped
+    ingest_document(_doc([old[number]]))
+    seen = []
+    memory_services.supersession_listeners.append(lambda old_id, new_id: seen.append((old_id, new_id)))
+    try:
+        run = ingest_document(_doc([new[number]]))
+    finally:
+        memory_services.supersession_listeners.pop()
+    assert run.retracted == len(dropped) and run.new_versions == 0
+    for lot in dropped:
+        fact = Fact.objects.get(fact_key=recall_fact_key(number, lot))
+        assert fact.retracted_at is not None
+        assert f"lot {lot} is no longer listed in recall {number}" in fact.retraction_reason
+    # The sweep hook hears about every retraction, after commit, with no successor.
+    assert len(seen) == len(dropped) and all(new_id is None for _, new_id in seen)
+
+
+def test_malformed_records_are_quarantined_and_the_run_goes_on(hashing_embeddings):
+    good = _sartans(3)
+    base = good[0]
+    no_number = copy.deepcopy(base) | {"recall_number": ""}                 # broken copies of a real record
+    bad_date = copy.deepcopy(base) | {"recall_number": "X-1", "recall_initiation_date": "2021-13-45"}
+    wrong_type = copy.deepcopy(base) | {"recall_number": "X-2", "status": ["Ongoing"]}
+    not_object = "just a string"
+    run = ingest_document(_doc([no_number, good[1], bad_date, wrong_type, not_object, good[2]]))
+    assert run.status == IngestRun.Status.SUCCEEDED
+    assert run.quarantined == 4 and run.fetched == 6
+    reasons = sorted(QuarantinedRecord.objects.filter(run=run).values_list("reason", flat=True))
+    assert any("missing recall_number" in r for r in reasons)
+    assert any("recall_initiation_date '2021-13-45' is not a YYYYMMDD date" in r for r in reasons)
+    assert any("status should be text, got list" in r for r in reasons)
+    assert any("should be a JSON object" in r for r in reasons)
+    raw = QuarantinedRecord.objects.get(run=run, recall_number="X-1").raw
+    assert raw["product_description"] == base["product_description"]  # kept verbatim
+    assert Fact.objects.filter(attributes__recall_number__in=[good[1]["recall_number"], good[2]["recall_number"]]).exists()
+    assert not Fact.objects.filter(attributes__recall_number__in=["X-1", "X-2"]).exists()
+
+
+def test_duplicate_recall_numbers_in_one_snapshot_keep_the_first(hashing_embeddings):
+    dupes = [r for r in _records(OLD) if r["recall_number"] == "D-0121-2021"]  # real duplicate in the bulk file
+    assert len(dupes) == 2
+    run = ingest_document(_doc(dupes))
+    assert run.quarantined == 1
+    fact = Fact.objects.get(attributes__recall_number="D-0121-2021")
+    assert fact.attributes["reason"] == dupes[0]["reason_for_recall"]
+    again = ingest_document(_doc(dupes))
+    assert (again.new_versions, again.new_facts) == (0, 0)
+
+
+def test_escalate_versions_the_real_recall_and_notifies_the_sweep_hook(hashing_embeddings):
+    record = next(r for r in _sartans(40) if r["classification"] == "Class II" and r["status"] == "Ongoing")
+    ingest_document(_doc([record]))
+    facts = list(Fact.objects.filter(attributes__recall_number=record["recall_number"]).order_by("fact_key"))
+    lot = facts[0].lot
+    seen = []
+    memory_services.supersession_listeners.append(lambda old_id, new_id: seen.append((old_id, new_id)))
+    try:
+        results = escalate(record["recall_number"], "Class I", lot=lot, by="test")
+    finally:
+        memory_services.supersession_listeners.pop()
+    (result,) = results
+    assert (result.old_version, result.new_version) == (1, 2)
+    assert (result.old_classification, result.new_classification) == ("Class II", "Class I")
+    new = Fact.objects.get(fact_key=facts[0].fact_key, retracted_at__isnull=True)
+    assert new.source == "demo:escalation" and new.attributes["classification"] == "Class I"
+    assert new.statement.startswith(f"Class I recall {record['recall_number']}")
+    assert seen == [(facts[0].id, new.id)]
+    # Other lots of the recall are untouched; escalating again changes nothing.
+    assert all(Fact.objects.get(pk=f.pk).retracted_at is None for f in facts[1:])
+    assert escalate(record["recall_number"], "Class I", lot=lot)[0].status == "unchanged"
+    # A later re-ingest of the unchanged openFDA record does not undo the staged escalation.
+    ingest_document(_doc([record]))
+    assert Fact.objects.get(fact_key=facts[0].fact_key, retracted_at__isnull=True).id == new.id
+
+
+def test_escalate_command_prints_what_was_superseded(hashing_embeddings, capsys):
+    record = _sartans(1)[0]
+    ingest_document(_doc([record]))
+    count = Fact.objects.filter(attributes__recall_number=record["recall_number"]).count()
+    call_command("escalate", "--recall-number", record["recall_number"], "--classification", "Class I")
+    out = capsys.readouterr().out
+    assert out.count("v1 -> v2") == count and f"{record['classification']} -> Class I" in out
+    with pytest.raises(Exception, match="no believed recall fact"):
+        call_command("escalate", "--recall-number", "D-0000-0000", "--classification", "Class I")
+
+
+def test_ingest_command_reads_bulk_zip_and_api_json(hashing_embeddings, tmp_path, capsys):
+    records = _sartans(5)
+    bulk = tmp_path / "slice.json.zip"
+    with zipfile.ZipFile(bulk, "w") as zf:
+        zf.writestr("drug-enforcement-0001-of-0001.json", json.dumps(_doc(records)))
+    call_command("ingest_recalls", "--file", str(bulk), "--no-progress", "--workers", "1")
+    assert "5 records" in capsys.readouterr().out
+    api = tmp_path / "page.json"
+    api.write_text(json.dumps(_doc(records)))
+    call_command("ingest_recalls", "--file", str(api), "--no-progress")
+    out = capsys.readouterr().out
+    assert "0 new facts, 0 new versions" in out and "0 embedding calls" in out
+    assert RecallRecord.objects.count() == 5
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(Exception, match="not JSON"):
+        call_command("ingest_recalls", "--file", str(bad), "--no-progress")
+
+
+def test_real_snapshot_file_ingests_without_crashing(hashing_embeddings):
+    run = ingest_file(FIXTURES / "drug-enforcement-recent-sample.json", workers=2)
+    assert run.status == IngestRun.Status.SUCCEEDED
+    assert run.fetched == 149 and run.quarantined == 0
+    assert run.new_facts == Fact.objects.filter(kind="recall").count()
