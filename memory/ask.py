@@ -25,13 +25,18 @@ from django.utils import timezone
 from unsay_site.retry import run_in_transaction
 
 from .guardrail import apply_guardrail
-from .models import Decision, UsageCounter
+from .models import Decision, Fact, UsageCounter
 from .reasoners import AskContext, RulesReasoner, get_reasoner
 from .services import ReadSpec, Retrieved, inputs_fingerprint, record_decision, retrieve
 
 log = logging.getLogger(__name__)
 
 RETRIEVE_K = 12
+# A "safe" verdict rests on every recall of the drug we know of. Retrieval's top-k can't hold them
+# all (valsartan has over a hundred recalls), so the context also reads one believed fact of each
+# other recall of the subject: an amended lot list or status re-versions every fact of a recall,
+# which retracts the one we read and so triggers re-decision. Capped to bound the read set.
+MAX_RECALLS_PER_SUBJECT = 100
 
 
 @dataclass
@@ -92,8 +97,26 @@ def build_context(patient, question: str, subject: str) -> AskContext:
     dispensed = list(patient.dispensings.filter(drug=subject).values_list("lot", "ndc"))
     lots = sorted({lot for lot, _ in dispensed} - {""})
     retrieved = retrieve(question, subject=subject, lots=lots, k=RETRIEVE_K)
+    retrieved += one_fact_per_other_recall(subject, retrieved)
     return AskContext(question=question, subject=subject, patient_lots=lots, patient_drugs=patient_drugs(patient),
                       retrieved=retrieved, patient_ndcs=sorted({ndc for _, ndc in dispensed}))
+
+
+def one_fact_per_other_recall(subject: str, retrieved: list[Retrieved]) -> list[Retrieved]:
+    """One believed fact (the lowest id) of each recall of `subject` that `retrieved` doesn't already cover."""
+    covered = {(r.fact.attributes or {}).get("recall_number") for r in retrieved if r.fact.subject == subject}
+    pick: dict[str, int] = {}
+    rows = (Fact.objects.believed().filter(kind=Fact.Kind.RECALL, subject=subject)
+            .exclude(id__in=[r.fact.id for r in retrieved]).order_by("id")
+            .values_list("id", "attributes__recall_number"))
+    for fact_id, recall_number in rows:
+        if recall_number not in covered and recall_number not in pick:
+            pick[recall_number] = fact_id
+            if len(pick) >= MAX_RECALLS_PER_SUBJECT:
+                log.warning("subject %s has more than %d recalls; the read set is capped", subject, len(pick))
+                break
+    facts = Fact.objects.defer("embedding").in_bulk(list(pick.values()))
+    return [Retrieved(facts[i], 0.9, "subject") for i in sorted(pick.values())]
 
 
 def _fingerprint(ctx: AskContext) -> str:

@@ -214,3 +214,25 @@ def test_a_fact_retracted_while_the_model_thinks_is_never_recorded_as_read(hashi
     assert decision.verdict == "safe"
     assert all(r.fact.is_believed for r in decision.reads.select_related("fact"))
     assert decision.reads.get(fact_key="recall:D-0315-2019:lot:3061169").fact_version == 2
+
+
+def test_a_safe_verdict_reads_every_recall_of_the_drug_even_beyond_top_k(hashing_embeddings):
+    import re
+
+    from tests.factories_facts import record
+
+    lots = re.findall(r"\b\d{7}\b", record("D-0326-2019")["code_info"])
+    assert len(lots) > 12  # more lot facts of one recall than retrieval's k
+    for lot in lots:
+        assert_claim(recall_claim("D-0326-2019", lot))
+    lone = assert_claim(recall_claim("D-0315-2019", "3061169")).fact  # another recall, asserted last
+    patient = make_patient("SYN-K1", [("valsartan", "ZZ-SYN-9")])
+
+    decision = ask(patient, "Is my valsartan safe?")
+
+    assert decision.verdict == "safe"
+    assert decision.reads.get(fact=lone).load_bearing
+    # that recall closes: its fact is re-versioned, so the sweep's join finds this safe decision
+    assert_claim(recall_claim("D-0315-2019", "3061169", status="Terminated"))
+    stale = Decision.objects.standing().filter(reads__load_bearing=True, reads__fact__retracted_at__isnull=False)
+    assert list(stale.distinct()) == [decision]
