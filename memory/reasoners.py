@@ -21,6 +21,7 @@ Load-bearing facts (what a re-decision must be triggered by, see docs/reasoning.
   sweep finds those through exposure (recall lot -> dispensing), not through this read set.
 """
 
+import functools
 import json
 import logging
 from dataclasses import dataclass, field
@@ -251,6 +252,18 @@ SYSTEM_PROMPT = (
 )
 
 
+@functools.cache
+def _shared_runtime_client():
+    """One bedrock-runtime client per process (clients are thread-safe; creating one costs ~50 ms)."""
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client(
+        "bedrock-runtime", region_name=settings.UNSAY_AWS_REGION,
+        config=Config(connect_timeout=5, read_timeout=30, retries={"max_attempts": 2, "mode": "standard"}),
+    )
+
+
 class ReasonerFailed(Exception):
     """The model's answer could not be used; the caller falls back to the rules."""
 
@@ -266,13 +279,7 @@ class BedrockReasoner:
     @property
     def client(self):
         if self._client is None:
-            import boto3
-            from botocore.config import Config
-
-            self._client = boto3.client(
-                "bedrock-runtime", region_name=settings.UNSAY_AWS_REGION,
-                config=Config(connect_timeout=5, read_timeout=30, retries={"max_attempts": 2, "mode": "standard"}),
-            )
+            self._client = _shared_runtime_client()
         return self._client
 
     def request(self, ctx: AskContext) -> dict:
