@@ -57,6 +57,13 @@ def test_a_batch_with_nothing_changed_makes_no_embedding_call(hashing_embeddings
 
 
 @pytest.mark.django_db(transaction=True)
+def test_one_batch_naming_a_key_twice_versions_in_order_and_skips_repeats(hashing_embeddings):
+    results = assert_claims([note("note:dup", "first"), note("note:dup", "first"), note("note:dup", "second")])
+    assert [r.status for r in results] == ["created", "unchanged", "versioned"]
+    assert_dense_chain("note:dup", 2)
+
+
+@pytest.mark.django_db(transaction=True)
 def test_changed_content_retracts_the_old_version_with_the_reason(hashing_embeddings):
     assert_claim(note("note:chg", "Class II"))
     result = assert_claim(note("note:chg", "Class I"), reason="reclassified by FDA")
