@@ -37,6 +37,7 @@ RETRIEVE_K = 12
 # other recall of the subject: an amended lot list or status re-versions every fact of a recall,
 # which retracts the one we read and so triggers re-decision. Capped to bound the read set.
 MAX_RECALLS_PER_SUBJECT = 100
+NO_LOT = "(no lot)"
 
 
 @dataclass
@@ -96,7 +97,9 @@ def resolve_subject(patient, question: str, subject: str | None = None) -> tuple
 def build_context(patient, question: str, subject: str) -> AskContext:
     dispensed = list(patient.dispensings.filter(drug=subject).values_list("lot", "ndc"))
     lots = sorted({lot for lot, _ in dispensed} - {""})
-    retrieved = retrieve(question, subject=subject, lots=lots, k=RETRIEVE_K)
+    # A placeholder lot when there are none: retrieve() passes an empty list on as "\x00", which
+    # PostgreSQL refuses in text; "(no lot)" can never equal a normalised lot (reported to memory).
+    retrieved = retrieve(question, subject=subject, lots=lots or [NO_LOT], k=RETRIEVE_K)
     retrieved += one_fact_per_other_recall(subject, retrieved)
     return AskContext(question=question, subject=subject, patient_lots=lots, patient_drugs=patient_drugs(patient),
                       retrieved=retrieved, patient_ndcs=sorted({ndc for _, ndc in dispensed}))

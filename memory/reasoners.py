@@ -213,7 +213,14 @@ class RulesReasoner:
                       "That recall is closed.")
             return ReasonerResult("safe", answer, self.identity, {f.id for f in recalls})
 
-        lots_text = ", ".join(ctx.patient_lots) or "none on file"
+        if not ctx.patient_lots:
+            active = sorted({(f.attributes or {}).get("recall_number", f.fact_key) for f in recalls if is_active(f)})
+            answer = (f"We have no record of {drug} dispensed to you, so we cannot check your lot number. "
+                      + (f"Some {drug} lots are under active recall ({', '.join(active)}). " if active else "")
+                      + "Ask your pharmacist to check the lot number printed on your pack.")
+            return ReasonerResult("unknown", answer, self.identity, {f.id for f in recalls})
+
+        lots_text = ", ".join(ctx.patient_lots)
         answer = f"No active recall in our records covers the {drug} lots dispensed to you ({lots_text})."
         other_lots = [f for f in recalls if f.lot and f.lot not in ctx.patient_lots]
         if other_lots:

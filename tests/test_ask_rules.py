@@ -236,3 +236,13 @@ def test_a_safe_verdict_reads_every_recall_of_the_drug_even_beyond_top_k(hashing
     assert_claim(recall_claim("D-0315-2019", "3061169", status="Terminated"))
     stale = Decision.objects.standing().filter(reads__load_bearing=True, reads__fact__retracted_at__isnull=False)
     assert list(stale.distinct()) == [decision]
+
+
+def test_a_drug_not_dispensed_to_the_patient_is_unknown_and_asks_for_the_lot(hashing_embeddings):
+    lot_fact = assert_claim(recall_claim("D-0315-2019", "3061169")).fact
+    patient = make_patient("SYN-N1", [("montelukast", "L1")])
+
+    outcome = decide(patient, "Is valsartan safe?", subject="valsartan")
+
+    assert outcome.verdict == "unknown" and outcome.load_bearing_ids == {lot_fact.id}
+    assert "no record of valsartan dispensed to you" in outcome.answer and "D-0315-2019" in outcome.answer
