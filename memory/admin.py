@@ -53,7 +53,9 @@ class FactAdmin(ReadOnlyAdmin):
     search_fields = ["subject", "lot", "fact_key", "attributes__recall_number"]
     ordering = ["-asserted_at", "-id"]
     show_full_result_count = False  # the facts table is large; skip the unfiltered COUNT(*)
-    exclude = ["embedding"]
+    fields = ["fact_key", "version", "version_chain", "kind", "subject", "lot", "statement", "attributes",
+              "source", "source_ref", "valid_from", "valid_to", "asserted_at", "asserted_by", "retracted_at",
+              "retracted_by", "retraction_reason", "superseded_by", "content_hash"]  # not the embedding
     readonly_fields = ["version_chain"]
 
     def get_queryset(self, request):
