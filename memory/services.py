@@ -126,7 +126,13 @@ def _write_version(claim: Claim, digest: str, vector, at, reason) -> AssertResul
         previous_id = row[0] if row else None
         # Taken after the lock: a writer that queued behind others must not retract their version
         # at an instant before it was asserted.
-        now = _belief_instant(at, row[2] if row else None, claim.fact_key)
+        if row:
+            floor = row[2]
+        else:
+            # A retracted key re-asserted: its new belief must not start before the last one ended.
+            cursor.execute("SELECT MAX(retracted_at) FROM memory_fact WHERE fact_key = %s", [claim.fact_key])
+            floor = cursor.fetchone()[0]
+        now = _belief_instant(at, floor, claim.fact_key)
         if previous_id:
             cursor.execute(
                 "UPDATE memory_fact SET retracted_at = %s, retracted_by = %s, retraction_reason = %s WHERE id = %s",
@@ -185,17 +191,18 @@ def _lock_believed(cursor, fact_key: str):
     raise RuntimeError(f"Could not lock the believed version of {fact_key!r}: it kept changing.")
 
 
-def _belief_instant(at: datetime | None, previous_asserted_at: datetime | None, fact_key: str) -> datetime:
-    """The instant a belief change takes effect. An explicit `at` before the believed version's
-    assertion is refused (belief time must not run backwards); the clock default never precedes it."""
+def _belief_instant(at: datetime | None, floor: datetime | None, fact_key: str) -> datetime:
+    """The instant a belief change takes effect. `floor` is the key's latest belief change (the believed
+    version's assertion, or the last retraction). An explicit `at` before it is refused: belief time must
+    not run backwards, or two versions would have been believed at once. The clock default never precedes it."""
     if at is not None:
-        if previous_asserted_at is not None and at < previous_asserted_at:
+        if floor is not None and at < floor:
             raise ValueError(
-                f"Cannot change {fact_key!r} at {at.isoformat()}: its believed version was asserted later, "
-                f"at {previous_asserted_at.isoformat()}.")
+                f"Cannot change {fact_key!r} at {at.isoformat()}: its belief last changed later, "
+                f"at {floor.isoformat()}.")
         return at
     now = timezone.now()
-    return max(now, previous_asserted_at) if previous_asserted_at is not None else now
+    return max(now, floor) if floor is not None else now
 
 
 def retract_claim(fact_key: str, *, reason: str, by: str = "", at: datetime | None = None) -> Fact | None:

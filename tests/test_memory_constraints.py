@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from memory.embeddings import to_sql_vector
 from memory.models import Fact
-from memory.services import Claim, assert_claim
+from memory.services import Claim, assert_claim, retract_claim
 
 
 def make_fact(hashing_embeddings, key="note:1", version=1, **overrides):
@@ -99,7 +99,15 @@ def test_the_database_rejects_version_zero_via_raw_insert(hashing_embeddings):
 def test_assert_claim_refuses_to_move_belief_time_backwards(hashing_embeddings):
     now = timezone.now()
     assert_claim(Claim(fact_key="note:t", kind="note", subject="x", statement="one", source="manual"), at=now)
-    with pytest.raises(ValueError, match="asserted later"):
+    with pytest.raises(ValueError, match="belief last changed later"):
         assert_claim(Claim(fact_key="note:t", kind="note", subject="x", statement="two", source="manual"),
                      at=now - timedelta(hours=1))
     assert Fact.objects.filter(fact_key="note:t").count() == 1
+    # Nor may a retracted key be re-asserted from before its retraction (two beliefs would overlap).
+    retract_claim("note:t", reason="withdrawn", at=now + timedelta(hours=2))
+    with pytest.raises(ValueError, match="belief last changed later"):
+        assert_claim(Claim(fact_key="note:t", kind="note", subject="x", statement="three", source="manual"),
+                     at=now + timedelta(hours=1))
+    again = assert_claim(Claim(fact_key="note:t", kind="note", subject="x", statement="three", source="manual"),
+                         at=now + timedelta(hours=2))
+    assert again.fact.version == 2
