@@ -142,7 +142,8 @@ def test_older_then_newer_snapshot_versions_exactly_the_changed_records(hashing_
     status_changed = [n for n in both if old[n]["status"] != new[n]["status"]]
     others = [n for n in both if n not in amended and n not in status_changed]
     rng = random.Random(4)
-    picked = sorted(set(amended) | set(rng.sample(status_changed, 60)) | set(rng.sample(others, 300 - 60 - len(amended))))
+    picked = sorted(set(amended) | set(rng.sample(status_changed, 60))
+                    | set(rng.sample(others, 300 - 60 - len(amended))))
     assert len(picked) == 300 and set(amended) <= set(picked)
 
     expected = [0, 0, 0]
@@ -202,7 +203,8 @@ def test_malformed_records_are_quarantined_and_the_run_goes_on(hashing_embedding
     assert any("should be a JSON object" in r for r in reasons)
     raw = QuarantinedRecord.objects.get(run=run, recall_number="X-1").raw
     assert raw["product_description"] == base["product_description"]  # kept verbatim
-    assert Fact.objects.filter(attributes__recall_number__in=[good[1]["recall_number"], good[2]["recall_number"]]).exists()
+    good_numbers = [good[1]["recall_number"], good[2]["recall_number"]]
+    assert Fact.objects.filter(attributes__recall_number__in=good_numbers).exists()
     assert not Fact.objects.filter(attributes__recall_number__in=["X-1", "X-2"]).exists()
 
 
