@@ -20,6 +20,7 @@ from memory.ask import ask
 from memory.models import Decision, DecisionRead, Fact
 from tests.factories_facts import FIXTURES
 from tests.test_corrections_review import people  # noqa: F401 (fixture)
+from tests.test_sweep import dispatch_not_enqueued  # noqa: F401 (autouse fixture)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

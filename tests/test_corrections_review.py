@@ -6,7 +6,7 @@ from django.apps import apps
 from corrections.models import AuditEvent, Correction, OutboxMessage
 from corrections.review import recall_dashboard
 from corrections.sweep import sweep
-from tests.test_sweep import RECALL, escalate, no_auto_sweep, world  # noqa: F401 (fixtures)
+from tests.test_sweep import RECALL, dispatch_not_enqueued, escalate, no_auto_sweep, world  # noqa: F401 (fixtures)
 from unsay_site.roles import PHARMACIST, PHARMACY_STAFF, sync_group_permissions
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -168,3 +168,10 @@ def test_the_operations_page_loads_the_sweep_runs_partial(client, people):
     assert 'id="sweep-runs"' in body and 'hx-trigger="load"' in body and "/corrections/sweeps/_hx/" in body
     partial = client.get("/corrections/sweeps/_hx/", headers=HTMX)
     assert partial.status_code == 286 and "No sweeps yet" in partial.content.decode()
+
+
+def test_approval_enqueues_dispatch_only_after_commit(people, drafts, dispatch_not_enqueued):  # noqa: F811
+    from corrections.review import approve
+
+    approve(drafts["SYN-A"].pk, user=people["pharmacist"])
+    assert len(dispatch_not_enqueued) == 1

@@ -14,7 +14,7 @@ from corrections import dispatch
 from corrections.models import AuditEvent, Correction, OutboxMessage
 from corrections.review import approve, reject
 from tests.test_corrections_review import drafts, people  # noqa: F401 (fixtures)
-from tests.test_sweep import no_auto_sweep, world  # noqa: F401 (fixtures)
+from tests.test_sweep import dispatch_not_enqueued, no_auto_sweep, world  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -34,6 +34,17 @@ def make_patient(ref, dispensed, channel="email"):
     return patient
 
 
+@pytest.fixture(autouse=True)
+def dispatch_not_enqueued(monkeypatch):
+    """Approval enqueues dispatch on commit; with no Redis (CI) Celery would run it eagerly. These
+    tests call the dispatcher themselves, so record the enqueue instead of running it."""
+    from corrections import tasks
+
+    calls = []
+    monkeypatch.setattr(tasks.dispatch_outbox, "delay", lambda *a, **k: calls.append(a))
+    return calls
+
+
 @pytest.fixture
 def no_auto_sweep(monkeypatch):
     monkeypatch.setenv("UNSAY_SWEEP_ON_SUPERSESSION", "0")

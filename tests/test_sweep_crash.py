@@ -19,7 +19,7 @@ from memory.ask import ask
 from memory.models import Decision
 from tests.procs import manage, start_python
 from tests.test_corrections_review import people  # noqa: F401 (fixture)
-from tests.test_sweep import LOT, escalate, make_patient, no_auto_sweep  # noqa: F401
+from tests.test_sweep import LOT, dispatch_not_enqueued, escalate, make_patient, no_auto_sweep  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
