@@ -5,8 +5,10 @@ import logging
 import threading
 
 from celery import shared_task
+from django.db import OperationalError
 
 from unsay_site.env import env_bool
+from unsay_site.retry import RetriesExhausted
 
 log = logging.getLogger(__name__)
 _local = threading.local()
@@ -34,7 +36,12 @@ def enqueue_sweep_after_supersession(old_fact_id: int, new_fact_id: int | None):
         log.exception("could not enqueue the sweep for fact %s; the periodic sweep will catch it", old_fact_id)
 
 
-@shared_task(name="corrections.tasks.sweep_facts")
+# Only named transient failures are retried; the sweep itself is idempotent, so a retry is safe.
+TRANSIENT = (RetriesExhausted, OperationalError)
+
+
+@shared_task(name="corrections.tasks.sweep_facts", autoretry_for=TRANSIENT, max_retries=5, retry_backoff=30,
+             retry_jitter=True)
 def sweep_facts(fact_ids: list[int]) -> str:
     from .models import SweepRun
     from .sweep import has_work, sweep
@@ -44,7 +51,8 @@ def sweep_facts(fact_ids: list[int]) -> str:
     return sweep(fact_ids=fact_ids, trigger=SweepRun.Trigger.SUPERSESSION).summary()
 
 
-@shared_task(name="corrections.tasks.periodic_sweep")
+@shared_task(name="corrections.tasks.periodic_sweep", autoretry_for=TRANSIENT, max_retries=3, retry_backoff=60,
+             retry_jitter=True)
 def periodic_sweep() -> str:
     from .models import SweepRun
     from .sweep import sweep
