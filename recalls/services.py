@@ -24,7 +24,7 @@ import json
 import logging
 import time
 import zipfile
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from datetime import date, timedelta
 from pathlib import Path
@@ -136,6 +136,8 @@ def ingest_document(document: dict, *, source=IngestRun.Source.FILE, kind=Ingest
         if progress:
             progress(Progress(run.fetched, len(records), run))
 
+    if progress:
+        progress(Progress(0, len(records), run))
     try:
         if workers <= 1:
             for chunk in chunks:
@@ -144,8 +146,9 @@ def ingest_document(document: dict, *, source=IngestRun.Source.FILE, kind=Ingest
             # Each claim commits in its own transaction, so the run is bound by round trips and commits;
             # chunks touch disjoint recall numbers (or set ids), so they can be written concurrently.
             with ThreadPoolExecutor(max_workers=workers) as pool:
-                for tally in pool.map(lambda chunk: _in_thread(ingester.ingest_chunk, chunk), chunks):
-                    record_progress(tally)
+                futures = [pool.submit(_in_thread, ingester.ingest_chunk, chunk) for chunk in chunks]
+                for future in as_completed(futures):
+                    record_progress(future.result())
     except BaseException as exc:
         _finish(run, clock, provider, calls_before, IngestRun.Status.FAILED, f"{type(exc).__name__}: {exc}")
         raise

@@ -1,6 +1,7 @@
 """Build tests/fixtures/openfda/demo-slice.json from the real fixtures (records unmodified).
 
-All sartan records (valsartan, losartan, irbesartan) of the 2021 bulk file, the 149 recent-sample
+All sartan records (valsartan, losartan, irbesartan named in the product, its openfda generic name
+or the reason for recall) of the 2021 bulk file, the 149 recent-sample
 records, and a fixed, seeded sample of other 2021 records. Deterministic: re-running it gives the
 same file.
 """
@@ -18,8 +19,10 @@ SARTAN = re.compile(r"valsartan|losartan|irbesartan", re.I)
 
 
 def _is_sartan(record) -> bool:
+    """The product is a sartan, or the reason names one (label mix-ups with a sartan)."""
     names = " ".join((record.get("openfda") or {}).get("generic_name") or [])
-    return bool(SARTAN.search(record.get("product_description") or "") or SARTAN.search(names))
+    text = " ".join([record.get("product_description") or "", record.get("reason_for_recall") or "", names])
+    return bool(SARTAN.search(text))
 
 
 class Command(BaseCommand):
