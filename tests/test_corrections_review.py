@@ -175,3 +175,10 @@ def test_approval_enqueues_dispatch_only_after_commit(people, drafts, dispatch_n
 
     approve(drafts["SYN-A"].pk, user=people["pharmacist"])
     assert len(dispatch_not_enqueued) == 1
+
+
+def test_the_queue_does_not_query_per_draft(client, people, drafts, django_assert_max_num_queries):
+    client.force_login(people["pharmacist"])
+    with django_assert_max_num_queries(5):  # session, user, 2 for permissions, the drafts with their joins
+        response = client.get("/corrections/review/")
+    assert response.status_code == 200 and len(response.context["groups"][0].drafts) == 3

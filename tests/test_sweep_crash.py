@@ -67,6 +67,7 @@ def test_a_killed_sweep_restarted_handles_everything_exactly_once(escalated, cra
     resumed = manage("sweep", "--page-size", "3", UNSAY_SWEEP_ON_SUPERSESSION="0")
 
     assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "decisions examined:" in resumed.stdout and "reasoner calls:" in resumed.stdout
     assert_exactly_once_and_complete(escalated)
     runs = list(SweepRun.objects.order_by("started"))
     assert runs[0].examined + runs[1].examined == AFFECTED  # committed pages are not redone
