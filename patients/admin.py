@@ -1,8 +1,11 @@
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
+from django.db.models import Q
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import path
+
+from recalls.normalize import normalize_drug_name, normalize_lot, normalize_ndc
 
 from .csvimport import import_dispensing_csv
 from .forms import DispensingImportForm, DispensingRecordForm, PatientForm
@@ -44,13 +47,31 @@ class DispensingRecordAdmin(admin.ModelAdmin):
     list_display = ["dispensed_at", "patient", "drug", "lot", "ndc", "quantity", "region", "site"]
     list_filter = ["region", "synthetic"]
     list_select_related = ["patient"]
-    # Exact lookups hit the (drug, lot) and lot indexes; a 1M-row table must not be ILIKE-scanned per keystroke.
-    search_fields = ["=lot", "=drug", "=ndc", "=patient__external_ref"]
-    search_help_text = "Exact lot, drug, NDC or patient reference."
+    search_fields = ["lot", "drug", "ndc", "patient__external_ref"]  # shows the box; see get_search_results
+    search_help_text = "A lot, drug or NDC (as printed: normalised before matching) or a patient reference."
     autocomplete_fields = ["patient"]
     readonly_fields = ["region", "synthetic", "created"]
     ordering = ["-id"]  # newest first on the primary key: no sort over a million rows
     show_full_result_count = False
+
+    def get_search_results(self, request, queryset, search_term):
+        """Exact matches on normalised values, each on its own index. The default OR of ILIKEs across a
+        join scanned all rows: 2.5 s per search at 1M rows (bench DB); this takes ~0.1 s there."""
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        # Patient ids resolved first: as a subquery inside the OR, the planner misjudged it and walked
+        # the primary key backwards over every row.
+        match = Q(patient_id__in=list(Patient.objects.filter(external_ref=term).values_list("id", flat=True)))
+        if lot := normalize_lot(term):
+            match |= Q(lot=lot)
+        if drug := normalize_drug_name(term):
+            match |= Q(drug=drug)
+        try:
+            match |= Q(ndc=normalize_ndc(term))
+        except ValueError:
+            pass  # not an NDC
+        return queryset.filter(match), False
 
     def get_urls(self):
         return [

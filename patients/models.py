@@ -79,6 +79,8 @@ class DispensingRecord(models.Model):
             # Used by exposure: a recall lot resolves to patients through (drug, lot).
             models.Index(fields=["drug", "lot"], name="dispensing_drug_lot"),
             models.Index(fields=["lot"], name="dispensing_lot"),
+            # Used by the admin search (an NDC typed by staff).
+            models.Index(fields=["ndc"], name="dispensing_ndc"),
         ]
         permissions = [
             # Granted to pharmacists (unsay_site.roles): the list of patients a recall touches.

@@ -180,3 +180,16 @@ def test_staff_register_dispensing_inline_on_the_patient_page(client, records):
     accepted = client.post(url, inline_post(patient, **{**row, "ndc": "0378-5814-77"}))
     assert accepted.status_code == 302
     assert patient.dispensings.filter(lot="3069022", ndc="00378-5814-77", region="aws-us-east-1").exists()
+
+
+@pytest.mark.parametrize("term", ["lot # 3069020", "P-1", "Valsartan Tablets USP 160 mg", "0378-5814-77"])
+def test_dispensing_search_matches_normalised_values(client, records, term):
+    patient, row = records
+    row.ndc = "00378-5814-77"
+    row.save()
+    other = Patient.objects.create(external_ref="P-2", display_name="Bo", region="aws-eu-west-1")
+    DispensingRecord.objects.create(patient=other, drug="escitalopram", lot="ES2207A", quantity=1,
+                                    dispensed_at=datetime(2019, 1, 2, tzinfo=UTC))
+    login_as(client, "staff")
+    response = client.get("/admin/patients/dispensingrecord/", {"q": term})
+    assert list(response.context["cl"].result_list) == [row]
