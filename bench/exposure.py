@@ -5,7 +5,8 @@
 Runs on the embedded PostgreSQL in its own database (UNSAY_DB_NAME, default unsay_bench_exposure),
 migrates it, bulk-loads synthetic patients and dispensing with COPY, ANALYZEs, then times
 patients.services.exposed_patients() for a lot-level fact (and, fewer times, a drug-level one) and
-prints p50/p95 plus the EXPLAIN ANALYZE plan of the lot query. --reuse keeps an existing load of the
+prints p50/p95, the median time of the admin dispensing pages (changelist, searches), and the
+EXPLAIN ANALYZE plan of the lot query. --reuse keeps an existing load of the
 same size instead of reloading.
 
 Data shape: one patient per 4 rows; 200 drugs, each with N/2000 lots (so ~10 rows per (drug, lot));
@@ -16,6 +17,7 @@ import argparse
 import json
 import os
 import random
+import statistics
 import sys
 import time
 import uuid
@@ -112,6 +114,36 @@ def time_lookups(fact, repeats: int) -> dict:
             "patients": len(result), "rows": sum(len(e.dispensings) for e in result)}
 
 
+def time_admin_pages(repeats: int = 3) -> dict:
+    """Server-side time of the dispensing changelist pages staff use (test client, superuser)."""
+    from django.test import Client
+    from django.test.utils import setup_test_environment
+
+    from unsay_site.models import User
+
+    setup_test_environment()
+    user, _ = User.objects.get_or_create(username="bench-exposure-admin",
+                                         defaults={"is_staff": True, "is_superuser": True})
+    client = Client()
+    client.force_login(user)
+    pages = {"changelist": {}, "search lot as printed": {"q": f"Lot # {TARGET_LOT}"},
+             "search patient ref": {"q": "BENCH-00000001"}, "search drug": {"q": TARGET_DRUG},
+             "filter region": {"region__exact": settings.UNSAY_REGIONS[0]}}
+    figures = {}
+    try:
+        for name, params in pages.items():
+            timings = []
+            for _ in range(repeats + 1):  # the first one warms up
+                began = time.perf_counter()
+                response = client.get("/admin/patients/dispensingrecord/", params)
+                timings.append((time.perf_counter() - began) * 1000)
+                assert response.status_code == 200, response.status_code
+            figures[name] = round(statistics.median(timings[1:]), 1)
+    finally:
+        user.delete()
+    return figures
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000, help="dispensing rows (default 1,000,000)")
@@ -138,6 +170,7 @@ def main():
     print("load:", json.dumps(load_figures))
     print("lot lookup (exposed_patients, lot-level fact):", json.dumps(lot_figures))
     print("drug lookup (exposed_patients, drug-level fact):", json.dumps(drug_figures))
+    print("admin dispensing pages, median ms:", json.dumps(time_admin_pages()))
     print("EXPLAIN (ANALYZE, BUFFERS) of the lot query:")
     print(plan)
     if "dispensing_drug_lot" not in plan:
