@@ -172,8 +172,9 @@ class SharedDecider:
     so the retrieval is a function of the first four; the key is exactly those four.
     """
 
-    def __init__(self):
+    def __init__(self, reasoner=None):
         self.calls = 0
+        self.reasoner = reasoner  # None: the configured one (UNSAY_REASONER)
         self._cache: dict[tuple, object] = {}
         self._dispensed: dict[int, frozenset] = {}
 
@@ -208,7 +209,7 @@ class SharedDecider:
         if cached is not None:
             return cached, True
         self.calls += 1
-        outcome = decide(patient, question, subject=subject or None)
+        outcome = decide(patient, question, subject=subject or None, reasoner=self.reasoner)
         self._cache[key] = outcome
         return outcome, False
 

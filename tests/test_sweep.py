@@ -241,3 +241,34 @@ def test_a_killed_sweeps_run_row_is_marked_abandoned_by_the_next_sweep(no_auto_s
     live.refresh_from_db()
     assert dead.status == SweepRun.Status.FAILED and "no heartbeat" in dead.error_text
     assert live.status == SweepRun.Status.RUNNING  # might still be working: left alone
+
+
+def test_an_escalation_can_be_previewed_before_it_is_published(world, no_auto_sweep):
+    import io
+
+    from memory.models import Fact
+
+    facts_before = list(Fact.objects.order_by("id").values_list("id", "retracted_at"))
+    counts = (Decision.objects.count(), Correction.objects.count(), SweepRun.objects.count())
+    out = io.StringIO()
+
+    call_command("sweep", "--dry-run", "--escalate", RECALL, "--lot", LOT, "--classification", "Class I",
+                 stdout=out, verbosity=0)
+
+    text = out.getvalue()
+    assert f"PREVIEW of escalating {RECALL} lot {LOT} to Class I" in text
+    assert text.count("caution -> stop") == 2 and "would notify Synthetic SYN-D (SYN-D) (lot match)" in text
+    assert "decisions examined: 3" in text and "corrected:          2" in text and "reaffirmed:         1" in text
+    # Nothing was escalated or written: the preview matches what publishing then does.
+    assert list(Fact.objects.order_by("id").values_list("id", "retracted_at")) == facts_before
+    assert (Decision.objects.count(), Correction.objects.count(), SweepRun.objects.count()) == counts
+    escalate()
+    report = sweep()
+    assert (report.examined, report.corrected, report.reaffirmed, report.notices) == (3, 2, 1, 1)
+
+
+def test_the_preview_refuses_to_publish(world):
+    from django.core.management.base import CommandError
+
+    with pytest.raises(CommandError, match="previews only"):
+        call_command("sweep", "--escalate", RECALL, "--classification", "Class I")

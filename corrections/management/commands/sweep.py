@@ -21,18 +21,36 @@ class Command(BaseCommand):
         parser.add_argument("--page-size", type=int, default=None, help="Decisions per committed page.")
         parser.add_argument("--no-notices", action="store_true", help="Skip proactive notices.")
         parser.add_argument("--trigger", default=SweepRun.Trigger.MANUAL, choices=SweepRun.Trigger.values)
+        preview = parser.add_argument_group("preview an escalation before publishing it (with --dry-run)")
+        preview.add_argument("--escalate", metavar="RECALL_NUMBER",
+                             help="Show what escalating this recall would change; nothing is escalated.")
+        preview.add_argument("--classification", choices=["Class I", "Class II", "Class III"])
+        preview.add_argument("--lot", help="Only this lot's fact of the recall.")
 
-    def handle(self, *args, dry_run, fact_ids, page_size, no_notices, trigger, verbosity, **options):
+    def handle(self, *args, dry_run, fact_ids, page_size, no_notices, trigger, verbosity, escalate,
+               classification, lot, **options):
         if page_size is not None and page_size < 1:
             raise CommandError("--page-size must be at least 1.")
-        total = count_stale(fact_ids)
-        bar = tqdm(total=total, unit="decision", desc="sweep" + (" (dry run)" if dry_run else ""),
-                   file=sys.stderr, disable=verbosity == 0)
-        try:
-            report = sweep(fact_ids=fact_ids, trigger=trigger, dry_run=dry_run, page_size=page_size,
-                           progress=bar.update, notices=not no_notices)
-        finally:
-            bar.close()
+        if escalate:
+            if not dry_run or not classification:
+                raise CommandError("--escalate previews only: give --dry-run and --classification "
+                                   "(to publish, use `manage.py escalate`).")
+            from corrections.preview import preview_escalation
+
+            try:
+                report = preview_escalation(escalate, classification, lot)
+            except LookupError as exc:
+                raise CommandError(str(exc)) from exc
+            self.stdout.write(f"PREVIEW of escalating {escalate}{' lot ' + lot if lot else ''} to {classification}:")
+        else:
+            total = count_stale(fact_ids)
+            bar = tqdm(total=total, unit="decision", desc="sweep" + (" (dry run)" if dry_run else ""),
+                       file=sys.stderr, disable=verbosity == 0)
+            try:
+                report = sweep(fact_ids=fact_ids, trigger=trigger, dry_run=dry_run, page_size=page_size,
+                               progress=bar.update, notices=not no_notices)
+            finally:
+                bar.close()
         out = self.stdout
         if dry_run:
             out.write("DRY RUN: nothing was written.")
