@@ -27,8 +27,15 @@ def auto_sweep_suppressed():
 
 def enqueue_sweep_after_supersession(old_fact_id: int, new_fact_id: int | None):
     """memory.services.supersession_listeners hook: memory calls it on commit, so the task never
-    runs before the new version is visible (or after a rollback)."""
-    if not env_bool("UNSAY_SWEEP_ON_SUPERSESSION", True) or getattr(_local, "suppressed", False):
+    runs before the new version is visible (or after a rollback).
+
+    With Celery in eager mode (no broker: tests without Redis) the task would run inline inside
+    whatever wrote the fact, so there the trigger is opt-in (UNSAY_SWEEP_ON_SUPERSESSION=1); the
+    periodic sweep and `manage.py sweep` still catch everything."""
+    from django.conf import settings
+
+    enabled = env_bool("UNSAY_SWEEP_ON_SUPERSESSION", not settings.CELERY_TASK_ALWAYS_EAGER)
+    if not enabled or getattr(_local, "suppressed", False):
         return
     try:
         sweep_facts.delay([old_fact_id])

@@ -55,6 +55,7 @@ def test_escalation_to_review_to_dispatch(real_slice, people, client, settings, 
 
     # The real trigger path: escalate commits, the listener enqueues, the task sweeps.
     monkeypatch.setattr(tasks.sweep_facts, "delay", lambda fact_ids: tasks.sweep_facts(fact_ids))
+    monkeypatch.setenv("UNSAY_SWEEP_ON_SUPERSESSION", "1")  # opt-in when Celery is eager (no Redis)
     escalate(DEMO_RECALL_NUMBER, "Class I", lot=DEMO_LOT, by="test")
 
     run = SweepRun.objects.get(trigger=SweepRun.Trigger.SUPERSESSION)

@@ -136,6 +136,7 @@ def test_the_supersession_listener_sweeps_after_commit(world, monkeypatch):
         tasks.sweep_facts(fact_ids)
 
     monkeypatch.setattr(tasks.sweep_facts, "delay", fake_delay)
+    monkeypatch.setenv("UNSAY_SWEEP_ON_SUPERSESSION", "1")  # opt-in when Celery is eager (no Redis)
     result = escalate()  # the listener fires on commit of the new version
 
     assert enqueued == [[result.previous.id]]
@@ -272,3 +273,18 @@ def test_the_preview_refuses_to_publish(world):
 
     with pytest.raises(CommandError, match="previews only"):
         call_command("sweep", "--escalate", RECALL, "--classification", "Class I")
+
+
+def test_in_eager_mode_the_after_commit_sweep_is_opt_in(settings, monkeypatch):
+    from corrections import tasks
+
+    enqueued = []
+    monkeypatch.setattr(tasks.sweep_facts, "delay", lambda fact_ids: enqueued.append(fact_ids))
+    monkeypatch.delenv("UNSAY_SWEEP_ON_SUPERSESSION", raising=False)
+    settings.CELERY_TASK_ALWAYS_EAGER = True  # no broker: the task would run inline in the writer
+    tasks.enqueue_sweep_after_supersession(1, 2)
+    settings.CELERY_TASK_ALWAYS_EAGER = False  # a real broker: always enqueue
+    tasks.enqueue_sweep_after_supersession(3, 4)
+    with tasks.auto_sweep_suppressed():
+        tasks.enqueue_sweep_after_supersession(5, 6)
+    assert enqueued == [[3]]
