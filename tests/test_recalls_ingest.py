@@ -52,7 +52,7 @@ def _sartans(n):
 
 
 def test_real_records_become_lot_and_drug_level_facts(hashing_embeddings):
-    records = _sartans(15) + [r for r in _records(OLD) if r["code_info"].strip().lower() == "all lots"][:3]
+    records = _sartans(8) + [r for r in _records(OLD) if r["code_info"].strip().lower() == "all lots"][:2]
     run = ingest_document(_doc(records))
     assert run.status == IngestRun.Status.SUCCEEDED and run.quarantined == 0
     assert run.fetched == len(records) and run.new_facts == Fact.objects.count() > 0
@@ -79,7 +79,7 @@ def test_real_records_become_lot_and_drug_level_facts(hashing_embeddings):
 
 
 def test_reingesting_the_same_snapshot_writes_nothing_and_embeds_nothing(hashing_embeddings):
-    records = _sartans(20) + list(_records(NEW)[:30])
+    records = _sartans(8) + list(_records(NEW)[:12])
     first = ingest_document(_doc(records))
     assert first.new_facts > 0 and first.embedding_calls > 0
     facts_before = Fact.objects.count()
@@ -154,9 +154,9 @@ def test_older_then_newer_snapshot_versions_exactly_the_changed_records(hashing_
         changed_records += any(delta)
     assert expected[0] > 0 and expected[2] > 0  # the slice really has status changes and dropped lots
 
-    first = ingest_document(_doc([old[n] for n in picked]), workers=3)
+    first = ingest_document(_doc([old[n] for n in picked]), workers=4)
     assert first.quarantined == 0
-    second = ingest_document(_doc([new[n] for n in picked]), workers=3)
+    second = ingest_document(_doc([new[n] for n in picked]), workers=4)
     assert [second.new_versions, second.new_facts, second.retracted] == expected
     assert second.unchanged == 300 - changed_records
     # Dropped lots are retracted with a reason and no successor; amended recalls keep their other lots.
