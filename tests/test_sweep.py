@@ -288,3 +288,28 @@ def test_in_eager_mode_the_after_commit_sweep_is_opt_in(settings, monkeypatch):
     with tasks.auto_sweep_suppressed():
         tasks.enqueue_sweep_after_supersession(5, 6)
     assert enqueued == [[3]]
+
+
+def test_a_decision_that_fails_to_re_decide_is_recorded_and_left_standing(world, no_auto_sweep, monkeypatch):
+    import memory.ask
+
+    real_decide = memory.ask.decide
+
+    def flaky(patient, question, **kwargs):
+        if patient.external_ref == "SYN-C":
+            raise RuntimeError("reasoner unavailable")
+        return real_decide(patient, question, **kwargs)
+
+    monkeypatch.setattr(memory.ask, "decide", flaky)
+    escalate()
+    report = sweep()
+
+    assert (report.examined, report.errors) == (2, 1)
+    run = SweepRun.objects.get()
+    assert run.errors == 1 and "reasoner unavailable" in run.error_text and run.status == "finished"
+    failed = world["decisions"]["c"]
+    failed.refresh_from_db()
+    assert failed.status == Decision.Status.STANDING and count_stale() == 1  # the next sweep retries it
+
+    monkeypatch.setattr(memory.ask, "decide", real_decide)
+    assert sweep().examined == 1 and count_stale() == 0
