@@ -34,6 +34,7 @@ def _records(path) -> tuple:
         return tuple(json.loads(zf.read(zf.namelist()[0]))["results"])
 
 
+@lru_cache
 def _by_number(path) -> dict:
     counts = {}
     for r in _records(path):
@@ -46,8 +47,9 @@ def _doc(records):
 
 
 def _sartans(n):
+    unique = _by_number(OLD)
     picked = [r for r in _records(OLD) if "valsartan" in r["product_description"].lower()
-              and r["recall_number"] in _by_number(OLD)]
+              and r["recall_number"] in unique]
     return picked[:n]
 
 
