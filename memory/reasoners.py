@@ -159,6 +159,13 @@ def describe(fact) -> str:
             f"{where}{': ' + reason if reason else ''}")
 
 
+def listing(numbers: list[str], most: int = 5) -> str:
+    """'A, B, C' or, for long lists, 'A, B, C, D, E and 37 more'."""
+    if len(numbers) <= most:
+        return ", ".join(numbers)
+    return f"{', '.join(numbers[:most])} and {len(numbers) - most} more"
+
+
 def keep_taking_advice(drug: str) -> str:
     if must_not_stop_abruptly(drug):
         return (f"Do not stop {drug} on your own: stopping it suddenly can be dangerous. Your pharmacist or doctor "
@@ -225,12 +232,12 @@ class RulesReasoner:
         other_lots = [f for f in recalls if f.lot and f.lot not in ctx.patient_lots]
         if other_lots:
             numbers = sorted({(f.attributes or {}).get("recall_number", f.fact_key) for f in other_lots})
-            answer += (f" There are recalls of other {drug} lots ({', '.join(numbers)}), which were not "
+            answer += (f" There are recalls of other {drug} lots ({listing(numbers)}), which were not "
                        "dispensed to you.")
         other_products = [f for f in recalls if is_drug_level(f) and not drug_level_applies(f, ctx)]
         if other_products:
             numbers = sorted({(f.attributes or {}).get("recall_number", f.fact_key) for f in other_products})
-            answer += (f" Recalls of {drug} from other makers ({', '.join(numbers)}) list products (NDCs) other "
+            answer += (f" Recalls of {drug} from other makers ({listing(numbers)}) list products (NDCs) other "
                        "than the one dispensed to you.")
         return ReasonerResult("safe", answer, self.identity, {f.id for f in recalls})
 
