@@ -26,7 +26,7 @@ from unsay_site.retry import run_in_transaction
 
 from .guardrail import apply_guardrail
 from .models import Decision, Fact, UsageCounter
-from .reasoners import AskContext, RulesReasoner, get_reasoner
+from .reasoners import AskContext, RulesReasoner, get_reasoner, is_active
 from .services import ReadSpec, Retrieved, inputs_fingerprint, record_decision, retrieve
 
 log = logging.getLogger(__name__)
@@ -100,7 +100,11 @@ def build_context(patient, question: str, subject: str) -> AskContext:
     # A placeholder lot when there are none: retrieve() passes an empty list on as "\x00", which
     # PostgreSQL refuses in text; "(no lot)" can never equal a normalised lot (reported to memory).
     retrieved = retrieve(question, subject=subject, lots=lots or [NO_LOT], k=RETRIEVE_K)
-    retrieved += one_fact_per_other_recall(subject, retrieved)
+    if not any(r.fact.kind == Fact.Kind.RECALL and r.fact.subject == subject and r.fact.lot in lots
+               and is_active(r.fact) for r in retrieved):
+        # Only a verdict that may come out "safe" rests on the other recalls; with an active recall on
+        # the patient's own lot it can't, and the read set stays small.
+        retrieved += one_fact_per_other_recall(subject, retrieved)
     return AskContext(question=question, subject=subject, patient_lots=lots, patient_drugs=patient_drugs(patient),
                       retrieved=retrieved, patient_ndcs=sorted({ndc for _, ndc in dispensed}))
 
