@@ -9,6 +9,7 @@ same file.
 import json
 import random
 import re
+from pathlib import Path
 
 from django.core.management.base import BaseCommand
 
@@ -31,6 +32,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--others", type=int, default=200, help="Other 2021 records to add (seeded sample).")
         parser.add_argument("--seed", type=int, default=2021)
+        parser.add_argument("--output", default=str(DEMO_SLICE))
 
     def handle(self, *args, **options):
         bulk = load_document(FIXTURES / "drug-enforcement-2021-04-28.json.zip")
@@ -63,6 +65,7 @@ class Command(BaseCommand):
             },
             "results": results,
         }
-        DEMO_SLICE.write_text(json.dumps(document, indent=1, ensure_ascii=False) + "\n")
-        self.stdout.write(f"Wrote {DEMO_SLICE}: {len(results)} records ({len(sartans)} sartan, "
+        output = Path(options["output"])
+        output.write_text(json.dumps(document, indent=1, ensure_ascii=False) + "\n")
+        self.stdout.write(f"Wrote {output}: {len(results)} records ({len(sartans)} sartan, "
                           f"{len(recent['results'])} recent, {len(picked)} others).")
