@@ -114,15 +114,15 @@ class OpenFDAClient:
             params["search"] = search
         return _total(self.get(path, params))
 
-    def fetch_range(self, path: str, field: str, since: date, until: date) -> tuple[dict, list]:
+    def fetch_range(self, path: str, field: str, since: date, until: date, extra: str = "") -> tuple[dict, list]:
         """All records with `field` in [since, until], splitting the window when it exceeds what
         skip+limit can reach. Returns (meta of the last page, results)."""
-        search = f"{field}:[{since:%Y%m%d} TO {until:%Y%m%d}]"
+        search = f"{field}:[{since:%Y%m%d} TO {until:%Y%m%d}]" + (f" AND {extra}" if extra else "")
         total = self.count(path, search)
         if total > MAX_SKIP + self.page_size and since < until:
             middle = since + (until - since) // 2
-            meta_a, first = self.fetch_range(path, field, since, middle)
-            meta_b, second = self.fetch_range(path, field, middle + timedelta(days=1), until)
+            meta_a, first = self.fetch_range(path, field, since, middle, extra)
+            meta_b, second = self.fetch_range(path, field, middle + timedelta(days=1), until, extra)
             return meta_b or meta_a, first + second
         if total > MAX_SKIP + self.page_size:
             raise OpenFDAError(f"{total} records share {field}={since:%Y%m%d}; openFDA paging cannot reach them all.")
@@ -134,9 +134,29 @@ class OpenFDAClient:
             results.extend(page.get("results") or [])
         return meta, results
 
-    def fetch_enforcement(self, since: date, until: date | None = None) -> dict:
-        """Drug recalls reported in [since, until], as one API-shaped document."""
-        return self._document(*self.fetch_range(ENFORCEMENT, "report_date", since, until or date.today()))
+    def fetch_enforcement(self, since: date, until: date | None = None, *, include_active: bool = False) -> dict:
+        """Drug recalls reported in [since, until], as one API-shaped document.
+
+        report_date never moves when FDA later updates a recall, so a window of report dates alone
+        misses status changes of older recalls. With include_active the document also holds every
+        recall terminated in the window and every recall still Ongoing (a few thousand; unchanged ones
+        cost one hash comparison each), so terminations and re-classifications of live recalls arrive."""
+        until = until or date.today()
+        meta, results = self.fetch_range(ENFORCEMENT, "report_date", since, until)
+        if include_active:
+            for field, low, extra in (("termination_date", since, ""),
+                                      ("report_date", date(2004, 1, 1), 'status:"Ongoing"')):
+                more_meta, more = self.fetch_range(ENFORCEMENT, field, low, until, extra)
+                meta = meta or more_meta
+                results.extend(more)
+            seen, unique = set(), []
+            for record in results:  # the same record can match several queries; real duplicates are kept
+                key = json.dumps(record, sort_keys=True)
+                if key not in seen:
+                    seen.add(key)
+                    unique.append(record)
+            results = unique
+        return self._document(meta, results)
 
     def fetch_labels(self, since: date, until: date | None = None) -> dict:
         """Drug labels whose revision is effective in [since, until]."""

@@ -185,17 +185,21 @@ def ingest_demo(*, trigger="command", progress=None, workers=1) -> IngestRun:
 
 
 def ingest_from_api(since: date, until: date | None = None, *, labels=False, client: OpenFDAClient | None = None,
-                    trigger="command", progress=None, workers=1) -> IngestRun:
+                    trigger="command", progress=None, workers=1, include_active=False) -> IngestRun:
     """Fetch a report_date (or label effective_time) window, archive the raw snapshot, ingest it."""
     client = client or OpenFDAClient()
     until = until or timezone.now().date()
     kind = IngestRun.Kind.LABEL if labels else IngestRun.Kind.ENFORCEMENT
     field = "effective_time" if labels else "report_date"
     run = start_run(source=IngestRun.Source.API, kind=kind, trigger=trigger, since=since, until=until,
-                    source_ref=f"{client.base_url} {field}:[{since:%Y%m%d} TO {until:%Y%m%d}]")
+                    source_ref=f"{client.base_url} {field}:[{since:%Y%m%d} TO {until:%Y%m%d}]"
+                               + (" + terminated in window + all Ongoing" if include_active and not labels else ""))
     clock = time.monotonic()
     try:
-        document = client.fetch_labels(since, until) if labels else client.fetch_enforcement(since, until)
+        if labels:
+            document = client.fetch_labels(since, until)
+        else:
+            document = client.fetch_enforcement(since, until, include_active=include_active)
         run.snapshot_location = archive.archive_snapshot(document, kind=kind, label=f"{since:%Y%m%d}-{until:%Y%m%d}")
         run.save(update_fields=["snapshot_location"])
     except BaseException as exc:
@@ -212,7 +216,8 @@ def last_successful_api_run(kind=IngestRun.Kind.ENFORCEMENT) -> IngestRun | None
 
 
 def ingest_incremental(*, labels=False, client=None, trigger="celery", today: date | None = None) -> IngestRun:
-    """From the end of the last successful API run (minus an overlap) to today."""
+    """From the end of the last successful API run (minus an overlap) to today, plus (for recalls)
+    every recall terminated in that window and every recall still Ongoing (see fetch_enforcement)."""
     today = today or timezone.now().date()
     kind = IngestRun.Kind.LABEL if labels else IngestRun.Kind.ENFORCEMENT
     last = last_successful_api_run(kind)
@@ -220,7 +225,7 @@ def ingest_incremental(*, labels=False, client=None, trigger="celery", today: da
         since = last.until - timedelta(days=INCREMENTAL_OVERLAP_DAYS)
     else:
         since = today - timedelta(days=INITIAL_WINDOW_DAYS)
-    return ingest_from_api(since, today, labels=labels, client=client, trigger=trigger)
+    return ingest_from_api(since, today, labels=labels, client=client, trigger=trigger, include_active=not labels)
 
 
 # --- per-kind ingesters ----------------------------------------------------------------------

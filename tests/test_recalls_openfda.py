@@ -58,11 +58,7 @@ class ReplayServer:
                 limit, skip = int(query.get("limit", 1)), int(query.get("skip", 0))
                 if limit > openfda.MAX_LIMIT or skip > 25000:
                     return self._send(400, {"error": {"code": "BAD_REQUEST", "message": "Limit/skip out of range"}})
-                matches = server.records
-                search = query.get("search", "")
-                if search.startswith("report_date:["):
-                    low, _, high = search[len("report_date:["):-1].partition(" TO ")
-                    matches = [r for r in matches if low <= r["report_date"] <= high]
+                matches = [r for r in server.records if _matches(r, query.get("search", ""))]
                 if not matches:
                     return self._send(404, {"error": {"code": "NOT_FOUND", "message": "No matches found!"}})
                 page = matches[skip:skip + limit]
@@ -87,6 +83,25 @@ class ReplayServer:
     def close(self):
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+def _matches(record, search):
+    """The subset of openFDA's search syntax the client uses: field:[A TO B] and field:"value", joined by AND."""
+    for clause in filter(None, search.split(" AND ")):
+        field, _, value = clause.partition(":")
+        if value.startswith("["):
+            low, _, high = value[1:-1].partition(" TO ")
+            if not (record.get(field) and low <= record[field] <= high):
+                return False
+        elif record.get(field) != value.strip('"'):
+            return False
+    return True
+
+
+def _incremental_expected(since, until):
+    return {json.dumps(r, sort_keys=True) for r in RECORDS
+            if since <= r["report_date"] <= until or since <= (r.get("termination_date") or "") <= until
+            or (r["status"] == "Ongoing" and r["report_date"] <= until)}
 
 
 @pytest.fixture
@@ -215,6 +230,14 @@ def test_fetch_archive_ingest_then_reingest_the_archived_snapshot(server, settin
     incremental = ingest_incremental(client=client, today=date(2020, 7, 10))
     assert incremental.since == date(2020, 6, 16) and incremental.until == date(2020, 7, 10)
     assert "search=report_date:[20200616+TO+20200710]" in server.requests[0]
+    # Also every recall terminated in the window and every one still Ongoing (their status can change
+    # long after their report_date).
+    assert any("termination_date:[20200616+TO+20200710]" in p for p in server.requests)
+    assert any('report_date:[20040101+TO+20200710]+AND+status:"Ongoing"' in p for p in server.requests)
+    expected = _incremental_expected("20200616", "20200710")
+    assert incremental.fetched == len(expected)
+    archived = json.loads(Path(incremental.snapshot_location).read_text())["results"]
+    assert {json.dumps(r, sort_keys=True) for r in archived} == expected
 
 
 @pytest.mark.django_db(transaction=True)
@@ -230,7 +253,7 @@ def test_celery_task_runs_the_incremental_ingest(server, settings, tmp_path, has
     result = ingest_openfda.apply().get()
     run = IngestRun.objects.get(pk=result["run"])
     assert run.trigger == "celery" and run.since == date(2023, 7, 1) and run.status == "succeeded"
-    assert result["fetched"] == run.fetched == len([r for r in RECORDS if r["report_date"] >= "20230701"]) > 0
+    assert result["fetched"] == run.fetched == len(_incremental_expected("20230701", date.today().strftime("%Y%m%d")))
 
 
 def test_snapshots_go_to_s3_when_a_bucket_is_set(settings):
