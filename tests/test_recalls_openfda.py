@@ -36,7 +36,8 @@ class ReplayServer:
     404 NOT_FOUND body for no matches, and scripted failures before the real answer."""
 
     def __init__(self, records):
-        self.records = sorted(records, key=lambda r: (r["report_date"], r["recall_number"]))
+        self.records = sorted(records, key=lambda r: (r.get("report_date") or r.get("effective_time"),
+                                                      r.get("recall_number") or r.get("id")))
         self.failures = []  # (status, body, headers) served before normal answers
         self.requests = []
         self.delay = 0.0
@@ -292,3 +293,21 @@ class _AnyKey(str):
         return not self.__eq__(other)
 
     __hash__ = str.__hash__
+
+
+@pytest.mark.django_db(transaction=True)
+def test_labels_are_fetched_by_effective_time_and_ingested(settings, tmp_path, hashing_embeddings):
+    from recalls.services import ingest_from_api
+
+    settings.UNSAY_SNAPSHOT_DIR = tmp_path
+    settings.UNSAY_S3_BUCKET = ""
+    labels = json.loads((FIXTURES / "drug-label-sample.json").read_text())["results"]
+    replay = ReplayServer(labels)
+    try:
+        client = OpenFDAClient(base_url=replay.url, api_key="", timeout=2, sleep=lambda s: None)
+        run = ingest_from_api(date(2016, 1, 1), date(2016, 12, 31), labels=True, client=client)
+    finally:
+        replay.close()
+    assert "/drug/label.json?" in replay.requests[0] and "effective_time:[20160101+TO+20161231]" in replay.requests[0]
+    assert run.kind == IngestRun.Kind.LABEL and run.fetched == 1 and run.new_facts == 2  # HUMIRA only (2016)
+    assert run.quarantined == 0
