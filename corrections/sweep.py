@@ -167,7 +167,7 @@ class SweepReport:
 class SharedDecider:
     """Calls memory.ask.decide, sharing one result between decisions whose inputs are identical.
 
-    The reasoner sees (question, subject, the patient's lots of that drug, the patient's drugs, the
+    The reasoner sees (question, subject, the patient's lots and NDCs of that drug, the patient's drugs, the
     believed facts retrieved). Within one page the sweep reads a single snapshot (REPEATABLE READ),
     so the retrieval is a function of the first four; the key is exactly those four.
     """
@@ -188,17 +188,18 @@ class SharedDecider:
         pairs: dict[int, set] = {pid: set() for pid in patient_ids if pid not in self._dispensed}
         if not pairs:
             return
-        for pid, drug, lot in DispensingRecord.objects.filter(patient_id__in=list(pairs)).values_list(
-            "patient_id", "drug", "lot"
+        # NDCs are inputs too: drug-level recalls are narrowed by NDC product (memory.reasoners).
+        for pid, drug, lot, ndc in DispensingRecord.objects.filter(patient_id__in=list(pairs)).values_list(
+            "patient_id", "drug", "lot", "ndc"
         ):
-            pairs[pid].add((drug, lot))
+            pairs[pid].add((drug, lot, ndc))
         self._dispensed.update({pid: frozenset(v) for pid, v in pairs.items()})
 
     def inputs_key(self, patient, question: str, subject: str) -> tuple:
         self.preload([patient.pk])
         dispensed = self._dispensed[patient.pk]
-        drugs = frozenset(d for d, _ in dispensed)
-        lots = frozenset(lot for d, lot in dispensed if d == subject) if subject else dispensed
+        drugs = frozenset(d for d, _, _ in dispensed)
+        lots = frozenset((lot, ndc) for d, lot, ndc in dispensed if d == subject) if subject else dispensed
         return (_question_key(question), subject or "", lots, drugs)
 
     def decide(self, patient, question: str, subject: str):

@@ -37,7 +37,6 @@ RETRIEVE_K = 12
 # other recall of the subject: an amended lot list or status re-versions every fact of a recall,
 # which retracts the one we read and so triggers re-decision. Capped to bound the read set.
 MAX_RECALLS_PER_SUBJECT = 100
-NO_LOT = "(no lot)"
 
 
 @dataclass
@@ -97,9 +96,7 @@ def resolve_subject(patient, question: str, subject: str | None = None) -> tuple
 def build_context(patient, question: str, subject: str) -> AskContext:
     dispensed = list(patient.dispensings.filter(drug=subject).values_list("lot", "ndc"))
     lots = sorted({lot for lot, _ in dispensed} - {""})
-    # A placeholder lot when there are none: retrieve() passes an empty list on as "\x00", which
-    # PostgreSQL refuses in text; "(no lot)" can never equal a normalised lot (reported to memory).
-    retrieved = retrieve(question, subject=subject, lots=lots or [NO_LOT], k=RETRIEVE_K)
+    retrieved = retrieve(question, subject=subject, lots=lots, k=RETRIEVE_K)
     if not any(r.fact.kind == Fact.Kind.RECALL and r.fact.subject == subject and r.fact.lot in lots
                and is_active(r.fact) for r in retrieved):
         # Only a verdict that may come out "safe" rests on the other recalls; with an active recall on

@@ -3,6 +3,7 @@
 Writing facts
     assert_claim(claim) / assert_claims([claims])  -> AssertResult(s)
     retract_claim(fact_key, reason=..., by=...)     -> Fact | None
+    prepare_claims + write_claims / retract_in_transaction: the same, several in ONE caller transaction
 Reading facts
     retrieve(question, subject=..., lots=..., k=8)  -> list[Retrieved]
     beliefs_at(at, fact_key=..., subject=...)       -> QuerySet[Fact]
@@ -94,28 +95,61 @@ def assert_claims(claims: list[Claim], *, at: datetime | None = None, reason: st
                   on_result=None) -> list[AssertResult]:
     """Assert many claims: one query finds which changed, one batched embedding call covers
     those, then each claim commits (or fails) in its own retried transaction."""
-    hashes = [c.content_hash() for c in claims]
-    believed = {
-        f.fact_key: f
-        for f in Fact.objects.believed().filter(fact_key__in={c.fact_key for c in claims}).defer("embedding")
-    }
-    results: list[AssertResult | None] = [None] * len(claims)
-    pending = []
-    for i, (claim, digest) in enumerate(zip(claims, hashes, strict=True)):
-        current = believed.get(claim.fact_key)
-        if current is not None and current.content_hash == digest:
-            results[i] = AssertResult("unchanged", current)
-        else:
-            pending.append(i)
-    vectors = get_provider().embed([claims[i].embedding_text() for i in pending]) if pending else []
-    for i, vector in zip(pending, vectors, strict=True):
+    prepared = prepare_claims(claims)
+    results = list(prepared.unchanged.get(i) for i in range(len(claims)))
+    for i in prepared.vectors:
         results[i] = run_in_transaction(
-            _write_version, claims[i], hashes[i], vector, at, reason, retry_unique_violations=True
+            lambda i=i: write_claims(prepared, [i], at=at, reason=reason)[0], retry_unique_violations=True
         )
     if on_result:
         for r in results:
             on_result(r)
     return results
+
+
+@dataclass
+class PreparedClaims:
+    """Claims checked against what we believe and embedded (changed ones only), ready to write."""
+
+    claims: list[Claim]
+    hashes: list[str]
+    unchanged: dict[int, AssertResult]
+    vectors: dict[int, list[float]]
+
+
+def prepare_claims(claims: list[Claim]) -> PreparedClaims:
+    """One query for the believed versions, one embedding batch for the claims whose content changed.
+    Unchanged claims cost no embedding call."""
+    hashes = [c.content_hash() for c in claims]
+    believed = {
+        f.fact_key: f
+        for f in Fact.objects.believed().filter(fact_key__in={c.fact_key for c in claims}).defer("embedding")
+    }
+    unchanged, pending = {}, []
+    for i, (claim, digest) in enumerate(zip(claims, hashes, strict=True)):
+        current = believed.get(claim.fact_key)
+        if current is not None and current.content_hash == digest:
+            unchanged[i] = AssertResult("unchanged", current)
+        else:
+            pending.append(i)
+    vectors = get_provider().embed([claims[i].embedding_text() for i in pending]) if pending else []
+    return PreparedClaims(claims, hashes, unchanged, dict(zip(pending, vectors, strict=True)))
+
+
+def write_claims(prepared: PreparedClaims, indexes, *, at: datetime | None = None,
+                 reason: str = "") -> list[AssertResult]:
+    """Write the prepared claims at `indexes` inside the caller's transaction, so a caller can make
+    several claims and retractions (one recall record) commit or fail together. Wrap the outermost
+    transaction in unsay_site.retry.run_in_transaction(..., retry_unique_violations=True)."""
+    if not connection.in_atomic_block:
+        raise RuntimeError("write_claims must run inside a transaction (see run_in_transaction).")
+    out = []
+    for i in indexes:
+        if i in prepared.unchanged:
+            out.append(prepared.unchanged[i])
+        else:
+            out.append(_write_version(prepared.claims[i], prepared.hashes[i], prepared.vectors[i], at, reason))
+    return out
 
 
 def _write_version(claim: Claim, digest: str, vector, at, reason) -> AssertResult:
@@ -209,22 +243,27 @@ def retract_claim(fact_key: str, *, reason: str, by: str = "", at: datetime | No
     """Retract the believed version of `fact_key` with no successor. Returns it, or None if nothing was believed."""
     if not reason:
         raise ValueError("A retraction needs a reason.")
+    return run_in_transaction(retract_in_transaction, fact_key, reason=reason, by=by, at=at)
 
-    def _retract():
-        with connection.cursor() as cursor:
-            row = _lock_believed(cursor, fact_key)
-        if row is None:
-            return None
-        now = _belief_instant(at, row[2], fact_key)
-        fact = Fact.objects.defer("embedding").get(pk=row[0])
-        fact.retracted_at = now
-        fact.retracted_by = by
-        fact.retraction_reason = reason
-        fact.save(update_fields=["retracted_at", "retracted_by", "retraction_reason"])
-        _notify_superseded(fact, None)
-        return fact
 
-    return run_in_transaction(_retract)
+def retract_in_transaction(fact_key: str, *, reason: str, by: str = "", at: datetime | None = None) -> Fact | None:
+    """retract_claim inside the caller's transaction (see write_claims)."""
+    if not reason:
+        raise ValueError("A retraction needs a reason.")
+    if not connection.in_atomic_block:
+        raise RuntimeError("retract_in_transaction must run inside a transaction.")
+    with connection.cursor() as cursor:
+        row = _lock_believed(cursor, fact_key)
+    if row is None:
+        return None
+    now = _belief_instant(at, row[2], fact_key)
+    fact = Fact.objects.defer("embedding").get(pk=row[0])
+    fact.retracted_at = now
+    fact.retracted_by = by
+    fact.retraction_reason = reason
+    fact.save(update_fields=["retracted_at", "retracted_by", "retraction_reason"])
+    _notify_superseded(fact, None)
+    return fact
 
 
 # Hooks called after commit with (old_fact, new_fact_or_None) whenever a version is retracted.
@@ -261,7 +300,7 @@ def retrieve(question: str, *, subject: str | None = None, lots=None, k: int = 8
             .defer("embedding")
             .annotate(
                 match_rank=Case(
-                    When(lot__in=lots or ["\x00"], then=Value(0)),
+                    *([When(lot__in=lots, then=Value(0))] if lots else []),
                     When(lot__isnull=True, then=Value(1)),
                     default=Value(2),
                     output_field=IntegerField(),

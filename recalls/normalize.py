@@ -79,4 +79,21 @@ def normalize_drug_name(raw: str) -> str:
     text = re.sub(r"\d+(\.\d+)?\s*(mg|mcg|ml|g|%|iu|units?)?(/\S+)?", " ", text, flags=re.IGNORECASE)
     text = _DOSAGE_WORDS.sub(" ", text)
     text = re.sub(r"[^a-zA-Z\s\-]", " ", text)
-    return " ".join(text.lower().replace("-", " ").split())
+    words = text.lower().replace("-", " ").split()
+    # FDA names the salt ("MONTELUKAST SODIUM") where a pharmacy often doesn't, or the other way
+    # round; a mismatch would silently miss a patient. Drop a salt word that follows an active
+    # moiety, but keep salts that are the drug itself ("magnesium sulfate", "potassium chloride").
+    kept = []
+    for word in words:
+        if word in _SALT_WORDS and kept and kept[-1] not in _SALT_WORDS:
+            continue
+        kept.append(word)
+    return " ".join(kept)
+
+
+_SALT_WORDS = frozenset(
+    "sodium potassium calcium magnesium hydrochloride hydrobromide dihydrochloride monohydrate dihydrate "
+    "trihydrate anhydrous besylate besilate maleate mesylate succinate tartrate bitartrate citrate sulfate "
+    "phosphate acetate fumarate hemifumarate bromide chloride medoxomil axetil cilexetil tosylate "
+    "hyclate malate lactate gluconate".split()
+)

@@ -35,7 +35,14 @@ from django.utils import timezone
 
 from memory.embeddings import get_provider
 from memory.models import Fact
-from memory.services import assert_claims, retract_claim
+from memory.services import (
+    assert_claims,
+    prepare_claims,
+    retract_claim,
+    retract_in_transaction,
+    write_claims,
+)
+from unsay_site.retry import run_in_transaction
 
 from . import archive
 from .ingest import (
@@ -315,28 +322,36 @@ class RecallIngester:
         if not changed:
             return run
         try:
-            results = assert_claims([c for _, claims, _, _ in changed for c in claims])
+            # One believed-version query and one embedding batch for the whole chunk.
+            prepared = prepare_claims([c for _, claims, _, _ in changed for c in claims])
         except Exception:
-            log.exception("batch write failed; retrying record by record to isolate the bad one")
-            results = None
+            log.exception("preparing the chunk failed; preparing record by record to isolate the bad one")
+            prepared = None
         offset = 0
         for parsed, claims, subject, ndcs in changed:
+            indexes = range(offset, offset + len(claims))
+            offset += len(claims)
             try:
-                if results is not None:
-                    mine = results[offset:offset + len(claims)]
-                    offset += len(claims)
-                else:
-                    mine = assert_claims(claims)
+                mine_prepared = prepared if prepared is not None else prepare_claims(claims)
+                mine, retracted = run_in_transaction(
+                    self._write_record, mine_prepared, indexes if prepared is not None else range(len(claims)),
+                    parsed, {c.fact_key for c in claims}, subject, ndcs, retry_unique_violations=True)
                 _tally(run, mine)
-                retracted = self._retract_dropped(parsed, {c.fact_key for c in claims})
                 run.retracted += retracted
                 if not retracted and all(r.status == "unchanged" for r in mine):
                     run.unchanged += 1
-                self._remember(parsed, subject, ndcs)
             except Exception as exc:  # a database refusal for this record only; the run goes on
                 log.exception("recall %s failed", parsed.recall_number)
                 _quarantine(self.run, run, parsed.raw, f"could not be written: {type(exc).__name__}: {exc}")
         return run
+
+    def _write_record(self, prepared, indexes, parsed, keys, subject, ndcs):
+        """One record's new versions, retractions of its dropped lots and its change-detection hash:
+        all in one transaction, so a record is never half-written."""
+        mine = write_claims(prepared, indexes)
+        retracted = self._retract_dropped(parsed, keys)
+        self._remember(parsed, subject, ndcs)
+        return mine, retracted
 
     def _retract_dropped(self, parsed, keys) -> int:
         stale = (Fact.objects.believed().filter(kind="recall", fact_key__startswith=f"recall:{parsed.recall_number}:")
@@ -349,7 +364,7 @@ class RecallIngester:
             else:
                 reason = (f"recall {parsed.recall_number} now names its lots; the drug-level fact is replaced "
                           f"by lot-level facts")
-            if retract_claim(fact_key, reason=reason, by=self.by) is not None:
+            if retract_in_transaction(fact_key, reason=reason, by=self.by) is not None:
                 count += 1
         return count
 

@@ -125,3 +125,10 @@ def test_when_the_cap_is_hit_the_rules_answer_is_given_and_marked(bedrock, patie
     decision = ask(patient, "Is my valsartan safe?")
     assert decision.reasoner == "rules/1 (model cap reached: daily cap)"
     assert decision.verdict == "caution" and decision.reads.filter(load_bearing=True, fact=patient.hit).exists()
+
+
+@override_settings(UNSAY_MODEL_DAILY_CAP=5)
+def test_health_shows_model_usage_against_the_caps(client):
+    reserve_model_call(ApiClient.objects.create(name="A"))
+    usage = client.get("/health").json()["model_usage"]
+    assert usage["daily"]["used"] == 1 and usage["daily"]["cap"] == 5

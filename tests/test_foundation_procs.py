@@ -86,6 +86,12 @@ with psycopg.connect(host=params["host"], port=params["port"], user="postgres", 
     conn.execute(f"INSERT INTO started_{os.getpid()} VALUES ({os.getpid()})")
     vector = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
     tables = [r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE tablename LIKE 'started_%'")]
+# Hold the handle until every sibling has attached, so "one server for all" is what we observe
+# (a child that exits first may rightly stop the server if it is the last holder at that moment).
+(pgdata.parent / f"attached_{os.getpid()}").touch()
+deadline = time.monotonic() + 60
+while len(list(pgdata.parent.glob("attached_*"))) < int(sys.argv[3]) and time.monotonic() < deadline:
+    time.sleep(0.05)
 print(json.dumps({"pid": os.getpid(), "seconds": seconds, "socket": params["host"], "server": embedded.server_pid(),
                   "vector": vector[0] if vector else None, "tables": tables}))
 """
@@ -95,7 +101,10 @@ def start_children(pgdata, count):
     start_at = time.time() + 2.0  # leaves time for every interpreter to import before the race
     env = subprocess_env()
     env.pop("UNSAY_DB_NAME", None)
-    return [subprocess.Popen([sys.executable, "-c", CHILD, str(pgdata), str(start_at)], cwd=PROJECT_DIR, env=env,
+    for marker in pgdata.parent.glob("attached_*"):
+        marker.unlink()
+    return [subprocess.Popen([sys.executable, "-c", CHILD, str(pgdata), str(start_at), str(count)],
+                             cwd=PROJECT_DIR, env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(count)]
 
 

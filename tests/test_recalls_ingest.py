@@ -282,3 +282,29 @@ def test_real_snapshot_file_ingests_without_crashing(hashing_embeddings):
     assert run.status == IngestRun.Status.SUCCEEDED
     assert run.fetched == 149 and run.quarantined == 0
     assert run.new_facts == Fact.objects.filter(kind="recall").count()
+
+
+def test_a_record_that_fails_midway_leaves_none_of_its_facts_and_is_quarantined(hashing_embeddings, monkeypatch):
+    """Nothing half-written: a record's new versions, dropped-lot retractions and change-detection
+    state commit together, or not at all."""
+    from recalls import services as recall_services
+
+    records = [r for r in _sartans(8) if len(extract_lots(r["code_info"])) >= 2][:2]
+    assert len(records) == 2
+    failing = records[0]["recall_number"]
+    ingester_cls = next(cls for cls in vars(recall_services).values()
+                        if isinstance(cls, type) and hasattr(cls, "_remember"))
+    original = ingester_cls._remember
+
+    def remember_then_fail(self, parsed, subject, ndcs):
+        original(self, parsed, subject, ndcs)
+        if parsed.recall_number == failing:
+            raise RuntimeError("disk on fire after the facts were written")
+
+    monkeypatch.setattr(ingester_cls, "_remember", remember_then_fail)
+    run = ingest_document(_doc(records))
+    assert run.quarantined == 1
+    assert "disk on fire" in QuarantinedRecord.objects.get(run=run).reason
+    assert not Fact.objects.filter(attributes__recall_number=failing).exists()
+    assert not RecallRecord.objects.filter(recall_number=failing).exists()
+    assert Fact.objects.filter(attributes__recall_number=records[1]["recall_number"]).count() >= 2

@@ -16,7 +16,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 
-from .roles import PHARMACIST, PHARMACY_STAFF
+from .roles import PHARMACIST, PHARMACY_STAFF, sync_group_permissions
 
 DEMO_USERS = {"pharmacist": PHARMACIST, "staff": PHARMACY_STAFF}
 
@@ -26,10 +26,14 @@ def ensure_demo_users(password: str | None = None) -> dict[str, str]:
 
     Both are is_staff so they can use the admin; what they may do there comes from their group.
     """
+    from django.apps import apps
+
+    # The groups come from migrations; re-sync them so a flushed database (test runs) still works.
+    sync_group_permissions(apps)
     User = get_user_model()
     logins = {}
     for username, group_name in DEMO_USERS.items():
-        group = Group.objects.get(name=group_name)  # created by unsay_site 0002_groups
+        group = Group.objects.get(name=group_name)
         user, _ = User.objects.get_or_create(username=username)
         user.is_staff = True
         user.is_active = True

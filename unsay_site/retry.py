@@ -17,6 +17,7 @@ from django.db import DatabaseError, IntegrityError, connections, transaction
 log = logging.getLogger(__name__)
 
 SERIALIZATION_FAILURE = "40001"
+DEADLOCK_DETECTED = "40P01"  # PostgreSQL aborts one side of a deadlock; the whole transaction is safe to retry
 UNIQUE_VIOLATION = "23505"
 
 
@@ -36,7 +37,7 @@ def _sqlstate(exc: BaseException) -> str | None:
 
 def is_retryable(exc: BaseException, *, retry_unique_violations: bool = False) -> bool:
     state = _sqlstate(exc)
-    if state == SERIALIZATION_FAILURE:
+    if state in (SERIALIZATION_FAILURE, DEADLOCK_DETECTED):
         return True
     return retry_unique_violations and state == UNIQUE_VIOLATION and isinstance(exc, IntegrityError)
 
