@@ -105,8 +105,12 @@ def test_demo_story_twice_drafts_nothing_twice(real_slice):
     out = io.StringIO()
     call_command("demo_story", stdout=out)
     first = out.getvalue()
-    assert "Escalated recall:D-0326-2019:lot:3069020: Class II -> Class I" in first
+    assert "Escalated recall:D-0326-2019:lot:3069020 (the demo patients' lot): Class II -> Class I" in first
+    # The twelve exposed answers move (caution -> stop); the other-lot neighbours' safe answers also
+    # leaned on this recall, are re-decided, stay safe and are reaffirmed without a message.
     assert "corrected 12" in first and "/corrections/review/" in first
+    reaffirmed = int(first.split("reaffirmed ")[1].split(",")[0])
+    assert reaffirmed >= 1
     drafts = set(Correction.objects.values_list("dedupe_key", flat=True))
 
     again = io.StringIO()

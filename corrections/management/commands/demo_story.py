@@ -1,7 +1,10 @@
 """manage.py demo_story: the story `make demo` tells (after ingest_recalls --demo and seed_demo).
 
-The demo patients ask in four phrasings, the real lot (patients/demo.py) is escalated to Class I,
-the sweep re-decides what that escalation made stale, and the pharmacist is pointed at the queue.
+The demo patients ask in four phrasings, the real recall of their lot (patients/demo.py) is escalated
+to Class I — FDA classifies a recall, so every lot fact of it gets a new version — the sweep
+re-decides what that escalation made stale (the exposed patients' answers move and are corrected;
+the neighbours on other valsartan lots read the recall too, stay safe and are reaffirmed), and the
+pharmacist is pointed at the queue.
 Running it again asks nothing twice, escalates nothing twice and drafts nothing twice.
 """
 
@@ -44,12 +47,14 @@ class Command(BaseCommand):
 
         with auto_sweep_suppressed():  # we sweep right here, in the foreground, to print the counts
             try:
-                results = escalate(DEMO_RECALL_NUMBER, "Class I", lot=DEMO_LOT, by="demo_story")
+                results = escalate(DEMO_RECALL_NUMBER, "Class I", by="demo_story")
             except LookupError as exc:
                 raise CommandError(f"{exc} (run `manage.py ingest_recalls --demo` first)") from exc
         for r in results:
-            state = "already Class I" if r.status == "unchanged" else f"{r.old_classification} -> Class I"
-            self.stdout.write(f"Escalated {r.fact_key}: {state}")
+            if r.fact_key.endswith(f":lot:{DEMO_LOT}") or len(results) <= 3:
+                state = "already Class I" if r.status == "unchanged" else f"{r.old_classification} -> Class I"
+                self.stdout.write(f"Escalated {r.fact_key} (the demo patients' lot): {state}")
+        self.stdout.write(f"Escalated {DEMO_RECALL_NUMBER} to Class I: {len(results)} lot fact(s) of the recall.")
 
         report = sweep(trigger=SweepRun.Trigger.DEMO)
         waiting = Correction.objects.pending_review().filter(recall_number=DEMO_RECALL_NUMBER).count()
