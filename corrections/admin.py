@@ -5,18 +5,9 @@ here they are read-only."""
 from django.contrib import admin
 from django.utils.html import format_html
 
+from unsay_site.admin_base import ReadOnlyAdmin
+
 from .models import AuditEvent, Correction, OutboxMessage, Redecision, SweepRun
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(SweepRun)

@@ -8,22 +8,13 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
+from unsay_site.admin_base import ReadOnlyAdmin
+
 from . import (
     admin_ask,  # noqa: F401  (registers the ask API's admin)
     replay,
 )
 from .models import Decision, DecisionRead, Fact
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 class BelievedFilter(admin.SimpleListFilter):

@@ -5,6 +5,8 @@ from django import forms
 from django.contrib import admin, messages
 from django.utils import timezone
 
+from unsay_site.admin_base import ReadOnlyAdmin
+
 from .api import check_key_scope, issue_secret
 from .models import ApiClient, ApiKey, ClientPatient, UsageCounter
 
@@ -75,16 +77,8 @@ class ApiKeyAdmin(admin.ModelAdmin):
 
 
 @admin.register(UsageCounter)
-class UsageCounterAdmin(admin.ModelAdmin):
+class UsageCounterAdmin(ReadOnlyAdmin):
     list_display = ["scope", "window_start", "n"]
     list_filter = ["scope"]
     ordering = ["-window_start", "scope"]
 
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False

@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
+from recalls.normalize import ndc_products
+
 from .services import Retrieved
 
 log = logging.getLogger(__name__)
@@ -99,21 +101,6 @@ def classification(fact) -> str:
 
 def is_drug_level(fact) -> bool:
     return (fact.attributes or {}).get("scope") == "drug" or not fact.lot
-
-
-def ndc_products(ndcs) -> set[str]:
-    """Labeler-product codes ('00378-5814') of a recall's NDC list, as patients.services reads them."""
-    from recalls.normalize import normalize_ndc, normalize_product_ndc
-
-    products = set()
-    for raw in ndcs or []:
-        for normalise in (lambda v: normalize_ndc(v)[:10], normalize_product_ndc):
-            try:
-                products.add(normalise(str(raw)))
-                break
-            except ValueError:
-                continue
-    return products
 
 
 def drug_level_applies(fact, ctx: AskContext) -> bool:

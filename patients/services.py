@@ -17,7 +17,7 @@ from django.db.models import Count, Q
 from django.db.models.functions import Left
 
 from memory.models import Fact
-from recalls.normalize import normalize_drug_name, normalize_lot, normalize_ndc, normalize_product_ndc
+from recalls.normalize import ndc_products, normalize_drug_name, normalize_lot
 
 from .models import DispensingRecord, Patient
 
@@ -45,19 +45,6 @@ class Exposure:
     @property
     def _recall(self) -> str:
         return (self.fact.attributes or {}).get("recall_number") or self.fact.fact_key
-
-
-def _ndc_products(ndcs) -> list[str]:
-    """Labeler-product codes ('00378-5814') of a recall's NDC list; unreadable entries are skipped."""
-    products = set()
-    for raw in ndcs or []:
-        for normalise in (lambda v: normalize_ndc(v)[:10], normalize_product_ndc):
-            try:
-                products.add(normalise(str(raw)))
-                break
-            except ValueError:
-                continue
-    return sorted(products)
 
 
 def _group(fact, rows, match, products) -> list[Exposure]:
@@ -101,7 +88,7 @@ def exposure_rows(fact: Fact):
         return None, "", []
     if fact.lot:
         return _ordered(DispensingRecord.objects.filter(drug=subject, lot=normalize_lot(fact.lot))), Match.LOT, []
-    products = _ndc_products((fact.attributes or {}).get("ndcs"))
+    products = sorted(ndc_products((fact.attributes or {}).get("ndcs")))
     return _ordered(_drug_level_rows(subject, products)), Match.DRUG, products
 
 

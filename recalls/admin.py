@@ -1,19 +1,8 @@
 from django.contrib import admin
 
+from unsay_site.admin_base import ReadOnlyAdmin
+
 from .models import IngestRun, QuarantinedRecord, RecallRecord
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """Ingestion writes these rows; people only read them."""
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 class QuarantineInline(admin.TabularInline):

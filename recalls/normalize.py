@@ -60,6 +60,20 @@ def normalize_product_ndc(raw: str) -> str:
     raise ValueError(f"{raw!r} is not a product NDC (labeler-product).")
 
 
+def ndc_products(ndcs) -> set[str]:
+    """Labeler-product codes ('00378-5814') of a list of package or product NDCs; unreadable entries
+    are skipped. Drug-level recalls are narrowed by these, in exposure and in the reasoner alike."""
+    products = set()
+    for raw in ndcs or []:
+        for normalise in (lambda v: normalize_ndc(v)[:10], normalize_product_ndc):
+            try:
+                products.add(normalise(str(raw)))
+                break
+            except ValueError:
+                continue
+    return products
+
+
 _DOSAGE_WORDS = re.compile(
     r"\b(tablets?|capsules?|caplets?|usp|injection|injectable|oral|solution|suspension|film[- ]coated|"
     r"extended[- ]release|delayed[- ]release|er|xr|sr|hcl|rx only|mg|mcg|ml|g|for|and)\b",
