@@ -96,6 +96,8 @@ class Correction(models.Model):
     kind = models.CharField(max_length=12, choices=Kind.choices)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.DRAFT)
     patient = models.ForeignKey("patients.Patient", on_delete=models.PROTECT, related_name="corrections")
+    # Copied from the patient: homes the row with its patient (REGIONAL BY ROW on CockroachDB).
+    region = models.CharField(max_length=40, blank=True, editable=False)
     match = models.CharField(max_length=8, choices=Match.choices)
     recall_number = models.CharField(max_length=40, blank=True)
     classification = models.CharField(max_length=20, blank=True)
@@ -161,6 +163,7 @@ class OutboxMessage(models.Model):
         UNKNOWN = "unknown", "Outcome unknown: needs a human"
 
     correction = models.OneToOneField(Correction, on_delete=models.PROTECT, related_name="message")
+    region = models.CharField(max_length=40, blank=True, editable=False)  # the patient's, as on Correction
     channel = models.CharField(max_length=8)
     recipient = models.CharField(max_length=254)
     subject = models.CharField(max_length=200)

@@ -280,7 +280,7 @@ def _write_draft(*, kind, patient, match, trigger, previous, old_decision, new_d
                  new_verdict, new_answer, key, text, run, replaces=None) -> Correction:
     attrs = (trigger or previous).attributes or {}
     correction = Correction.objects.create(
-        kind=kind, patient=patient, match=match, recall_number=attrs.get("recall_number", ""),
+        kind=kind, patient=patient, region=patient.region, match=match, recall_number=attrs.get("recall_number", ""),
         classification=attrs.get("classification", ""), severity=severity(trigger or previous),
         old_decision=old_decision, new_decision=new_decision, old_verdict=old_verdict, old_answer=old_answer,
         new_verdict=new_verdict, new_answer=new_answer, trigger_fact=trigger, previous_fact=previous,
@@ -289,7 +289,7 @@ def _write_draft(*, kind, patient, match, trigger, previous, old_decision, new_d
     channel = patient.preferred_channel
     recipient = patient.phone if channel == "sms" else patient.email
     OutboxMessage.objects.create(
-        correction=correction, channel=channel, recipient=recipient or "",
+        correction=correction, region=patient.region, channel=channel, recipient=recipient or "",
         subject=f"Update about your {correction.recall_number and 'recalled ' or ''}medicine"[:200],
         body=text, dedupe_key=key, status=OutboxMessage.Status.HELD,
     )

@@ -57,8 +57,8 @@ def test_the_case_lists_exactly_the_configured_regions():
         "CASE region WHEN 'aws-us-east-1' THEN 'aws-us-east-1' WHEN 'aws-eu-west-1' THEN 'aws-eu-west-1' "
         "WHEN 'aws-ap-southeast-1' THEN 'aws-ap-southeast-1' END")
     with override_settings(UNSAY_REGIONS=["us-east1", "europe-west1"]):
-        assert residency_sql_params() == {
-            "region_case": "CASE region WHEN 'us-east1' THEN 'us-east1' WHEN 'europe-west1' THEN 'europe-west1' END"}
+        assert residency_sql_params()["region_case"] == (
+            "CASE region WHEN 'us-east1' THEN 'us-east1' WHEN 'europe-west1' THEN 'europe-west1' END")
     with override_settings(UNSAY_REGIONS=[]), pytest.raises(ValueError, match="UNSAY_REGIONS is empty"):
         region_case_sql()
 
@@ -133,3 +133,19 @@ def test_a_refused_probe_is_reported_and_leaves_the_transaction_usable(monkeypat
     assert "error" in report["tables"]["patients"]["locality"]
     assert report["tables"]["patients"]["rows_by_region"] == {"aws-us-east-1": 1}
     assert Patient.objects.count() == 1  # the failed probe rolled back to its savepoint only
+
+
+def test_decisions_drafts_and_messages_are_homed_with_their_patient_on_cockroachdb():
+    editor = RecordingSchemaEditor(regions=3)
+    with override_settings(UNSAY_REGIONS=["us-east1", "europe-west1"], UNSAY_PRIMARY_REGION="us-east1"):
+        run_sql_file("030_patient_named_rows_residency.sql", editor, params=residency_sql_params)
+    case = "CASE region WHEN 'us-east1' THEN 'us-east1' WHEN 'europe-west1' THEN 'europe-west1'"
+    executed = "\n".join(editor.executed)
+    # A decision asked for no patient (region '') goes to the primary region; drafts always name one.
+    assert f"memory_decision ADD COLUMN IF NOT EXISTS home crdb_internal_region NOT NULL AS ({case} " \
+           f"ELSE 'us-east1' END) STORED" in executed
+    for table in ("corrections_correction", "corrections_outboxmessage"):
+        assert f"{table} ADD COLUMN IF NOT EXISTS home crdb_internal_region NOT NULL AS ({case} END) STORED" in executed
+        assert f"ALTER TABLE {table} SET LOCALITY REGIONAL BY ROW AS home" in executed
+    assert "ALTER TABLE memory_decision SET LOCALITY REGIONAL BY ROW AS home" in executed
+    assert not RecordingSchemaEditor(regions=0).executed

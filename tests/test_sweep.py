@@ -91,6 +91,8 @@ def test_it_corrects_moved_verdicts_reaffirms_the_rest_and_shares_identical_inpu
         assert draft.message.status == OutboxMessage.Status.HELD
         assert draft.audit_events.filter(action=AuditEvent.Action.DRAFTED).count() == 1
         assert draft.recall_number == RECALL and draft.severity == 3
+        # Homed with the patient (REGIONAL BY ROW on CockroachDB).
+        assert draft.region == draft.message.region == draft.patient.region != ""
     # Every examined decision is superseded by a new one with its own fresh read set.
     for old in world["decisions"].values():
         old.refresh_from_db()
