@@ -1,7 +1,7 @@
 """Who may do what. The groups are created by migrations; this table is the single source.
 
-A later migration that adds models appends to GROUP_PERMISSIONS and calls sync_group_permissions
-(after create_permissions) in a RunPython of its own.
+A later migration that adds models appends to GROUP_PERMISSIONS and runs
+`migrations.RunPython(grant_group_permissions, migrations.RunPython.noop)`.
 """
 
 PHARMACIST = "Pharmacist"
@@ -14,6 +14,7 @@ GROUP_PERMISSIONS = {
                      "add_dispensingrecord", "change_dispensingrecord", "view_dispensingrecord"],
         "memory": ["view_fact"],
         "corrections": ["view_sweeprun"],
+        "recalls": ["view_ingestrun", "view_quarantinedrecord"],
     },
     PHARMACIST: {
         "patients": ["add_patient", "change_patient", "view_patient",
@@ -22,6 +23,7 @@ GROUP_PERMISSIONS = {
         "memory": ["view_fact", "view_decision", "view_decisionread"],
         "corrections": ["view_correction", "review_correction", "view_outboxmessage", "view_sweeprun",
                         "view_auditevent", "view_redecision"],
+        "recalls": ["view_ingestrun", "view_quarantinedrecord"],
     },
 }
 
@@ -39,3 +41,15 @@ def sync_group_permissions(apps, extra: dict | None = None):
         for app_label, codenames in apps_.items():
             perms = Permission.objects.filter(content_type__app_label=app_label, codename__in=codenames)
             group.permissions.add(*perms)
+
+
+def grant_group_permissions(apps, schema_editor):
+    """Migration step: create the model permissions now (Django's post_migrate signal would be too
+    late for the grant), then sync the groups to GROUP_PERMISSIONS."""
+    from django.contrib.auth.management import create_permissions
+
+    for app_config in apps.get_app_configs():
+        app_config.models_module = True
+        create_permissions(app_config, apps=apps, verbosity=0)
+        app_config.models_module = None
+    sync_group_permissions(apps)

@@ -4,10 +4,9 @@ The beat rows live in django-celery-beat's tables so operators can change or dis
 admin; the sweep after each supersession is the fast path, these catch anything it missed.
 """
 
-from django.contrib.auth.management import create_permissions
 from django.db import migrations
 
-from unsay_site.roles import sync_group_permissions
+from unsay_site.roles import grant_group_permissions
 
 PERIODIC = [
     # (name, task, every seconds, expires seconds: just under the period so runs never pile up)
@@ -16,12 +15,6 @@ PERIODIC = [
 ]
 
 
-def grant_permissions(apps, schema_editor):
-    for app_config in apps.get_app_configs():
-        app_config.models_module = True
-        create_permissions(app_config, apps=apps, verbosity=0)
-        app_config.models_module = None
-    sync_group_permissions(apps)
 
 
 def create_beat_tasks(apps, schema_editor):
@@ -47,6 +40,6 @@ class Migration(migrations.Migration):
         ("contenttypes", "0002_remove_content_type_name"),
     ]
     operations = [
-        migrations.RunPython(grant_permissions, migrations.RunPython.noop),
+        migrations.RunPython(grant_group_permissions, migrations.RunPython.noop),
         migrations.RunPython(create_beat_tasks, remove_beat_tasks),
     ]

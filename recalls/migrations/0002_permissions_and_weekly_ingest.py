@@ -4,21 +4,13 @@ The schedule is a django-celery-beat PeriodicTask + CrontabSchedule so operators
 day/time or disable it in the admin. Each run is incremental from the last successful one.
 """
 
-from django.contrib.auth.management import create_permissions
 from django.db import migrations
 
-from unsay_site.roles import PHARMACIST, PHARMACY_STAFF, sync_group_permissions
+from unsay_site.roles import grant_group_permissions
 
 TASK_NAME = "recalls: weekly openFDA ingest"
-VIEW_RUNS = {"recalls": ["view_ingestrun", "view_quarantinedrecord"]}
 
 
-def grant_permissions(apps, schema_editor):
-    for app_config in apps.get_app_configs():
-        app_config.models_module = True
-        create_permissions(app_config, apps=apps, verbosity=0)
-        app_config.models_module = None
-    sync_group_permissions(apps, extra={PHARMACIST: VIEW_RUNS, PHARMACY_STAFF: VIEW_RUNS})
 
 
 def create_schedule(apps, schema_editor):
@@ -48,6 +40,6 @@ class Migration(migrations.Migration):
         ("contenttypes", "0002_remove_content_type_name"),
     ]
     operations = [
-        migrations.RunPython(grant_permissions, migrations.RunPython.noop),
+        migrations.RunPython(grant_group_permissions, migrations.RunPython.noop),
         migrations.RunPython(create_schedule, remove_schedule),
     ]

@@ -4,18 +4,11 @@ Permissions are created by a post_migrate signal, too late for a data migration,
 here first. Later migrations that add models extend the groups the same way (see GROUP_PERMISSIONS).
 """
 
-from django.contrib.auth.management import create_permissions
 from django.db import migrations
 
-from unsay_site.roles import sync_group_permissions
+from unsay_site.roles import grant_group_permissions
 
 
-def forwards(apps, schema_editor):
-    for app_config in apps.get_app_configs():
-        app_config.models_module = True
-        create_permissions(app_config, apps=apps, verbosity=0)
-        app_config.models_module = None
-    sync_group_permissions(apps)
 
 
 def backwards(apps, schema_editor):
@@ -30,4 +23,4 @@ class Migration(migrations.Migration):
         ("auth", "0012_alter_user_first_name_max_length"),
         ("contenttypes", "0002_remove_content_type_name"),
     ]
-    operations = [migrations.RunPython(forwards, backwards)]
+    operations = [migrations.RunPython(grant_group_permissions, backwards)]
