@@ -143,13 +143,21 @@ def _finish(ctx: AskContext, result) -> Outcome:
 
 # --- contract ---------------------------------------------------------------------------------
 
-def decide(patient, question, *, subject=None, reasoner=None) -> Outcome:
-    """Resolve the subject, retrieve, run the reasoner, apply the guardrail. Writes nothing."""
+def decide(patient, question, *, subject=None, reasoner=None, client=None) -> Outcome:
+    """Resolve the subject, retrieve, run the reasoner, apply the guardrail. Writes no decision.
+
+    A model reasoner's call is counted against the caps first (the sweep's re-decisions count under
+    `client`, default the internal scope); past a cap the rules reasoner answers, marked as such."""
     resolved, question_back = resolve_subject(patient, question, subject)
     if resolved is None:
         return _unknown_outcome(question_back)
     ctx = build_context(patient, question, resolved)
-    return _finish(ctx, get_reasoner(reasoner).decide(ctx))
+    chosen = get_reasoner(reasoner)
+    if chosen.uses_model:
+        granted, why = reserve_model_call(client)
+        if not granted:
+            chosen = RulesReasoner(note=f"model cap reached: {why}")
+    return _finish(ctx, chosen.decide(ctx))
 
 
 def record_outcome(outcome: Outcome, *, patient, question, replaces=None) -> Decision:

@@ -132,3 +132,25 @@ def test_health_shows_model_usage_against_the_caps(client):
     reserve_model_call(ApiClient.objects.create(name="A"))
     usage = client.get("/health").json()["model_usage"]
     assert usage["daily"]["used"] == 1 and usage["daily"]["cap"] == 5
+
+
+@override_settings(UNSAY_MODEL_DAILY_CAP=0)
+def test_re_decisions_outside_ask_are_capped_too(bedrock, patient):
+    """The sweep re-decides through decide(); a model call there counts against the same caps."""
+    from memory.ask import decide
+
+    outcome = decide(patient, "Is my valsartan safe?")
+    assert outcome.reasoner == "rules/1 (model cap reached: daily cap)" and outcome.verdict == "caution"
+    bedrock.assert_no_pending_responses()  # no converse call was made
+
+
+@override_settings(UNSAY_MODEL_DAILY_CAP=10)
+def test_a_model_re_decision_is_counted(bedrock, patient):
+    from memory.ask import decide
+
+    bedrock.add_response("converse", answer(patient.hit.id), {"modelId": "m", "system": ANY, "messages": ANY,
+                                                              "toolConfig": ANY, "inferenceConfig": ANY})
+    outcome = decide(patient, "Is my valsartan safe?")
+    assert outcome.reasoner == "bedrock:m"
+    assert UsageCounter.objects.get(scope="daily").n == 1
+    assert UsageCounter.objects.get(scope="client:internal").n == 1
