@@ -6,9 +6,9 @@ class CorrectionsConfig(AppConfig):
     verbose_name = "Sweeps, corrections and outbox"
 
     def ready(self):
-        from memory.services import supersession_listeners
+        from memory.services import supersession_batch_listeners
 
-        from .tasks import enqueue_sweep_after_supersession
+        from .tasks import enqueue_sweep_after_supersessions
 
-        if enqueue_sweep_after_supersession not in supersession_listeners:
-            supersession_listeners.append(enqueue_sweep_after_supersession)
+        if enqueue_sweep_after_supersessions not in supersession_batch_listeners:
+            supersession_batch_listeners.append(enqueue_sweep_after_supersessions)

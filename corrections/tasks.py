@@ -25,9 +25,10 @@ def auto_sweep_suppressed():
         _local.suppressed = previous
 
 
-def enqueue_sweep_after_supersession(old_fact_id: int, new_fact_id: int | None):
-    """memory.services.supersession_listeners hook: memory calls it on commit, so the task never
-    runs before the new version is visible (or after a rollback).
+def enqueue_sweep_after_supersessions(pairs: list[tuple[int, int | None]]):
+    """memory.services.supersession_batch_listeners hook: memory calls it once per committed
+    transaction with every (retracted version, successor) pair, so the task never runs before the
+    new versions are visible (or after a rollback), and one recall record or escalation is one sweep.
 
     With Celery in eager mode (no broker: tests without Redis) the task would run inline inside
     whatever wrote the fact, so there the trigger is opt-in (UNSAY_SWEEP_ON_SUPERSESSION=1); the
@@ -35,12 +36,18 @@ def enqueue_sweep_after_supersession(old_fact_id: int, new_fact_id: int | None):
     from django.conf import settings
 
     enabled = env_bool("UNSAY_SWEEP_ON_SUPERSESSION", not settings.CELERY_TASK_ALWAYS_EAGER)
-    if not enabled or getattr(_local, "suppressed", False):
+    if not pairs or not enabled or getattr(_local, "suppressed", False):
         return
+    fact_ids = sorted({old_id for old_id, _ in pairs})
     try:
-        sweep_facts.delay([old_fact_id])
+        sweep_facts.delay(fact_ids)
     except Exception:  # the broker being down must not fail the ingest that already committed
-        log.exception("could not enqueue the sweep for fact %s; the periodic sweep will catch it", old_fact_id)
+        log.exception("could not enqueue the sweep for facts %s; the periodic sweep will catch it", fact_ids)
+
+
+def enqueue_sweep_after_supersession(old_fact_id: int, new_fact_id: int | None):
+    """One supersession (the per-version hook's shape)."""
+    enqueue_sweep_after_supersessions([(old_fact_id, new_fact_id)])
 
 
 # Only named transient failures are retried; the sweep itself is idempotent, so a retry is safe.

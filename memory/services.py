@@ -266,16 +266,47 @@ def retract_in_transaction(fact_key: str, *, reason: str, by: str = "", at: date
     return fact
 
 
-# Hooks called after commit with (old_fact, new_fact_or_None) whenever a version is retracted.
-# The sweep (corrections app) registers here; memory does not import it.
+# Hooks called after commit whenever a version is retracted; memory does not import their owners.
+# supersession_listeners: once per retracted version, with (old_fact_id, new_fact_id_or_None).
+# supersession_batch_listeners: once per committed transaction, with all its [(old_id, new_id), ...]
+# (the sweep registers here, so one recall record or one escalation enqueues one sweep, not one per lot).
 supersession_listeners = []
+supersession_batch_listeners = []
 
 
 def _notify_superseded(old: Fact | None, new: Fact | None):
     if old is None:
         return
+    pair = (old.id, new.id if new else None)
     for listener in supersession_listeners:
-        transaction.on_commit(lambda listener=listener: listener(old.id, new.id if new else None))
+        transaction.on_commit(lambda listener=listener: listener(*pair))
+    if supersession_batch_listeners:
+        if connection.in_atomic_block:
+            _supersessions_of_this_transaction().append(pair)
+        else:  # autocommit: the write has already committed
+            _SupersessionBatch([pair])()
+
+
+class _SupersessionBatch:
+    """An on_commit callback carrying the transaction's supersessions. Django drops it on rollback
+    (and with a rolled-back savepoint it was registered in), so a retraction that did not commit is
+    never announced."""
+
+    def __init__(self, pairs=None):
+        self.pairs = pairs or []
+
+    def __call__(self):
+        for listener in list(supersession_batch_listeners):
+            listener(list(self.pairs))
+
+
+def _supersessions_of_this_transaction() -> list:
+    for _savepoints, callback, _robust in connection.run_on_commit:
+        if isinstance(callback, _SupersessionBatch):
+            return callback.pairs
+    batch = _SupersessionBatch()
+    transaction.on_commit(batch)
+    return batch.pairs
 
 
 @dataclass

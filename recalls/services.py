@@ -9,14 +9,14 @@ the tests all call.
     escalate(recall_number, classification, lot=None)  -> list[Escalation]
 
 Facts are written only through memory.services.assert_claims / retract_claim, so every supersession
-(new version or retraction) reaches memory.services.supersession_listeners after commit; that is
-where the sweep hooks in (docs/facts.md).
+(new version or retraction) reaches memory's supersession hooks after commit; that is where the
+sweep hooks in (docs/facts.md).
 
 Atomicity: a record is validated and turned into claims before anything is written; a malformed
-record goes to QuarantinedRecord and writes nothing. memory commits each claim in its own retried
-transaction, and the record's RecallRecord (its change-detection hash) is written only after all
-its claims and retractions succeeded, so a crash mid-record is repaired by the next run (claims
-already written come back "unchanged").
+record goes to QuarantinedRecord and writes nothing. A valid record's new versions, the retraction
+of its dropped lots and its RecallRecord (the change-detection hash) commit in ONE retried
+transaction (memory.services.prepare_claims / write_claims), so a record is never half-written; a
+database refusal quarantines just that record and the run goes on.
 """
 
 import io
@@ -426,7 +426,8 @@ class Escalation:
 
 def escalate(recall_number: str, classification: str, lot: str | None = None, *, by: str = "demo") -> list[Escalation]:
     """Assert a new version of a real recall's believed fact(s) with another classification
-    (statement rewritten to match), source demo:escalation. Returns what was superseded."""
+    (statement rewritten to match), source demo:escalation, all in one transaction. Returns what
+    was superseded."""
     if classification not in CLASSIFICATIONS:
         raise ValueError(f"classification must be one of {', '.join(CLASSIFICATIONS)}, not {classification!r}")
     from .normalize import normalize_lot
@@ -448,7 +449,12 @@ def escalate(recall_number: str, classification: str, lot: str | None = None, *,
             attributes=attributes, source_ref=f"escalated from v{fact.version}", valid_from=fact.valid_from,
             valid_to=fact.valid_to, asserted_by=by,
         ))
-    results = assert_claims(claims, reason=f"classification changed to {classification} (demo escalation)")
+    # One publication: every lot of the recall changes class in one transaction (and one sweep).
+    prepared = prepare_claims(claims)
+    results = run_in_transaction(
+        lambda: write_claims(prepared, range(len(claims)),
+                             reason=f"classification changed to {classification} (demo escalation)"),
+        retry_unique_violations=True)
     return [
         Escalation(fact.fact_key, fact.version, result.fact.version, fact.attributes.get("classification", ""),
                    classification, result.status)

@@ -13,7 +13,7 @@ from django.core.management import call_command
 from corrections.models import AuditEvent, Correction, OutboxMessage, Redecision, SweepRun
 from corrections.sweep import count_stale, sweep
 from memory.ask import ask
-from memory.models import Decision
+from memory.models import Decision, Fact
 from memory.services import assert_claim
 from patients.models import DispensingRecord, Patient
 from tests.factories_facts import recall_claim
@@ -315,3 +315,45 @@ def test_a_decision_that_fails_to_re_decide_is_recorded_and_left_standing(world,
 
     monkeypatch.setattr(memory.ask, "decide", real_decide)
     assert sweep().examined == 1 and count_stale() == 0
+
+
+def test_one_escalation_of_a_whole_recall_enqueues_one_sweep(world, monkeypatch):
+    """Every lot of the recall is re-versioned in one transaction: the sweep hears it once, with all of them."""
+    from corrections import tasks
+    from recalls.services import escalate as escalate_recall
+
+    multi_lot = "D-0326-2019"  # real Mylan valsartan recall listing many lots
+    for lot in ("3069019", "3069020", "3069021"):
+        assert_claim(recall_claim(multi_lot, lot))
+    enqueued = []
+    monkeypatch.setattr(tasks.sweep_facts, "delay", lambda fact_ids: enqueued.append(fact_ids))
+    monkeypatch.setenv("UNSAY_SWEEP_ON_SUPERSESSION", "1")
+    believed_before = set(Fact.objects.believed().filter(attributes__recall_number=multi_lot)
+                          .values_list("id", flat=True))
+    assert len(believed_before) == 3
+
+    results = escalate_recall(multi_lot, "Class I", by="test")
+
+    assert len(results) == len(believed_before)
+    assert enqueued == [sorted(believed_before)]
+
+
+def test_a_rolled_back_retraction_is_never_announced(world, monkeypatch):
+    from django.db import transaction
+
+    from corrections import tasks
+    from memory.services import retract_in_transaction
+
+    enqueued = []
+    monkeypatch.setattr(tasks.sweep_facts, "delay", lambda fact_ids: enqueued.append(fact_ids))
+    monkeypatch.setenv("UNSAY_SWEEP_ON_SUPERSESSION", "1")
+    fact = Fact.objects.believed().get(attributes__recall_number=RECALL)
+    with pytest.raises(RuntimeError), transaction.atomic():
+        retract_in_transaction(fact.fact_key, reason="changed our mind")
+        raise RuntimeError("rolled back")
+    with transaction.atomic():
+        with pytest.raises(RuntimeError), transaction.atomic():  # a savepoint rolled back inside a commit
+            retract_in_transaction(fact.fact_key, reason="changed our mind")
+            raise RuntimeError("savepoint rolled back")
+    assert enqueued == []
+    assert Fact.objects.get(pk=fact.pk).retracted_at is None
