@@ -169,11 +169,15 @@ def test_demo_runs_web_worker_and_beat_and_ctrl_c_stops_them_all():
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    # Redis database 15: this test's worker must not take tasks other test runs left on the machine's db 0.
-    redis_url = "redis://127.0.0.1:6379/15"
+    # Redis database 14, emptied: this worker must not take tasks that other tests queued (db 15) or
+    # that a dev worker uses (db 0).
+    redis_url = "redis://127.0.0.1:6379/14"
     from unsay_site.demo_setup import redis_listening
     env = subprocess_env(UNSAY_PORT=port)
     if redis_listening():
+        import redis
+
+        redis.Redis.from_url(redis_url).flushdb()
         env["REDIS_URL"] = redis_url  # else the demo starts its embedded Redis
     proc = subprocess.Popen([sys.executable, "manage.py", "demo", "--skip-load"], cwd=PROJECT_DIR, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
