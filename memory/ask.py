@@ -85,12 +85,29 @@ def resolve_subject(patient, question: str, subject: str | None = None) -> tuple
         partial = [d for d in drugs if any(f" {w} " in text for w in d.split() if len(w) > 3)]
         if len(partial) == 1:
             return partial[0], ""
+        other = _other_drug_named(text, drugs)
+        if other:
+            # The question names a drug we have no dispensing of: answer about *that* drug (the
+            # reasoner asks for the lot), never silently about the one drug we do have on file.
+            return other, ""
         if len(drugs) == 1:
             return drugs[0], ""
     candidates = named or drugs
     if not candidates:
         return None, "We have no medicines on file for you. Which medicine are you asking about?"
     return None, f"Which medicine are you asking about: {', '.join(candidates)}?"
+
+
+def _other_drug_named(text: str, drugs) -> str | None:
+    """A drug we hold recall facts about that the question names (1–3 word phrases), other than
+    the patient's own drugs; the longest name wins."""
+    words = text.split()
+    phrases = {" ".join(words[i:i + n]) for n in (3, 2, 1) for i in range(len(words) - n + 1)}
+    phrases = {p for p in phrases if len(p) > 3} - set(drugs)
+    if not phrases:
+        return None
+    known = Fact.objects.believed().filter(subject__in=phrases).values_list("subject", flat=True).distinct()
+    return max(known, key=len, default=None)
 
 
 def build_context(patient, question: str, subject: str) -> AskContext:

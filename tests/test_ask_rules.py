@@ -246,3 +246,16 @@ def test_a_drug_not_dispensed_to_the_patient_is_unknown_and_asks_for_the_lot(has
 
     assert outcome.verdict == "unknown" and outcome.load_bearing_ids == {lot_fact.id}
     assert "no record of valsartan dispensed to you" in outcome.answer and "D-0315-2019" in outcome.answer
+
+
+def test_a_question_naming_a_drug_not_on_file_is_answered_about_that_drug_not_the_one_on_file(hashing_embeddings):
+    """Found trying the demo: a patient with only escitalopram asked "Is my valsartan safe?" and was
+    told "safe" about escitalopram. The named drug must win over the only drug on file."""
+    assert_claim(recall_claim("D-0315-2019", "3061169"))
+    patient = make_patient("SYN-N2", [("escitalopram", "ES1")])
+
+    assert resolve_subject(patient, "Is my valsartan safe?") == ("valsartan", "")
+    assert resolve_subject(patient, "Is my medicine safe?") == ("escitalopram", "")  # names nothing: the only drug
+    decision = ask(patient, "Is my valsartan safe?")
+    assert decision.subject == "valsartan" and decision.verdict == "unknown"
+    assert "no record of valsartan dispensed to you" in decision.answer
