@@ -15,6 +15,7 @@ import smtplib
 import socket
 from dataclasses import dataclass, field
 from datetime import timedelta
+from pathlib import Path
 
 from django.conf import settings
 from django.core.mail import EmailMessage
@@ -113,10 +114,12 @@ def sns_client():
 
 
 def send_sms(message: OutboxMessage, client=None) -> str:
-    if not settings.UNSAY_SNS_ENABLED:
-        raise PermanentSendError("SMS is disabled (set UNSAY_SNS_ENABLED=1 to send through Amazon SNS)")
     if not message.recipient:
         raise PermanentSendError("the patient has no phone number on file")
+    if not settings.UNSAY_SNS_ENABLED:
+        if settings.UNSAY_SMS_TO_FILE:
+            return write_sms_file(message)
+        raise PermanentSendError("SMS is disabled (set UNSAY_SNS_ENABLED=1 to send through Amazon SNS)")
     from botocore.exceptions import BotoCoreError, ClientError
 
     client = client or sns_client()
@@ -133,6 +136,16 @@ def send_sms(message: OutboxMessage, client=None) -> str:
     except BotoCoreError as exc:
         raise TransientSendError(f"SNS: {exc}") from exc
     return response["MessageId"]
+
+
+def write_sms_file(message: OutboxMessage) -> str:
+    """The offline SMS transport (demo): one file per message, named by its dedupe key, so a
+    re-send overwrites rather than duplicates, like the Message-ID does for email."""
+    folder = Path(settings.SMS_FILE_PATH)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{message.dedupe_key}.txt"
+    path.write_text(f"To: {message.recipient}\n\n{message.body[:1600]}\n")
+    return f"file:{path}"
 
 
 def send(message: OutboxMessage, *, sms_client=None) -> str:

@@ -41,13 +41,36 @@ def _recall_phrase(fact: Fact | None) -> str:
     return " ".join(b for b in bits if b) or fact.fact_key
 
 
-def correction_text(patient, old_verdict: str, outcome, fact: Fact | None) -> str:
+def _change_phrase(previous: Fact | None, fact: Fact | None) -> str:
+    """What happened, in words: 'recall D-0326-2019 was raised from Class II to Class I'."""
+    if fact is None or previous is None or fact.pk == previous.pk:
+        subject = fact or previous
+        if subject is not None and subject.retracted_at is not None:
+            return f"{_recall_phrase(subject)} no longer covers lot {subject.lot}" if subject.lot else \
+                f"{_recall_phrase(subject)} was withdrawn"
+        return f"{_recall_phrase(subject)} has changed"
+    before, after = previous.attributes or {}, fact.attributes or {}
+    number = after.get("recall_number") or before.get("recall_number") or fact.fact_key
+    changes = []
+    if before.get("classification") != after.get("classification"):
+        rank = {"Class I": 3, "Class II": 2, "Class III": 1}
+        moved = "raised" if rank.get(after.get("classification"), 0) > rank.get(before.get("classification"), 0) \
+            else "changed"
+        changes.append(f"was {moved} from {before.get('classification')} to {after.get('classification')}")
+    if before.get("status") != after.get("status"):
+        changes.append(f"is now {after.get('status')}")
+    if not changes:
+        return f"{_recall_phrase(fact)} has changed"
+    return f"recall {number} " + " and ".join(changes)
+
+
+def correction_text(patient, old_verdict: str, outcome, fact: Fact | None, previous: Fact | None = None) -> str:
     drug = (fact.subject if fact else "") or outcome.subject or "your medicine"
     return (
         f"Dear {patient.display_name},\n\n"
         f"We are writing to correct an answer we gave you about {drug}. "
         f"We previously told you: {VERDICT_WORDS.get(old_verdict, old_verdict)}. "
-        f"Because {_recall_phrase(fact)} has changed, our answer is now: "
+        f"Because {_change_phrase(previous, fact)}, our answer is now: "
         f"{VERDICT_WORDS.get(outcome.verdict, outcome.verdict)}.\n\n{outcome.answer}\n\n"
         "Your pharmacy team"
     )

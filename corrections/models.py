@@ -144,12 +144,28 @@ class Correction(models.Model):
         return f"{self.get_kind_display()} for {self.patient_id}: {self.old_verdict or '-'} -> {self.new_verdict}"
 
     @property
+    def old_verdict_label(self) -> str:
+        return _verdict_label(self.old_verdict)
+
+    @property
+    def new_verdict_label(self) -> str:
+        return _verdict_label(self.new_verdict)
+
+
+    @property
     def text(self) -> str:
         return self.final_text or self.drafted_text
 
     @property
     def was_edited(self) -> bool:
         return bool(self.final_text) and self.final_text != self.drafted_text
+
+
+def _verdict_label(verdict: str) -> str:
+    """'stop' -> 'Stop — contact the pharmacy': what the verdict means, as Ask shows it."""
+    from memory.models import Decision
+
+    return Decision.Verdict(verdict).label if verdict in Decision.Verdict.values else verdict
 
 
 class OutboxMessage(models.Model):

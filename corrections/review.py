@@ -154,14 +154,15 @@ def review_queue() -> list[RecallGroup]:
 
 
 def recall_dashboard() -> list[dict]:
-    """Counts per recall: examined, corrected, reaffirmed, notices, approved, sent, rejected, and
+    """Counts per recall: examined, corrected, reaffirmed, notices, approved, sent, rejected,
+    undelivered (failed or outcome unknown), and
     for Class I the hours since that Class I version was first believed."""
     rows: dict[str, dict] = {}
 
     def row(number):
         return rows.setdefault(number, {"recall_number": number, "examined": 0, "corrected": 0, "reaffirmed": 0,
                                         "notices": 0, "pending": 0, "approved": 0, "sent": 0, "rejected": 0,
-                                        "stale": 0, "classification": "", "class_i_hours": None})
+                                        "stale": 0, "undelivered": 0, "classification": "", "class_i_hours": None})
 
     for item in Redecision.objects.values("recall_number").annotate(
         examined=Count("id"), corrected=Count("id", filter=Q(outcome=Redecision.Outcome.CORRECTED)),
@@ -182,6 +183,11 @@ def recall_dashboard() -> list[dict]:
         r = row(item["recall_number"])
         r.update({k: item[k] for k in ("notices", "pending", "approved", "sent", "rejected", "stale",
                                        "classification")})
+    # Approved but not delivered: the send gave up, or its outcome is unknown. A pharmacist must act.
+    M = OutboxMessage.Status
+    for item in (OutboxMessage.objects.filter(status__in=[M.FAILED, M.UNKNOWN])
+                 .values("correction__recall_number").annotate(n=Count("id"))):
+        row(item["correction__recall_number"])["undelivered"] = item["n"]
     now = timezone.now()
     for number, r in rows.items():
         if not number:

@@ -333,7 +333,7 @@ def _redecide(decision, retracted, decider, run, report, *, dry_run, pending, la
     if changed:
         key = dedupe_key("correction", (told or decision).id, outcome.verdict,
                          trigger.id if trigger else f"retracted-{previous.id}")
-        text = correction_text(decision.patient, told_verdict, outcome, trigger or previous)
+        text = correction_text(decision.patient, told_verdict, outcome, trigger or previous, previous)
         _write_draft(kind=Correction.Kind.CORRECTION, patient=decision.patient, match=Correction.Match.ASKED,
                      trigger=trigger, previous=previous, old_decision=told, new_decision=new_decision,
                      old_verdict=told_verdict, old_answer=told_answer, new_verdict=outcome.verdict,

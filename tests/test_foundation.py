@@ -156,12 +156,35 @@ def test_home_renders_the_layout_with_nav_htmx_and_csrf_header(client):
         assert f'href="{href}"' in html
     # Ask / Review queue / Operations: the app's named URL once it exists, the agreed path until then.
     from unsay_site.templatetags.unsay import url_or
-    for name, path in [("memory:ask", "/memory/ask/"), ("corrections:queue", "/corrections/review/"),
-                       ("recalls:ops", "/recalls/ops/")]:
-        assert f'href="{url_or(name, path)}"' in html
+    assert f'href="{url_or("recalls:ops", "/recalls/ops/")}"' in html
+    # Pharmacist screens are not offered to someone who would only get a 403 there.
+    for name, path in [("memory:ask", "/memory/ask/"), ("corrections:queue", "/corrections/review/")]:
+        assert f'href="{url_or(name, path)}"' not in html
     assert "htmx" in html and "<script" in html
     assert 'hx-headers=\'{"x-csrftoken": "' in html
     assert "carol" in html
+
+    from django.contrib.auth.models import Group
+    user.groups.add(Group.objects.get_or_create(name="Pharmacist")[0])
+    from django.apps import apps
+
+    from unsay_site.roles import sync_group_permissions
+    sync_group_permissions(apps)
+    user = get_user_model().objects.get(pk=user.pk)  # fresh permission cache
+    client.force_login(user)
+    html = client.get("/").content.decode()
+    for name, path in [("memory:ask", "/memory/ask/"), ("corrections:queue", "/corrections/review/")]:
+        assert f'href="{url_or(name, path)}"' in html
+
+
+@pytest.mark.django_db
+def test_a_403_is_a_page_that_explains_itself(client):
+    user = get_user_model().objects.create_user("dave", password="pw", is_staff=True)
+    client.force_login(user)
+    response = client.get("/corrections/review/")
+    assert response.status_code == 403
+    html = response.content.decode()
+    assert "You don't have access to this page" in html and "Pharmacist" in html and 'href="/admin/"' in html
 
 
 def test_url_or_falls_back_until_the_name_exists():

@@ -114,6 +114,19 @@ def test_sms_disabled_fails_with_a_clear_reason(people, drafts, settings):  # no
     assert message.status == "failed" and "UNSAY_SNS_ENABLED" in message.last_error
 
 
+def test_without_sns_the_demo_writes_sms_to_files_once_per_dedupe_key(people, drafts, settings, tmp_path):  # noqa: F811
+    settings.UNSAY_SNS_ENABLED = False
+    settings.UNSAY_SMS_TO_FILE = True  # the demo profile's default
+    settings.SMS_FILE_PATH = tmp_path
+    approve(drafts["SYN-D"].pk, user=people["pharmacist"])
+    assert dispatch.dispatch_ready().sent == 1
+    message = OutboxMessage.objects.get(correction=drafts["SYN-D"])
+    written = tmp_path / f"{message.dedupe_key}.txt"
+    assert message.status == "sent" and message.provider_id == f"file:{written}"
+    assert written.read_text().startswith(f"To: {message.recipient}\n\n") and message.body[:50] in written.read_text()
+    assert list(tmp_path.iterdir()) == [written]
+
+
 def test_a_claim_without_a_result_is_flagged_for_a_human_and_not_resent(people, drafts):  # noqa: F811
     approve(drafts["SYN-A"].pk, user=people["pharmacist"])
     [claimed] = dispatch.claim(worker="crashed-worker")  # the process "dies" here

@@ -93,6 +93,9 @@ def test_it_corrects_moved_verdicts_reaffirms_the_rest_and_shares_identical_inpu
         assert draft.recall_number == RECALL and draft.severity == 3
         # Homed with the patient (REGIONAL BY ROW on CockroachDB).
         assert draft.region == draft.message.region == draft.patient.region != ""
+        # The message says what happened, not just that something changed.
+        assert f"Because recall {RECALL} was raised from Class II to Class I, our answer is now" in draft.drafted_text
+        assert "stop taking" not in draft.drafted_text.lower()
     # Every examined decision is superseded by a new one with its own fresh read set.
     for old in world["decisions"].values():
         old.refresh_from_db()

@@ -198,6 +198,10 @@ UNSAY_OPENFDA_TIMEOUT = env_float("UNSAY_OPENFDA_TIMEOUT", 30.0, minimum=0.1)
 UNSAY_S3_BUCKET = env_str("UNSAY_S3_BUCKET")
 UNSAY_SNAPSHOT_DIR = Path(env_str("UNSAY_SNAPSHOT_DIR", str(VAR_DIR / "snapshots")))
 UNSAY_SNS_ENABLED = env_bool("UNSAY_SNS_ENABLED", False)
+# Without SNS, the demo writes SMS to var/sms/ (as email goes to var/mail/); elsewhere an SMS with no
+# SNS fails visibly rather than pretending to be sent.
+UNSAY_SMS_TO_FILE = env_bool("UNSAY_SMS_TO_FILE", PROFILE == "demo")
+SMS_FILE_PATH = VAR_DIR / "sms"
 DEFAULT_FROM_EMAIL = env_str("UNSAY_FROM_EMAIL", "Unsay pharmacy safety <safety@unsay.local>")
 EMAIL_BACKEND = env_str("UNSAY_EMAIL_BACKEND", "django.core.mail.backends.filebased.EmailBackend")
 EMAIL_FILE_PATH = str(VAR_DIR / "mail")
