@@ -10,6 +10,7 @@ from recalls.normalize import normalize_drug_name, normalize_lot, normalize_ndc
 from .csvimport import import_dispensing_csv
 from .forms import DispensingImportForm, DispensingRecordForm, PatientForm
 from .models import DispensingRecord, Patient
+from .services import recall_warning
 
 DISPENSING_FIELDS = ["drug", "product_description", "ndc", "lot", "expiry", "quantity", "dispensed_at", "site"]
 
@@ -73,6 +74,11 @@ class DispensingRecordAdmin(admin.ModelAdmin):
             pass  # not an NDC
         return queryset.filter(match), False
 
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        if warning := recall_warning([obj]):
+            self.message_user(request, warning, messages.WARNING)
+
     def get_urls(self):
         return [
             path("import/", self.admin_site.admin_view(self.import_view), name="patients_dispensingrecord_import"),
@@ -88,6 +94,8 @@ class DispensingRecordAdmin(admin.ModelAdmin):
             result = import_dispensing_csv(form.cleaned_data["file"].read())
             if result.ok:
                 self.message_user(request, f"Imported {result.imported} dispensing rows.", messages.SUCCESS)
+                if warning := recall_warning(result.records):
+                    self.message_user(request, warning, messages.WARNING)
                 return redirect("admin:patients_dispensingrecord_changelist")
         context = {
             **self.admin_site.each_context(request),

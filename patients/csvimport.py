@@ -40,6 +40,7 @@ class ImportResult:
     rows: int = 0
     imported: int = 0
     errors: list[RowError] = field(default_factory=list)
+    records: list = field(default_factory=list)  # the rows imported, for the recall check afterwards
 
     @property
     def ok(self) -> bool:
@@ -107,6 +108,7 @@ def import_dispensing_csv(data, *, synthetic: bool = False) -> ImportResult:
     else:
         run_in_transaction(_write)
     result.imported = len(records)
+    result.records = [r for _, r in records]
     return result
 
 

@@ -1,5 +1,6 @@
 from django import forms
 from django.conf import settings
+from django.core.validators import MinValueValidator
 
 from .models import DispensingRecord, Patient
 
@@ -40,6 +41,13 @@ class DispensingRecordForm(forms.ModelForm):
         for name in ("drug", "lot"):
             if name in self.fields:
                 self.fields[name].required = False
+        if "quantity" in self.fields:
+            # As the CSV import: a dispensing of nothing is a typo, not a record.
+            self.fields["quantity"].min_value = 1
+            self.fields["quantity"].validators.append(MinValueValidator(1, "Quantity must be at least 1."))
+            self.fields["quantity"].widget.attrs["min"] = 1
+            if not self.instance.pk:
+                self.initial["quantity"] = None  # not the model default 0: make staff enter it
 
 
 class DispensingImportForm(forms.Form):

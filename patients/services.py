@@ -92,6 +92,42 @@ def exposure_rows(fact: Fact):
     return _ordered(_drug_level_rows(subject, products)), Match.DRUG, products
 
 
+def active_recalls_for_dispensing(record: DispensingRecord) -> list[Fact]:
+    """Believed, still-active recall facts that cover this dispensing: its exact (drug, lot), or a
+    drug-level recall of its drug (narrowed by NDC product like exposure). Used to warn staff who
+    register a lot that is already recalled; the same matching rules as exposed_patients()."""
+    from memory.reasoners import is_active
+
+    hits = []
+    candidates = (Fact.objects.believed().defer("embedding")
+                  .filter(kind=Fact.Kind.RECALL, subject=normalize_drug_name(record.drug))
+                  .filter(Q(lot=normalize_lot(record.lot)) | Q(lot__isnull=True)))
+    for fact in candidates:
+        if not is_active(fact):
+            continue
+        products = ndc_products((fact.attributes or {}).get("ndcs"))
+        if fact.lot is None and products and record.ndc and record.ndc[:10] not in products:
+            continue  # a drug-level recall of another maker's product
+        hits.append(fact)
+    return hits
+
+
+def recall_warning(records) -> str:
+    """One readable warning for dispensing rows that hit active recalls, or ''."""
+    lines = []
+    for record in records:
+        for fact in active_recalls_for_dispensing(record):
+            attrs = fact.attributes or {}
+            scope = f"lot {fact.lot}" if fact.lot else f"all lots of {fact.subject}"
+            lines.append(f"{record.drug} lot {record.lot} for {record.patient.display_name}: "
+                         f"{attrs.get('classification', '')} recall {attrs.get('recall_number', '')} "
+                         f"({attrs.get('status', '')}) covers {scope}")
+    if not lines:
+        return ""
+    return ("Saved, but this dispensing is under an active recall — tell a pharmacist before the patient "
+            "takes it: " + "; ".join(lines[:10]) + (f"; and {len(lines) - 10} more" if len(lines) > 10 else ""))
+
+
 def exposed_patients_for_recall(recall_number: str) -> list[Exposure]:
     """Exposures over every believed fact of one recall. Lot facts of one drug share one query."""
     facts = list(

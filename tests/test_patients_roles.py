@@ -193,3 +193,33 @@ def test_dispensing_search_matches_normalised_values(client, records, term):
     login_as(client, "staff")
     response = client.get("/admin/patients/dispensingrecord/", {"q": term})
     assert list(response.context["cl"].result_list) == [row]
+
+
+def test_zero_quantity_is_refused_and_not_prefilled(client, records):
+    patient, _ = records
+    login_as(client, "staff")
+    assert 'name="quantity" value="0"' not in client.get("/admin/patients/dispensingrecord/add/").content.decode()
+    response = client.post("/admin/patients/dispensingrecord/add/", {
+        "patient": patient.pk, "drug": "Valsartan", "ndc": "0378-5814-77", "lot": "3069021", "quantity": "0",
+        "dispensed_at_0": "2019-03-01", "dispensed_at_1": "10:00:00"})
+    assert response.status_code == 200 and "Quantity must be at least 1." in response.content.decode()
+    assert DispensingRecord.objects.count() == 1
+
+
+def test_registering_a_lot_under_an_active_recall_warns_staff(transactional_db, client, records, hashing_embeddings):
+    """Found trying the demo: a Class I recalled lot was dispensed and saved without a word."""
+    patient, _ = records
+    # The real D-0326-2019 recall's lot 3069019 (Mylan valsartan), as ingestion would write it.
+    assert_claim(Claim(fact_key="recall:D-0326-2019:lot:3069019", kind="recall", subject="valsartan",
+                       lot="3069019", source="openfda:enforcement", statement="Class I recall D-0326-2019 lot 3069019",
+                       attributes={"recall_number": "D-0326-2019", "classification": "Class I", "status": "Ongoing",
+                                   "scope": "lot", "ndcs": ["0378-5814-77"]}))
+    login_as(client, "staff")
+    form = {"patient": patient.pk, "drug": "Valsartan", "ndc": "0378-5814-77", "quantity": "30",
+            "dispensed_at_0": "2019-03-01", "dispensed_at_1": "10:00:00"}
+    response = client.post("/admin/patients/dispensingrecord/add/", dict(form, lot="3069019"), follow=True)
+    page = response.content.decode()
+    assert "under an active recall" in page and "Class I recall D-0326-2019 (Ongoing) covers lot 3069019" in page
+    response = client.post("/admin/patients/dispensingrecord/add/", dict(form, lot="3069099"), follow=True)
+    assert "under an active recall" not in response.content.decode()  # another lot: saved quietly
+    assert DispensingRecord.objects.filter(lot__in=["3069019", "3069099"]).count() == 2
