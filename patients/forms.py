@@ -1,6 +1,6 @@
 from django import forms
 from django.conf import settings
-from django.core.validators import MinValueValidator
+from django.core.validators import MaxLengthValidator, MinValueValidator
 
 from .models import DispensingRecord, Patient
 
@@ -41,6 +41,13 @@ class DispensingRecordForm(forms.ModelForm):
         for name in ("drug", "lot"):
             if name in self.fields:
                 self.fields[name].required = False
+        if "ndc" in self.fields:
+            # The model's clean() explains a bad NDC ("expected 10 digits ..."); a bare length limit
+            # on the raw text would pre-empt it with a less useful message.
+            self.fields["ndc"].max_length = None
+            self.fields["ndc"].validators = [v for v in self.fields["ndc"].validators
+                                             if not isinstance(v, MaxLengthValidator)]
+            self.fields["ndc"].widget.attrs.pop("maxlength", None)
         if "quantity" in self.fields:
             # As the CSV import: a dispensing of nothing is a typo, not a record.
             self.fields["quantity"].min_value = 1

@@ -88,7 +88,7 @@ class DispensingRecord(models.Model):
         ]
 
     def __str__(self):
-        return f"{self.drug} lot {self.lot} -> {self.patient_id}"
+        return f"{self.drug} lot {self.lot} for patient {self.patient.external_ref if self.patient_id else '-'}"
 
     def save(self, *args, **kwargs):
         self.drug = normalize_drug_name(self.drug or self.product_description)
@@ -125,6 +125,14 @@ class DispensingRecord(models.Model):
             self.region = self.patient.region
         if errors:
             raise ValidationError(errors)
+
+    def clean_fields(self, exclude=None):
+        # A raw NDC longer than the stored 5-4-2 form is explained by normalise() ("Bad NDC: ..."),
+        # not by the column's length limit; the normalised value always fits.
+        exclude = set(exclude or ())
+        if self.ndc and len(self.ndc) > 13:
+            exclude.add("ndc")
+        super().clean_fields(exclude=exclude)
 
     def clean(self):
         errors = {}

@@ -223,3 +223,13 @@ def test_registering_a_lot_under_an_active_recall_warns_staff(transactional_db, 
     response = client.post("/admin/patients/dispensingrecord/add/", dict(form, lot="3069099"), follow=True)
     assert "under an active recall" not in response.content.decode()  # another lot: saved quietly
     assert DispensingRecord.objects.filter(lot__in=["3069019", "3069099"]).count() == 2
+
+
+def test_an_over_long_ndc_gets_the_ndc_explanation_not_a_length_error(client, records):
+    patient, _ = records
+    login_as(client, "staff")
+    response = client.post("/admin/patients/dispensingrecord/add/", {
+        "patient": patient.pk, "drug": "Valsartan", "ndc": "00378-5814-77-1", "lot": "3069021", "quantity": "30",
+        "dispensed_at_0": "2019-03-01", "dispensed_at_1": "10:00:00"})
+    page = response.content.decode()
+    assert response.status_code == 200 and "Bad NDC" in page and "at most 13 characters" not in page
