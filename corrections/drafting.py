@@ -64,8 +64,20 @@ def _change_phrase(previous: Fact | None, fact: Fact | None) -> str:
     return f"recall {number} " + " and ".join(changes)
 
 
+SMS_LIMIT = 320  # two SMS segments; the full letter goes by email
+
+
+def _is_sms(patient) -> bool:
+    return getattr(patient, "preferred_channel", "") == "sms"
+
+
 def correction_text(patient, old_verdict: str, outcome, fact: Fact | None, previous: Fact | None = None) -> str:
     drug = (fact.subject if fact else "") or outcome.subject or "your medicine"
+    if _is_sms(patient):
+        return _fit_sms(
+            f"Your pharmacy: a correction about your {drug}. {_sentence(_change_phrase(previous, fact))}. "
+            f"Our advice is now: {VERDICT_WORDS.get(outcome.verdict, outcome.verdict)}. "
+            "Please call us; do not change how you take any medicine before speaking to us.")
     return (
         f"Dear {patient.display_name},\n\n"
         f"We are writing to correct an answer we gave you about {drug}. "
@@ -79,9 +91,22 @@ def correction_text(patient, old_verdict: str, outcome, fact: Fact | None, previ
 def notice_text(patient, match: str, outcome, fact: Fact) -> str:
     how = (f"lot {fact.lot} that was dispensed to you" if match == "lot"
            else f"{fact.subject}, which was dispensed to you (the recall names no specific lot)")
+    if _is_sms(patient):
+        return _fit_sms(
+            f"Your pharmacy: {_recall_phrase(fact)} now affects {how}. "
+            f"Our advice: {VERDICT_WORDS.get(outcome.verdict, outcome.verdict)}. "
+            "Please call us; do not change how you take any medicine before speaking to us.")
     return (
         f"Dear {patient.display_name},\n\n"
         f"{_recall_phrase(fact)} now affects {how}. Our advice: "
         f"{VERDICT_WORDS.get(outcome.verdict, outcome.verdict)}.\n\n{outcome.answer}\n\n"
         "Your pharmacy team"
     )
+
+
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _fit_sms(text: str) -> str:
+    return text if len(text) <= SMS_LIMIT else text[: SMS_LIMIT - 1].rstrip() + "…"

@@ -96,6 +96,8 @@ def test_it_corrects_moved_verdicts_reaffirms_the_rest_and_shares_identical_inpu
         # The message says what happened, not just that something changed.
         assert f"Because recall {RECALL} was raised from Class II to Class I, our answer is now" in draft.drafted_text
         assert "stop taking" not in draft.drafted_text.lower()
+        if draft.patient.preferred_channel == "sms":
+            assert f"Recall {RECALL} was raised from Class II to Class I." in draft.drafted_text
     # Every examined decision is superseded by a new one with its own fresh read set.
     for old in world["decisions"].values():
         old.refresh_from_db()
@@ -109,6 +111,9 @@ def test_it_corrects_moved_verdicts_reaffirms_the_rest_and_shares_identical_inpu
     notice = Correction.objects.get(kind=Correction.Kind.NOTICE)
     assert notice.patient == world["never_asked"] and notice.match == "lot" and notice.new_verdict == "stop"
     assert notice.message.channel == "sms" and notice.message.recipient == "+15555550100"
+    # An SMS draft is a short message, not the email letter; what the pharmacist reviews is what is sent.
+    assert len(notice.drafted_text) <= 320 and RECALL in notice.drafted_text and "Dear" not in notice.drafted_text
+    assert notice.message.body == notice.drafted_text and "stop taking" not in notice.drafted_text.lower()
     run = SweepRun.objects.get()
     assert (run.status, run.examined, run.corrected, run.reaffirmed, run.notices) == ("finished", 3, 2, 1, 1)
 
