@@ -50,12 +50,10 @@ def queue(request):
     return render(request, "corrections/queue.html", {"groups": review.review_queue()})
 
 
-@require_POST
-@pharmacist_required
-def approve(request, code):
-    correction = _draft(code)
+def _act(request, correction, action, done: str):
+    """Run one review action and answer: the swapped card for htmx, else a message and a redirect."""
     try:
-        review.approve(correction.pk, user=request.user)
+        action()
     except review.NotReviewable as exc:
         if request.htmx:
             return _card(request, correction, error=exc.message, status=409)
@@ -63,8 +61,15 @@ def approve(request, code):
         return redirect("corrections:queue")
     if request.htmx:
         return _card(request, correction)
-    messages.success(request, f"Approved the message to {correction.patient.display_name}.")
+    messages.success(request, f"{done} the message to {correction.patient.display_name}.")
     return redirect("corrections:queue")
+
+
+@require_POST
+@pharmacist_required
+def approve(request, code):
+    correction = _draft(code)
+    return _act(request, correction, lambda: review.approve(correction.pk, user=request.user), "Approved")
 
 
 @require_http_methods(["GET", "POST"])
@@ -74,17 +79,8 @@ def edit(request, code):
     if request.method == "POST":
         form = EditForm(request.POST)
         if form.is_valid():
-            try:
-                review.approve(correction.pk, user=request.user, final_text=form.cleaned_data["final_text"])
-            except review.NotReviewable as exc:
-                if request.htmx:
-                    return _card(request, correction, error=exc.message, status=409)
-                messages.error(request, exc.message)
-                return redirect("corrections:queue")
-            if request.htmx:
-                return _card(request, correction)
-            messages.success(request, f"Edited and approved the message to {correction.patient.display_name}.")
-            return redirect("corrections:queue")
+            return _act(request, correction, lambda: review.approve(
+                correction.pk, user=request.user, final_text=form.cleaned_data["final_text"]), "Edited and approved")
     else:
         form = EditForm(initial={"final_text": correction.text})
     if request.htmx:
@@ -100,17 +96,8 @@ def reject(request, code):
     if request.method == "POST":
         form = RejectForm(request.POST)
         if form.is_valid():
-            try:
-                review.reject(correction.pk, user=request.user, reason=form.cleaned_data["reason"])
-            except review.NotReviewable as exc:
-                if request.htmx:
-                    return _card(request, correction, error=exc.message, status=409)
-                messages.error(request, exc.message)
-                return redirect("corrections:queue")
-            if request.htmx:
-                return _card(request, correction)
-            messages.success(request, f"Rejected the message to {correction.patient.display_name}.")
-            return redirect("corrections:queue")
+            return _act(request, correction, lambda: review.reject(
+                correction.pk, user=request.user, reason=form.cleaned_data["reason"]), "Rejected")
     else:
         form = RejectForm()
     if request.htmx:
