@@ -332,9 +332,12 @@ class RecallIngester:
             indexes = range(offset, offset + len(claims))
             offset += len(claims)
             try:
-                mine_prepared = prepared if prepared is not None else prepare_claims(claims)
+                if prepared is None:  # the chunk could not be prepared: this record on its own
+                    own, own_indexes = prepare_claims(claims), range(len(claims))
+                else:
+                    own, own_indexes = prepared, indexes
                 mine, retracted = run_in_transaction(
-                    self._write_record, mine_prepared, indexes if prepared is not None else range(len(claims)),
+                    self._write_record, own, own_indexes,
                     parsed, {c.fact_key for c in claims}, subject, ndcs, retry_unique_violations=True)
                 _tally(run, mine)
                 run.retracted += retracted
