@@ -1,0 +1,40 @@
+"""Scopes: the join keys between what a fact can touch and what a decision rests on.
+
+A recall or label fact stores the scopes it touches (`Fact.scopes`); a decision stores, as premises,
+the scopes of the patient's dispensing of the drug it decided about. A fact asserted later that
+shares a scope with a standing decision's premise is a reason to re-decide it (docs/reasoning.md).
+Sharing a scope is necessary for a fact to apply, not sufficient: premises may over-trigger (a
+reaffirmation costs a re-decision), never under-trigger (a missed patient is told "safe").
+
+Lots are unique only within a manufacturer's product, so no scope is a lot alone.
+"""
+
+DRUG_LEVEL = "*"
+
+
+def _lot_part(lot) -> str:
+    return lot if lot else DRUG_LEVEL
+
+
+def fact_scopes(subject: str, lot: str | None, ndc_products=()) -> list[str]:
+    """Scopes of a fact: (drug identity, lot) and (NDC product, lot) for each product it names;
+    drug-level facts (no lot: "all lots", no lot named, labels) use the drug-level marker."""
+    part = _lot_part(lot)
+    scopes = []
+    if subject:
+        scopes.append(f"drug:{subject}|{part}")
+    scopes.extend(f"ndc:{product}|{part}" for product in sorted(set(ndc_products or ())) if product)
+    return scopes
+
+
+def dispensing_scopes(drug: str, lot: str | None, ndc_product: str | None = None) -> list[str]:
+    """Every scope a fact about this dispensing could carry: its lot and the drug level, by drug
+    identity and by NDC product when known. An unknown lot still rests on drug-level facts."""
+    scopes = []
+    for prefix, value in (("drug", drug), ("ndc", ndc_product)):
+        if not value:
+            continue
+        scopes.append(f"{prefix}:{value}|{DRUG_LEVEL}")
+        if lot:
+            scopes.append(f"{prefix}:{value}|{lot}")
+    return scopes
