@@ -38,7 +38,8 @@ def enqueue_sweep_after_supersessions(pairs: list[tuple[int, int | None]]):
     enabled = env_bool("UNSAY_SWEEP_ON_SUPERSESSION", not settings.CELERY_TASK_ALWAYS_EAGER)
     if not pairs or not enabled or getattr(_local, "suppressed", False):
         return
-    fact_ids = sorted({old_id for old_id, _ in pairs})
+    # Retracted versions (their readers) and new versions (decisions whose premises they touch).
+    fact_ids = sorted({fact_id for pair in pairs for fact_id in pair if fact_id})
     try:
         sweep_facts.delay(fact_ids)
     except Exception:  # the broker being down must not fail the ingest that already committed

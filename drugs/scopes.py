@@ -38,3 +38,18 @@ def dispensing_scopes(drug: str, lot: str | None, ndc_product: str | None = None
         if lot:
             scopes.append(f"{prefix}:{value}|{lot}")
     return scopes
+
+
+def claim_ndc_products(attributes) -> list[str]:
+    """NDC products ('00378-5814') a fact names: `ndc_products` when ingestion computed them, else
+    the labeler-product part of its `ndcs` (package 5-4-2 or product 5-4 forms)."""
+    attributes = attributes or {}
+    listed = attributes.get("ndc_products")
+    if listed is None:
+        listed = attributes.get("ndcs") or []
+    products = set()
+    for value in listed:
+        if isinstance(value, str) and len(value) >= 10 and value[5] == "-" and value[:5].isdigit() \
+                and value[6:10].isdigit():
+            products.add(value[:10])
+    return sorted(products)

@@ -9,6 +9,8 @@ their belief interval (retracted_at) and point at their successor. Valid time
 import uuid
 
 from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
 from django.db import models
 from django.db.models import F, Q
 from pgvector.django import VectorField
@@ -51,6 +53,9 @@ class Fact(models.Model):
     retracted_by = models.CharField(max_length=128, blank=True)
     retraction_reason = models.TextField(blank=True)
     superseded_by = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    # What this fact can touch (drugs.scopes.fact_scopes, derived from subject, lot and NDC products
+    # when the version is written). A new fact sharing a scope with a decision's premise re-decides it.
+    scopes = ArrayField(models.CharField(max_length=255), default=list, blank=True)
     embedding = VectorField(dimensions=settings.UNSAY_EMBEDDING_DIM)
 
     objects = FactQuerySet.as_manager()
@@ -78,6 +83,8 @@ class Fact(models.Model):
             models.Index(fields=["lot"], condition=Q(retracted_at__isnull=True), name="fact_believed_lot"),
             # Used by beliefs_at() / replay.
             models.Index(fields=["fact_key", "asserted_at"], name="fact_key_asserted"),
+            # Used by the sweep: believed facts that share a scope with a standing decision's premise.
+            GinIndex(fields=["scopes"], condition=Q(retracted_at__isnull=True), name="fact_believed_scopes"),
         ]
 
     def __str__(self):
@@ -164,6 +171,41 @@ class DecisionRead(models.Model):
 
     def __str__(self):
         return f"decision {self.decision_id} read {self.fact_key} v{self.fact_version}"
+
+
+class DecisionPremise(models.Model):
+    """A scope whose believed facts the decision took into account (drugs.scopes): its verdict rests
+    on there being no other believed fact in it. A fact asserted later in the scope, and not read
+    by the decision, makes the decision stale (the sweep's stale set, branch "new_fact")."""
+
+    decision = models.ForeignKey(Decision, on_delete=models.CASCADE, related_name="premises")
+    scope = models.CharField(max_length=255)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["decision", "scope"], name="decision_premise_once")]
+        indexes = [
+            # Used by the sweep: which decisions rest on a scope a new fact touches.
+            models.Index(fields=["scope", "decision"], name="premise_scope"),
+        ]
+
+    def __str__(self):
+        return f"decision {self.decision_id} rests on {self.scope}"
+
+
+class DecisionInput(models.Model):
+    """One dispensing row the decision used, with the row's fingerprint then. A row edited, deleted
+    or added for that patient and drug since makes the decision stale (branch "dispensing_changed")."""
+
+    decision = models.ForeignKey(Decision, on_delete=models.CASCADE, related_name="inputs")
+    # No FK: the dispensing row may be deleted later, which is exactly what must be noticed.
+    dispensing_id = models.BigIntegerField()
+    fingerprint = models.CharField(max_length=64)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["decision", "dispensing_id"], name="decision_input_once")]
+
+    def __str__(self):
+        return f"decision {self.decision_id} used dispensing {self.dispensing_id}"
 
 
 # --- Ask: API clients, keys and model-usage counters (issue #6) -----------------------------

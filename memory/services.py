@@ -27,6 +27,8 @@ from pgvector.django import CosineDistance
 from unsay_site.retry import run_in_transaction
 
 from .embeddings import get_provider, to_sql_vector
+from drugs.scopes import claim_ndc_products, fact_scopes
+
 from .models import Decision, DecisionRead, Fact
 
 
@@ -65,6 +67,12 @@ class Claim:
 
     def embedding_text(self) -> str:
         return self.statement
+
+    def scopes(self) -> list[str]:
+        """What this fact can touch (drugs.scopes); derived from hashed content, so not hashed itself."""
+        if self.kind not in ("recall", "label"):
+            return []
+        return fact_scopes(self.subject, self.lot or None, claim_ndc_products(self.attributes))
 
 
 @dataclass
@@ -178,15 +186,16 @@ def _write_version(claim: Claim, digest: str, vector, at, reason) -> AssertResul
             """
             INSERT INTO memory_fact (fact_key, version, kind, subject, lot, statement, attributes, content_hash,
                                      source, source_ref, valid_from, valid_to, asserted_at, asserted_by,
-                                     retracted_by, retraction_reason, embedding)
+                                     retracted_by, retraction_reason, embedding, scopes)
             SELECT %s, COALESCE(MAX(version), 0) + 1, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, '', '',
-                   %s::vector
+                   %s::vector, %s
             FROM memory_fact WHERE fact_key = %s
             RETURNING id
             """,
             [claim.fact_key, claim.kind, claim.subject, claim.lot or None, claim.statement,
              json.dumps(claim.attributes, sort_keys=True, default=str), digest, claim.source, claim.source_ref,
-             claim.valid_from, claim.valid_to, now, claim.asserted_by, to_sql_vector(vector), claim.fact_key],
+             claim.valid_from, claim.valid_to, now, claim.asserted_by, to_sql_vector(vector), claim.scopes(),
+             claim.fact_key],
         )
         new_id = cursor.fetchone()[0]
         if previous_id:
@@ -275,11 +284,14 @@ supersession_batch_listeners = []
 
 
 def _notify_superseded(old: Fact | None, new: Fact | None):
-    if old is None:
+    """Announce a retraction (old, new-or-None) or, for a brand-new key, a creation (None, new):
+    a new fact can break a standing decision's premise just as a retraction breaks a read."""
+    if old is None and new is None:
         return
-    pair = (old.id, new.id if new else None)
-    for listener in supersession_listeners:
-        transaction.on_commit(lambda listener=listener: listener(*pair))
+    pair = (old.id if old else None, new.id if new else None)
+    if old is not None:
+        for listener in supersession_listeners:
+            transaction.on_commit(lambda listener=listener: listener(*pair))
     if supersession_batch_listeners:
         if connection.in_atomic_block:
             _supersessions_of_this_transaction().append(pair)

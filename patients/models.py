@@ -1,3 +1,4 @@
+import hashlib
 import uuid
 from datetime import timedelta
 
@@ -72,10 +73,16 @@ class DispensingRecord(models.Model):
     dispensed_at = models.DateTimeField()
     site = models.CharField(max_length=200, blank=True)
     synthetic = models.BooleanField(default=False)
+    # Hash of what a decision reads from this row (patient, drug, NDC, lot, expiry, date): a decision
+    # records it per row (memory.DecisionInput), so a later edit makes that decision stale.
+    fingerprint = models.CharField(max_length=64, blank=True, editable=False)
     created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
 
     class Meta:
         indexes = [
+            # Used by the sweep's inputs check: a patient's dispensing of one drug.
+            models.Index(fields=["patient", "drug"], name="dispensing_patient_drug"),
             # Used by exposure: a recall lot resolves to patients through (drug, lot).
             models.Index(fields=["drug", "lot"], name="dispensing_drug_lot"),
             models.Index(fields=["lot"], name="dispensing_lot"),
@@ -97,7 +104,14 @@ class DispensingRecord(models.Model):
             self.ndc = normalize_ndc(self.ndc)
         if self.patient_id and not self.region:
             self.region = self.patient.region
+        self.fingerprint = self.compute_fingerprint()
+        if kwargs.get("update_fields") is not None:
+            kwargs["update_fields"] = {*kwargs["update_fields"], "fingerprint", "updated"}
         super().save(*args, **kwargs)
+
+    def compute_fingerprint(self) -> str:
+        parts = [self.patient_id, self.drug, self.ndc, self.lot, self.expiry, self.dispensed_at]
+        return hashlib.sha256("|".join("" if p is None else str(p) for p in parts).encode()).hexdigest()
 
     def normalise(self):
         """Bring drug, lot and NDC to the forms recalls use, and home the row with its patient.
@@ -153,3 +167,29 @@ class DispensingRecord(models.Model):
             )
         if errors:
             raise ValidationError(errors)
+
+
+class DispensingChange(models.Model):
+    """Audit of every dispensing write (patients.dispensing): who changed which row, before and after."""
+
+    class Action(models.TextChoices):
+        CREATED = "created", "Created"
+        UPDATED = "updated", "Updated"
+        DELETED = "deleted", "Deleted"
+
+    at = models.DateTimeField(auto_now_add=True)
+    actor_label = models.CharField(max_length=150, help_text="Username, or the path (csv, api).")
+    action = models.CharField(max_length=8, choices=Action.choices)
+    patient = models.ForeignKey(Patient, on_delete=models.CASCADE, related_name="dispensing_changes")
+    region = models.CharField(max_length=40, editable=False)
+    # No FK: the row may be deleted, the audit stays.
+    dispensing_id = models.BigIntegerField()
+    before = models.JSONField(default=dict, blank=True)
+    after = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["at", "id"]
+        indexes = [models.Index(fields=["patient", "at"], name="dispensing_change_patient")]
+
+    def __str__(self):
+        return f"{self.action} dispensing {self.dispensing_id} by {self.actor_label}"

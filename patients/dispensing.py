@@ -1,0 +1,75 @@
+"""Every dispensing write goes through here: admin form, inline rows, CSV import, API, demo.
+
+    save_dispensing(record, *, actor) -> DispensingRecord     create or update: row + audit, in one transaction
+    delete_dispensing(record, *, actor)                       delete: row + audit
+    dispensing_changed                                       Signal, sent once per committed transaction
+
+After commit, `dispensing_changed` is sent once per transaction with the patients and drugs that
+changed; corrections connects the sweep to it, so a standing answer that rested on the old
+dispensing is re-decided (docs/reasoning.md, "Decision inputs").
+"""
+
+from django.db import transaction
+from django.dispatch import Signal
+
+from .models import DispensingChange, DispensingRecord
+
+# sender=DispensingRecord, changes=[(patient_id, drug), ...] (old and new drug of an edited row)
+dispensing_changed = Signal()
+
+_AUDITED = ("drug", "product_description", "ndc", "lot", "expiry", "quantity", "dispensed_at", "site")
+
+
+def _snapshot(record: DispensingRecord) -> dict:
+    return {name: (str(getattr(record, name)) if getattr(record, name) is not None else None) for name in _AUDITED}
+
+
+class _Pending:
+    """Collects the changes of one transaction and announces them once, after commit."""
+
+    def __init__(self):
+        self.changes: set[tuple[int, str]] = set()
+
+    def __call__(self):
+        dispensing_changed.send(sender=DispensingRecord, changes=sorted(self.changes))
+
+
+def _pending() -> _Pending:
+    from django.db import connection
+
+    for _sids, func, _robust in connection.run_on_commit:
+        if isinstance(func, _Pending):
+            return func
+    pending = _Pending()
+    transaction.on_commit(pending)
+    return pending
+
+
+def save_dispensing(record: DispensingRecord, *, actor: str) -> DispensingRecord:
+    """Create or update one row (normalised and validated by the caller's form or record.full_clean)."""
+    with transaction.atomic():
+        before = {}
+        old_drug = None
+        if record.pk:
+            old = DispensingRecord.objects.filter(pk=record.pk).first()
+            if old is not None:
+                before, old_drug = _snapshot(old), old.drug
+        record.save()
+        DispensingChange.objects.create(
+            actor_label=actor[:150], action=DispensingChange.Action.UPDATED if before else DispensingChange.Action.CREATED,
+            patient_id=record.patient_id, region=record.region, dispensing_id=record.pk, before=before,
+            after=_snapshot(record))
+        pending = _pending()
+        pending.changes.add((record.patient_id, record.drug))
+        if old_drug is not None and old_drug != record.drug:
+            pending.changes.add((record.patient_id, old_drug))
+    return record
+
+
+def delete_dispensing(record: DispensingRecord, *, actor: str) -> None:
+    with transaction.atomic():
+        DispensingChange.objects.create(
+            actor_label=actor[:150], action=DispensingChange.Action.DELETED, patient_id=record.patient_id,
+            region=record.region, dispensing_id=record.pk, before=_snapshot(record), after={})
+        _pending().changes.add((record.patient_id, record.drug))
+        record.delete()
