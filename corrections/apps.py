@@ -7,8 +7,10 @@ class CorrectionsConfig(AppConfig):
 
     def ready(self):
         from memory.services import supersession_batch_listeners
+        from patients.dispensing import dispensing_changed
 
-        from .tasks import enqueue_sweep_after_supersessions
+        from .tasks import enqueue_sweep_after_dispensing, enqueue_sweep_after_supersessions
 
         if enqueue_sweep_after_supersessions not in supersession_batch_listeners:
             supersession_batch_listeners.append(enqueue_sweep_after_supersessions)
+        dispensing_changed.connect(enqueue_sweep_after_dispensing, dispatch_uid="corrections.sweep_after_dispensing")

@@ -16,6 +16,8 @@ CLASS_SEVERITY = {"Class I": 3, "Class II": 2, "Class III": 1}
 class SweepRun(models.Model):
     class Trigger(models.TextChoices):
         SUPERSESSION = "supersession", "After a fact supersession"
+        NEW_FACT = "new_fact", "After new facts"
+        DISPENSING = "dispensing", "After a dispensing change"
         BEAT = "beat", "Periodic (beat)"
         MANUAL = "manual", "manage.py sweep"
         DEMO = "demo", "Demo story"
@@ -31,6 +33,8 @@ class SweepRun(models.Model):
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.RUNNING)
     # Retracted fact versions this run was asked to sweep; empty = every retracted load-bearing read.
     fact_ids = models.JSONField(default=list, blank=True)
+    # Patients whose dispensing changed (a dispensing-triggered sweep); empty for fact-triggered ones.
+    patient_ids = models.JSONField(default=list, blank=True)
     examined = models.PositiveIntegerField(default=0)
     reaffirmed = models.PositiveIntegerField(default=0)
     corrected = models.PositiveIntegerField(default=0)

@@ -15,22 +15,26 @@ import signal
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Q
 from django.utils import timezone
 
-from memory.models import Decision, DecisionRead, Fact
+from memory.models import Decision, Fact
 from memory.reasoners import is_active as recall_is_active
 from memory.services import DecisionAlreadySuperseded
 from unsay_site.env import env_int, env_str
 from unsay_site.retry import run_in_transaction
 
+from . import staleness
 from .drafting import correction_text, fact_diff, notice_text
 from .models import CLASS_SEVERITY, AuditEvent, Correction, OutboxMessage, Redecision, SweepRun
+from .staleness import Scope
 
 log = logging.getLogger(__name__)
 
 SWEEP_ACTOR = "sweep"
+# A correction the patient has heard or is about to: a second one for the same change is coalesced.
+LIVE_STATUSES = {Correction.Status.DRAFT, Correction.Status.APPROVED, Correction.Status.SENT}
 
 
 # --- fault injection (crash-replay tests) ---------------------------------------------------
@@ -54,44 +58,17 @@ def _maybe_crash(point: str, page: int):
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-# --- the stale set --------------------------------------------------------------------------
-
-_STALE_SQL = """
-SELECT d.id FROM memory_decision d
-WHERE d.status = 'standing' AND d.id > %s
-  AND EXISTS (
-      SELECT 1 FROM memory_decisionread r JOIN memory_fact f ON f.id = r.fact_id
-      WHERE r.decision_id = d.id AND r.load_bearing AND f.retracted_at IS NOT NULL {fact_filter}
-  )
-ORDER BY d.id
-LIMIT %s
-"""
+# --- the stale set (corrections.staleness) ---------------------------------------------------
 
 
-def _stale_sql(fact_ids, *, lock: bool) -> tuple[str, list]:
-    fact_filter = "AND r.fact_id = ANY(%s)" if fact_ids else ""
-    sql = _STALE_SQL.format(fact_filter=fact_filter)
-    if lock:
-        sql += " FOR UPDATE OF d SKIP LOCKED"
-    return sql, ([list(fact_ids)] if fact_ids else [])
+def stale_decision_ids(*, after: int = 0, limit: int = 1000, fact_ids=None, patient_ids=None,
+                       lock: bool = False) -> list[int]:
+    """One keyset page of the stale set (all of it, or what the changed facts / patients touch)."""
+    return staleness.stale_decision_ids(after=after, limit=limit, scope=Scope.of(fact_ids, patient_ids), lock=lock)
 
 
-def stale_decision_ids(*, after: int = 0, limit: int = 1000, fact_ids=None, lock: bool = False) -> list[int]:
-    """One keyset page of the stale set: standing decisions with a retracted load-bearing read."""
-    sql, extra = _stale_sql(fact_ids, lock=lock)
-    with connection.cursor() as cursor:
-        # Placeholders in order: d.id > %s, [fact ids], LIMIT %s.
-        cursor.execute(sql, [after, *extra, limit])
-        return [row[0] for row in cursor.fetchall()]
-
-
-def count_stale(fact_ids=None) -> int:
-    qs = Decision.objects.standing().filter(
-        reads__load_bearing=True, reads__fact__retracted_at__isnull=False
-    )
-    if fact_ids:
-        qs = qs.filter(reads__fact_id__in=list(fact_ids))
-    return qs.values("id").distinct().count()
+def count_stale(fact_ids=None, patient_ids=None) -> int:
+    return staleness.count_stale(Scope.of(fact_ids, patient_ids))
 
 
 # --- helpers --------------------------------------------------------------------------------
@@ -185,30 +162,33 @@ class SharedDecider:
     def preload(self, patient_ids):
         from patients.models import DispensingRecord
 
-        pairs: dict[int, set] = {pid: set() for pid in patient_ids if pid not in self._dispensed}
-        if not pairs:
+        rows: dict[int, list] = {pid: [] for pid in patient_ids if pid not in self._dispensed}
+        if not rows:
             return
-        # NDCs are inputs too: drug-level recalls are narrowed by NDC product (memory.reasoners).
-        for pid, drug, lot, ndc in DispensingRecord.objects.filter(patient_id__in=list(pairs)).values_list(
-            "patient_id", "drug", "lot", "ndc"
-        ):
-            pairs[pid].add((drug, lot, ndc))
-        self._dispensed.update({pid: frozenset(v) for pid, v in pairs.items()})
+        # Lots, NDCs (drug-level recalls are narrowed by NDC product) and dispensing dates (closed
+        # drug-level recalls) are inputs; ids and fingerprints are what the decision records.
+        for pid, drug, lot, ndc, at, row_id, fingerprint in DispensingRecord.objects.filter(
+                patient_id__in=list(rows)).values_list("patient_id", "drug", "lot", "ndc", "dispensed_at", "id",
+                                                       "fingerprint"):
+            rows[pid].append((drug, lot, ndc, at, row_id, fingerprint))
+        self._dispensed.update(rows)
 
     def inputs_key(self, patient, question: str, subject: str) -> tuple:
         self.preload([patient.pk])
         dispensed = self._dispensed[patient.pk]
-        drugs = frozenset(d for d, _, _ in dispensed)
-        lots = frozenset((lot, ndc) for d, lot, ndc in dispensed if d == subject) if subject else dispensed
-        return (_question_key(question), subject or "", lots, drugs)
+        drugs = frozenset(d for d, *_ in dispensed)
+        contents = frozenset((lot, ndc, at) for d, lot, ndc, at, _i, _f in dispensed if not subject or d == subject)
+        return (_question_key(question), subject or "", contents, drugs)
 
     def decide(self, patient, question: str, subject: str):
-        from memory.ask import decide
+        from memory.ask import decide, rebind_inputs
 
         key = self.inputs_key(patient, question, subject)
         cached = self._cache.get(key)
         if cached is not None:
-            return cached, True
+            # Same verdict and reads; the dispensing rows it rests on are this patient's own.
+            rows = [(i, f) for d, _l, _n, _a, i, f in self._dispensed[patient.pk] if d == subject]
+            return rebind_inputs(cached, question, rows), True
         self.calls += 1
         outcome = decide(patient, question, subject=subject or None, reasoner=self.reasoner)
         self._cache[key] = outcome
@@ -225,28 +205,34 @@ def _set_page_snapshot():
 # --- one decision ---------------------------------------------------------------------------
 
 
-def _stale_reads(decisions, fact_ids):
-    """decision id -> its retracted load-bearing reads (restricted to fact_ids when given)."""
-    qs = DecisionRead.objects.filter(
-        decision_id__in=[d.id for d in decisions], load_bearing=True, fact__retracted_at__isnull=False
-    ).select_related("fact").defer("fact__embedding")
-    if fact_ids:
-        qs = qs.filter(fact_id__in=list(fact_ids))
-    by_decision: dict[int, list] = {}
-    for read in qs:
-        by_decision.setdefault(read.decision_id, []).append(read.fact)
-    return by_decision
+def _page_reasons(decisions, scope: Scope) -> dict[int, dict]:
+    """decision id -> {"retracted": [fact], "new": [fact], "dispensing": bool} for one page."""
+    reasons = staleness.stale_reasons([d.id for d in decisions], scope)
+    fact_ids = {r.fact_id for rs in reasons.values() for r in rs if r.fact_id}
+    facts = Fact.objects.defer("embedding").in_bulk(list(fact_ids))
+    out = {}
+    for decision_id, rs in reasons.items():
+        out[decision_id] = {
+            "retracted": [facts[r.fact_id] for r in rs if r.kind == staleness.RETRACTED_READ],
+            "new": [facts[r.fact_id] for r in rs if r.kind == staleness.NEW_FACT],
+            "dispensing": any(r.kind == staleness.DISPENSING_CHANGED for r in rs),
+        }
+    return out
 
 
-def _pick_trigger(retracted: list[Fact], latest: dict) -> tuple[Fact, Fact | None]:
-    """(previous, trigger): the retracted version read and the version believed now, the most severe first.
-    `latest` caches latest_version per fact id for the page."""
+def _pick_trigger(reasons: dict, latest: dict) -> tuple[Fact | None, Fact | None]:
+    """(previous, trigger): what the patient's answer rested on and what is believed now, the most
+    severe change first. A retracted read pairs with its current version; a new fact has no
+    previous; a dispensing change alone has neither. `latest` caches latest_version per page."""
     pairs = []
-    for old in retracted:
+    for old in reasons["retracted"]:
         if old.id not in latest:
             latest[old.id] = latest_version(old)
         pairs.append((old, latest[old.id]))
-    pairs.sort(key=lambda p: (severity(p[1]), p[0].id), reverse=True)
+    pairs.extend((None, new) for new in reasons["new"])
+    if not pairs:
+        return None, None
+    pairs.sort(key=lambda p: (severity(p[1]), is_active(p[1]), (p[1] or p[0]).id), reverse=True)
     return pairs[0]
 
 
@@ -278,7 +264,7 @@ def mark_stale(correction: Correction, *, replaced_by: Correction | None = None,
 
 def _write_draft(*, kind, patient, match, trigger, previous, old_decision, new_decision, old_verdict, old_answer,
                  new_verdict, new_answer, key, text, run, replaces=None) -> Correction:
-    attrs = (trigger or previous).attributes or {}
+    attrs = ((trigger or previous).attributes or {}) if (trigger or previous) else {}
     correction = Correction.objects.create(
         kind=kind, patient=patient, region=patient.region, match=match, recall_number=attrs.get("recall_number", ""),
         classification=attrs.get("classification", ""), severity=severity(trigger or previous),
@@ -300,10 +286,26 @@ def _write_draft(*, kind, patient, match, trigger, previous, old_decision, new_d
     return correction
 
 
-def _redecide(decision, retracted, decider, run, report, *, dry_run, pending, latest):
-    previous, trigger = _pick_trigger(retracted, latest)
+def _change_token(trigger, previous, outcome) -> str:
+    """What changed, for the dedupe key: the fact version believed now, a bare retraction, or the
+    dispensing the new decision rests on."""
+    if trigger is not None:
+        return str(trigger.id)
+    if previous is not None:
+        return f"retracted-{previous.id}"
+    return f"inputs-{outcome.inputs_hash}"
+
+
+def _redecide(decision, reasons, decider, run, report, *, dry_run, pending, latest, drafted_keys):
+    previous, trigger = _pick_trigger(reasons, latest)
     outcome, shared = decider.decide(decision.patient, decision.question, decision.subject)
-    recall_number = (trigger or previous).attributes.get("recall_number", "")
+    token = _change_token(trigger, previous, outcome)
+    # A dispensing change has no fact of its own: the letter is about the most severe fact the new
+    # answer rests on.
+    if trigger is None and previous is None:
+        bearing = [r.fact for r in outcome.retrieved if r.fact.id in outcome.load_bearing_ids]
+        trigger = max(bearing, key=lambda f: (severity(f), f.id), default=None)
+    recall_number = ((trigger or previous).attributes or {}).get("recall_number", "") if (trigger or previous) else ""
     # If this decision came from a correction the patient has not received yet, that draft goes
     # stale, and the comparison is with what the patient was actually told before it.
     replaced = None
@@ -315,24 +317,34 @@ def _redecide(decision, retracted, decider, run, report, *, dry_run, pending, la
     if replaced is not None and replaced.previous_fact_id:
         previous = replaced.previous_fact
     changed = outcome.verdict != told_verdict
+    # One live draft per patient, drug, new verdict and change, however many decisions they hold.
+    key = dedupe_key("correction", decision.patient_id, decision.subject, outcome.verdict, token)
+    coalesced = False
+    if changed:
+        earlier = None if key in drafted_keys else Correction.objects.filter(dedupe_key=key).values_list(
+            "status", flat=True).first()
+        if key in drafted_keys or earlier in LIVE_STATUSES:
+            coalesced = True
+        elif earlier is not None:  # that draft went stale or was rejected: this is a new message
+            key = dedupe_key(key, "decision", decision.id)
     report.examined += 1
     if changed:
         report.corrected += 1
     else:
         report.reaffirmed += 1
     if dry_run:
-        report.preview.append({
-            "decision": decision.id, "patient": str(decision.patient), "question": decision.question,
-            "old_verdict": told_verdict, "new_verdict": outcome.verdict, "changed": changed,
-            "recall_number": recall_number,
-        })
+        if not coalesced:
+            report.preview.append({
+                "decision": decision.id, "patient": str(decision.patient), "question": decision.question,
+                "old_verdict": told_verdict, "new_verdict": outcome.verdict, "changed": changed,
+                "recall_number": recall_number,
+            })
+            drafted_keys.add(key)
         return
     from memory.ask import record_outcome
 
     new_decision = record_outcome(outcome, patient=decision.patient, question=decision.question, replaces=decision)
-    if changed:
-        key = dedupe_key("correction", (told or decision).id, outcome.verdict,
-                         trigger.id if trigger else f"retracted-{previous.id}")
+    if changed and not coalesced:
         text = correction_text(decision.patient, told_verdict, outcome, trigger or previous, previous)
         _write_draft(kind=Correction.Kind.CORRECTION, patient=decision.patient, match=Correction.Match.ASKED,
                      trigger=trigger, previous=previous, old_decision=told, new_decision=new_decision,
@@ -341,21 +353,24 @@ def _redecide(decision, retracted, decider, run, report, *, dry_run, pending, la
     Redecision.objects.create(
         old_decision=decision, new_decision=new_decision,
         outcome=Redecision.Outcome.CORRECTED if changed else Redecision.Outcome.REAFFIRMED,
-        recall_number=recall_number, trigger_fact=trigger, sweep_run=run, shared=shared,
+        recall_number=recall_number, trigger_fact=trigger, sweep_run=run, shared=shared or coalesced,
     )
+    if changed:
+        drafted_keys.add(key)  # only once every write of this decision succeeded
 
 
-def _process_page(ids_after, limit, fact_ids, decider, run, page_no, *, dry_run) -> tuple[SweepReport, int, int]:
+def _process_page(ids_after, limit, scope: Scope, decider, run, page_no, *, dry_run) -> tuple[SweepReport, int, int]:
     """Lock, re-decide and write one page. Returns (report, last id, rows in page)."""
     report = SweepReport()
     if not dry_run:
         _set_page_snapshot()
     decider.reset()
-    ids = stale_decision_ids(after=ids_after, limit=limit, fact_ids=fact_ids, lock=not dry_run)
+    ids = staleness.stale_decision_ids(after=ids_after, limit=limit, scope=scope, lock=not dry_run)
     if not ids:
         return report, ids_after, 0
     decisions = list(Decision.objects.filter(id__in=ids).select_related("patient").order_by("id"))
-    retracted = _stale_reads(decisions, fact_ids)
+    reasons = _page_reasons(decisions, scope)
+    drafted_keys: set[str] = set()
     decider.preload({d.patient_id for d in decisions if d.patient_id})
     pending = _pending_corrections(ids, lock=not dry_run)
     latest: dict[int, Fact | None] = {}
@@ -366,12 +381,12 @@ def _process_page(ids_after, limit, fact_ids, decider, run, page_no, *, dry_run)
         one = SweepReport()  # counted only once its writes succeeded
         try:
             if dry_run:
-                _redecide(decision, retracted[decision.id], decider, run, one, dry_run=True,
-                          pending=pending.get(decision.id), latest=latest)
+                _redecide(decision, reasons[decision.id], decider, run, one, dry_run=True,
+                          pending=pending.get(decision.id), latest=latest, drafted_keys=drafted_keys)
             else:
                 with transaction.atomic():  # savepoint: one bad decision does not sink the page
-                    _redecide(decision, retracted[decision.id], decider, run, one, dry_run=False,
-                              pending=pending.get(decision.id), latest=latest)
+                    _redecide(decision, reasons[decision.id], decider, run, one, dry_run=False,
+                              pending=pending.get(decision.id), latest=latest, drafted_keys=drafted_keys)
             report.add(one)
         except (DecisionAlreadySuperseded, IntegrityError) as exc:
             # Another sweep got there first (or the same draft already exists): already handled.
@@ -439,10 +454,26 @@ def _superseded_pending_notices(fact_ids=None):
     return qs
 
 
-def notice_pairs(fact_ids=None) -> list[tuple[Fact, Fact]]:
-    """worsened_pairs, plus (what the patient last heard of, believed now) for unsent notices whose
-    fact version was superseded: still worse than before means a replacement notice."""
+def new_recall_facts(fact_ids=None) -> list[Fact]:
+    """Believed, active recall facts that no earlier version led to: a brand-new recall, a lot added
+    to a recall, a key re-asserted after a retraction. With fact_ids: those among them. Without: those
+    asserted in the last UNSAY_NOTICE_LOOKBACK_DAYS (the periodic catch-all; dedupe keys make it
+    idempotent)."""
+    qs = Fact.objects.believed().filter(kind=Fact.Kind.RECALL).defer("embedding")
+    if fact_ids:
+        qs = qs.filter(id__in=list(fact_ids))
+    else:
+        qs = qs.filter(asserted_at__gte=timezone.now() - timedelta(days=settings.UNSAY_NOTICE_LOOKBACK_DAYS))
+    qs = qs.exclude(id__in=Fact.objects.filter(superseded_by__isnull=False).values("superseded_by_id"))
+    return [fact for fact in qs.order_by("id") if is_active(fact)]
+
+
+def notice_pairs(fact_ids=None) -> list[tuple[Fact | None, Fact]]:
+    """(before, believed now) for recall facts that got worse or are new, plus (what the patient last
+    heard of, believed now) for unsent notices whose fact version was superseded: still worse than
+    before means a replacement notice."""
     pairs = {(old.id, new.id): (old, new) for old, new in worsened_pairs(fact_ids)}
+    pairs.update({(0, new.id): (None, new) for new in new_recall_facts(fact_ids)})
     for notice in _superseded_pending_notices(fact_ids):
         current = latest_version(notice.trigger_fact)
         baseline = notice.previous_fact
@@ -481,16 +512,21 @@ def _exposed(fact: Fact):
 
 
 def _patients_who_asked(patient_ids, fact: Fact) -> set[int]:
-    """Of these patients, those with any decision on the drug or one that read this claim."""
+    """Of these patients, those with a standing decision resting on a scope this fact touches: the
+    re-decision tells them (never both a correction and a notice, never neither)."""
     asked = set()
+    scopes = list(fact.scopes or [])
+    if not scopes:
+        return asked
     for start in range(0, len(patient_ids), 5000):
         chunk = patient_ids[start:start + 5000]
-        asked.update(Decision.objects.filter(patient_id__in=chunk).filter(
-            Q(subject=fact.subject) | Q(reads__fact_key=fact.fact_key)).values_list("patient_id", flat=True))
+        asked.update(Decision.objects.standing().filter(patient_id__in=chunk, premises__scope__in=scopes)
+                     .values_list("patient_id", flat=True))
     return asked
 
 
-def _draft_notices_for(previous: Fact, current: Fact, decider, run, report, *, dry_run, notice_no):
+def _draft_notices_for(previous: Fact | None, current: Fact, decider, run, report, *, dry_run, notice_no,
+                       only_patients=None):
     # Unsent notices about an older version of this claim go stale; their patients were never told.
     stale_baseline: dict[int, Correction] = {}
     if not dry_run:
@@ -500,6 +536,8 @@ def _draft_notices_for(previous: Fact, current: Fact, decider, run, report, *, d
         ).select_related("previous_fact"):
             stale_baseline[pending.patient_id] = pending
     exposed = _exposed(current)
+    if only_patients is not None:
+        exposed = [(p, m) for p, m in exposed if p.id in only_patients]
     asked = _patients_who_asked([p.id for p, _ in exposed], current)
     for patient, match in exposed:
         replaced = stale_baseline.get(patient.id)
@@ -508,14 +546,16 @@ def _draft_notices_for(previous: Fact, current: Fact, decider, run, report, *, d
             continue
         question = f"Is my {current.subject} safe?"
         outcome, _shared = decider.decide(patient, question, current.subject)
+        if outcome.verdict not in (Decision.Verdict.CAUTION, Decision.Verdict.STOP):
+            continue  # the decision logic does not find this patient affected: nothing to tell them
         key = dedupe_key("notice", patient.id, outcome.verdict, current.id)
+        if Correction.objects.filter(dedupe_key=key).exists():
+            continue  # drafted or sent already: neither counted again nor redrafted
         if dry_run:
             report.notices += 1
             report.preview.append({"notice": True, "patient": str(patient), "match": match,
                                    "new_verdict": outcome.verdict, "recall_number": current.attributes.get(
                                        "recall_number", "")})
-            continue
-        if Correction.objects.filter(dedupe_key=key).exists():
             continue
 
         def write(patient=patient, match=match, outcome=outcome, key=key, replaced=replaced, baseline=baseline):
@@ -558,20 +598,36 @@ def page_size_default() -> int:
     return env_int("UNSAY_SWEEP_PAGE_SIZE", 200, minimum=1, maximum=10000)
 
 
-def sweep(*, fact_ids=None, trigger=SweepRun.Trigger.MANUAL, dry_run=False, page_size=None, progress=None,
-          notices=True) -> SweepReport:
-    """Sweep the stale set (all of it, or the decisions that read `fact_ids`), then draft notices.
+def recall_facts_for_patients(patient_ids) -> list[Fact]:
+    """Active recall facts that cover a dispensing of these patients (the same matching as exposure)."""
+    from patients.models import DispensingRecord
+    from patients.services import active_recalls_for_dispensing
+
+    facts: dict[int, Fact] = {}
+    for record in DispensingRecord.objects.filter(patient_id__in=list(patient_ids)).select_related("patient"):
+        for fact in active_recalls_for_dispensing(record):
+            facts[fact.id] = fact
+    return [facts[i] for i in sorted(facts)]
+
+
+def sweep(*, fact_ids=None, patient_ids=None, trigger=SweepRun.Trigger.MANUAL, dry_run=False, page_size=None,
+          progress=None, notices=True) -> SweepReport:
+    """Sweep the stale set — all of it, or what changed facts (`fact_ids`: retracted and new
+    versions) and changed dispensing (`patient_ids`) touch — then draft notices for exposed patients
+    with no standing answer.
 
     dry_run re-decides without writing anything (no decisions, drafts or run row) and returns a preview.
     progress: optional callable(n) called with the number of decisions in each committed page.
     """
-    fact_ids = sorted({int(f) for f in fact_ids}) if fact_ids else None
+    scope = Scope.of(fact_ids, patient_ids)
+    fact_ids = list(scope.fact_ids) if scope.fact_ids else None
     page_size = page_size or page_size_default()
     total = SweepReport()
     run = None
     if not dry_run:
         abandon_dead_runs()
-        run = SweepRun.objects.create(trigger=trigger, fact_ids=fact_ids or [], heartbeat=timezone.now())
+        run = SweepRun.objects.create(trigger=trigger, fact_ids=fact_ids or [],
+                                      patient_ids=list(scope.patient_ids or []), heartbeat=timezone.now())
         total.run = run
     decider = SharedDecider()
     after, page_no = 0, 0
@@ -579,10 +635,10 @@ def sweep(*, fact_ids=None, trigger=SweepRun.Trigger.MANUAL, dry_run=False, page
         while True:
             page_no += 1
             if dry_run:
-                report, after, rows = _process_page(after, page_size, fact_ids, decider, None, page_no, dry_run=True)
+                report, after, rows = _process_page(after, page_size, scope, decider, None, page_no, dry_run=True)
             else:
                 report, after, rows = run_in_transaction(
-                    _process_page, after, page_size, fact_ids, decider, run, page_no, dry_run=False)
+                    _process_page, after, page_size, scope, decider, run, page_no, dry_run=False)
                 _maybe_crash("after_commit", page_no)
             total.add(report)
             if progress and rows:
@@ -594,10 +650,16 @@ def sweep(*, fact_ids=None, trigger=SweepRun.Trigger.MANUAL, dry_run=False, page
             decider.reset()
             calls_before = decider.calls
             notice_report = SweepReport()
-            for previous, current in notice_pairs(fact_ids):
-                _draft_notices_for(previous, current, decider, run, notice_report, dry_run=dry_run,
-                                   notice_no=notice_no)
-            if not dry_run:
+            if scope.fact_ids or scope.everything:
+                for previous, current in notice_pairs(fact_ids):
+                    _draft_notices_for(previous, current, decider, run, notice_report, dry_run=dry_run,
+                                       notice_no=notice_no)
+            if scope.patient_ids:
+                # Dispensing registered or corrected after a recall: the patient may never have asked.
+                for current in recall_facts_for_patients(scope.patient_ids):
+                    _draft_notices_for(None, current, decider, run, notice_report, dry_run=dry_run,
+                                       notice_no=notice_no, only_patients=set(scope.patient_ids))
+            if not dry_run and not scope.patient_ids:
                 stale_superseded_notices(fact_ids, run=run)
             notice_report.reasoner_calls = decider.calls - calls_before
             if run is not None and notice_report.reasoner_calls:
@@ -617,8 +679,10 @@ def sweep(*, fact_ids=None, trigger=SweepRun.Trigger.MANUAL, dry_run=False, page
     return total
 
 
-def has_work(fact_ids) -> bool:
-    """Cheap pre-check for the after-commit trigger: anything to re-decide or notify?"""
-    if stale_decision_ids(limit=1, fact_ids=fact_ids):
+def has_work(fact_ids=None, patient_ids=None) -> bool:
+    """Cheap pre-check for the after-commit triggers: anything to re-decide or notify?"""
+    if stale_decision_ids(limit=1, fact_ids=fact_ids, patient_ids=patient_ids):
         return True
-    return bool(worsened_pairs(fact_ids))
+    if patient_ids:
+        return bool(recall_facts_for_patients(patient_ids))
+    return bool(worsened_pairs(fact_ids)) or bool(new_recall_facts(fact_ids))

@@ -46,6 +46,28 @@ def enqueue_sweep_after_supersessions(pairs: list[tuple[int, int | None]]):
         log.exception("could not enqueue the sweep for facts %s; the periodic sweep will catch it", fact_ids)
 
 
+def sweep_triggers_enabled() -> bool:
+    """With Celery in eager mode (no broker: tests without Redis) a task would run inline inside
+    whatever wrote the row, so there the triggers are opt-in (UNSAY_SWEEP_ON_SUPERSESSION=1)."""
+    from django.conf import settings
+
+    return env_bool("UNSAY_SWEEP_ON_SUPERSESSION", not settings.CELERY_TASK_ALWAYS_EAGER) and not getattr(
+        _local, "suppressed", False)
+
+
+def enqueue_sweep_after_dispensing(sender=None, changes=(), **kwargs):
+    """patients.dispensing.dispensing_changed receiver (sent after commit, once per transaction):
+    one sweep for the patients whose dispensing changed."""
+    patient_ids = sorted({patient_id for patient_id, _drug in changes})
+    if not patient_ids or not sweep_triggers_enabled():
+        return
+    try:
+        sweep_patients.delay(patient_ids)
+    except Exception:  # the broker being down must not fail the write that already committed
+        log.exception("could not enqueue the sweep for %d patients; the periodic sweep will catch it",
+                      len(patient_ids))
+
+
 def enqueue_sweep_after_supersession(old_fact_id: int, new_fact_id: int | None):
     """One supersession (the per-version hook's shape)."""
     enqueue_sweep_after_supersessions([(old_fact_id, new_fact_id)])
@@ -64,6 +86,17 @@ def sweep_facts(fact_ids: list[int]) -> str:
     if not has_work(fact_ids):
         return f"facts {fact_ids}: nothing to sweep"
     return sweep(fact_ids=fact_ids, trigger=SweepRun.Trigger.SUPERSESSION).summary()
+
+
+@shared_task(name="corrections.tasks.sweep_patients", autoretry_for=TRANSIENT, max_retries=5, retry_backoff=30,
+             retry_jitter=True)
+def sweep_patients(patient_ids: list[int]) -> str:
+    from .models import SweepRun
+    from .sweep import has_work, sweep
+
+    if not has_work(patient_ids=patient_ids):
+        return f"{len(patient_ids)} patients: nothing to sweep"
+    return sweep(patient_ids=patient_ids, trigger=SweepRun.Trigger.DISPENSING).summary()
 
 
 @shared_task(name="corrections.tasks.periodic_sweep", autoretry_for=TRANSIENT, max_retries=3, retry_backoff=60,

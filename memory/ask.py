@@ -22,21 +22,17 @@ from django.db import connection
 from django.db.models import F
 from django.utils import timezone
 
+from drugs.scopes import dispensing_scopes
 from unsay_site.retry import run_in_transaction
 
 from .guardrail import apply_guardrail
 from .models import Decision, Fact, UsageCounter
-from .reasoners import AskContext, RulesReasoner, get_reasoner, is_active
-from .services import ReadSpec, Retrieved, inputs_fingerprint, record_decision, retrieve
+from .reasoners import AskContext, RulesReasoner, get_reasoner
+from .services import ReadSpec, Retrieved, facts_in_scopes, inputs_fingerprint, record_decision, retrieve
 
 log = logging.getLogger(__name__)
 
 RETRIEVE_K = 12
-# A "safe" verdict rests on every recall of the drug we know of. Retrieval's top-k can't hold them
-# all (valsartan has over a hundred recalls), so the context also reads one believed fact of each
-# other recall of the subject: an amended lot list or status re-versions every fact of a recall,
-# which retracts the one we read and so triggers re-decision. Capped to bound the read set.
-MAX_RECALLS_PER_SUBJECT = 100
 
 
 @dataclass
@@ -51,6 +47,8 @@ class Outcome:
     guardrail_override: str = ""
     inputs_hash: str = ""
     patient_lots: list[str] = field(default_factory=list)
+    premises: list[str] = field(default_factory=list)
+    inputs: list[tuple[int, str]] = field(default_factory=list)
 
     def read_specs(self) -> list[ReadSpec]:
         return [ReadSpec(fact=r.fact, rank=rank, score=r.score, load_bearing=r.fact.id in self.load_bearing_ids)
@@ -110,38 +108,61 @@ def _other_drug_named(text: str, drugs) -> str | None:
     return max(known, key=len, default=None)
 
 
-def build_context(patient, question: str, subject: str) -> AskContext:
-    dispensed = list(patient.dispensings.filter(drug=subject).values_list("lot", "ndc"))
-    lots = sorted({lot for lot, _ in dispensed} - {""})
-    retrieved = retrieve(question, subject=subject, lots=lots, k=RETRIEVE_K)
-    if not any(r.fact.kind == Fact.Kind.RECALL and r.fact.subject == subject and r.fact.lot in lots
-               and is_active(r.fact) for r in retrieved):
-        # Only a verdict that may come out "safe" rests on the other recalls; with an active recall on
-        # the patient's own lot it can't, and the read set stays small.
-        retrieved += one_fact_per_other_recall(subject, retrieved)
-    return AskContext(question=question, subject=subject, patient_lots=lots, patient_drugs=patient_drugs(patient),
-                      retrieved=retrieved, patient_ndcs=sorted({ndc for _, ndc in dispensed}))
+@dataclass(frozen=True)
+class DispensedRow:
+    """What a decision reads from one dispensing row of the drug asked about."""
+
+    id: int
+    lot: str
+    ndc: str
+    dispensed_at: object
+    fingerprint: str
+
+    @property
+    def ndc_product(self) -> str:
+        return self.ndc[:10] if self.ndc else ""
 
 
-def one_fact_per_other_recall(subject: str, retrieved: list[Retrieved]) -> list[Retrieved]:
-    """One believed fact (the lowest id) of each recall of `subject` that `retrieved` doesn't already cover."""
-    covered = {(r.fact.attributes or {}).get("recall_number") for r in retrieved if r.fact.subject == subject}
-    pick: dict[str, int] = {}
-    rows = (Fact.objects.believed().filter(kind=Fact.Kind.RECALL, subject=subject)
-            .exclude(id__in=[r.fact.id for r in retrieved]).order_by("id")
-            .values_list("id", "attributes__recall_number"))
-    for fact_id, recall_number in rows:
-        if recall_number not in covered and recall_number not in pick:
-            pick[recall_number] = fact_id
-            if len(pick) >= MAX_RECALLS_PER_SUBJECT:
-                log.warning("subject %s has more than %d recalls; the read set is capped", subject, len(pick))
-                break
-    facts = Fact.objects.defer("embedding").in_bulk(list(pick.values()))
-    return [Retrieved(facts[i], 0.9, "subject") for i in sorted(pick.values())]
+def dispensed_rows(patient, subject: str) -> list[DispensedRow]:
+    rows = patient.dispensings.filter(drug=subject).order_by("id").values_list(
+        "id", "lot", "ndc", "dispensed_at", "fingerprint")
+    return [DispensedRow(*row) for row in rows]
+
+
+def premises_for(subject: str, rows: list[DispensedRow]) -> list[str]:
+    """The scopes a decision about `subject` rests on: each dispensed lot and the drug level, by
+    drug identity and by NDC product (drugs.scopes). With nothing dispensed, the drug level alone."""
+    scopes = {scope for row in rows for scope in dispensing_scopes(subject, row.lot, row.ndc_product)}
+    scopes.update(dispensing_scopes(subject, None))
+    return sorted(scopes)
+
+
+def build_context(patient, question: str, subject: str, *, rows: list[DispensedRow] | None = None,
+                  in_scope: list[Fact] | None = None, drugs: list[str] | None = None) -> AskContext:
+    """Everything the reasoner sees. `rows`, `in_scope` and `drugs` may be handed in by a caller
+    that read them for many decisions at once (the sweep); otherwise they are read here.
+
+    The read set is every believed fact in the decision's premises (so a fact asserted later in one
+    of them is exactly "a fact this decision did not take into account"), then retrieved context."""
+    rows = dispensed_rows(patient, subject) if rows is None else rows
+    premises = premises_for(subject, rows)
+    if in_scope is None:
+        in_scope = facts_in_scopes(premises)
+    lots = sorted({row.lot for row in rows} - {""})
+    retrieved = [Retrieved(f, 1.0, "lot" if f.lot else "drug") for f in in_scope]
+    seen = {f.id for f in in_scope}
+    # Context only (never load-bearing unless a reasoner cites it): other lots and recalls of the
+    # drug, then semantic neighbours of the question.
+    retrieved += [r for r in retrieve(question, subject=subject, lots=lots, k=RETRIEVE_K) if r.fact.id not in seen]
+    return AskContext(question=question, subject=subject, patient_lots=lots,
+                      patient_drugs=patient_drugs(patient) if drugs is None else drugs,
+                      retrieved=retrieved, patient_ndcs=sorted({row.ndc for row in rows}),
+                      premises=premises, dispensed=[(row.lot, row.ndc_product, row.dispensed_at) for row in rows],
+                      inputs=[(row.id, row.fingerprint) for row in rows])
 
 
 def _fingerprint(ctx: AskContext) -> str:
-    return inputs_fingerprint(ctx.question, ctx.patient_lots,
+    return inputs_fingerprint(ctx.question, [f"{i}:{fp}" for i, fp in ctx.inputs] or ctx.patient_lots,
                               [f"{r.fact.fact_key}@{r.fact.version}" for r in ctx.retrieved])
 
 
@@ -155,7 +176,8 @@ def _finish(ctx: AskContext, result) -> Outcome:
     return Outcome(verdict=guarded.verdict, answer=guarded.answer, reasoner=result.reasoner[:100], subject=ctx.subject,
                    retrieved=ctx.retrieved, load_bearing_ids=guarded.load_bearing_ids,
                    reasoner_verdict=guarded.reasoner_verdict, guardrail_override=guarded.guardrail_override,
-                   inputs_hash=_fingerprint(ctx), patient_lots=ctx.patient_lots)
+                   inputs_hash=_fingerprint(ctx), patient_lots=ctx.patient_lots, premises=ctx.premises,
+                   inputs=ctx.inputs)
 
 
 # --- contract ---------------------------------------------------------------------------------
@@ -183,7 +205,7 @@ def record_outcome(outcome: Outcome, *, patient, question, replaces=None) -> Dec
         question=question, verdict=outcome.verdict, answer=outcome.answer, reasoner=outcome.reasoner,
         reads=outcome.read_specs(), patient=patient, subject=outcome.subject,
         reasoner_verdict=outcome.reasoner_verdict, guardrail_override=outcome.guardrail_override,
-        inputs_hash=outcome.inputs_hash, replaces=replaces,
+        inputs_hash=outcome.inputs_hash, replaces=replaces, premises=outcome.premises, inputs=outcome.inputs,
     )
 
 
@@ -311,3 +333,14 @@ def usage_report(now=None) -> dict:
                               "used": hourly},
         "reuse_seconds": settings.UNSAY_ASK_REUSE_SECONDS,
     }
+
+
+def rebind_inputs(outcome: Outcome, question: str, inputs) -> Outcome:
+    """The same outcome for another patient whose dispensing of the drug has the same contents
+    (the sweep shares one decision between them): only the rows it rests on are theirs."""
+    from dataclasses import replace
+
+    inputs = sorted(inputs)
+    fingerprint = inputs_fingerprint(question, [f"{i}:{fp}" for i, fp in inputs] or outcome.patient_lots,
+                                     [f"{r.fact.fact_key}@{r.fact.version}" for r in outcome.retrieved])
+    return replace(outcome, inputs=inputs, inputs_hash=fingerprint)

@@ -1,9 +1,9 @@
 """The guardrail around every reasoner.
 
 Whatever a reasoner says, the verdict may not be weaker than the structured facts in the retrieved
-set demand: an active Class I recall on a lot this patient received requires "stop"; an active
-Class II recall on their lot, or an active drug-level recall for their drug, requires at least
-"caution". A weaker verdict is raised, the reasoner's own verdict and the reason are kept for the
+set demand: a Class I recall on a lot this patient received requires "stop"; any other recall on
+their lot, or a drug-level recall that applies to their drug, requires at least "caution" — closed
+(terminated) recalls included, since closing a recall does not make a dispensed recalled pack safe. A weaker verdict is raised, the reasoner's own verdict and the reason are kept for the
 decision record, and the facts that forced it become load-bearing.
 """
 
@@ -16,7 +16,6 @@ from .reasoners import (
     classification,
     describe,
     drug_level_applies,
-    is_active,
     on_patient_lot,
     same_drug_recalls,
 )
@@ -32,11 +31,12 @@ class Floor:
 
 def floor_for(ctx: AskContext) -> Floor | None:
     """The weakest verdict the facts allow, with the facts that demand it; None if anything goes."""
-    recalls = [f for f in same_drug_recalls(ctx) if is_active(f)]
+    # Closed recalls count: a pack from a recalled lot is not made safe by FDA closing the recall.
+    recalls = same_drug_recalls(ctx)
     class_one = [f for f in recalls if on_patient_lot(f, ctx) and classification(f) == "Class I"]
     if class_one:
         return Floor("stop", class_one)
-    caution = [f for f in recalls if (on_patient_lot(f, ctx) and classification(f) == "Class II")
+    caution = [f for f in recalls if (on_patient_lot(f, ctx) and classification(f) != "Class I")
                or drug_level_applies(f, ctx)]
     if caution:
         return Floor("caution", caution)

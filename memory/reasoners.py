@@ -75,6 +75,16 @@ class AskContext:
     retrieved: list[Retrieved]
     # NDCs of this patient's dispensings of the subject ("" where unknown); narrows drug-level recalls.
     patient_ndcs: list[str] = field(default_factory=list)
+    # The scopes the decision rests on (drugs.scopes); a fact sharing a lot-level one is on the patient's lot.
+    premises: list[str] = field(default_factory=list)
+    # (lot, NDC product or "", dispensed_at) per dispensing row of the subject.
+    dispensed: list[tuple] = field(default_factory=list)
+    # (dispensing id, fingerprint) per row: recorded with the decision (memory.DecisionInput).
+    inputs: list[tuple[int, str]] = field(default_factory=list)
+
+    @property
+    def has_dispensing(self) -> bool:
+        return bool(self.dispensed or self.patient_lots or self.patient_ndcs)
 
 
 @dataclass
@@ -103,24 +113,55 @@ def is_drug_level(fact) -> bool:
     return (fact.attributes or {}).get("scope") == "drug" or not fact.lot
 
 
+def _shares_scope(fact, ctx: AskContext, *, lot_level: bool) -> bool:
+    scopes = set(getattr(fact, "scopes", None) or ())
+    return any((not s.endswith("|*")) == lot_level for s in scopes.intersection(ctx.premises))
+
+
+def _before_closure(fact, ctx: AskContext) -> bool:
+    """A closed drug-level recall still applies to what was dispensed before FDA closed it (the pack
+    may be from the recalled stock); what was dispensed after the removal was complete is not in it."""
+    closed_on = (fact.attributes or {}).get("termination_date")
+    if is_active(fact) or not closed_on or not ctx.dispensed:
+        return True
+    return any(at is None or at.date().isoformat() <= closed_on for _lot, _product, at in ctx.dispensed)
+
+
 def drug_level_applies(fact, ctx: AskContext) -> bool:
-    """A drug-level recall for the subject applies unless it lists its products and every dispensing
-    of the drug to this patient has a known NDC of another product (same rule as patients.services
-    exposure; unknown NDCs or no dispensing on file fail safe: it applies)."""
-    if not (is_recall(fact) and fact.subject == ctx.subject and is_drug_level(fact)):
+    """A drug-level recall (no lot: all lots, or none named) for the subject — or for the NDC product
+    dispensed — applies unless it lists its products and every dispensing of the drug to this
+    patient has a known NDC of another product (same rule as patients.services exposure; unknown
+    NDCs fail safe: it applies). With nothing of the drug dispensed it applies to no pack of theirs."""
+    if not (is_recall(fact) and is_drug_level(fact)) or not ctx.has_dispensing:
         return False
-    products = ndc_products((fact.attributes or {}).get("ndcs"))
+    if fact.subject != ctx.subject and not _shares_scope(fact, ctx, lot_level=False):
+        return False
+    if not _before_closure(fact, ctx):
+        return False
+    products = ndc_products((fact.attributes or {}).get("ndc_products") or (fact.attributes or {}).get("ndcs"))
     if not products or not ctx.patient_ndcs:
         return True
     return any(not ndc or ndc[:10] in products for ndc in ctx.patient_ndcs)
 
 
 def on_patient_lot(fact, ctx: AskContext) -> bool:
-    return is_recall(fact) and fact.subject == ctx.subject and bool(fact.lot) and fact.lot in ctx.patient_lots
+    """A recall of a lot this patient received: same drug and lot, or same NDC product and lot."""
+    if not (is_recall(fact) and fact.lot):
+        return False
+    return (fact.subject == ctx.subject and fact.lot in ctx.patient_lots) or _shares_scope(fact, ctx, lot_level=True)
+
+
+def covers_every_lot(fact) -> bool:
+    """The recall text says every lot is recalled (not merely that it names none)."""
+    kind = ((fact.attributes or {}).get("lot_scope") or {}).get("kind", "")
+    return kind.startswith("all_lots") or "(the recall covers every lot)" in (fact.statement or "")
 
 
 def same_drug_recalls(ctx: AskContext) -> list:
-    return [r.fact for r in ctx.retrieved if is_recall(r.fact) and r.fact.subject == ctx.subject]
+    """Recall facts about the subject, or sharing a scope with the patient's dispensing of it."""
+    premises = set(ctx.premises)
+    return [r.fact for r in ctx.retrieved if is_recall(r.fact)
+            and (r.fact.subject == ctx.subject or premises.intersection(getattr(r.fact, "scopes", None) or ()))]
 
 
 def must_not_stop_abruptly(drug: str) -> bool:
@@ -163,6 +204,12 @@ def keep_taking_advice(drug: str) -> str:
 # --- rules ------------------------------------------------------------------------------------
 
 class RulesReasoner:
+    """Deterministic verdicts from structured recall facts (docs/reasoning.md, "Rules").
+
+    A recall of a lot the patient received decides the verdict by its class whether or not FDA has
+    since closed it: termination means the removal is complete, not that the dispensed pack became
+    safe, so closing a recall never moves a verdict (and so never drafts a letter)."""
+
     uses_model = False
 
     def __init__(self, note: str = ""):
@@ -170,63 +217,62 @@ class RulesReasoner:
 
     def decide(self, ctx: AskContext) -> ReasonerResult:
         recalls = same_drug_recalls(ctx)
-        lot_hits = [f for f in recalls if on_patient_lot(f, ctx)]
-        active_lot_hits = [f for f in lot_hits if is_active(f)]
-        active_drug_level = [f for f in recalls if drug_level_applies(f, ctx) and is_active(f)]
         drug = ctx.subject
+        in_premises = {f.id for f in recalls if set(getattr(f, "scopes", None) or ()).intersection(ctx.premises)}
+        if not ctx.has_dispensing:
+            active = sorted({(f.attributes or {}).get("recall_number", f.fact_key) for f in recalls if is_active(f)})
+            answer = (f"We have no record of {drug} dispensed to you, so we cannot check your pack. "
+                      + (f"Some {drug} lots are under active recall ({listing(active, most=3)}). " if active else "")
+                      + "Tell us the lot number printed on your pack, or ask your pharmacist to check it.")
+            return ReasonerResult("unknown", answer, self.identity, in_premises)
 
-        if active_lot_hits:
-            classes = {classification(f) for f in active_lot_hits}
-            bearing = {f.id for f in active_lot_hits + active_drug_level}
-            facts_text = " ".join(describe(f) + "." for f in active_lot_hits)
+        lot_hits = [f for f in recalls if on_patient_lot(f, ctx)]
+        drug_hits = [f for f in recalls if drug_level_applies(f, ctx)]
+        if lot_hits:
+            classes = {classification(f) for f in lot_hits}
+            bearing = {f.id for f in lot_hits + drug_hits}
+            facts_text = " ".join(describe(f) + "." for f in lot_hits)
+            closed = "" if any(is_active(f) for f in lot_hits) else (
+                " FDA has closed this recall because the recalled stock has been removed, but the pack "
+                "dispensed to you came from a recalled lot. If you still have any of it, do not use it up.")
             if "Class I" in classes:
-                answer = (f"The {drug} dispensed to you is from a recalled lot. {facts_text} Contact your "
+                answer = (f"The {drug} dispensed to you is from a recalled lot. {facts_text}{closed} Contact your "
                           f"pharmacy now, today, before your next dose. {keep_taking_advice(drug)}")
                 return ReasonerResult("stop", answer, self.identity, bearing)
             if classes - {"Class III"}:  # Class II, or not yet classified: treat as Class II
-                answer = (f"The {drug} dispensed to you is from a recalled lot. {facts_text} This kind of recall "
-                          f"means a temporary or reversible health risk is possible. Contact your pharmacy to arrange "
-                          f"a replacement. {keep_taking_advice(drug)}")
+                answer = (f"The {drug} dispensed to you is from a recalled lot. {facts_text}{closed} This kind of "
+                          f"recall means a temporary or reversible health risk is possible. Contact your pharmacy "
+                          f"to arrange a replacement. {keep_taking_advice(drug)}")
                 return ReasonerResult("caution", answer, self.identity, bearing)
-            answer = (f"For your information: {facts_text} A Class III recall is unlikely to cause health problems. "
-                      f"Mention it to your pharmacist at your next visit. {keep_taking_advice(drug)}")
+            answer = (f"For your information: {facts_text}{closed} A Class III recall is unlikely to cause health "
+                      f"problems. Mention it to your pharmacist at your next visit. {keep_taking_advice(drug)}")
             return ReasonerResult("caution", answer, self.identity, bearing)
 
-        if active_drug_level:
-            facts_text = " ".join(describe(f) + "." for f in active_drug_level)
-            answer = (f"{facts_text} This recall does not list lot numbers, so we cannot tell from your lot"
-                      f"{'s' if len(ctx.patient_lots) != 1 else ''} ({', '.join(ctx.patient_lots) or 'none on file'}) "
-                      f"whether your {drug} is affected. Ask your pharmacist to check your pack. "
+        if drug_hits:
+            facts_text = " ".join(describe(f) + "." for f in drug_hits)
+            if any(covers_every_lot(f) for f in drug_hits):
+                scope_text = f"This recall covers every lot of this {drug} product, including yours."
+            else:
+                scope_text = (f"This recall does not list lot numbers, so we cannot tell from your lot"
+                              f"{'s' if len(ctx.patient_lots) != 1 else ''} "
+                              f"({', '.join(ctx.patient_lots) or 'none on file'}) whether your {drug} is affected.")
+            answer = (f"{facts_text} {scope_text} Ask your pharmacist to check your pack. "
                       f"{keep_taking_advice(drug)}")
-            return ReasonerResult("caution", answer, self.identity, {f.id for f in active_drug_level})
+            return ReasonerResult("caution", answer, self.identity, {f.id for f in drug_hits})
 
-        closed_hits = [f for f in recalls if (f in lot_hits or drug_level_applies(f, ctx)) and not is_active(f)]
-        if closed_hits:
-            facts_text = " ".join(describe(f) + "." for f in closed_hits)
-            answer = (f"Your {drug} is not under an active recall. For your information: {facts_text} "
-                      "That recall is closed.")
-            return ReasonerResult("safe", answer, self.identity, {f.id for f in recalls})
-
-        if not ctx.patient_lots:
-            active = sorted({(f.attributes or {}).get("recall_number", f.fact_key) for f in recalls if is_active(f)})
-            answer = (f"We have no record of {drug} dispensed to you, so we cannot check your lot number. "
-                      + (f"Some {drug} lots are under active recall ({', '.join(active)}). " if active else "")
-                      + "Ask your pharmacist to check the lot number printed on your pack.")
-            return ReasonerResult("unknown", answer, self.identity, {f.id for f in recalls})
-
-        lots_text = ", ".join(ctx.patient_lots)
-        answer = f"No active recall in our records covers the {drug} lots dispensed to you ({lots_text})."
-        other_lots = [f for f in recalls if f.lot and f.lot not in ctx.patient_lots]
+        lots_text = ", ".join(ctx.patient_lots) or "lot not recorded"
+        answer = f"No recall in our records covers the {drug} dispensed to you ({lots_text})."
+        other_lots = [f for f in recalls if f.lot and not on_patient_lot(f, ctx)]
         if other_lots:
             numbers = sorted({(f.attributes or {}).get("recall_number", f.fact_key) for f in other_lots})
-            answer += (f" There are recalls of other {drug} lots ({listing(numbers)}), which were not "
+            answer += (f" There are recalls of other {drug} lots ({listing(numbers, most=3)}), which were not "
                        "dispensed to you.")
         other_products = [f for f in recalls if is_drug_level(f) and not drug_level_applies(f, ctx)]
         if other_products:
             numbers = sorted({(f.attributes or {}).get("recall_number", f.fact_key) for f in other_products})
-            answer += (f" Recalls of {drug} from other makers ({listing(numbers)}) list products (NDCs) other "
-                       "than the one dispensed to you.")
-        return ReasonerResult("safe", answer, self.identity, {f.id for f in recalls})
+            answer += (f" Recalls of {drug} from other makers ({listing(numbers, most=3)}) list products (NDCs) "
+                       "other than the one dispensed to you.")
+        return ReasonerResult("safe", answer, self.identity, in_premises)
 
 
 # --- Bedrock ----------------------------------------------------------------------------------

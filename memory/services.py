@@ -24,12 +24,11 @@ from django.db.models import Case, IntegerField, Q, Value, When
 from django.utils import timezone
 from pgvector.django import CosineDistance
 
+from drugs.scopes import claim_ndc_products, fact_scopes
 from unsay_site.retry import run_in_transaction
 
 from .embeddings import get_provider, to_sql_vector
-from drugs.scopes import claim_ndc_products, fact_scopes
-
-from .models import Decision, DecisionRead, Fact
+from .models import Decision, DecisionInput, DecisionPremise, DecisionRead, Fact
 
 
 @dataclass
@@ -407,9 +406,14 @@ def inputs_fingerprint(question: str, patient_lots, fact_versions) -> str:
 
 def record_decision(*, question: str, verdict: str, answer: str, reasoner: str, reads: list[ReadSpec],
                     patient=None, subject: str = "", reasoner_verdict: str = "", guardrail_override: str = "",
-                    inputs_hash: str = "", replaces: Decision | None = None, at: datetime | None = None) -> Decision:
+                    inputs_hash: str = "", replaces: Decision | None = None, at: datetime | None = None,
+                    premises=(), inputs=()) -> Decision:
     """Write a decision and its whole read set atomically. If `replaces` is given it must still be
     standing; it becomes superseded and the new decision points to it.
+
+    `premises`: the scopes whose believed facts the decision took into account (drugs.scopes);
+    `inputs`: (dispensing id, fingerprint) of every dispensing row of the drug it used. Both are
+    what the sweep's stale set joins on when a fact is asserted or a dispensing changes later.
 
     Runs inside the caller's transaction when there is one (the sweep writes decision, correction
     and outbox together); callers at the top level should wrap it in run_in_transaction.
@@ -437,7 +441,21 @@ def record_decision(*, question: str, verdict: str, answer: str, reasoner: str, 
                          rank=r.rank, score=r.score, load_bearing=r.load_bearing)
             for r in reads
         ])
+        DecisionPremise.objects.bulk_create(
+            [DecisionPremise(decision=decision, scope=scope) for scope in sorted(set(premises))])
+        DecisionInput.objects.bulk_create(
+            [DecisionInput(decision=decision, dispensing_id=dispensing_id, fingerprint=fingerprint)
+             for dispensing_id, fingerprint in sorted(set(inputs))])
     return decision
+
+
+def facts_in_scopes(scopes) -> list[Fact]:
+    """Every believed fact that shares a scope with `scopes` (GIN index fact_believed_scopes).
+    A decision reads all of them: its premises say it took exactly these into account."""
+    scopes = sorted(set(scopes))
+    if not scopes:
+        return []
+    return list(Fact.objects.believed().filter(scopes__overlap=scopes).defer("embedding").order_by("id"))
 
 
 class DecisionAlreadySuperseded(Exception):

@@ -73,14 +73,16 @@ def escalate():
 
 def test_it_corrects_moved_verdicts_reaffirms_the_rest_and_shares_identical_inputs(world, no_auto_sweep):
     result = escalate()
-    assert count_stale() == 3  # a, b (caution on the lot) and c (safe, rests on the same drug's recalls)
+    # a and b (caution on the lot). c is on another lot: its "safe" rests on no fact of this lot
+    # (its premises are its own lot and the drug level), so the escalation does not touch it.
+    assert count_stale() == 2
 
     report = sweep()
 
-    assert (report.examined, report.corrected, report.reaffirmed) == (3, 2, 1)
-    # a and b have identical inputs (question, lots, facts): one reasoner call for both; c needs its
-    # own; the notice for the never-asked patient is the third.
-    assert report.reasoner_calls == 3
+    assert (report.examined, report.corrected, report.reaffirmed) == (2, 2, 0)
+    # a and b have identical inputs (question, lots, facts): one reasoner call for both; the notice
+    # for the never-asked patient is the second.
+    assert report.reasoner_calls == 2
     assert Redecision.objects.filter(shared=True).count() == 1
     drafts = Correction.objects.filter(kind=Correction.Kind.CORRECTION)
     assert {d.patient.external_ref for d in drafts} == {"SYN-A", "SYN-B"}
@@ -99,14 +101,16 @@ def test_it_corrects_moved_verdicts_reaffirms_the_rest_and_shares_identical_inpu
         if draft.patient.preferred_channel == "sms":
             assert f"Recall {RECALL} was raised from Class II to Class I." in draft.drafted_text
     # Every examined decision is superseded by a new one with its own fresh read set.
-    for old in world["decisions"].values():
+    untouched = world["decisions"]["c"]
+    untouched.refresh_from_db()
+    assert untouched.status == Decision.Status.STANDING
+    for old in (world["decisions"]["a"], world["decisions"]["b"]):
         old.refresh_from_db()
         assert old.status == Decision.Status.SUPERSEDED
         new = old.replaced_by
         assert new.status == Decision.Status.STANDING
         assert not new.reads.filter(fact__retracted_at__isnull=False).exists()
         assert new.reads.filter(fact=result.fact).exists()
-    assert Redecision.objects.get(old_decision=world["decisions"]["c"]).outcome == "reaffirmed"
     # The never-asked lot holder gets a notice, matched by lot.
     notice = Correction.objects.get(kind=Correction.Kind.NOTICE)
     assert notice.patient == world["never_asked"] and notice.match == "lot" and notice.new_verdict == "stop"
@@ -115,7 +119,7 @@ def test_it_corrects_moved_verdicts_reaffirms_the_rest_and_shares_identical_inpu
     assert len(notice.drafted_text) <= 320 and RECALL in notice.drafted_text and "Dear" not in notice.drafted_text
     assert notice.message.body == notice.drafted_text and "stop taking" not in notice.drafted_text.lower()
     run = SweepRun.objects.get()
-    assert (run.status, run.examined, run.corrected, run.reaffirmed, run.notices) == ("finished", 3, 2, 1, 1)
+    assert (run.status, run.examined, run.corrected, run.reaffirmed, run.notices) == ("finished", 2, 2, 0, 1)
 
     # Nothing stale is left; a second sweep examines nothing and writes nothing.
     again = sweep()
@@ -131,9 +135,9 @@ def test_dry_run_previews_and_writes_nothing(world, no_auto_sweep):
 
     text = out.getvalue()
     assert "DRY RUN" in text and "caution -> stop" in text
-    assert "decisions examined: 3" in text and "corrected:          2" in text and "notices drafted:    1" in text
+    assert "decisions examined: 2" in text and "corrected:          2" in text and "notices drafted:    1" in text
     assert (Decision.objects.count(), Correction.objects.count(), SweepRun.objects.count()) == counts
-    assert count_stale() == 3
+    assert count_stale() == 2
 
 
 def test_the_supersession_listener_sweeps_after_commit(world, monkeypatch):
@@ -149,11 +153,11 @@ def test_the_supersession_listener_sweeps_after_commit(world, monkeypatch):
     monkeypatch.setenv("UNSAY_SWEEP_ON_SUPERSESSION", "1")  # opt-in when Celery is eager (no Redis)
     result = escalate()  # the listener fires on commit of the new version
 
-    assert enqueued == [[result.previous.id]]
+    assert enqueued == [sorted([result.previous.id, result.fact.id])]  # retracted and new version
 
     run = SweepRun.objects.get()
     assert run.trigger == SweepRun.Trigger.SUPERSESSION and run.status == "finished"
-    assert run.corrected == 2 and run.reaffirmed == 1
+    assert run.corrected == 2 and run.reaffirmed == 0
     assert count_stale() == 0
 
 
@@ -161,7 +165,8 @@ def test_a_draft_superseded_before_review_goes_stale_and_is_replaced(world, no_a
     escalate()
     sweep()
     first = Correction.objects.get(patient__external_ref="SYN-A", kind="correction")
-    # A newer version of the same real record: the recall is terminated (verdict back to safe).
+    # A newer version of the same real record: the recall is terminated. The pack dispensed is still
+    # from a recalled Class I lot, so the verdict stays "stop" (never "safe").
     assert_claim(recall_claim(RECALL, LOT, classification="Class I", status="Terminated"), reason="terminated")
 
     report = sweep()
@@ -169,11 +174,13 @@ def test_a_draft_superseded_before_review_goes_stale_and_is_replaced(world, no_a
     first.refresh_from_db()
     assert first.status == Correction.Status.STALE
     assert first.message.status == OutboxMessage.Status.CANCELLED
-    # The patient was told "caution" and never got the "stop" draft: compared with what they were told.
+    # The patient was told "caution" and never got the "stop" draft: the replacement compares with
+    # what they were told, and says the recall is closed but their lot was recalled.
     replacement = Correction.objects.get(replaces=first)
-    assert (replacement.old_verdict, replacement.new_verdict) == ("caution", "safe")
+    assert (replacement.old_verdict, replacement.new_verdict) == ("caution", "stop")
     assert replacement.old_decision_id == world["decisions"]["a"].id
-    assert report.examined == 3
+    assert "closed" in replacement.new_answer and "recalled lot" in replacement.new_answer
+    assert report.examined == 2
     # The notice about the Class I version is stale too and, the recall being closed, not replaced.
     notice = Correction.objects.get(kind="notice")
     assert notice.status == Correction.Status.STALE and notice.message.status == "cancelled"
@@ -269,13 +276,13 @@ def test_an_escalation_can_be_previewed_before_it_is_published(world, no_auto_sw
     text = out.getvalue()
     assert f"PREVIEW of escalating {RECALL} lot {LOT} to Class I" in text
     assert text.count("caution -> stop") == 2 and "would notify Synthetic SYN-D (SYN-D) (lot match)" in text
-    assert "decisions examined: 3" in text and "corrected:          2" in text and "reaffirmed:         1" in text
+    assert "decisions examined: 2" in text and "corrected:          2" in text and "reaffirmed:         0" in text
     # Nothing was escalated or written: the preview matches what publishing then does.
     assert list(Fact.objects.order_by("id").values_list("id", "retracted_at")) == facts_before
     assert (Decision.objects.count(), Correction.objects.count(), SweepRun.objects.count()) == counts
     escalate()
     report = sweep()
-    assert (report.examined, report.corrected, report.reaffirmed, report.notices) == (3, 2, 1, 1)
+    assert (report.examined, report.corrected, report.reaffirmed, report.notices) == (2, 2, 0, 1)
 
 
 def test_the_preview_refuses_to_publish(world):
@@ -297,7 +304,7 @@ def test_in_eager_mode_the_after_commit_sweep_is_opt_in(settings, monkeypatch):
     tasks.enqueue_sweep_after_supersession(3, 4)
     with tasks.auto_sweep_suppressed():
         tasks.enqueue_sweep_after_supersession(5, 6)
-    assert enqueued == [[3]]
+    assert enqueued == [[3, 4]]  # the retracted version's readers and the new version's premises
 
 
 def test_a_decision_that_fails_to_re_decide_is_recorded_and_left_standing(world, no_auto_sweep, monkeypatch):
@@ -306,7 +313,7 @@ def test_a_decision_that_fails_to_re_decide_is_recorded_and_left_standing(world,
     real_decide = memory.ask.decide
 
     def flaky(patient, question, **kwargs):
-        if patient.external_ref == "SYN-C":
+        if patient.external_ref == "SYN-A":
             raise RuntimeError("reasoner unavailable")
         return real_decide(patient, question, **kwargs)
 
@@ -317,7 +324,7 @@ def test_a_decision_that_fails_to_re_decide_is_recorded_and_left_standing(world,
     assert (report.examined, report.errors) == (2, 1)
     run = SweepRun.objects.get()
     assert run.errors == 1 and "reasoner unavailable" in run.error_text and run.status == "finished"
-    failed = world["decisions"]["c"]
+    failed = world["decisions"]["a"]
     failed.refresh_from_db()
     assert failed.status == Decision.Status.STANDING and count_stale() == 1  # the next sweep retries it
 
@@ -343,7 +350,8 @@ def test_one_escalation_of_a_whole_recall_enqueues_one_sweep(world, monkeypatch)
     results = escalate_recall(multi_lot, "Class I", by="test")
 
     assert len(results) == len(believed_before)
-    assert enqueued == [sorted(believed_before)]
+    assert len(enqueued) == 1  # one transaction, one sweep: every retracted version and its successor
+    assert set(believed_before) <= set(enqueued[0]) and len(enqueued[0]) == 2 * len(believed_before)
 
 
 def test_a_rolled_back_retraction_is_never_announced(world, monkeypatch):

@@ -24,7 +24,8 @@ from tests.test_sweep import LOT, dispatch_not_enqueued, escalate, make_patient,
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 ON_LOT, OTHER_LOT, NEVER_ASKED = 10, 4, 3
-AFFECTED = ON_LOT + OTHER_LOT
+# Decisions on other lots rest on no fact of the escalated lot: they are not re-decided.
+AFFECTED = ON_LOT
 QUESTIONS = ["Is my valsartan safe?", "Should I keep taking my blood pressure pills?"]
 
 
@@ -47,8 +48,10 @@ def escalated(hashing_embeddings, no_auto_sweep):  # noqa: F811
 
 def assert_exactly_once_and_complete(original_ids):
     assert count_stale() == 0
-    for decision in Decision.objects.filter(id__in=original_ids):
-        assert decision.status == Decision.Status.SUPERSEDED, decision.id
+    originals = Decision.objects.filter(id__in=original_ids)
+    assert originals.filter(status=Decision.Status.SUPERSEDED).count() == AFFECTED
+    # the other-lot answers rest on nothing that changed: still standing, untouched
+    assert originals.filter(status=Decision.Status.STANDING).count() == OTHER_LOT
     assert Redecision.objects.filter(old_decision_id__in=original_ids).count() == AFFECTED
     keys = Counter(Correction.objects.values_list("dedupe_key", flat=True))
     assert all(n == 1 for n in keys.values())

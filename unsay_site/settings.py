@@ -189,6 +189,8 @@ UNSAY_AWS_REGION = env_str("UNSAY_AWS_REGION", "us-east-1")
 UNSAY_MODEL_DAILY_CAP = env_int("UNSAY_MODEL_DAILY_CAP", 2000, minimum=0)
 UNSAY_MODEL_HOURLY_CAP_PER_CLIENT = env_int("UNSAY_MODEL_HOURLY_CAP_PER_CLIENT", 200, minimum=0)
 UNSAY_ASK_REUSE_SECONDS = env_int("UNSAY_ASK_REUSE_SECONDS", 300, minimum=0)
+# Periodic sweep: recall facts asserted this many days back are re-checked for patients to notify.
+UNSAY_NOTICE_LOOKBACK_DAYS = env_int("UNSAY_NOTICE_LOOKBACK_DAYS", 30, minimum=1, maximum=3650)
 UNSAY_RETRY_ATTEMPTS = env_int("UNSAY_RETRY_ATTEMPTS", 8, minimum=1, maximum=100)
 
 # --- openFDA, archives, messaging -----------------------------------------------------------

@@ -1,0 +1,148 @@
+"""The stale set: standing decisions that must be re-decided, as one query (never a flag).
+
+A decision is stale when (docs/reasoning.md, "What a decision rests on"):
+  retracted_read      a fact version it leaned on (load-bearing read) was retracted since;
+  new_fact            a believed fact shares a scope with one of its premises and it did not read it
+                      (a new recall, a lot added to a recall, a label warning, a recall re-opened);
+  dispensing_changed  a dispensing row it used was edited or deleted, or a row of that drug was
+                      added for the patient since.
+Each branch can be narrowed to the facts or patients that changed (the triggered sweeps); the
+periodic sweep runs all three unnarrowed. Branches drive from the changed side through indexes:
+read_load_bearing, fact_believed_scopes/premise_scope, decision_input_once/dispensing_patient_drug.
+"""
+
+from dataclasses import dataclass
+
+from django.db import connection
+
+RETRACTED_READ = "retracted_read"
+NEW_FACT = "new_fact"
+DISPENSING_CHANGED = "dispensing_changed"
+
+def _any(column: str, values, params: list) -> str:
+    """`AND column = ANY(%s)` with its parameter appended, or nothing when values is None."""
+    if values is None:
+        return ""
+    params.append(list(values))
+    return f" AND {column} = ANY(%s)"
+
+
+def _retracted_read(scope, decision_ids) -> tuple[str, list]:
+    params: list = []
+    sql = ("SELECT r.decision_id AS decision_id, r.fact_id AS fact_id, NULL::bigint AS dispensing_id "
+           "FROM memory_decisionread r JOIN memory_fact f ON f.id = r.fact_id "
+           "JOIN memory_decision d ON d.id = r.decision_id "
+           "WHERE r.load_bearing AND f.retracted_at IS NOT NULL AND d.status = 'standing'")
+    sql += _any("r.fact_id", scope.fact_ids, params) + _any("d.id", decision_ids, params)
+    return sql, params
+
+
+def _new_fact(scope, decision_ids) -> tuple[str, list]:
+    params: list = []
+    sql = ("SELECT p.decision_id AS decision_id, f.id AS fact_id, NULL::bigint AS dispensing_id "
+           "FROM memory_fact f CROSS JOIN LATERAL unnest(f.scopes) AS s(scope) "
+           "JOIN memory_decisionpremise p ON p.scope = s.scope "
+           "JOIN memory_decision d ON d.id = p.decision_id "
+           "WHERE f.retracted_at IS NULL AND d.status = 'standing'")
+    sql += _any("f.id", scope.fact_ids, params) + _any("d.id", decision_ids, params)
+    sql += (" AND NOT EXISTS (SELECT 1 FROM memory_decisionread r "
+            "WHERE r.decision_id = d.id AND r.fact_id = f.id)")
+    return sql, params
+
+
+def _dispensing_changed(scope, decision_ids) -> tuple[str, list]:
+    params: list = []
+    changed = ("SELECT d.id AS decision_id, NULL::bigint AS fact_id, i.dispensing_id AS dispensing_id "
+               "FROM memory_decision d JOIN memory_decisioninput i ON i.decision_id = d.id "
+               "LEFT JOIN patients_dispensingrecord x ON x.id = i.dispensing_id "
+               "WHERE d.status = 'standing' AND (x.id IS NULL OR x.fingerprint <> i.fingerprint)")
+    changed += _any("d.patient_id", scope.patient_ids, params) + _any("d.id", decision_ids, params)
+    added = ("SELECT d.id, NULL::bigint, x.id FROM memory_decision d "
+             "JOIN patients_dispensingrecord x ON x.patient_id = d.patient_id AND x.drug = d.subject "
+             "WHERE d.status = 'standing' AND d.subject <> ''")
+    added += _any("d.patient_id", scope.patient_ids, params) + _any("d.id", decision_ids, params)
+    added += (" AND NOT EXISTS (SELECT 1 FROM memory_decisioninput i "
+              "WHERE i.decision_id = d.id AND i.dispensing_id = x.id)")
+    return f"{changed} UNION ALL {added}", params
+
+
+_BRANCHES = {RETRACTED_READ: _retracted_read, NEW_FACT: _new_fact, DISPENSING_CHANGED: _dispensing_changed}
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What a sweep looks at: changed facts, changed patients, or (both None) everything."""
+
+    fact_ids: tuple[int, ...] | None = None
+    patient_ids: tuple[int, ...] | None = None
+
+    @classmethod
+    def of(cls, fact_ids=None, patient_ids=None) -> "Scope":
+        return cls(tuple(sorted({int(f) for f in fact_ids})) if fact_ids else None,
+                   tuple(sorted({int(p) for p in patient_ids})) if patient_ids else None)
+
+    @property
+    def everything(self) -> bool:
+        return self.fact_ids is None and self.patient_ids is None
+
+    def branches(self) -> list[str]:
+        if self.everything:
+            return [RETRACTED_READ, NEW_FACT, DISPENSING_CHANGED]
+        return ([RETRACTED_READ, NEW_FACT] if self.fact_ids else []) + ([DISPENSING_CHANGED] if self.patient_ids else [])
+
+
+def _union(scope: Scope, decision_ids=None) -> tuple[str, list]:
+    parts, params = [], []
+    for name in scope.branches():
+        sql, branch_params = _BRANCHES[name](scope, decision_ids)
+        parts.append(f"SELECT decision_id, fact_id, dispensing_id, '{name}' AS kind FROM ({sql}) AS {name}")
+        params.extend(branch_params)
+    return " UNION ALL ".join(parts), params
+
+
+def stale_decision_ids(*, after: int = 0, limit: int = 1000, scope: Scope | None = None, lock: bool = False) -> list[int]:
+    """One keyset page of the stale set, ordered by decision id (locked SKIP LOCKED for a sweep page)."""
+    scope = scope or Scope()
+    if not scope.branches():
+        return []
+    union, params = _union(scope)
+    sql = (f"SELECT d.id FROM memory_decision d WHERE d.status = 'standing' AND d.id > %s "
+           f"AND d.id IN (SELECT decision_id FROM ({union}) AS stale) ORDER BY d.id LIMIT %s")
+    if lock:
+        sql += " FOR UPDATE OF d SKIP LOCKED"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [after, *params, limit])
+        return [row[0] for row in cursor.fetchall()]
+
+
+def count_stale(scope: Scope | None = None) -> int:
+    scope = scope or Scope()
+    if not scope.branches():
+        return 0
+    union, params = _union(scope)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT count(DISTINCT decision_id) FROM ({union}) AS stale", params)
+        return cursor.fetchone()[0]
+
+
+@dataclass(frozen=True)
+class StaleReason:
+    kind: str  # RETRACTED_READ | NEW_FACT | DISPENSING_CHANGED
+    fact_id: int | None = None
+    dispensing_id: int | None = None
+
+
+def stale_reasons(decision_ids, scope: Scope | None = None) -> dict[int, list[StaleReason]]:
+    """Why each of these decisions is stale (empty list: it still stands). Used by the sweep to
+    pick what to tell the patient changed, and by the API's "is this answer still valid?" check."""
+    decision_ids = sorted({int(i) for i in decision_ids})
+    reasons: dict[int, list[StaleReason]] = {i: [] for i in decision_ids}
+    if not decision_ids:
+        return reasons
+    union, params = _union(scope or Scope(), decision_ids)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT DISTINCT decision_id, kind, fact_id, dispensing_id FROM ({union}) AS stale "
+                       "ORDER BY decision_id, kind, fact_id, dispensing_id", params)
+        for decision_id, kind, fact_id, dispensing_id in cursor.fetchall():
+            reasons[decision_id].append(StaleReason(kind, fact_id, dispensing_id))
+    return reasons
