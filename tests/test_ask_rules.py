@@ -71,15 +71,21 @@ def test_class_iii_ongoing_recall_is_informational_caution_and_never_says_stop(h
     assert "Do not stop aripiprazole on your own" in outcome.answer
 
 
-def test_terminated_recall_on_the_patients_lot_is_safe_and_mentioned(hashing_embeddings):
+def test_a_terminated_recall_on_the_patients_lot_is_never_safe(hashing_embeddings):
+    """FDA terminates a recall when the removal is complete; the pack dispensed is still from the
+    recalled lot. The verdict is the one its class demands, and the answer says the recall is closed."""
     closed = assert_claim(recall_claim("D-1047-2019", "179791")).fact  # Class II valsartan, Terminated
     patient = make_patient("SYN-V2", [("valsartan", "179791")])
 
     outcome = decide(patient, "Is my valsartan affected by a recall?")
 
-    assert outcome.verdict == "safe"
-    assert "D-1047-2019" in outcome.answer and "closed" in outcome.answer
+    assert outcome.verdict == "caution"
+    assert "D-1047-2019" in outcome.answer and "closed" in outcome.answer and "recalled lot" in outcome.answer
     assert closed.id in outcome.load_bearing_ids
+    # and the same recall while still open gives the same verdict: closing it moves nothing
+    open_version = assert_claim(recall_claim("D-1047-2019", "179791", status="Ongoing", termination_date="")).fact
+    assert decide(patient, "Is my valsartan affected by a recall?").verdict == "caution"
+    assert open_version.attributes["status"] == "Ongoing"
 
 
 def test_drug_level_recall_without_lot_information_is_caution_saying_so(hashing_embeddings):
@@ -108,25 +114,28 @@ def test_a_drug_level_recall_listing_other_makers_ndcs_does_not_apply_but_is_wha
     assert decide(mylan, "Is my valsartan safe?", reasoner=SaysSafe()).guardrail_override == ""
 
 
-def test_no_recall_on_their_lots_is_safe_resting_on_the_same_drug_facts_it_read(hashing_embeddings):
+def test_a_safe_verdict_rests_on_its_premises_and_a_lot_added_to_a_recall_makes_it_stale(hashing_embeddings):
+    from corrections.staleness import NEW_FACT, stale_reasons
+
     other_a = assert_claim(recall_claim("D-0315-2019", "3061169")).fact
     other_b = assert_claim(recall_claim("D-0324-2019", "3063780")).fact
-    unrelated = assert_claim(recall_claim("D-0081-2019", "MON17384")).fact
     patient = make_patient("SYN-V4", [("valsartan", "ZZ-SYN-2")])
 
     decision = ask(patient, "Is my valsartan safe?")
 
     assert decision.verdict == "safe"
     reads = {r.fact_id: r for r in decision.reads.all()}
-    assert reads[other_a.id].load_bearing and reads[other_b.id].load_bearing
-    assert unrelated.id not in reads or not reads[unrelated.id].load_bearing
+    # other lots are context, not what "safe" rests on; the premises are this lot and the drug level
+    assert not reads[other_a.id].load_bearing and not reads[other_b.id].load_bearing
+    assert set(decision.premises.values_list("scope", flat=True)) == {"drug:valsartan|ZZ-SYN-2", "drug:valsartan|*"}
     assert "D-0315-2019" in decision.answer and "not dispensed to you" in decision.answer
+    assert stale_reasons([decision.id])[decision.id] == []
 
-    # The lot list of one of those recalls is amended (new version): the sweep's join now finds this decision.
-    amended = recall_claim("D-0315-2019", "3061169", code_info="Lot # 3061169, ZZ-SYN-2, exp. date 11/2018")
-    assert_claim(amended)
-    stale = Decision.objects.standing().filter(reads__load_bearing=True, reads__fact__retracted_at__isnull=False)
-    assert list(stale) == [decision]
+    # The recall is amended to list this patient's lot: a new fact, no retraction of anything read.
+    added = assert_claim(recall_claim("D-0315-2019", "ZZ-SYN-2",
+                                      code_info="Lot # 3061169, ZZ-SYN-2, exp. date 11/2018")).fact
+    [reason] = stale_reasons([decision.id])[decision.id]
+    assert (reason.kind, reason.fact_id) == (NEW_FACT, added.id)
 
 
 def test_subject_comes_from_the_question_then_the_only_drug_else_a_question_back(hashing_embeddings):
@@ -168,11 +177,12 @@ def test_guardrail_raises_a_safe_verdict_with_an_active_class_i_on_their_lot_and
     assert DecisionRead.objects.get(decision=decision, fact=class_one).load_bearing
 
 
-def test_guardrail_leaves_a_safe_verdict_alone_when_the_recall_is_terminated(hashing_embeddings):
-    assert_claim(recall_claim("D-1047-2019", "179791"))
+def test_guardrail_raises_safe_even_when_the_recall_on_their_lot_is_terminated(hashing_embeddings):
+    closed = assert_claim(recall_claim("D-1047-2019", "179791")).fact
     patient = make_patient("SYN-G2", [("valsartan", "179791")])
     outcome = decide(patient, "Is my valsartan safe?", reasoner=SaysSafe())
-    assert outcome.verdict == "safe" and outcome.guardrail_override == ""
+    assert outcome.verdict == "caution" and outcome.reasoner_verdict == "safe"
+    assert "D-1047-2019" in outcome.guardrail_override and closed.id in outcome.load_bearing_ids
 
 
 def test_ask_records_the_read_set_with_versions_ranks_and_fingerprint(hashing_embeddings):
@@ -202,8 +212,8 @@ def test_a_fact_retracted_while_the_model_thinks_is_never_recorded_as_read(hashi
         identity = "test/model"
 
         def decide(self, ctx):
-            # A new version (recall closed) lands while "the model" is thinking.
-            assert_claim(recall_claim("D-0315-2019", "3061169", status="Terminated"))
+            # A new version (recall escalated) lands while "the model" is thinking.
+            assert_claim(recall_claim("D-0315-2019", "3061169", classification="Class I"))
             return ReasonerResult("caution", "Recalled.", self.identity, {ctx.retrieved[0].fact.id})
 
     real = ask_module.get_reasoner
@@ -211,31 +221,27 @@ def test_a_fact_retracted_while_the_model_thinks_is_never_recorded_as_read(hashi
     decision = ask(patient, "Is my valsartan safe?")
 
     assert decision.reasoner == "rules/1 (facts changed while deciding)"
-    assert decision.verdict == "safe"
+    assert decision.verdict == "stop"
     assert all(r.fact.is_believed for r in decision.reads.select_related("fact"))
     assert decision.reads.get(fact_key="recall:D-0315-2019:lot:3061169").fact_version == 2
 
 
-def test_a_safe_verdict_reads_every_recall_of_the_drug_even_beyond_top_k(hashing_embeddings):
-    import re
+def test_a_safe_verdict_reads_every_fact_in_its_premises_even_beyond_top_k(hashing_embeddings):
+    from corrections.staleness import stale_reasons
 
-    from tests.factories_facts import record
-
-    lots = re.findall(r"\b\d{7}\b", record("D-0326-2019")["code_info"])
-    assert len(lots) > 12  # more lot facts of one recall than retrieval's k
-    for lot in lots:
+    drug_levels = [assert_claim(recall_claim(n, None)).fact for n in ("D-0971-2018", "D-0968-2018")]
+    for lot in ("3069019", "3069020", "3069021"):
         assert_claim(recall_claim("D-0326-2019", lot))
-    lone = assert_claim(recall_claim("D-0315-2019", "3061169")).fact  # another recall, asserted last
-    patient = make_patient("SYN-K1", [("valsartan", "ZZ-SYN-9")])
+    patient = make_patient("SYN-K1", [("valsartan", "ZZ-SYN-9")], ndc="00378-5814-77")
 
     decision = ask(patient, "Is my valsartan safe?")
 
-    assert decision.verdict == "safe"
-    assert decision.reads.get(fact=lone).load_bearing
-    # that recall closes: its fact is re-versioned, so the sweep's join finds this safe decision
-    assert_claim(recall_claim("D-0315-2019", "3061169", status="Terminated"))
-    stale = Decision.objects.standing().filter(reads__load_bearing=True, reads__fact__retracted_at__isnull=False)
-    assert list(stale.distinct()) == [decision]
+    assert decision.verdict == "safe"  # both drug-level recalls list other makers' NDCs
+    for fact in drug_levels:
+        assert decision.reads.get(fact=fact).load_bearing
+    # one of them is amended (new version): the retracted read makes this safe answer stale
+    assert_claim(recall_claim("D-0971-2018", None, status="Terminated"))
+    assert {r.kind for r in stale_reasons([decision.id])[decision.id]} == {"retracted_read", "new_fact"}
 
 
 def test_a_drug_not_dispensed_to_the_patient_is_unknown_and_asks_for_the_lot(hashing_embeddings):
@@ -244,7 +250,9 @@ def test_a_drug_not_dispensed_to_the_patient_is_unknown_and_asks_for_the_lot(has
 
     outcome = decide(patient, "Is valsartan safe?", subject="valsartan")
 
-    assert outcome.verdict == "unknown" and outcome.load_bearing_ids == {lot_fact.id}
+    # Nothing of this drug dispensed: a short answer asking for the lot, resting on the drug level only.
+    assert outcome.verdict == "unknown" and outcome.premises == ["drug:valsartan|*"]
+    assert lot_fact.id not in outcome.load_bearing_ids and len(outcome.answer) < 300
     assert "no record of valsartan dispensed to you" in outcome.answer and "D-0315-2019" in outcome.answer
 
 

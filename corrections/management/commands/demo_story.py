@@ -3,7 +3,7 @@
 The demo patients ask in four phrasings, the real recall of their lot (patients/demo.py) is escalated
 to Class I — FDA classifies a recall, so every lot fact of it gets a new version — the sweep
 re-decides what that escalation made stale (the exposed patients' answers move and are corrected;
-the neighbours on other valsartan lots read the recall too, stay safe and are reaffirmed), and the
+the neighbours on other valsartan lots rest on no fact of this recall and are left alone), and the
 pharmacist is pointed at the queue.
 Running it again asks nothing twice, escalates nothing twice and drafts nothing twice.
 """
