@@ -115,3 +115,24 @@ def dispatch_outbox() -> str:
     flagged = flag_unknown_outcomes()
     result = dispatch_ready()
     return f"{result.summary()}, flagged unknown {flagged}"
+
+
+def describe_triggered_sweeps(since) -> str:
+    """One line for commands that wrote facts (ingest_recalls, escalate): what the sweep they
+    triggered did, or that it was queued and where to watch it, or why none started."""
+    from django.conf import settings
+
+    from .models import SweepRun
+
+    runs = list(SweepRun.objects.filter(started__gte=since).exclude(
+        trigger__in=[SweepRun.Trigger.BEAT, SweepRun.Trigger.MANUAL]).order_by("id"))
+    if runs:
+        return "Sweep: " + "; ".join(
+            f"run {r.id} {r.status}: examined {r.examined}, corrected {r.corrected}, reaffirmed {r.reaffirmed}, "
+            f"notices drafted {r.notices}" for r in runs)
+    if not sweep_triggers_enabled():
+        return ("Sweep: none started (UNSAY_SWEEP_ON_SUPERSESSION is off here); run `manage.py sweep` "
+                "or wait for the periodic sweep.")
+    if settings.CELERY_TASK_ALWAYS_EAGER:
+        return "Sweep: nothing to re-decide or notify."
+    return "Sweep: queued for the Celery worker; watch /recalls/ops/ (or `manage.py sweep --dry-run`)."

@@ -76,4 +76,7 @@ class Migration(migrations.Migration):
             constraint=models.UniqueConstraint(fields=('decision', 'scope'), name='decision_premise_once'),
         ),
         migrations.RunPython(backfill_scopes, migrations.RunPython.noop),
+        # Writers that name their columns (raw SQL, other tools) get "touches nothing" by default.
+        migrations.RunSQL("ALTER TABLE memory_fact ALTER COLUMN scopes SET DEFAULT '{}'",
+                          "ALTER TABLE memory_fact ALTER COLUMN scopes DROP DEFAULT"),
     ]

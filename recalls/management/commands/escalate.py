@@ -19,6 +19,11 @@ class Command(BaseCommand):
         parser.add_argument("--by", default="demo", help="Who is escalating (recorded as asserted_by).")
 
     def handle(self, *args, **options):
+        from django.utils import timezone
+
+        from corrections.tasks import describe_triggered_sweeps
+
+        started = timezone.now()
         try:
             results = escalate(options["recall_number"], options["classification"], lot=options["lot"],
                                by=options["by"])
@@ -33,3 +38,4 @@ class Command(BaseCommand):
                                   f"{r.old_classification} -> {r.new_classification}")
         superseded = sum(1 for r in results if r.status != "unchanged")
         self.stdout.write(f"Superseded {superseded} fact version(s).")
+        self.stdout.write(describe_triggered_sweeps(started))

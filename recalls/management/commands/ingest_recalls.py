@@ -39,6 +39,11 @@ class Command(BaseCommand):
         parser.add_argument("--no-progress", action="store_true", help="No live progress bar.")
 
     def handle(self, *args, **options):
+        from django.utils import timezone
+
+        from corrections.tasks import describe_triggered_sweeps
+
+        started = timezone.now()
         bar = None
 
         def progress(p):
@@ -84,3 +89,4 @@ class Command(BaseCommand):
                 reasons[reason] = reasons.get(reason, 0) + 1
             for reason, count in sorted(reasons.items(), key=lambda kv: -kv[1])[:10]:
                 self.stdout.write(f"  quarantined {count}: {reason}")
+        self.stdout.write(describe_triggered_sweeps(started))
