@@ -88,12 +88,24 @@ def resolve_subject(patient, question: str, subject: str | None = None) -> tuple
             # The question names a drug we have no dispensing of: answer about *that* drug (the
             # reasoner asks for the lot), never silently about the one drug we do have on file.
             return other, ""
-        if len(drugs) == 1:
+        if len(drugs) == 1 and _reads_as_a_question(text):
             return drugs[0], ""
     candidates = named or drugs
     if not candidates:
         return None, "We have no medicines on file for you. Which medicine are you asking about?"
     return None, f"Which medicine are you asking about: {', '.join(candidates)}?"
+
+
+# Words of a question about one's medicine; a text with none of them and no drug name (e.g. "asdf")
+# is not answered about whatever drug happens to be on file.
+_QUESTION_WORDS = frozenset(
+    "safe safety ok okay fine recall recalls recalled medicine medicines medication medications pill pills tablet "
+    "tablets capsule capsules drug drugs take taking took affected pack packet bottle lot prescription dose doses "
+    "worry worried problem problems risk dangerous still keep use using refill".split())
+
+
+def _reads_as_a_question(text: str) -> bool:
+    return any(word in _QUESTION_WORDS for word in text.split())
 
 
 def _other_drug_named(text: str, drugs) -> str | None:
@@ -242,6 +254,11 @@ def ask(patient, question, *, subject=None, client=None) -> Decision:
     if not reasoner.uses_model:
         def _decide_and_record():
             outcome = decide(patient, question, subject=subject, reasoner=reasoner)
+            # The same question on the same inputs within the reuse window is the same decision:
+            # a client asking 300 times holds one answer, and a recall change drafts one letter.
+            reused = reusable_decision(patient, outcome.inputs_hash) if outcome.inputs_hash else None
+            if reused is not None:
+                return reused
             return _record_fresh(outcome, patient=patient, question=question, subject=subject)
         return run_in_transaction(_decide_and_record)
 
