@@ -1,6 +1,12 @@
-"""Sweep at scale: N standing decisions, A of them resting on one real recall lot that is escalated.
+"""Sweep at scale: N standing decisions, A of them touched by one change to a real recall lot.
 
-    .venv/bin/python bench/sweep.py [--decisions 100000] [--affected 10000] [--shared-inputs] [--page-size 200]
+    .venv/bin/python bench/sweep.py [--case escalation|new-recall] [--decisions 100000] [--affected 10000]
+                                    [--shared-inputs] [--page-size 200]
+
+--case escalation (default): the affected were told "caution" on D-0326-2019 lot 3069020, which is
+escalated to Class I (their load-bearing read is retracted). --case new-recall: D-0326-2019 is not
+ingested at first, so the affected were told "safe"; then its real record is ingested (a brand-new
+recall: nothing is retracted, the affected are found through their premises).
 
 Runs on the embedded PostgreSQL in its own database (UNSAY_DB_NAME, default unsay_bench_sweep) with
 the rules reasoner and hashing embeddings. Set-up (not timed): every valsartan record of the real
@@ -38,9 +44,10 @@ from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 
 from corrections.models import Correction, OutboxMessage, SweepRun  # noqa: E402
-from corrections.sweep import _stale_sql, count_stale, sweep  # noqa: E402
+from corrections.staleness import Scope, _union  # noqa: E402
+from corrections.sweep import count_stale, sweep  # noqa: E402
 from corrections.tasks import auto_sweep_suppressed  # noqa: E402
-from memory.ask import decide  # noqa: E402
+from memory.ask import DispensedRow, decide, premises_for  # noqa: E402
 from memory.models import Fact  # noqa: E402
 from memory.services import inputs_fingerprint  # noqa: E402
 from patients.models import Patient  # noqa: E402
@@ -48,6 +55,9 @@ from recalls.services import escalate  # noqa: E402
 
 RECALL, LOT, DRUG = "D-0326-2019", "3069020", "valsartan"
 UNAFFECTED_LOT = "3095511"  # in no recall record (patients/demo.py)
+# Mylan valsartan 40 mg (D-0326-2019's maker): every patient's dispensing carries it, so the
+# drug-level recalls of other makers (Solco, Camber: they list their own NDCs) do not apply.
+NDC = "00378-5814-77"
 QUESTIONS = ["Is my valsartan safe?", "Should I keep taking my blood pressure pills?",
              "Has my valsartan been recalled?", "Is there anything wrong with the tablets the pharmacy gave me?"]
 
@@ -56,22 +66,36 @@ def reset():
     with connection.cursor() as cursor:
         cursor.execute("""
             TRUNCATE corrections_auditevent, corrections_outboxmessage, corrections_redecision, corrections_correction,
-                     corrections_sweeprun, memory_decisionread, memory_decision, patients_dispensingrecord,
+                     corrections_sweeprun, memory_decisionread, memory_decisionpremise, memory_decisioninput,
+                     memory_decision, patients_dispensingchange, patients_dispensingrecord,
                      patients_patient, recalls_recallrecord, recalls_quarantinedrecord, recalls_ingestrun, memory_fact
             RESTART IDENTITY CASCADE
         """)
 
 
-def ingest_real_facts(tmp: Path) -> int:
+def valsartan_records() -> tuple[dict, list]:
     with zipfile.ZipFile(PROJECT_DIR / "tests/fixtures/openfda/drug-enforcement-2021-04-28.json.zip") as archive:
         data = json.loads(archive.read(archive.namelist()[0]))
-    records = [r for r in data["results"] if DRUG in r["product_description"].lower()]
-    tmp.write_text(json.dumps({"meta": data.get("meta", {}), "results": records}))
+    return data.get("meta", {}), [r for r in data["results"] if DRUG in r["product_description"].lower()]
+
+
+def ingest_real_facts(tmp: Path, *, without: str | None = None) -> int:
+    meta, records = valsartan_records()
+    records = [r for r in records if r["recall_number"] != without]
+    tmp.write_text(json.dumps({"meta": meta, "results": records}))
     call_command("ingest_recalls", "--file", str(tmp), "--no-progress", verbosity=0)
     return len(records)
 
 
-def load(decisions: int, affected: int, shared_inputs: bool) -> dict:
+def fingerprint(patient_id, lot, at) -> str:
+    """patients.models.DispensingRecord.compute_fingerprint for a COPY-loaded row."""
+    import hashlib
+
+    parts = [patient_id, DRUG, NDC, lot, None, at]
+    return hashlib.sha256("|".join("" if p is None else str(p) for p in parts).encode()).hexdigest()
+
+
+def load(decisions: int, affected: int, shared_inputs: bool, case: str) -> dict:
     regions = settings.UNSAY_REGIONS
     now = datetime.now(UTC)
     began = time.monotonic()
@@ -82,15 +106,21 @@ def load(decisions: int, affected: int, shared_inputs: bool) -> dict:
             for pid in range(1, decisions + 1):
                 copy.write_row((pid, uuid.uuid4(), regions[pid % len(regions)], f"Bench patient {pid} (synthetic)",
                                 f"bench{pid}@example.com", "", "email", f"BENCH-{pid:08d}", True, now, now))
-        with cur.copy("COPY patients_dispensingrecord (patient_id, region, drug, product_description, ndc, lot, "
-                      "expiry, quantity, dispensed_at, site, synthetic, created) FROM STDIN") as copy:
+        rows_of: dict[int, list[DispensedRow]] = {}
+        row_id = 0
+        with cur.copy("COPY patients_dispensingrecord (id, patient_id, region, drug, product_description, ndc, lot, "
+                      "expiry, quantity, dispensed_at, site, synthetic, fingerprint, created, updated) "
+                      "FROM STDIN") as copy:
             for pid in range(1, decisions + 1):
                 lots = [LOT] if pid <= affected else [UNAFFECTED_LOT]
                 if pid <= affected and not shared_inputs:
                     lots.append(f"BX{pid:07d}")  # a second, unrecalled lot: makes this patient's inputs unique
                 for lot in lots:
-                    copy.write_row((pid, regions[pid % len(regions)], DRUG, "", "", lot, None, 90, now,
-                                    "Bench site (synthetic)", True, now))
+                    row_id += 1
+                    digest = fingerprint(pid, lot, now)
+                    rows_of.setdefault(pid, []).append(DispensedRow(row_id, lot, NDC, now, digest))
+                    copy.write_row((row_id, pid, regions[pid % len(regions)], DRUG, "", NDC, lot, None, 90, now,
+                                    "Bench site (synthetic)", True, digest, now, now))
     with connection.cursor() as cursor:
         for table in ("patients_patient", "patients_dispensingrecord"):
             cursor.execute(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), (SELECT max(id) FROM {table}))")
@@ -102,7 +132,8 @@ def load(decisions: int, affected: int, shared_inputs: bool) -> dict:
         patient = Patient.objects.get(pk=pid)
         for question in QUESTIONS:
             templates[(group, question)] = decide(patient, question, subject=DRUG)
-    assert templates[("affected", QUESTIONS[0])].verdict == "caution", templates[("affected", QUESTIONS[0])].answer
+    expected = "safe" if case == "new-recall" else "caution"
+    assert templates[("affected", QUESTIONS[0])].verdict == expected, templates[("affected", QUESTIONS[0])].answer
     decision_cols = ("id, public_id, patient_id, region, question, subject, verdict, answer, reasoner, "
                      "reasoner_verdict, guardrail_override, inputs_hash, status, replaces_id, decided_at, "
                      "superseded_at, created")
@@ -130,11 +161,19 @@ def load(decisions: int, affected: int, shared_inputs: bool) -> dict:
                     copy.write_row((pid, spec.fact.id, spec.fact.fact_key, spec.fact.version, spec.rank, spec.score,
                                     spec.load_bearing))
                     read_rows += 1
+        with cur.copy("COPY memory_decisionpremise (decision_id, scope) FROM STDIN") as copy:
+            for pid in range(1, decisions + 1):
+                for scope in premises_for(DRUG, rows_of[pid]):
+                    copy.write_row((pid, scope))
+        with cur.copy("COPY memory_decisioninput (decision_id, dispensing_id, fingerprint) FROM STDIN") as copy:
+            for pid in range(1, decisions + 1):
+                for row in rows_of[pid]:
+                    copy.write_row((pid, row.id, row.fingerprint))
     with connection.cursor() as cursor:
-        for table in ("memory_decision", "memory_decisionread"):
+        for table in ("memory_decision", "memory_decisionread", "memory_decisionpremise", "memory_decisioninput"):
             cursor.execute(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), (SELECT max(id) FROM {table}))")
         for table in ("patients_patient", "patients_dispensingrecord", "memory_decision", "memory_decisionread",
-                      "memory_fact"):
+                      "memory_decisionpremise", "memory_decisioninput", "memory_fact"):
             cursor.execute(f"ANALYZE {table}")
     return {"patients": decisions, "decisions": decisions, "reads": read_rows,
             "copy_patients_s": round(patients_done - began, 1),
@@ -142,9 +181,11 @@ def load(decisions: int, affected: int, shared_inputs: bool) -> dict:
 
 
 def explain_page(fact_ids) -> str:
-    sql, extra = _stale_sql(fact_ids, lock=False)
+    union, params = _union(Scope.of(fact_ids))
+    sql = (f"SELECT d.id FROM memory_decision d WHERE d.status = 'standing' AND d.id > %s "
+           f"AND d.id IN (SELECT decision_id FROM ({union}) AS stale) ORDER BY d.id LIMIT %s")
     with connection.cursor() as cursor:
-        cursor.execute("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY ON) " + sql, [0, *extra, 200])
+        cursor.execute("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY ON) " + sql, [0, *params, 200])
         return "\n".join(row[0] for row in cursor.fetchall())
 
 
@@ -155,31 +196,44 @@ def main():
     parser.add_argument("--shared-inputs", action="store_true",
                         help="affected patients share inputs per phrasing (reasoner calls are shared)")
     parser.add_argument("--page-size", type=int, default=200)
+    parser.add_argument("--case", choices=["escalation", "new-recall"], default="escalation")
     args = parser.parse_args()
     if not 1 <= args.affected <= args.decisions - 1:
         parser.error("--affected must be between 1 and --decisions - 1")
 
     began = time.monotonic()
     reset()
-    records = ingest_real_facts(PROJECT_DIR / "var" / "bench-sweep-valsartan.json")
+    records = ingest_real_facts(PROJECT_DIR / "var" / "bench-sweep-valsartan.json",
+                                without=RECALL if args.case == "new-recall" else None)
     facts = Fact.objects.count()
-    figures = {"real_records": records, "facts": facts, **load(args.decisions, args.affected, args.shared_inputs)}
+    figures = {"case": args.case, "real_records": records, "facts": facts,
+               **load(args.decisions, args.affected, args.shared_inputs, args.case)}
     figures["setup_s"] = round(time.monotonic() - began, 1)
 
     with auto_sweep_suppressed():
         t_escalate = time.monotonic()
-        [result] = escalate(RECALL, "Class I", lot=LOT, by="bench")
-    t0 = time.monotonic()  # escalate() has returned: the new version is committed
-    old_fact = Fact.objects.get(fact_key=f"recall:{RECALL}:lot:{LOT}", version=result.old_version)
-    figures["escalate_s"] = round(t0 - t_escalate, 3)
-    figures["stale"] = count_stale([old_fact.id])
+        if args.case == "new-recall":
+            meta, records = valsartan_records()
+            before = set(Fact.objects.values_list("id", flat=True))
+            tmp = PROJECT_DIR / "var" / "bench-sweep-new-recall.json"
+            tmp.write_text(json.dumps({"meta": meta, "results": [r for r in records if r["recall_number"] == RECALL]}))
+            call_command("ingest_recalls", "--file", str(tmp), "--no-progress", verbosity=0)
+            changed = sorted(set(Fact.objects.values_list("id", flat=True)) - before)
+        else:
+            [result] = escalate(RECALL, "Class I", lot=LOT, by="bench")
+            old_fact = Fact.objects.get(fact_key=f"recall:{RECALL}:lot:{LOT}", version=result.old_version)
+            new_fact = Fact.objects.get(fact_key=f"recall:{RECALL}:lot:{LOT}", version=result.new_version)
+            changed = [old_fact.id, new_fact.id]  # what the after-commit trigger hands the sweep
+    t0 = time.monotonic()  # the change has committed
+    figures["change_s"] = round(t0 - t_escalate, 3)
+    figures["stale"] = count_stale(changed)
     first_page = []
 
     def progress(n):
         if not first_page:
             first_page.append(time.monotonic() - t0)
 
-    report = sweep(fact_ids=[old_fact.id], trigger=SweepRun.Trigger.BENCH, page_size=args.page_size,
+    report = sweep(fact_ids=changed, trigger=SweepRun.Trigger.BENCH, page_size=args.page_size,
                    progress=progress)
     elapsed = time.monotonic() - t0
     figures.update({
@@ -195,7 +249,7 @@ def main():
     })
     print(json.dumps(figures, indent=2))
     print("\nPlan of one stale-set page after the sweep (0 rows left):")
-    print(explain_page([old_fact.id]))
+    print(explain_page(changed))
 
 
 if __name__ == "__main__":
