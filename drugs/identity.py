@@ -76,6 +76,8 @@ FORM_WORDS = frozenset(
     "buccal liposomal liposome rdna origin".split()
 )
 
+_DESCRIPTIVE_WORDS = FORM_WORDS | {"only", "dose", "low", "high", "strength", "contraceptives", "contraceptive"}
+
 # MeSH trees of classes and forms: D20 complex mixtures, D26 pharmaceutical preparations, D27 chemical
 # actions and uses; E diagnostic and therapeutic techniques.
 _CLASS_TREES = ("D20", "D26", "D27", "E")
@@ -180,6 +182,9 @@ def vocabulary() -> dict[str, tuple[str, ...]]:
         for target in targets:
             if not _is_class(target, data["drug_canonical_to_data"].get(target) or {}):
                 found.update(ingredients_of(target))
+        # Wikipedia-derived names that describe a product ("low dose aspirin", "progestin only norethindrone
+        # oral contraceptives") are not ingredient names: the words around them find the ingredient instead.
+        found = {name for name in found if not set(name.split()) & _DESCRIPTIVE_WORDS}
         if found:
             index[phrase] = tuple(sorted(found))
     for phrase, parts in PHRASE_OVERRIDES.items():
