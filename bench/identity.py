@@ -108,7 +108,7 @@ def facts_of(parsed_record):
 def matching_set(records, parsed_by_number, rng):
     """(positives, negatives): (dispensing, recall_number, event_id)."""
     by_subject = defaultdict(list)
-    for number, parsed in parsed_by_number.items():
+    for parsed in parsed_by_number.values():
         if parsed.subject and parsed.scope == "lot":
             by_subject[parsed.subject].append(parsed)
     positives, negatives = [], []
@@ -179,7 +179,8 @@ def evaluate(positives, negatives, facts_by_lot, event_of, texts):
                 else:
                     fp += 1
                     false_hits.append((number, recall_of(fact), dispensing.text))
-    return {"also_confirmed_by_a_second_recall_naming_product_and_lot": second_recall,"positives": len(positives), "negatives": len(negatives), "true_confirmed": tp, "missed": fn,
+    return {"also_confirmed_by_a_second_recall_naming_product_and_lot": second_recall,
+            "positives": len(positives), "negatives": len(negatives), "true_confirmed": tp, "missed": fn,
             "false_confirmed": fp, "negatives_matched_by_their_recall": negative_hits,
             "recall": round(tp / max(1, tp + fn), 4), "precision": round(tp / max(1, tp + fp), 4),
             "miss_examples": misses[:10], "false_examples": false_hits[:10]}
@@ -202,7 +203,8 @@ def timing(texts) -> dict:
         reference.append((time.perf_counter() - began) * 1e6)
     return {"resolve_us": {"min": round(min(durations), 1), "median": round(statistics.median(durations), 1),
                            "max": round(max(durations), 1)},
-            "reference_dict_lookup_us": {"min": round(min(reference), 2), "median": round(statistics.median(reference), 2),
+            "reference_dict_lookup_us": {"min": round(min(reference), 2),
+                                         "median": round(statistics.median(reference), 2),
                                          "max": round(max(reference), 2)}}
 
 
@@ -243,7 +245,8 @@ def main():
     texts = {r["recall_number"]: " ".join((r.get("product_description") or "", r.get("code_info") or "",
                                            r.get("more_code_info") or "")) for r in records}
     positives, negatives = matching_set(records, parsed_by_number, random.Random(args.seed))
-    print("matching (confirmed class):", json.dumps(evaluate(positives, negatives, facts_by_lot, event_of, texts), indent=1))
+    figures = evaluate(positives, negatives, facts_by_lot, event_of, texts)
+    print("matching (confirmed class):", json.dumps(figures, indent=1))
     print("timing:", json.dumps(timing([r.get("product_description") or "" for r in records[:3000]])))
 
 

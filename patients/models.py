@@ -108,12 +108,9 @@ class DispensingRecord(models.Model):
             ("view_exposure", "Can see which patients a recall exposes"),
         ]
 
-    @property
-    def identity_unresolved(self) -> bool:
-        return self.drug_source == UNRESOLVED
-
     def __str__(self):
-        return f"{self.drug or self.drug_text} lot {self.lot or 'unknown'} for patient {self.patient.external_ref if self.patient_id else '-'}"
+        who = self.patient.external_ref if self.patient_id else "-"
+        return f"{self.drug or self.drug_text} lot {self.lot or 'unknown'} for patient {who}"
 
     def save(self, *args, **kwargs):
         self.resolve_identity()
@@ -144,6 +141,10 @@ class DispensingRecord(models.Model):
             identity = resolve(self.product_description)
         self.drug, self.drug_source = identity.key, identity.source
 
+    @property
+    def identity_unresolved(self) -> bool:
+        return self.drug_source == UNRESOLVED
+
     def compute_fingerprint(self) -> str:
         parts = [self.patient_id, self.drug, self.ndc, self.lot, self.expiry, self.dispensed_at]
         return hashlib.sha256("|".join("" if p is None else str(p) for p in parts).encode()).hexdigest()
@@ -153,7 +154,8 @@ class DispensingRecord(models.Model):
         Raises ValidationError (per field) for what cannot be normalised."""
         errors = {}
         if not (self.drug_text or self.drug or self.product_description or "").strip():
-            errors["drug"] = "Drug is required (as on the label, e.g. 'Diovan 160 mg' or 'valsartan'); recalls are matched on it."
+            errors["drug"] = ("Drug is required (as on the label, e.g. 'Diovan 160 mg' or 'valsartan'); "
+                              "recalls are matched on it.")
         else:
             self.resolve_identity()
         if self.lot_known:

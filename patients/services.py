@@ -94,10 +94,10 @@ def exposure_rows(fact: Fact):
     by_identity = Q(drug=fact.subject) if fact.subject else Q(pk__in=[])
     by_product = Q(ndc_product__in=products) if products else Q(pk__in=[])
     if fact.lot and not recall_terms.is_drug_level(fact):
-        lot = normalize_lot(fact.lot)
-        return _ordered(DispensingRecord.objects.filter(
-            Q(lot=lot, ndc_product__in=products) | Q(lot=lot, drug=fact.subject or None)
-            | ((by_identity | by_product) & Q(lot_known=False))))
+        # The recalled lot and the unknown lot ("", lot_known False) of the drug or of its products: each
+        # branch is an index range on (drug, lot) or (ndc_product, lot); drugs.matching decides the rest.
+        lots = [normalize_lot(fact.lot), ""]
+        return _ordered(DispensingRecord.objects.filter((by_identity | by_product) & Q(lot__in=lots)))
     return _ordered(DispensingRecord.objects.filter(by_identity | by_product))
 
 
@@ -111,7 +111,9 @@ def active_recalls_for_dispensing(record: DispensingRecord) -> list[Fact]:
     candidates = Fact.objects.believed().defer("embedding").filter(kind=Fact.Kind.RECALL)
     if record.ndc_product:
         # An NDC product + lot match holds whatever the recall's subject (scopes are GIN-indexed).
-        product_scopes = [f"ndc:{record.ndc_product}|*"] + ([f"ndc:{record.ndc_product}|{record.lot}"] if record.lot else [])
+        product_scopes = [f"ndc:{record.ndc_product}|*"]
+        if record.lot:
+            product_scopes.append(f"ndc:{record.ndc_product}|{record.lot}")
         scopes |= Q(scopes__overlap=product_scopes)
     if not scopes:
         return []
@@ -128,7 +130,8 @@ def recall_warning(records) -> str:
     for record in records:
         for fact in active_recalls_for_dispensing(record):
             attrs = fact.attributes or {}
-            scope = f"lot {fact.lot}" if fact.lot else f"all lots of {fact.subject or attrs.get('product_description', '')[:60]}"
+            product = fact.subject or attrs.get("product_description", "")[:60]
+            scope = f"lot {fact.lot}" if fact.lot else f"all lots of {product}"
             lines.append(f"{record.drug or record.drug_text} lot {record.lot or 'unknown'} for "
                          f"{record.patient.display_name}: {attrs.get('classification', '')} recall "
                          f"{attrs.get('recall_number', '')} ({attrs.get('status', '')}) covers {scope} "
@@ -158,11 +161,11 @@ def exposed_patients_for_recall(recall_number: str) -> list[Exposure]:
         products = set().union(*(recall_terms.products(f) for f in lot_facts))
         related = Q(drug__in=subjects) | Q(ndc_product__in=products)
         lots = sorted({normalize_lot(f.lot) for f in lot_facts})
-        rows = list(_ordered(DispensingRecord.objects.filter((Q(lot__in=lots) | Q(lot_known=False)) & related)))
+        rows = list(_ordered(DispensingRecord.objects.filter(related, lot__in=lots + [""])))
         by_lot = defaultdict(list)
-        unknown = [row for row in rows if not row.lot_known]
+        unknown = [row for row in rows if not row.lot]
         for row in rows:
-            if row.lot_known:
+            if row.lot:
                 by_lot[row.lot].append(row)
         for fact in lot_facts:
             exposures.extend(_group(fact, by_lot.get(normalize_lot(fact.lot), []) + unknown))

@@ -189,7 +189,8 @@ def identity_of(record: dict) -> RecallIdentity:
     description = record.get("product_description") or ""
     from_description = resolve(description)
     from_generic = _generic_identity(record)
-    if from_generic and from_description.resolved and not set(from_generic.ingredients) & set(from_description.ingredients):
+    disjoint = from_generic and not set(from_generic.ingredients) & set(from_description.ingredients)
+    if disjoint and from_description.resolved:
         return RecallIdentity(
             from_description.key, "product_description", from_description.text,
             f"openfda.generic_name says {from_generic.key!r} but product_description says "
@@ -369,7 +370,7 @@ def label_claims(record, *, source_ref: str = "", asserted_by: str = "") -> tupl
                         "identity_source": ("openfda.generic_name" if resolve(generic).resolved
                                             else "openfda.brand_name" if subject else "unresolved"),
                         "identity_text": identity.text[:IDENTITY_TEXT_MAX],
-                        **({} if subject else {"identity_flag": f"the drug vocabulary does not know {generic or brand!r}"})},
+                        **({} if subject else {"identity_flag": f"the vocabulary does not know {generic or brand!r}"})},
             source_ref=source_ref[:255], valid_from=_midnight(effective), asserted_by=asserted_by,
         ))
     return set_id, version, claims
