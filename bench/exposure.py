@@ -111,17 +111,33 @@ def load(rows: int, seed: int = 1) -> dict:
             "analyze_s": round(time.monotonic() - loaded, 1), "dispensing_table_mb": round(size / 2**20)}
 
 
-def time_lookups(fact, repeats: int) -> dict:
+def time_lookups(fact, repeats: int, **options) -> dict:
     for _ in range(min(5, repeats)):
-        exposed_patients(fact)  # warm the cache and the connection
+        exposed_patients(fact, **options)  # warm the cache and the connection
     timings, result = [], None
     for _ in range(repeats):
         began = time.perf_counter()
-        result = exposed_patients(fact)
+        result = exposed_patients(fact, **options)
         timings.append((time.perf_counter() - began) * 1000)
     return {"lookups": repeats, "p50_ms": round(percentile(timings, 0.50), 2),
             "p95_ms": round(percentile(timings, 0.95), 2), "max_ms": round(max(timings), 2),
             "patients": len(result), "rows": sum(len(e.dispensings) for e in result)}
+
+
+def time_reference(repeats: int) -> dict:
+    """Same-run reference: session 1's query shape, the (drug, lot) rows with their patients, no matching."""
+    def run():
+        return list(DispensingRecord.objects.filter(drug=TARGET_DRUG, lot=TARGET_LOT).select_related("patient")
+                    .order_by("patient_id", "dispensed_at", "id"))
+    for _ in range(min(5, repeats)):
+        run()
+    timings = []
+    for _ in range(repeats):
+        began = time.perf_counter()
+        run()
+        timings.append((time.perf_counter() - began) * 1000)
+    return {"lookups": repeats, "p50_ms": round(percentile(timings, 0.50), 2),
+            "p95_ms": round(percentile(timings, 0.95), 2), "max_ms": round(max(timings), 2)}
 
 
 def time_admin_pages(repeats: int = 3) -> dict:
@@ -173,13 +189,20 @@ def main():
                                 "ndc_products": [TARGET_NDC[:10]]})
     drug_fact = Fact(kind="recall", subject=bench_drug(7), lot=None, fact_key="recall:BENCH:drug",
                      attributes={"recall_number": "BENCH", "scope": "drug", "ndc_products": ["70007-0003"]})
-    lot_figures = time_lookups(lot_fact, args.lookups)
+    reference = time_reference(args.lookups)
+    lot_figures = time_lookups(lot_fact, args.lookups, candidates=False)
+    with_candidates = time_lookups(lot_fact, max(5, args.lookups // 4))
     drug_figures = time_lookups(drug_fact, max(5, args.lookups // 20))
-    rows = exposure_rows(lot_fact)
+    rows = exposure_rows(lot_fact, candidates=False)
     plan = rows.explain(analyze=True, buffers=True)
     print(f"database: {connection.settings_dict['NAME']} (PostgreSQL {connection.pg_version // 10000}, embedded)")
     print("load:", json.dumps(load_figures))
-    print("lot lookup (exposed_patients, lot-level fact):", json.dumps(lot_figures))
+    print("reference, same run (plain (drug, lot) query + patients, no matching):", json.dumps(reference))
+    print("lot lookup (exposed_patients, lot-level fact, lot -> patients):", json.dumps(lot_figures))
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+    print("load average while timing:", os.getloadavg())
+    print("lot lookup with the drug's unknown-lot candidates (5% of rows have no lot):", json.dumps(with_candidates))
     print("drug lookup (exposed_patients, drug-level fact):", json.dumps(drug_figures))
     print("admin dispensing pages, median ms:", json.dumps(time_admin_pages()))
     print("EXPLAIN (ANALYZE, BUFFERS) of the lot query:")

@@ -76,16 +76,17 @@ def _ordered(rows):
     return rows.select_related("patient").order_by("patient_id", "dispensed_at", "id")
 
 
-def exposed_patients(fact: Fact) -> list[Exposure]:
+def exposed_patients(fact: Fact, *, candidates: bool = True) -> list[Exposure]:
     """The patients a recall fact touches, with the dispensing rows that matched, why and how surely
     (drugs.matching). Lot-level fact: rows with that lot (dispensing_lot index) whose product or
     identity agrees, plus the drug's rows with an unknown lot (candidates). Drug-level fact: rows of
-    the drug or of the products it names."""
-    rows = exposure_rows(fact)
+    the drug or of the products it names. candidates=False leaves out the unknown-lot rows of a
+    lot-level fact (the lot -> patients lookup alone)."""
+    rows = exposure_rows(fact, candidates=candidates)
     return _group(fact, rows) if rows is not None else []
 
 
-def exposure_rows(fact: Fact):
+def exposure_rows(fact: Fact, *, candidates: bool = True):
     """The dispensing queryset exposure reads for a fact, before drugs.matching.match() filters it
     (bench/exposure.py EXPLAINs it); None for a non-recall fact."""
     if not recall_terms.is_recall(fact):
@@ -96,7 +97,7 @@ def exposure_rows(fact: Fact):
     if fact.lot and not recall_terms.is_drug_level(fact):
         # The recalled lot and the unknown lot ("", lot_known False) of the drug or of its products: each
         # branch is an index range on (drug, lot) or (ndc_product, lot); drugs.matching decides the rest.
-        lots = [normalize_lot(fact.lot), ""]
+        lots = [normalize_lot(fact.lot)] + ([""] if candidates else [])
         return _ordered(DispensingRecord.objects.filter((by_identity | by_product) & Q(lot__in=lots)))
     return _ordered(DispensingRecord.objects.filter(by_identity | by_product))
 
