@@ -30,7 +30,7 @@ sys.path.insert(0, str(PROJECT_DIR))
 
 from drugs.identity import resolve, vocabulary  # noqa: E402
 from drugs.matching import MatchClass, match  # noqa: E402
-from drugs.ndc import normalize_ndc  # noqa: E402
+from drugs.ndc import ndcs_in_text, normalize_ndc  # noqa: E402
 
 BULK_FILES = ("drug-enforcement-2021-04-28.json.zip", "drug-enforcement-2023-08-05-part.json.zip")
 # Words that must never be part of a subject (the junk subjects of issue #11).
@@ -123,6 +123,11 @@ def matching_set(records, parsed_by_number, rng):
         name = rng.choice(names)
         text = pharmacy_text(name, record["product_description"])
         packages = [n for n in parsed.ndcs if len(n) == 13]
+        # The pack a pharmacy dispensed is the recalled one: prefer the NDCs the record's own text names
+        # (openFDA's block lists every strength of the listing, also those not recalled).
+        own = [n for n in packages if n in set(ndcs_in_text(" ".join(
+            (record.get("product_description") or "", record.get("code_info") or ""))))]
+        packages = own or packages
         if not packages:
             continue
         ndc = normalize_ndc(rng.choice(packages))
@@ -146,8 +151,8 @@ def names_product_and_lot(text: str, dispensing) -> bool:
     return any(shape in digits for shape in shapes) and dispensing.lot.lower() in text.lower()
 
 
-def evaluate(positives, negatives, facts_by_lot, event_of, texts):
-    tp = fp = fn = second_recall = 0
+def evaluate(positives, negatives, facts_by_lot, event_of, texts, listed, lots_of):
+    tp = fp = fn = second_recall = same_listing = 0
     misses, false_hits = [], []
     for dispensing, number, event in positives:
         confirmed = {(recall_of(f), f.lot) for f in facts_by_lot.get(dispensing.lot, [])
@@ -167,6 +172,11 @@ def evaluate(positives, negatives, facts_by_lot, event_of, texts):
                 second_recall += 1
             else:
                 fp += 1
+                if dispensing.ndc in listed[other] and dispensing.lot in lots_of[other]:
+                    same_listing += 1
+                else:
+                    false_hits.insert(0, (number, other, dispensing.text, dispensing.ndc, dispensing.lot))
+                    continue
                 false_hits.append((number, other, dispensing.text))
     negative_hits = 0
     for dispensing, number, _event in negatives:
@@ -178,12 +188,22 @@ def evaluate(positives, negatives, facts_by_lot, event_of, texts):
                     second_recall += 1
                 else:
                     fp += 1
+                    other = recall_of(fact)
+                    same_listing += dispensing.ndc in listed[other] and dispensing.lot in lots_of[other]
                     false_hits.append((number, recall_of(fact), dispensing.text))
     return {"also_confirmed_by_a_second_recall_naming_product_and_lot": second_recall,
             "positives": len(positives), "negatives": len(negatives), "true_confirmed": tp, "missed": fn,
             "false_confirmed": fp, "negatives_matched_by_their_recall": negative_hits,
             "recall": round(tp / max(1, tp + fn), 4), "precision": round(tp / max(1, tp + fp), 4),
+            "of_which_other_recall_lists_this_package_ndc_in_openfda_and_this_lot": same_listing,
             "miss_examples": misses[:10], "false_examples": false_hits[:10]}
+
+
+def _safe_ndc(raw) -> str:
+    try:
+        return normalize_ndc(raw)
+    except ValueError:
+        return ""
 
 
 def recall_of(fact) -> str:
@@ -245,7 +265,10 @@ def main():
     texts = {r["recall_number"]: " ".join((r.get("product_description") or "", r.get("code_info") or "",
                                            r.get("more_code_info") or "")) for r in records}
     positives, negatives = matching_set(records, parsed_by_number, random.Random(args.seed))
-    figures = evaluate(positives, negatives, facts_by_lot, event_of, texts)
+    listed = {r["recall_number"]: {n for n in ((r.get("openfda") or {}).get("package_ndc") or [])
+                                   for n in [_safe_ndc(n)] if n} for r in records}
+    lots_of = {n: set(p.lots) for n, p in parsed_by_number.items()}
+    figures = evaluate(positives, negatives, facts_by_lot, event_of, texts, listed, lots_of)
     print("matching (confirmed class):", json.dumps(figures, indent=1))
     print("timing:", json.dumps(timing([r.get("product_description") or "" for r in records[:3000]])))
 
