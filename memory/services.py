@@ -24,10 +24,11 @@ from django.db.models import Case, IntegerField, Q, Value, When
 from django.utils import timezone
 from pgvector.django import CosineDistance
 
-from drugs.scopes import claim_ndc_products, fact_scopes
 from unsay_site.retry import run_in_transaction
 
 from .embeddings import get_provider, to_sql_vector
+from drugs.scopes import claim_ndc_products, fact_scopes
+
 from .models import Decision, DecisionRead, Fact
 
 
