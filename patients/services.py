@@ -17,7 +17,7 @@ from django.db.models import Count, Q
 
 from drugs import recall_terms
 from drugs.lots import normalize_lot
-from drugs.matching import MatchClass, match
+from drugs.matching import MatchClass, dispensing_product, match
 from memory.models import Fact
 
 from .models import DispensingRecord, Patient
@@ -110,11 +110,12 @@ def active_recalls_for_dispensing(record: DispensingRecord) -> list[Fact]:
         scopes |= Q(subject=record.drug)
     lot_filter = Q(lot__isnull=True) | (Q(lot=normalize_lot(record.lot)) if record.lot else Q(lot__isnull=False))
     candidates = Fact.objects.believed().defer("embedding").filter(kind=Fact.Kind.RECALL)
-    if record.ndc_product:
+    product = dispensing_product(record)  # also before the row is saved (CSV import checks first)
+    if product:
         # An NDC product + lot match holds whatever the recall's subject (scopes are GIN-indexed).
-        product_scopes = [f"ndc:{record.ndc_product}|*"]
+        product_scopes = [f"ndc:{product}|*"]
         if record.lot:
-            product_scopes.append(f"ndc:{record.ndc_product}|{record.lot}")
+            product_scopes.append(f"ndc:{product}|{record.lot}")
         scopes |= Q(scopes__overlap=product_scopes)
     if not scopes:
         return []
