@@ -10,7 +10,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-CLASS_SEVERITY = {"Class I": 3, "Class II": 2, "Class III": 1}
+from drugs.recall_terms import CLASS_SEVERITY  # noqa: E402,F401 (one home: drugs.recall_terms)
 
 
 class SweepRun(models.Model):

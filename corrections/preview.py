@@ -32,10 +32,12 @@ class HypotheticalReasoner:
 
 def hypothetical_escalation(recall_number: str, classification: str, lot: str | None = None) -> dict[int, Fact]:
     """fact id -> an unsaved copy of that believed version with the new classification."""
-    from recalls.normalize import normalize_lot
+    from drugs.lots import normalize_lot
+    from drugs.recall_terms import key_prefix
 
+    # fact_key__startswith uses the fact_key index; attributes__recall_number would scan every recall.
     facts = Fact.objects.believed().defer("embedding").filter(kind=Fact.Kind.RECALL,
-                                                              attributes__recall_number=recall_number)
+                                                              fact_key__startswith=key_prefix(recall_number))
     if lot:
         facts = facts.filter(lot=normalize_lot(lot))
     overrides = {}

@@ -19,15 +19,15 @@ from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from drugs.recall_terms import is_active, severity  # the one reading of a recall (issue #11)
 from memory.models import Decision, Fact
-from memory.reasoners import is_active as recall_is_active
 from memory.services import DecisionAlreadySuperseded
 from unsay_site.env import env_int, env_str
 from unsay_site.retry import run_in_transaction
 
 from . import staleness
 from .drafting import correction_text, fact_diff, notice_text
-from .models import CLASS_SEVERITY, AuditEvent, Correction, OutboxMessage, Redecision, SweepRun
+from .models import AuditEvent, Correction, OutboxMessage, Redecision, SweepRun
 from .staleness import Scope
 
 log = logging.getLogger(__name__)
@@ -72,17 +72,6 @@ def count_stale(fact_ids=None, patient_ids=None) -> int:
 
 
 # --- helpers --------------------------------------------------------------------------------
-
-
-def severity(fact: Fact | None) -> int:
-    if fact is None or fact.kind != Fact.Kind.RECALL:
-        return 0
-    return CLASS_SEVERITY.get((fact.attributes or {}).get("classification", ""), 0)
-
-
-def is_active(fact: Fact | None) -> bool:
-    # The reasoner's own reading of "active", so the sweep and the answers agree.
-    return fact is not None and recall_is_active(fact)
 
 
 def worsened(before: Fact | None, after: Fact | None) -> bool:

@@ -23,6 +23,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from drugs.scopes import dispensing_scopes
+from drugs.identity import resolve as resolve_identity
 from unsay_site.retry import run_in_transaction
 
 from .guardrail import apply_guardrail
@@ -66,34 +67,40 @@ def patient_drugs(patient) -> list[str]:
 
 
 def resolve_subject(patient, question: str, subject: str | None = None) -> tuple[str | None, str]:
-    """(subject, "") or (None, question to ask back). Explicit subject wins; else a drug of the
-    patient named in the question (longest name first); else their only drug."""
-    from recalls.normalize import normalize_drug_name
+    """(subject, "") or (None, question to ask back). Subjects are drug identity keys (drugs.identity).
+
+    An explicit subject wins; else the medicine the question names (a patient's drug with exactly
+    those ingredients, or the one combination of theirs that contains them, or — named but not
+    dispensed to them — that drug itself, answered "unknown" with a request for the lot); else
+    their only drug, if the text reads as a question about medicine; else a question back."""
+    from drugs.identity import find_ingredients
 
     if subject:
-        return normalize_drug_name(subject) or subject.strip().lower(), ""
+        return resolve_identity(subject).key or subject.strip().lower(), ""
     drugs = patient_drugs(patient)
-    text = _words(question)
-    named = [d for d in drugs if f" {d} " in text]
-    # "amlodipine valsartan" contains "valsartan": keep the most specific names only.
-    named = [d for d in named if not any(d != other and f" {d} " in f" {other} " for other in named)]
-    if len(named) == 1:
-        return named[0], ""
-    if not named:
-        partial = [d for d in drugs if any(f" {w} " in text for w in d.split() if len(w) > 3)]
-        if len(partial) == 1:
-            return partial[0], ""
-        other = _other_drug_named(text, drugs)
-        if other:
+    named = find_ingredients(question or "")
+    if named:
+        key = "+".join(named)
+        if key in drugs:
+            return key, ""
+        containing = [d for d in drugs if set(named) <= set(d.split("+"))]
+        if len(containing) == 1:
+            return containing[0], ""
+        if not containing:
             # The question names a drug we have no dispensing of: answer about *that* drug (the
             # reasoner asks for the lot), never silently about the one drug we do have on file.
-            return other, ""
-        if len(drugs) == 1 and _reads_as_a_question(text):
-            return drugs[0], ""
-    candidates = named or drugs
-    if not candidates:
+            return key, ""
+        return None, f"Which medicine are you asking about: {', '.join(_readable(d) for d in containing)}?"
+    text = _words(question)
+    if len(drugs) == 1 and _reads_as_a_question(text):
+        return drugs[0], ""
+    if not drugs:
         return None, "We have no medicines on file for you. Which medicine are you asking about?"
-    return None, f"Which medicine are you asking about: {', '.join(candidates)}?"
+    return None, f"Which medicine are you asking about: {', '.join(_readable(d) for d in drugs)}?"
+
+
+def _readable(key: str) -> str:
+    return " and ".join(key.split("+"))
 
 
 # Words of a question about one's medicine; a text with none of them and no drug name (e.g. "asdf")
@@ -106,18 +113,6 @@ _QUESTION_WORDS = frozenset(
 
 def _reads_as_a_question(text: str) -> bool:
     return any(word in _QUESTION_WORDS for word in text.split())
-
-
-def _other_drug_named(text: str, drugs) -> str | None:
-    """A drug we hold recall facts about that the question names (1–3 word phrases), other than
-    the patient's own drugs; the longest name wins."""
-    words = text.split()
-    phrases = {" ".join(words[i:i + n]) for n in (3, 2, 1) for i in range(len(words) - n + 1)}
-    phrases = {p for p in phrases if len(p) > 3} - set(drugs)
-    if not phrases:
-        return None
-    known = Fact.objects.believed().filter(subject__in=phrases).values_list("subject", flat=True).distinct()
-    return max(known, key=len, default=None)
 
 
 @dataclass(frozen=True)

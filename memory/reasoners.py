@@ -28,14 +28,14 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
-from recalls.normalize import ndc_products
+from drugs.ndc import ndc_products
+from drugs.recall_terms import CLOSED_STATUSES, classification, describe, is_active, short_product  # noqa: F401 (re-exported)
 
 from .services import Retrieved
 
 log = logging.getLogger(__name__)
 
 RULES_IDENTITY = "rules/1"
-CLOSED_STATUSES = {"Terminated", "Completed"}
 VERDICTS = ("safe", "caution", "stop", "unknown")
 
 # Medicines that must not be stopped abruptly (rebound hypertension, clotting, seizures, withdrawal,
@@ -101,12 +101,8 @@ def is_recall(fact) -> bool:
     return fact.kind == "recall"
 
 
-def is_active(fact) -> bool:
-    return (fact.attributes or {}).get("status") not in CLOSED_STATUSES
 
 
-def classification(fact) -> str:
-    return (fact.attributes or {}).get("classification", "")
 
 
 def is_drug_level(fact) -> bool:
@@ -168,23 +164,8 @@ def must_not_stop_abruptly(drug: str) -> bool:
     return any(word in DO_NOT_STOP_ABRUPTLY for word in (drug or "").split())
 
 
-def short_product(description: str) -> str:
-    """'Valsartan Tablets, USP 160 mg, 90-count bottles, Rx Only, ...' -> 'Valsartan Tablets, USP 160 mg'."""
-    parts, text = (description or "").split(","), ""
-    for part in parts:
-        text = f"{text},{part}" if text else part
-        if len(text) >= 25:
-            break
-    return text.strip()[:120]
 
 
-def describe(fact) -> str:
-    a = fact.attributes or {}
-    where = f"lot {fact.lot}" if fact.lot else "all lots (the recall names no lot numbers)"
-    reason = (a.get("reason") or "").strip().rstrip(".")
-    return (f"{a.get('classification', 'Recall')} recall {a.get('recall_number', fact.fact_key)} "
-            f"({a.get('status', 'status unknown')}) of {short_product(a.get('product_description')) or fact.subject}, "
-            f"{where}{': ' + reason if reason else ''}")
 
 
 def listing(numbers: list[str], most: int = 5) -> str:

@@ -7,7 +7,9 @@ from django.core.exceptions import ValidationError
 from django.db import models, transaction
 from django.utils import timezone
 
-from recalls.normalize import normalize_drug_name, normalize_lot, normalize_ndc
+from drugs.identity import UNRESOLVED, resolve
+from drugs.lots import normalize_lot
+from drugs.ndc import ndc_product, normalize_ndc
 
 
 def validate_region(value):
@@ -64,10 +66,20 @@ class DispensingRecord(models.Model):
     patient = models.ForeignKey(Patient, on_delete=models.CASCADE, related_name="dispensings")
     # Copied from the patient so the row can be homed with its patient (REGIONAL BY ROW).
     region = models.CharField(max_length=40, editable=False)
-    drug = models.CharField(max_length=200, help_text="Normalised generic name, as recall subjects are.")
+    # The identity key (drugs.identity): sorted ingredients joined by "+", as recall subjects are; "" when
+    # the entered name could not be resolved (drug_source "unresolved": a person identifies it, and until
+    # then only an NDC product + lot match can find this row).
+    drug = models.CharField(max_length=200, blank=True, help_text="Ingredient identity, e.g. 'valsartan'.")
+    drug_text = models.CharField(max_length=500, blank=True, help_text="The drug as entered or scanned.")
+    drug_source = models.CharField(max_length=40, blank=True, help_text="Where the identity came from.")
     product_description = models.CharField(max_length=500, blank=True)
     ndc = models.CharField(max_length=13, blank=True, help_text="11-digit 5-4-2 package NDC.")
-    lot = models.CharField(max_length=100, help_text="Normalised exactly as recall lots are.")
+    # Labeler + product part of the NDC ("00378-5814"): what a lot is read against (drugs.matching).
+    ndc_product = models.CharField(max_length=10, blank=True, editable=False)
+    lot = models.CharField(max_length=100, blank=True, help_text="Normalised exactly as recall lots are.")
+    # False when the lot was not recorded (most fills before scanning): the row then matches recalls
+    # only as a candidate, never as "not this lot". lot is "" exactly when lot_known is False.
+    lot_known = models.BooleanField(default=True)
     expiry = models.DateField(null=True, blank=True)
     quantity = models.PositiveIntegerField(default=0)
     dispensed_at = models.DateTimeField()
@@ -88,6 +100,8 @@ class DispensingRecord(models.Model):
             models.Index(fields=["lot"], name="dispensing_lot"),
             # Used by the admin search (an NDC typed by staff).
             models.Index(fields=["ndc"], name="dispensing_ndc"),
+            # Used by exposure: an NDC product + lot match holds even when identity keys differ.
+            models.Index(fields=["ndc_product", "lot"], name="dispensing_product_lot"),
         ]
         permissions = [
             # Granted to pharmacists (unsay_site.roles): the list of patients a recall touches.
@@ -95,19 +109,41 @@ class DispensingRecord(models.Model):
         ]
 
     def __str__(self):
-        return f"{self.drug} lot {self.lot} for patient {self.patient.external_ref if self.patient_id else '-'}"
+        who = self.patient.external_ref if self.patient_id else "-"
+        return f"{self.drug or self.drug_text} lot {self.lot or 'unknown'} for patient {who}"
 
     def save(self, *args, **kwargs):
-        self.drug = normalize_drug_name(self.drug or self.product_description)
+        self.resolve_identity()
         self.lot = normalize_lot(self.lot)
+        if self.lot:
+            self.lot_known = True
         if self.ndc:
             self.ndc = normalize_ndc(self.ndc)
+        self.ndc_product = ndc_product(self.ndc)
         if self.patient_id and not self.region:
             self.region = self.patient.region
         self.fingerprint = self.compute_fingerprint()
         if kwargs.get("update_fields") is not None:
-            kwargs["update_fields"] = {*kwargs["update_fields"], "fingerprint", "updated"}
+            kwargs["update_fields"] = {*kwargs["update_fields"], "fingerprint", "updated", "drug", "drug_text",
+                                       "drug_source", "ndc_product"}
         super().save(*args, **kwargs)
+
+    def resolve_identity(self):
+        """drug <- the identity key of what was entered (drug_text, else the product description).
+        The entered text is kept in drug_text, so re-resolving (manage.py resolve_dispensing) starts from
+        what the pharmacy typed, not from an earlier key."""
+        if self.drug and (not self.drug_text or resolve(self.drug_text).key != self.drug):
+            self.drug_text = self.drug[:500]  # a drug typed now, not the key of what was typed before
+        if not self.drug_text:
+            self.drug_text = (self.product_description or "")[:500]
+        identity = resolve(self.drug_text)
+        if not identity.resolved and self.product_description:
+            identity = resolve(self.product_description)
+        self.drug, self.drug_source = identity.key, identity.source
+
+    @property
+    def identity_unresolved(self) -> bool:
+        return self.drug_source == UNRESOLVED
 
     def compute_fingerprint(self) -> str:
         parts = [self.patient_id, self.drug, self.ndc, self.lot, self.expiry, self.dispensed_at]
@@ -117,19 +153,22 @@ class DispensingRecord(models.Model):
         """Bring drug, lot and NDC to the forms recalls use, and home the row with its patient.
         Raises ValidationError (per field) for what cannot be normalised."""
         errors = {}
-        raw_drug = self.drug or self.product_description
-        self.drug = normalize_drug_name(raw_drug)
-        if not self.drug:
-            errors["drug"] = "Drug is required (the generic name, e.g. 'valsartan'); recalls are matched on it."
-        raw_lot = self.lot
-        self.lot = normalize_lot(raw_lot)
-        if not self.lot:
-            errors["lot"] = (
-                "Lot number is missing"
-                + (f" ({raw_lot!r} has no letters or digits)" if (raw_lot or "").strip() else "")
-                + ": recalls are matched by lot, so a dispensing without one can't be checked. "
-                "Copy it from the pack."
-            )
+        if not (self.drug_text or self.drug or self.product_description or "").strip():
+            errors["drug"] = ("Drug is required (as on the label, e.g. 'Diovan 160 mg' or 'valsartan'); "
+                              "recalls are matched on it.")
+        else:
+            self.resolve_identity()
+        if self.lot_known:
+            raw_lot = self.lot
+            self.lot = normalize_lot(raw_lot)
+            if not self.lot:
+                errors["lot"] = (
+                    "Lot number is missing"
+                    + (f" ({raw_lot!r} has no letters or digits)" if (raw_lot or "").strip() else "")
+                    + ": recalls are matched by lot, so copy it from the pack, or record the lot as unknown."
+                )
+        else:
+            self.lot = ""
         if self.ndc:
             try:
                 self.ndc = normalize_ndc(self.ndc)

@@ -14,10 +14,11 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Count, Q
-from django.db.models.functions import Left
 
+from drugs import recall_terms
+from drugs.lots import normalize_lot
+from drugs.matching import MatchClass, dispensing_product, match
 from memory.models import Fact
-from recalls.normalize import ndc_products, normalize_drug_name, normalize_lot
 
 from .models import DispensingRecord, Patient
 
@@ -33,82 +34,95 @@ class Exposure:
     dispensings: list[DispensingRecord]
     match: str  # Match.LOT or Match.DRUG
     fact: Fact
-    ndc_products: list[str] = field(default_factory=list)  # the recall's products a drug-level match was narrowed to
+    ndc_products: list[str] = field(default_factory=list)  # the products the recall names
+    match_class: MatchClass | None = None  # the strongest drugs.matching class over the dispensings
 
     @property
     def why(self) -> str:
+        what = self.fact.subject or "the recalled product"
+        label = f" [{self.match_class.label}]" if self.match_class else ""
         if self.match == Match.LOT:
-            return f"received lot {self.fact.lot} of {self.fact.subject}, which {self._recall} names"
-        narrowed = f" (NDC products {', '.join(self.ndc_products)} or NDC unknown)" if self.ndc_products else ""
-        return f"received {self.fact.subject}{narrowed}; {self._recall} covers all lots"
+            return f"received lot {self.fact.lot} of {what}, which {self._recall} names{label}"
+        narrowed = f" (NDC products {', '.join(self.ndc_products)})" if self.ndc_products else ""
+        return f"received {what}{narrowed}; {self._recall} covers all lots{label}"
 
     @property
     def _recall(self) -> str:
-        return (self.fact.attributes or {}).get("recall_number") or self.fact.fact_key
+        return recall_terms.recall_number(self.fact) or self.fact.fact_key
 
 
-def _group(fact, rows, match, products) -> list[Exposure]:
+_STRENGTH = {MatchClass.CONFIRMED: 4, MatchClass.PRODUCT_ALL_LOTS: 3, MatchClass.PROBABLE: 2, MatchClass.CANDIDATE: 1}
+
+
+def _group(fact, rows) -> list[Exposure]:
+    """Rows that drugs.matching.match() accepts, grouped per patient, with the strongest class."""
+    kind = Match.LOT if fact.lot and not recall_terms.is_drug_level(fact) else Match.DRUG
+    products = sorted(recall_terms.products(fact))
     by_patient: dict[int, Exposure] = {}
     for row in rows:
+        found = match(fact, row)
+        if found is None:
+            continue
         exposure = by_patient.get(row.patient_id)
         if exposure is None:
-            exposure = by_patient[row.patient_id] = Exposure(row.patient, [], match, fact, products)
+            exposure = by_patient[row.patient_id] = Exposure(row.patient, [], kind, fact, products, found)
         exposure.dispensings.append(row)
+        if _STRENGTH[found] > _STRENGTH[exposure.match_class]:
+            exposure.match_class = found
     return list(by_patient.values())
-
-
-def _drug_level_rows(subject, products):
-    rows = DispensingRecord.objects.filter(drug=subject)
-    if products:
-        # The recall lists its products: a dispensing of another maker's product of the same drug is
-        # not exposed. A dispensing with no NDC can't be told apart, so it stays in (fail safe).
-        rows = rows.annotate(ndc_product=Left("ndc", 10)).filter(Q(ndc="") | Q(ndc_product__in=products))
-    return rows
 
 
 def _ordered(rows):
     return rows.select_related("patient").order_by("patient_id", "dispensed_at", "id")
 
 
-def exposed_patients(fact: Fact) -> list[Exposure]:
-    """The patients a recall fact touches, with the dispensing rows that matched and why.
+def exposed_patients(fact: Fact, *, candidates: bool = True) -> list[Exposure]:
+    """The patients a recall fact touches, with the dispensing rows that matched, why and how surely
+    (drugs.matching). Lot-level fact: rows with that lot (dispensing_lot index) whose product or
+    identity agrees, plus the drug's rows with an unknown lot (candidates). Drug-level fact: rows of
+    the drug or of the products it names. candidates=False leaves out the unknown-lot rows of a
+    lot-level fact (the lot -> patients lookup alone)."""
+    rows = exposure_rows(fact, candidates=candidates)
+    return _group(fact, rows) if rows is not None else []
 
-    Lot-level fact: exact (drug, lot) match on the dispensing_drug_lot index. Drug-level fact (no
-    lot): every dispensing of the drug, narrowed to the recall's NDC products when it lists any.
-    """
-    rows, match, products = exposure_rows(fact)
-    return _group(fact, rows, match, products) if rows is not None else []
 
-
-def exposure_rows(fact: Fact):
-    """(dispensing queryset, match kind, NDC products narrowed to) for a fact; (None, "", []) if it
-    names no drug. The queryset is what exposed_patients runs (bench/exposure.py EXPLAINs it)."""
-    subject = normalize_drug_name(fact.subject)
-    if not subject:
-        return None, "", []
-    if fact.lot:
-        return _ordered(DispensingRecord.objects.filter(drug=subject, lot=normalize_lot(fact.lot))), Match.LOT, []
-    products = sorted(ndc_products((fact.attributes or {}).get("ndcs")))
-    return _ordered(_drug_level_rows(subject, products)), Match.DRUG, products
+def exposure_rows(fact: Fact, *, candidates: bool = True):
+    """The dispensing queryset exposure reads for a fact, before drugs.matching.match() filters it
+    (bench/exposure.py EXPLAINs it); None for a non-recall fact."""
+    if not recall_terms.is_recall(fact):
+        return None
+    products = sorted(recall_terms.products(fact))
+    by_identity = Q(drug=fact.subject) if fact.subject else Q(pk__in=[])
+    by_product = Q(ndc_product__in=products) if products else Q(pk__in=[])
+    if fact.lot and not recall_terms.is_drug_level(fact):
+        # The recalled lot and the unknown lot ("", lot_known False) of the drug or of its products: each
+        # branch is an index range on (drug, lot) or (ndc_product, lot); drugs.matching decides the rest.
+        lots = [normalize_lot(fact.lot)] + ([""] if candidates else [])
+        return _ordered(DispensingRecord.objects.filter((by_identity | by_product) & Q(lot__in=lots)))
+    return _ordered(DispensingRecord.objects.filter(by_identity | by_product))
 
 
 def active_recalls_for_dispensing(record: DispensingRecord) -> list[Fact]:
-    """Believed, still-active recall facts that cover this dispensing: its exact (drug, lot), or a
-    drug-level recall of its drug (narrowed by NDC product like exposure). Used to warn staff who
-    register a lot that is already recalled; the same matching rules as exposed_patients()."""
-    from memory.reasoners import is_active
-
+    """Believed, still-active recall facts that apply to this dispensing (drugs.matching.match, the
+    same rule as exposure). Used to warn staff who register a lot that is already recalled."""
+    scopes = Q()
+    if record.drug:
+        scopes |= Q(subject=record.drug)
+    lot_filter = Q(lot__isnull=True) | (Q(lot=normalize_lot(record.lot)) if record.lot else Q(lot__isnull=False))
+    candidates = Fact.objects.believed().defer("embedding").filter(kind=Fact.Kind.RECALL)
+    product = dispensing_product(record)  # also before the row is saved (CSV import checks first)
+    if product:
+        # An NDC product + lot match holds whatever the recall's subject (scopes are GIN-indexed).
+        product_scopes = [f"ndc:{product}|*"]
+        if record.lot:
+            product_scopes.append(f"ndc:{product}|{record.lot}")
+        scopes |= Q(scopes__overlap=product_scopes)
+    if not scopes:
+        return []
     hits = []
-    candidates = (Fact.objects.believed().defer("embedding")
-                  .filter(kind=Fact.Kind.RECALL, subject=normalize_drug_name(record.drug))
-                  .filter(Q(lot=normalize_lot(record.lot)) | Q(lot__isnull=True)))
-    for fact in candidates:
-        if not is_active(fact):
-            continue
-        products = ndc_products((fact.attributes or {}).get("ndcs"))
-        if fact.lot is None and products and record.ndc and record.ndc[:10] not in products:
-            continue  # a drug-level recall of another maker's product
-        hits.append(fact)
+    for fact in candidates.filter(scopes).filter(lot_filter):
+        if recall_terms.is_active(fact) and match(fact, record) is not None:
+            hits.append(fact)
     return hits
 
 
@@ -118,10 +132,12 @@ def recall_warning(records) -> str:
     for record in records:
         for fact in active_recalls_for_dispensing(record):
             attrs = fact.attributes or {}
-            scope = f"lot {fact.lot}" if fact.lot else f"all lots of {fact.subject}"
-            lines.append(f"{record.drug} lot {record.lot} for {record.patient.display_name}: "
-                         f"{attrs.get('classification', '')} recall {attrs.get('recall_number', '')} "
-                         f"({attrs.get('status', '')}) covers {scope}")
+            product = fact.subject or attrs.get("product_description", "")[:60]
+            scope = f"lot {fact.lot}" if fact.lot else f"all lots of {product}"
+            lines.append(f"{record.drug or record.drug_text} lot {record.lot or 'unknown'} for "
+                         f"{record.patient.display_name}: {attrs.get('classification', '')} recall "
+                         f"{attrs.get('recall_number', '')} ({attrs.get('status', '')}) covers {scope} "
+                         f"[{match(fact, record).label}]")
     if not lines:
         return ""
     return ("Saved, but this dispensing is under an active recall — tell a pharmacist before the patient "
@@ -129,28 +145,32 @@ def recall_warning(records) -> str:
 
 
 def exposed_patients_for_recall(recall_number: str) -> list[Exposure]:
-    """Exposures over every believed fact of one recall. Lot facts of one drug share one query."""
+    """Exposures over every believed fact of one recall."""
     facts = list(
         Fact.objects.believed()
-        .filter(kind=Fact.Kind.RECALL, fact_key__startswith=f"recall:{recall_number}:")
+        .filter(kind=Fact.Kind.RECALL, fact_key__startswith=recall_terms.key_prefix(recall_number))
         .defer("embedding")
         .order_by("fact_key")
     )
     exposures: list[Exposure] = []
-    lot_facts: dict[str, dict[str, Fact]] = defaultdict(dict)  # subject -> lot -> fact
+    lot_facts = [f for f in facts if f.lot and not recall_terms.is_drug_level(f)]
     for fact in facts:
-        subject = normalize_drug_name(fact.subject)
-        if fact.lot and subject:
-            lot_facts[subject][normalize_lot(fact.lot)] = fact
-        elif subject:
+        if fact not in lot_facts:
             exposures.extend(exposed_patients(fact))
-    for subject, by_lot in lot_facts.items():
-        rows = _ordered(DispensingRecord.objects.filter(drug=subject, lot__in=list(by_lot)))
-        per_lot = defaultdict(list)
+    if lot_facts:
+        # One dispensing query for all the lots of the recall (a recall can name hundreds).
+        subjects = {f.subject for f in lot_facts if f.subject}
+        products = set().union(*(recall_terms.products(f) for f in lot_facts))
+        related = Q(drug__in=subjects) | Q(ndc_product__in=products)
+        lots = sorted({normalize_lot(f.lot) for f in lot_facts})
+        rows = list(_ordered(DispensingRecord.objects.filter(related, lot__in=lots + [""])))
+        by_lot = defaultdict(list)
+        unknown = [row for row in rows if not row.lot]
         for row in rows:
-            per_lot[row.lot].append(row)
-        for lot, fact in by_lot.items():
-            exposures.extend(_group(fact, per_lot.get(lot, []), Match.LOT, []))
+            if row.lot:
+                by_lot[row.lot].append(row)
+        for fact in lot_facts:
+            exposures.extend(_group(fact, by_lot.get(normalize_lot(fact.lot), []) + unknown))
     exposures.sort(key=lambda e: (e.patient.id, e.fact.fact_key))
     return exposures
 

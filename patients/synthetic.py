@@ -11,8 +11,9 @@ from datetime import UTC, datetime, timedelta
 from django.conf import settings
 from django.db import transaction
 
+from drugs.identity import resolve
+from drugs.ndc import ndc_product, normalize_ndc
 from memory.models import Fact
-from recalls.normalize import normalize_drug_name, normalize_ndc
 
 from .models import DispensingRecord, Patient
 
@@ -35,7 +36,7 @@ def recalled_lots(limit: int = 5000) -> list[tuple[str, str, str]]:
                 break
             except ValueError:
                 continue
-        picked.append((normalize_drug_name(subject), lot, ndc))
+        picked.append((subject, lot, ndc))  # the subject is already an identity key ("" when unresolved)
     return [p for p in picked if p[0]]
 
 
@@ -73,8 +74,10 @@ def seed_patients(count: int, *, per_patient: int = 3, recalled_share: float = 0
                     lot = f"SYN{rng.randrange(10**6):06d}"
                     while (drug, lot) in recalled_keys:  # unaffected by construction
                         lot = f"SYN{rng.randrange(10**6):06d}"
+                identity = resolve(drug)  # bulk_create skips save(): resolve as save() would
                 rows.append(DispensingRecord(
-                    patient=patient, region=patient.region, drug=drug, lot=lot, ndc=ndc,
+                    patient=patient, region=patient.region, drug=identity.key, drug_text=drug,
+                    drug_source=identity.source, lot=lot, ndc=ndc, ndc_product=ndc_product(ndc),
                     product_description=f"{drug.title()} (synthetic)", quantity=rng.choice([30, 60, 90]),
                     dispensed_at=now - timedelta(days=rng.randint(1, 720), minutes=rng.randint(0, 1440)),
                     site=rng.choice(SITES), synthetic=True,

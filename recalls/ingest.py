@@ -7,14 +7,15 @@ See docs/facts.md for the contract.
 
 import hashlib
 import json
-import re
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 
+from drugs import recall_terms
+from drugs.identity import resolve
+from drugs.ndc import ndc_products, ndcs_in_text, normalize_ndc, normalize_product_ndc
 from memory.services import Claim
 
 from .lots import extract_lots, mentions_all_lots
-from .normalize import normalize_drug_name, normalize_ndc, normalize_product_ndc
 
 ENFORCEMENT_SOURCE = "openfda:enforcement"
 LABEL_SOURCE = "openfda:label"
@@ -41,7 +42,10 @@ class RecallClaim(Claim):
     lot (or the whole drug), so re-worded or extended code_info must not re-version the lots it
     still names. Lots added or dropped change the fact set instead."""
 
-    UNHASHED_ATTRIBUTES = ("code_info",)
+    # code_info: see above. The identity attributes are derived from hashed fields (subject, ndcs,
+    # product_description), so adding them to facts ingested before they existed re-versions nothing;
+    # a fact whose subject or NDCs change is re-versioned through those.
+    UNHASHED_ATTRIBUTES = ("code_info", "ndc_products", "identity_source", "identity_text", "identity_flag")
 
     def content_hash(self) -> str:
         base = Claim(**{name: getattr(self, name) for name in Claim.__dataclass_fields__})
@@ -62,6 +66,7 @@ class ParsedRecall:
     valid_to: datetime | None
     product: str
     raw: dict = field(repr=False, default_factory=dict)
+    identity: dict = field(default_factory=dict)  # identity_source, identity_text, identity_flag (see identity_of)
 
     @property
     def scope(self) -> str:
@@ -108,47 +113,101 @@ def record_hash(record: dict) -> str:
     return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def ndcs_of(record: dict) -> list[str]:
-    """Package NDCs (5-4-2) from openfda.package_ndc, else product NDCs, else NDCs written in the description."""
-    openfda = record.get("openfda") or {}
-    found = []
+def ndcs_of(record: dict, *, trust_openfda: bool = True) -> list[str]:
+    """NDCs a recall names: openfda.package_ndc (5-4-2) and product_ndc (5-4, where no package of that
+    product is listed), plus validated NDCs written in product_description and code_info. Without
+    `trust_openfda` (its block names another drug, see identity_of) only the record's own text counts."""
+    openfda = (record.get("openfda") or {}) if trust_openfda else {}
+    packages = set()
     for raw in openfda.get("package_ndc") or []:
         try:
-            found.append(normalize_ndc(raw))
+            packages.add(normalize_ndc(raw))
         except ValueError:
             continue
-    if not found:
-        for raw in openfda.get("product_ndc") or []:
-            try:
-                found.append(normalize_product_ndc(raw))
-            except ValueError:
-                continue
-    if not found:
-        description = record.get("product_description") or ""
-        for raw in re.findall(r"(?<![\d-])(\d{4,5}-\d{3,4}-\d{1,2}|\d{11})(?![\d-])", description):
-            try:
-                found.append(normalize_ndc(raw))
-            except ValueError:
-                continue
-    return sorted(set(found))
+    for name in ("product_description", "code_info", "more_code_info"):
+        value = record.get(name)
+        if isinstance(value, str):
+            packages.update(ndcs_in_text(value))
+    covered = {package[:10] for package in packages}
+    products = set()
+    for raw in openfda.get("product_ndc") or []:
+        try:
+            product = normalize_product_ndc(raw)
+        except ValueError:
+            continue
+        if product not in covered:
+            products.add(product)
+    return sorted(packages | products)
 
 
+# Bumped when the way a recall's identity (subject, NDCs, identity attributes) is derived changes: a
+# record remembered under an older version is re-derived once, through normal versioning.
+# 1: normalised description words; 2: drugs.identity vocabulary + NDCs from text (issue #11).
+IDENTITY_VERSION = 2
 SUBJECT_MAX = 200  # memory.Fact.subject
 LOT_MAX = 100  # memory.Fact.lot
+IDENTITY_TEXT_MAX = 300
 
 
-def _clip_words(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0]
+@dataclass
+class RecallIdentity:
+    subject: str          # identity key, "" when unresolved
+    source: str           # "openfda.generic_name" | "product_description" | "unresolved"
+    text: str             # the words that were resolved
+    flag: str             # why a person should look ("" when nothing to say)
+    trust_openfda: bool   # False when the openfda block names a different drug than the description
+
+    def attributes(self) -> dict:
+        attributes = {"identity_source": self.source, "identity_text": self.text[:IDENTITY_TEXT_MAX]}
+        if self.flag:
+            attributes["identity_flag"] = self.flag
+        return attributes
+
+
+def _generic_identity(record: dict):
+    """The one identity openfda.generic_name gives, or None (absent, unresolved, or its names disagree)."""
+    names = (record.get("openfda") or {}).get("generic_name") or []
+    if not isinstance(names, list):
+        return None
+    keys = {resolve(name) for name in names if isinstance(name, str) and name.strip()}
+    resolved = {identity for identity in keys if identity.resolved}
+    if len({identity.key for identity in resolved}) != 1 or len(resolved) != len(keys):
+        return None
+    return next(iter(resolved))
+
+
+def identity_of(record: dict) -> RecallIdentity:
+    """Which medicine a recall is about.
+
+    openfda.generic_name wins when it resolves: FDA's harmonised name from the listing names every active
+    ingredient and no vehicle or flavour. But openFDA joins that block by NDCs it regexes out of the text,
+    to current listings, and sometimes lands on another product (D-1110-2015: clarithromycin tablets whose
+    block says captopril). So when the description resolves to ingredients sharing none with the block's,
+    the description wins, the block's NDCs are not used, and the fact is flagged for a person. A record
+    neither resolves is kept with subject "" (matched by NDC product and lot only) and flagged.
+    """
+    description = record.get("product_description") or ""
+    from_description = resolve(description)
+    from_generic = _generic_identity(record)
+    disjoint = from_generic and not set(from_generic.ingredients) & set(from_description.ingredients)
+    if disjoint and from_description.resolved:
+        return RecallIdentity(
+            from_description.key, "product_description", from_description.text,
+            f"openfda.generic_name says {from_generic.key!r} but product_description says "
+            f"{from_description.key!r}: the description is used and openFDA's NDCs for this record are ignored",
+            trust_openfda=False)
+    if from_generic:
+        return RecallIdentity(from_generic.key, "openfda.generic_name", from_generic.text, "", True)
+    if from_description.resolved:
+        return RecallIdentity(from_description.key, "product_description", from_description.text, "", True)
+    return RecallIdentity("", "unresolved", from_description.text,
+                          "no drug the vocabulary knows is named in product_description or openfda.generic_name: "
+                          "matched by NDC product and lot only until a person identifies it", True)
 
 
 def subject_of(record: dict) -> str:
-    openfda = record.get("openfda") or {}
-    names = openfda.get("generic_name") or []
-    if names and isinstance(names, list) and isinstance(names[0], str):
-        subject = normalize_drug_name(names[0])
-        if subject:
-            return _clip_words(subject, SUBJECT_MAX)
-    return _clip_words(normalize_drug_name(record.get("product_description") or ""), SUBJECT_MAX)
+    """The identity key of a recall's product ("" when unresolved, see identity_of)."""
+    return identity_of(record).subject
 
 
 def short_product(description: str, limit: int = 140) -> str:
@@ -182,9 +241,9 @@ def parse_enforcement(record) -> ParsedRecall:
     reported = parse_openfda_date(_text(record, "report_date"), "report_date")
     if terminated and terminated < initiated:
         raise Malformed(f"termination_date {terminated} is before recall_initiation_date {initiated}")
-    subject = subject_of(record)
-    if not subject:
-        raise Malformed("no drug name in openfda.generic_name or product_description")
+    identity = identity_of(record)
+    if len(identity.subject) > SUBJECT_MAX:
+        raise Malformed(f"identity {identity.subject[:40]}… is longer than {SUBJECT_MAX} characters")
     full_code_info = " ".join(part for part in (code_info, more_code_info) if part)
     lots = extract_lots(full_code_info)
     too_long = [lot for lot in lots if len(lot) > LOT_MAX]
@@ -208,9 +267,10 @@ def parse_enforcement(record) -> ParsedRecall:
         "code_info": full_code_info[:CODE_INFO_MAX],
     }
     return ParsedRecall(
-        recall_number=recall_number, record_hash=record_hash(record), subject=subject, ndcs=ndcs_of(record),
-        lots=lots, all_lots=all_lots, attributes=attributes, valid_from=_midnight(initiated),
-        valid_to=_midnight(terminated), product=short_product(description), raw=record,
+        recall_number=recall_number, record_hash=record_hash(record), subject=identity.subject,
+        ndcs=ndcs_of(record, trust_openfda=identity.trust_openfda), lots=lots, all_lots=all_lots,
+        attributes=attributes, valid_from=_midnight(initiated), valid_to=_midnight(terminated),
+        product=short_product(description), raw=record, identity=identity.attributes(),
     )
 
 
@@ -230,17 +290,20 @@ def recall_statement(attributes: dict, lot: str | None, *, all_lots: bool = Fals
             f"of {what} by {firm}: {reason}")
 
 
-def recall_fact_key(recall_number: str, lot: str | None) -> str:
-    return f"recall:{recall_number}:lot:{lot}" if lot else f"recall:{recall_number}:drug"
+recall_fact_key = recall_terms.fact_key
 
 
-def recall_claims(parsed: ParsedRecall, *, subject: str, ndcs: list, source_ref: str = "",
-                  asserted_by: str = "") -> list[RecallClaim]:
+def recall_claims(parsed: ParsedRecall, *, subject: str, ndcs: list, identity: dict | None = None,
+                  source_ref: str = "", asserted_by: str = "") -> list[RecallClaim]:
+    """One claim per lot (or one drug-level claim). `subject`/`ndcs`/`identity` are passed in because a
+    recall's identity is fixed when first derived (recalls.models.RecallRecord)."""
     scope = parsed.scope
     lots = parsed.lots if scope == "lot" else [None]
+    identity = parsed.identity if identity is None else identity
     claims = []
     for lot in lots:
-        attributes = dict(parsed.attributes, scope=scope, ndcs=list(ndcs))
+        attributes = dict(parsed.attributes, scope=scope, ndcs=list(ndcs),
+                          ndc_products=sorted(ndc_products(ndcs)), **identity)
         claims.append(RecallClaim(
             fact_key=recall_fact_key(parsed.recall_number, lot), kind="recall", subject=subject, lot=lot,
             statement=recall_statement(attributes, lot, all_lots=parsed.all_lots), source=ENFORCEMENT_SOURCE,
@@ -281,9 +344,10 @@ def label_claims(record, *, source_ref: str = "", asserted_by: str = "") -> tupl
         raise Malformed("openfda should be an object")
     brand = (openfda.get("brand_name") or [""])[0]
     generic = (openfda.get("generic_name") or [""])[0]
-    subject = normalize_drug_name(generic) or normalize_drug_name(brand)
-    if not subject:
+    if not (brand or generic):
         raise Malformed("label has no openfda generic_name or brand_name to name the drug")
+    identity = resolve(generic) if resolve(generic).resolved else resolve(brand)
+    subject = identity.key  # "" when unresolved: kept, flagged for a person (identity_flag), never guessed
     sections = {}
     if record.get("boxed_warning"):
         sections["boxed_warning"] = _joined(record["boxed_warning"])
@@ -302,7 +366,11 @@ def label_claims(record, *, source_ref: str = "", asserted_by: str = "") -> tupl
             fact_key=f"label:{set_id}:{section}", kind="label", subject=subject, lot=None,
             statement=statement[:6000], source=LABEL_SOURCE,
             attributes={"set_id": set_id, "label_id": label_id, "label_version": version,
-                        "effective_time": effective.isoformat(), "section": section, "brand_name": brand},
+                        "effective_time": effective.isoformat(), "section": section, "brand_name": brand,
+                        "identity_source": ("openfda.generic_name" if resolve(generic).resolved
+                                            else "openfda.brand_name" if subject else "unresolved"),
+                        "identity_text": identity.text[:IDENTITY_TEXT_MAX],
+                        **({} if subject else {"identity_flag": f"the vocabulary does not know {generic or brand!r}"})},
             source_ref=source_ref[:255], valid_from=_midnight(effective), asserted_by=asserted_by,
         ))
     return set_id, version, claims

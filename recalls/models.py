@@ -83,8 +83,12 @@ class RecallRecord(models.Model):
 
     recall_number = models.CharField(max_length=40, unique=True)
     record_hash = models.CharField(max_length=64)
-    subject = models.CharField(max_length=200)
+    subject = models.CharField(max_length=200, blank=True)
     ndcs = models.JSONField(default=list)
+    # identity_source / identity_text / identity_flag, fixed with subject and ndcs (recalls.ingest.identity_of).
+    identity = models.JSONField(default=dict, blank=True)
+    # recalls.ingest.IDENTITY_VERSION the subject was derived with; an older one is re-derived once.
+    identity_version = models.PositiveSmallIntegerField(default=1)
     lots = models.JSONField(default=list)
     scope = models.CharField(max_length=8)
     last_run = models.ForeignKey(IngestRun, null=True, on_delete=models.SET_NULL, related_name="+")

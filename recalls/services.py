@@ -33,6 +33,7 @@ from django.conf import settings
 from django.db import connections
 from django.utils import timezone
 
+from drugs import recall_terms
 from memory.embeddings import get_provider
 from memory.models import Fact
 from memory.services import (
@@ -48,6 +49,7 @@ from . import archive
 from .ingest import (
     CLASSIFICATIONS,
     ESCALATION_SOURCE,
+    IDENTITY_VERSION,
     Malformed,
     RecallClaim,
     label_claims,
@@ -312,13 +314,17 @@ class RecallIngester:
         changed = []
         for parsed in prepared:
             state = states.get(parsed.recall_number)
-            if state is not None and state.record_hash == parsed.record_hash:
+            current = state is not None and state.identity_version == IDENTITY_VERSION
+            if current and state.record_hash == parsed.record_hash:
                 run.unchanged += 1
                 continue
-            # openFDA-derived identity is fixed at first sight (see RecallRecord).
-            subject, ndcs = (state.subject, state.ndcs) if state else (parsed.subject, parsed.ndcs)
-            changed.append((parsed, recall_claims(parsed, subject=subject, ndcs=ndcs, source_ref=self.ref,
-                                                  asserted_by=self.by), subject, ndcs))
+            # openFDA-derived identity is fixed at first sight (see RecallRecord), and re-derived once
+            # when the derivation itself changes (IDENTITY_VERSION).
+            subject, ndcs, identity = ((state.subject, state.ndcs, state.identity) if current
+                                       else (parsed.subject, parsed.ndcs, parsed.identity))
+            changed.append((parsed, recall_claims(parsed, subject=subject, ndcs=ndcs, identity=identity,
+                                                  source_ref=self.ref, asserted_by=self.by),
+                            subject, (ndcs, identity)))
         if not changed:
             return run
         try:
@@ -357,7 +363,8 @@ class RecallIngester:
         return mine, retracted
 
     def _retract_dropped(self, parsed, keys) -> int:
-        stale = (Fact.objects.believed().filter(kind="recall", fact_key__startswith=f"recall:{parsed.recall_number}:")
+        prefix = recall_terms.key_prefix(parsed.recall_number)
+        stale = (Fact.objects.believed().filter(kind="recall", fact_key__startswith=prefix)
                  .exclude(fact_key__in=keys).values_list("fact_key", "lot"))
         count = 0
         for fact_key, lot in stale:
@@ -371,11 +378,13 @@ class RecallIngester:
                 count += 1
         return count
 
-    def _remember(self, parsed, subject, ndcs):
+    def _remember(self, parsed, subject, derived):
+        ndcs, identity = derived
         RecallRecord.objects.update_or_create(
             recall_number=parsed.recall_number,
-            defaults={"record_hash": parsed.record_hash, "subject": subject, "ndcs": ndcs, "lots": parsed.lots,
-                      "scope": parsed.scope, "last_run": self.run},
+            defaults={"record_hash": parsed.record_hash, "subject": subject, "ndcs": ndcs, "identity": identity,
+                      "identity_version": IDENTITY_VERSION, "lots": parsed.lots, "scope": parsed.scope,
+                      "last_run": self.run},
         )
 
 
@@ -435,7 +444,9 @@ def escalate(recall_number: str, classification: str, lot: str | None = None, *,
         raise ValueError(f"classification must be one of {', '.join(CLASSIFICATIONS)}, not {classification!r}")
     from .normalize import normalize_lot
 
-    facts = Fact.objects.believed().defer("embedding").filter(kind="recall", attributes__recall_number=recall_number)
+    # fact_key__startswith uses the fact_key index; attributes__recall_number would scan.
+    facts = Fact.objects.believed().defer("embedding").filter(kind="recall",
+                                                              fact_key__startswith=recall_terms.key_prefix(recall_number))
     if lot:
         facts = facts.filter(lot=normalize_lot(lot))
     facts = list(facts.order_by("fact_key"))

@@ -142,12 +142,17 @@ def test_subject_comes_from_the_question_then_the_only_drug_else_a_question_back
     two = make_patient("SYN-T1", [("valsartan", "L1"), ("Amlodipine and Valsartan Tablets", "L2"),
                                    ("montelukast", "L3")])
     assert resolve_subject(two, "Is my montelukast ok?") == ("montelukast", "")
-    assert resolve_subject(two, "what about amlodipine valsartan 10/160?") == ("amlodipine valsartan", "")
+    assert resolve_subject(two, "what about amlodipine valsartan 10/160?") == ("amlodipine+valsartan", "")
+    assert resolve_subject(two, "Is my valsartan safe?") == ("valsartan", "")
     subject, back = resolve_subject(two, "Is my medicine safe?")
     assert subject is None and "Which medicine" in back and "montelukast" in back
     one = make_patient("SYN-T2", [("valsartan", "L9")])
     assert resolve_subject(one, "Is my medicine safe?") == ("valsartan", "")
     assert resolve_subject(one, "x", subject="Montelukast Tablets, 10 mg") == ("montelukast", "")
+    # a drug named but not on file is answered about that drug, never about the one on file
+    assert resolve_subject(one, "Is my metformin safe?") == ("metformin", "")
+    subject, back = resolve_subject(one, "asdf qwerty")  # nonsense asks back
+    assert subject is None and "valsartan" in back
 
     decision = ask(two, "Is my medicine safe?")
     assert decision.verdict == "unknown" and "Which medicine" in decision.answer and decision.reads.count() == 0

@@ -1,0 +1,241 @@
+"""Drug identity: free text ("Losartan Potassium Tab. USP 50mg", "Diovan", "VALSARTAN AND
+HYDROCHLOROTHIAZIDE") -> the sorted set of active ingredients, from a real offline vocabulary.
+
+    resolve(text) -> Identity(key, ingredients, source, text)
+
+`key` is the ingredient names joined with "+" ("amlodipine+hydrochlorothiazide+valsartan"); two
+texts name the same medicine exactly when their keys are equal. Nothing is guessed: a text in which
+the vocabulary finds no drug, or only words we know to be unreliable, resolves to key "" with source
+"unresolved", and callers flag it for a person.
+
+The vocabulary is `drug-named-entity-recognition` (DrugBank open data + MeSH + Wikipedia names:
+brands, salts, synonyms and named combinations; see docs/drug-identity.md for why this one). We read
+its bundled dictionary directly and match whole words, longest phrase first, rather than call its
+`find_drugs`, which also does fuzzy matching and can reach the network for structures and OMOP ids.
+The dictionary is loaded on first use and cached for the process (about 2 s): importing this module
+costs nothing, so test collection and `manage.py` start-up stay fast.
+"""
+
+import bz2
+import functools
+import importlib.util
+import pickle
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+VOCABULARY = "drug-named-entity-recognition"
+SOURCE = "drug-ner"
+UNRESOLVED = "unresolved"
+
+# Salt, ester and hydrate words folded off an ingredient name ("olmesartan medoxomil" -> "olmesartan"),
+# never off a name whose first word is itself one of these ("potassium chloride", "sodium bicarbonate").
+SALT_WORDS = frozenset(
+    "sodium potassium calcium magnesium lithium zinc aluminum hydrochloride hcl hydrobromide dihydrochloride "
+    "monohydrate dihydrate trihydrate hemihydrate sesquihydrate hydrate anhydrous besylate besilate maleate "
+    "mesylate mesilate dimesylate succinate tartrate bitartrate citrate sulfate sulphate phosphate acetate "
+    "fumarate hemifumarate bromide chloride medoxomil axetil cilexetil tosylate hyclate malate lactate gluconate "
+    "nitrate oxalate pamoate propionate dipropionate valerate butyrate embonate estolate ethylsuccinate "
+    "stearate palmitate decanoate enanthate cypionate napsylate xinafoate furoate monosodium disodium "
+    "trisodium dipotassium acetonide etabonate hexahydrate pentahydrate heptahydrate decahydrate".split()
+)
+
+# One drug under two vocabulary keys (MeSH "Thyroxine" for levothyroxine sodium and Synthroid, DrugBank
+# "Levothyroxine" for the plain word): the US adopted name wins, as FDA and pharmacies use it.
+CANONICAL_ALIASES = {
+    "thyroxine": "levothyroxine",
+    "liothyronine sodium": "liothyronine",
+    "salbutamol": "albuterol",
+    "paracetamol": "acetaminophen",
+}
+
+# Brand names reused for a different product: the vocabulary knows the old one only. Checked first, as
+# phrases, so "Zantac 360" (famotidine since 2020) is never read as "Zantac" (ranitidine).
+PHRASE_OVERRIDES = {
+    "zantac 360": ("famotidine",),
+    "exforge hct": ("amlodipine", "hydrochlorothiazide", "valsartan"),
+}
+
+# Variants that match ordinary words of labels and pharmacy descriptions, or are too short to trust
+# ("Vals 80 mg" is not valsartan). Measured on the openFDA bulk files; docs/drug-identity.md.
+IGNORED_VARIANTS = frozenset(
+    "vals water sterile water purified water oxygen air nitrogen carbon dioxide alcohol ethanol glycerin "
+    "glycerol lactose sucrose starch talc gelatin cellulose mannitol sorbitol saline dextrose glucose "
+    "tablet tablets capsule capsules oral gel cream ointment lotion solution spray patch kit "
+    "strip strips blue green red white black gold silver iron copper "
+    "rx only usp caps tabs extra ultra max plus forte relief care pain cold flu night day".split()
+) | frozenset({"sterile water", "purified water", "carbon dioxide", "rx only", "water for", "water for injection",
+              "cotton", "peppermint", "cherry", "honey", "mint", "ferrous", "vicks"})
+
+# Dosage forms, routes and packaging: never part of an ingredient name.
+FORM_WORDS = frozenset(
+    "tablet tablets tab tabs capsule capsules cap caps caplet caplets patch patches injection injectable "
+    "solution solutions suspension cream ointment gel lotion spray sprays drops powder vial vials bottle "
+    "bottles syringe syringes oral topical ophthalmic nasal transdermal vaginal rectal usp extended release "
+    "delayed er xr sr dr odt chewable film coated count ct pack blister carton bag kit insert inserts sublingual "
+    "buccal liposomal liposome rdna origin".split()
+)
+
+_DESCRIPTIVE_WORDS = FORM_WORDS | {"only", "dose", "low", "high", "strength", "contraceptives", "contraceptive"}
+
+# MeSH trees of classes and forms: D20 complex mixtures, D26 pharmaceutical preparations, D27 chemical
+# actions and uses; E diagnostic and therapeutic techniques.
+_CLASS_TREES = ("D20", "D26", "D27", "E")
+
+# Words that end the naming part of a product description: what follows is firm, packaging and codes.
+_NAMING_ENDS = re.compile(
+    r"\b(manufactured|manufacturer|mfd|mfg|mfr|distributed|dist|marketed|packaged|repackaged|relabeled|"
+    r"made\s+in|product\s+of|ndc|upc|lot|exp|rx\s+only)\b",
+    re.IGNORECASE,
+)
+_WORD = re.compile(r"[a-z0-9]+")
+_POSSESSIVE = re.compile(r"['\u2019]s\b")
+_COMBINATION_SPLIT = re.compile(r"\s*/\s*|\s*,\s*(?:and\s+)?|\s+and\s+")
+_MAX_PHRASE = 8
+
+
+@dataclass(frozen=True)
+class Identity:
+    key: str                      # "amlodipine+valsartan"; "" when unresolved
+    ingredients: tuple[str, ...]  # sorted
+    source: str                   # "drug-ner" | "unresolved"
+    text: str                     # the text that was resolved (the naming part of a description)
+
+    @property
+    def resolved(self) -> bool:
+        return bool(self.key)
+
+    @property
+    def is_combination(self) -> bool:
+        return len(self.ingredients) > 1
+
+
+def _words(text: str) -> list[str]:
+    # A possessive is not a word of the name: "Dr. Reddy's Amlodipine" must not read "s amlodipine"
+    # (a variant of levamlodipine).
+    return _WORD.findall(_POSSESSIVE.sub("", (text or "").lower()))
+
+
+def fold_salt(name: str) -> str:
+    """'losartan potassium' -> 'losartan'; 'potassium chloride' stays (the salt is the drug)."""
+    words = name.split()
+    while len(words) > 1 and words[-1] in SALT_WORDS and words[0] not in SALT_WORDS:
+        words.pop()
+    return " ".join(words)
+
+
+def _is_class(name: str, data: dict) -> bool:
+    """MeSH headings that are classes, uses or dosage forms rather than one substance ("histamine
+    antagonists", "ophthalmic solutions", "sulfates"): never an ingredient. DrugBank entries are substances."""
+    if data.get("drugbank_id"):
+        return False
+    trees = data.get("mesh_tree") or []
+    if any(tree.startswith(_CLASS_TREES) for tree in trees):
+        return True
+    last = name.split()[-1] if name.split() else ""
+    return bool(trees) and last.endswith("s") and not last.endswith(("ss", "us", "is", "os"))
+
+
+def _dictionary_path() -> Path:
+    spec = importlib.util.find_spec("drug_named_entity_recognition")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError(f"{VOCABULARY} is not installed (requirements.txt pins it)")
+    return Path(next(iter(spec.submodule_search_locations))) / "drug_ner_dictionary.pkl.bz2"
+
+
+@functools.lru_cache(maxsize=1)
+def vocabulary() -> dict[str, tuple[str, ...]]:
+    """Phrase (lower-case words joined by one space) -> sorted ingredient names. Loaded once per process."""
+    with bz2.open(_dictionary_path(), "rb") as handle:
+        data = pickle.load(handle)  # the package's own bundled file, not user input
+    variant_to_canonical = data["drug_variant_to_canonical"]
+    canonicals = set(data["drug_canonical_to_data"])
+
+    def ingredient(name: str) -> str:
+        words = _words(name)
+        while len(words) > 1 and (words[-1] in FORM_WORDS or words[-1] in SALT_WORDS) and words[0] not in SALT_WORDS:
+            words.pop()  # wiki-derived names such as "methylphenidate patch", "isotretinoin capsules"
+        name = " ".join(words)
+        name = CANONICAL_ALIASES.get(name, name)
+        return CANONICAL_ALIASES.get(fold_salt(name), fold_salt(name))
+
+    def ingredients_of(canonical: str) -> tuple[str, ...]:
+        # A named combination ("valsartan/hydrochlorothiazide", "amlodipine and benazepril") splits into
+        # its parts only when every part is itself a drug of the vocabulary; vaccines and antigens with
+        # "/" in their names stay whole.
+        parts = [p for p in _COMBINATION_SPLIT.split(canonical) if p]
+        if len(parts) > 1 and all(p in canonicals or p in variant_to_canonical for p in parts):
+            return tuple(sorted({ingredient(variant_to_canonical.get(p, [p])[0]) for p in parts}))
+        return (ingredient(canonical),)
+
+    index: dict[str, tuple[str, ...]] = {}
+    # Canonical names are phrases too (the package lists "progesterone" as a drug but not as its own variant).
+    pairs = [(name, [name]) for name in canonicals] + list(variant_to_canonical.items())
+    for variant, targets in pairs:
+        phrase = " ".join(_words(variant))
+        if not phrase or phrase in IGNORED_VARIANTS or len(phrase) < 4 or not targets:
+            continue
+        words = phrase.split()
+        if all(word in FORM_WORDS for word in words) or (len(words) == 1 and words[0] in SALT_WORDS):
+            continue  # "sulfate", "patch": a salt or a dosage form alone names no drug ("sodium chloride" does)
+        found = set()
+        for target in targets:
+            if not _is_class(target, data["drug_canonical_to_data"].get(target) or {}):
+                found.update(ingredients_of(target))
+        # Wikipedia-derived names that describe a product ("low dose aspirin", "progestin only norethindrone
+        # oral contraceptives") are not ingredient names: the words around them find the ingredient instead.
+        found = {name for name in found if not set(name.split()) & _DESCRIPTIVE_WORDS}
+        if found:
+            index[phrase] = tuple(sorted(found))
+    for phrase, parts in PHRASE_OVERRIDES.items():
+        index[phrase] = tuple(sorted(parts))
+    return index
+
+
+def _naming_part(text: str) -> str:
+    """The leading words that name the product: up to the first firm, packaging or code marker."""
+    text = " ".join((text or "").split())
+    marker = _NAMING_ENDS.search(text)
+    return text[: marker.start()] if marker and marker.start() > 0 else text
+
+
+def find_ingredients(text: str) -> tuple[str, ...]:
+    """Every ingredient named in text, longest phrase first, whole words only."""
+    index = vocabulary()
+    words = _words(text)
+    found: set[str] = set()
+    position = 0
+    while position < len(words):
+        for length in range(min(_MAX_PHRASE, len(words) - position), 0, -1):
+            hit = index.get(" ".join(words[position: position + length]))
+            if hit:
+                found.update(hit)
+                position += length
+                break
+        else:
+            position += 1
+    return tuple(sorted(found))
+
+
+@functools.lru_cache(maxsize=65536)
+def resolve(text: str) -> Identity:
+    """The identity of the medicine a text names. A product description is read up to its first firm,
+    packaging or code words; a name with no drug the vocabulary knows is unresolved, not guessed."""
+    naming = _naming_part(text)
+    ingredients = find_ingredients(naming)
+    if not ingredients:
+        return Identity("", (), UNRESOLVED, naming)
+    return Identity("+".join(ingredients), ingredients, SOURCE, naming)
+
+
+def is_identity_key(value: str) -> bool:
+    """True when value is already a key (every part a vocabulary ingredient): lets stored keys pass."""
+    if not value:
+        return False
+    known = _known_ingredients()
+    return all(part in known for part in value.split("+"))
+
+
+@functools.lru_cache(maxsize=1)
+def _known_ingredients() -> frozenset[str]:
+    return frozenset(part for parts in vocabulary().values() for part in parts)

@@ -1,0 +1,102 @@
+"""What a recall fact means: the one home for severity, "active", scope, fact keys and prose.
+
+Pure functions over a fact-like object (anything with `.kind`, `.subject`, `.lot`, `.attributes`,
+`.fact_key`), so the reasoner, the guardrail, exposure, the sweep and the review screens read a
+recall the same way. Attributes are the ones recalls.ingest writes (docs/facts.md).
+"""
+
+from .ndc import ndc_products as _ndc_products
+
+RECALL_KIND = "recall"
+CLOSED_STATUSES = frozenset({"Terminated", "Completed"})
+CLASS_SEVERITY = {"Class I": 3, "Class II": 2, "Class III": 1}
+FACT_KEY_PREFIX = "recall:"
+
+
+def fact_key(recall_number: str, lot: str | None) -> str:
+    """'recall:D-0326-2019:lot:3069020', or 'recall:D-0326-2019:drug' for a fact about every lot."""
+    return f"{FACT_KEY_PREFIX}{recall_number}:lot:{lot}" if lot else f"{FACT_KEY_PREFIX}{recall_number}:drug"
+
+
+def key_prefix(recall_number: str) -> str:
+    """Prefix shared by every fact of one recall (fact_key__startswith uses the fact_key index)."""
+    return f"{FACT_KEY_PREFIX}{recall_number}:"
+
+
+def recall_number_of_key(key: str) -> str:
+    """'recall:D-0326-2019:lot:3069020' -> 'D-0326-2019'; '' for other keys."""
+    if not key or not key.startswith(FACT_KEY_PREFIX):
+        return ""
+    return key[len(FACT_KEY_PREFIX):].split(":", 1)[0]
+
+
+def _attrs(fact) -> dict:
+    return (getattr(fact, "attributes", None) or {}) if fact is not None else {}
+
+
+def is_recall(fact) -> bool:
+    return fact is not None and getattr(fact, "kind", None) == RECALL_KIND
+
+
+def recall_number(fact) -> str:
+    return _attrs(fact).get("recall_number") or recall_number_of_key(getattr(fact, "fact_key", ""))
+
+
+def classification(fact) -> str:
+    return _attrs(fact).get("classification", "")
+
+
+def severity(fact) -> int:
+    """3 for Class I ... 1 for Class III; 0 for no fact, a non-recall or an unclassified recall."""
+    if not is_recall(fact):
+        return 0
+    return CLASS_SEVERITY.get(classification(fact), 0)
+
+
+def is_active(fact) -> bool:
+    """Not terminated or completed. "Terminated" means FDA saw reasonable removal efforts, not that a
+    dispensed recalled pack became safe; callers decide what a closed recall still means."""
+    return fact is not None and _attrs(fact).get("status") not in CLOSED_STATUSES
+
+
+def is_drug_level(fact) -> bool:
+    """About every lot of the product (the recall names none, or says all lots)."""
+    return _attrs(fact).get("scope") == "drug" or not getattr(fact, "lot", None)
+
+
+def scope(fact) -> str:
+    return "drug" if is_drug_level(fact) else "lot"
+
+
+def lot_scope(fact) -> dict | None:
+    """attributes["lot_scope"] (recalls.lots.parse_scope, docs/contracts-session2.md), when ingested."""
+    value = _attrs(fact).get("lot_scope")
+    return value if isinstance(value, dict) else None
+
+
+def products(fact) -> set[str]:
+    """NDC products ('00378-5814') the recall names: `ndc_products` from ingestion, else from `ndcs`."""
+    attrs = _attrs(fact)
+    listed = attrs.get("ndc_products")
+    return set(listed) if listed is not None else _ndc_products(attrs.get("ndcs"))
+
+
+def short_product(description: str) -> str:
+    """'Valsartan Tablets, USP 160 mg, 90-count bottles, Rx Only, ...' -> 'Valsartan Tablets, USP 160 mg'."""
+    parts, text = (description or "").split(","), ""
+    for part in parts:
+        text = f"{text},{part}" if text else part
+        if len(text) >= 25:
+            break
+    return text.strip()[:120]
+
+
+def describe(fact) -> str:
+    """One sentence for people: 'Class II recall D-0326-2019 (Ongoing) of Valsartan Tablets, USP 160 mg,
+    lot 3069020: <reason>'. Names the product as the recall printed it, never a normalised key."""
+    a = _attrs(fact)
+    where = f"lot {fact.lot}" if getattr(fact, "lot", None) else "all lots (the recall names no lot numbers)"
+    reason = (a.get("reason") or "").strip().rstrip(".")
+    return (f"{a.get('classification', 'Recall')} recall {a.get('recall_number', getattr(fact, 'fact_key', ''))} "
+            f"({a.get('status', 'status unknown')}) of {short_product(a.get('product_description')) or fact.subject}, "
+            f"{where}{': ' + reason if reason else ''}")

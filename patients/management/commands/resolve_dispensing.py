@@ -1,0 +1,67 @@
+"""Re-resolve the drug identity of stored dispensing rows (drugs.identity), through save_dispensing.
+
+Run after deploying the identity vocabulary (issue #11) or a new version of it. A row whose identity
+key, identity source or NDC product changes is saved through patients.dispensing.save_dispensing, so
+it gets an audit row and its patient's standing decisions about the old and new drug are re-decided
+(dispensing_changed). Rows that do not change are not written. --dry-run only counts.
+"""
+
+from collections import Counter
+
+from django.core.management.base import BaseCommand
+from django.db import transaction
+
+from drugs.identity import resolve
+from drugs.ndc import ndc_product
+from patients.dispensing import save_dispensing
+from patients.models import DispensingRecord
+
+ACTOR = "command:resolve_dispensing"
+
+
+def resolved_identity(row: DispensingRecord) -> tuple[str, str, str]:
+    """(key, source, entered text) the row would get; the entered text is drug_text, else the old drug
+    value (a normalised name from before identity keys), else the product description."""
+    text = row.drug_text or row.drug or row.product_description
+    identity = resolve(text)
+    if not identity.resolved and row.product_description:
+        identity = resolve(row.product_description)
+    return identity.key, identity.source, text
+
+
+class Command(BaseCommand):
+    help = "Re-resolve dispensing drug identities through save_dispensing (audit + re-decisions); --dry-run counts."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--dry-run", action="store_true", help="Count what would change; write nothing.")
+        parser.add_argument("--batch", type=int, default=500, help="Rows per transaction (default 500).")
+
+    def handle(self, *args, dry_run: bool, batch: int, **options):
+        counts: Counter = Counter()
+        pending: list[DispensingRecord] = []
+        for row in DispensingRecord.objects.select_related("patient").order_by("id").iterator(chunk_size=2000):
+            counts["rows"] += 1
+            key, source, text = resolved_identity(row)
+            counts[source] += 1
+            if (key, source, ndc_product(row.ndc)) == (row.drug, row.drug_source, row.ndc_product) and row.drug_text:
+                continue
+            counts["changed"] += 1
+            if not dry_run:
+                row.drug_text = text[:500]
+                pending.append(row)
+            if len(pending) >= batch:
+                self._save(pending)
+                pending = []
+        if pending:
+            self._save(pending)
+        verb = "would change" if dry_run else "changed"
+        self.stdout.write(f"{counts['rows']} dispensing rows: {counts['changed']} {verb}; "
+                          f"resolved {counts['rows'] - counts['unresolved']}, unresolved {counts['unresolved']} "
+                          f"(unresolved rows are matched by NDC product and lot only until a person names the drug).")
+
+    @staticmethod
+    def _save(rows):
+        with transaction.atomic():
+            for row in rows:
+                row.drug = ""  # resolve_identity() starts again from drug_text
+                save_dispensing(row, actor=ACTOR)

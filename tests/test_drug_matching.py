@@ -1,0 +1,149 @@
+"""drugs.matching: match classes from real recalls (openFDA 2021 bulk file), and exposure through them.
+
+The dispensing rows are synthetic; the recalls are real records parsed by recalls.ingest."""
+
+import json
+import zipfile
+from datetime import UTC, date, datetime
+from functools import lru_cache
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from drugs.identity import resolve
+from drugs.matching import MatchClass, match
+from recalls.ingest import parse_enforcement, recall_claims
+
+BULK_2021 = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "openfda" / \
+    "drug-enforcement-2021-04-28.json.zip"
+SHARED = Path("/work/shared/fixtures/openfda/drug-enforcement-2021-04-28.json.zip")
+
+
+@lru_cache(maxsize=1)
+def bulk_records() -> dict:
+    path = BULK_2021 if BULK_2021.exists() else SHARED
+    if not path.exists():
+        pytest.skip("the openFDA 2021 bulk fixture is not on this machine")
+    with zipfile.ZipFile(path) as archive:
+        data = json.loads(archive.read(archive.namelist()[0]))
+    return {r["recall_number"]: r for r in data["results"]}
+
+
+def facts_of(recall_number):
+    parsed = parse_enforcement(bulk_records()[recall_number])
+    return [SimpleNamespace(kind=c.kind, subject=c.subject, lot=c.lot, attributes=c.attributes, fact_key=c.fact_key)
+            for c in recall_claims(parsed, subject=parsed.subject, ndcs=parsed.ndcs)]
+
+
+def fact_for_lot(recall_number, lot):
+    return next(f for f in facts_of(recall_number) if f.lot == lot)
+
+
+def dispensing(text, ndc, lot, **extra):
+    ndc11 = ndc and __import__("drugs.ndc", fromlist=["normalize_ndc"]).normalize_ndc(ndc)
+    return SimpleNamespace(drug=resolve(text).key, ndc=ndc11 or "", lot=lot, lot_known=bool(lot), **extra)
+
+
+def test_losartan_potassium_tablets_with_the_recalled_ndc_and_lot_is_confirmed():
+    fact = fact_for_lot("D-1281-2019", "A1818G")
+    assert fact.subject == "losartan" and "68788-0048" in fact.attributes["ndc_products"]
+    assert match(fact, dispensing("Losartan Potassium 50 mg tablets", "68788-0048-03", "A1818G")) == \
+        MatchClass.CONFIRMED
+
+
+def test_diovan_with_the_recalled_ndc_and_lot_is_confirmed():
+    fact = fact_for_lot("D-0326-2019", "3069020")
+    assert fact.subject == "valsartan"
+    assert match(fact, dispensing("Diovan", "00378-5814-77", "3069020")) == MatchClass.CONFIRMED
+
+
+def test_ndc_product_and_lot_match_even_when_the_identity_keys_differ():
+    fact = fact_for_lot("D-0326-2019", "3069020")
+    unresolved = SimpleNamespace(kind="recall", subject="", lot=fact.lot, attributes=fact.attributes,
+                                 fact_key=fact.fact_key)
+    assert match(unresolved, dispensing("Vals 160", "00378-5814-77", "3069020")) == MatchClass.CONFIRMED
+
+
+def test_a_lot_never_matches_on_its_own():
+    fact = fact_for_lot("D-0326-2019", "3069020")
+    assert match(fact, dispensing("Escitalopram 10 mg", "", "3069020")) is None  # other drug, same lot
+    assert match(fact, dispensing("Valsartan 160 mg", "68180-0100-09", "3069020")) is None  # other maker
+    assert match(fact, dispensing("Valsartan 160 mg", "", "3069020")) == MatchClass.PROBABLE  # no NDC
+    assert match(fact, dispensing("Valsartan 160 mg", "00378-5814-77", "3069099")) is None  # other lot
+
+
+def test_an_unknown_lot_is_a_candidate_not_a_miss():
+    fact = fact_for_lot("D-0326-2019", "3069020")
+    assert match(fact, dispensing("Diovan", "00378-5814-77", "")) == MatchClass.CANDIDATE
+    assert match(fact, dispensing("Valsartan", "", "")) == MatchClass.CANDIDATE
+
+
+def test_drug_level_recalls_match_the_product_or_as_a_candidate():
+    fact = SimpleNamespace(kind="recall", subject="valsartan", lot=None, fact_key="recall:X:drug",
+                           attributes={"scope": "drug", "ndcs": ["00378-5814-77"], "ndc_products": ["00378-5814"]})
+    assert match(fact, dispensing("Diovan", "00378-5814-77", "ANY")) == MatchClass.PRODUCT_ALL_LOTS
+    assert match(fact, dispensing("Valsartan", "", "ANY")) == MatchClass.CANDIDATE
+    assert match(fact, dispensing("Valsartan", "68180-0100-09", "ANY")) is None
+
+
+def test_an_all_lots_recall_with_an_expiry_window_excludes_packs_known_to_be_outside_it():
+    fact = SimpleNamespace(kind="recall", subject="valsartan", lot=None, fact_key="recall:X:drug",
+                           attributes={"scope": "drug", "ndc_products": ["00378-5814"],
+                                       "lot_scope": {"kind": "all_lots_window", "lots": [],
+                                                     "expiry_window": ["2019-01-01", "2019-12-31"]}})
+    inside = dispensing("Diovan", "00378-5814-77", "L1", expiry=date(2019, 6, 30))
+    outside = dispensing("Diovan", "00378-5814-77", "L1", expiry=date(2021, 6, 30))
+    unknown = dispensing("Diovan", "00378-5814-77", "L1", expiry=None)
+    assert match(fact, inside) == MatchClass.PRODUCT_ALL_LOTS
+    assert match(fact, outside) is None
+    assert match(fact, unknown) == MatchClass.PRODUCT_ALL_LOTS
+
+
+def test_the_openfda_block_naming_another_drug_is_flagged_and_its_ndcs_ignored():
+    parsed = parse_enforcement(bulk_records()["D-1110-2015"])
+    assert parsed.subject == "clarithromycin"
+    assert "captopril" in parsed.identity["identity_flag"]
+    assert all(not ndc.startswith("64679-902") for ndc in parsed.ndcs)
+
+
+def test_triple_combination_recalls_are_filed_under_all_three_ingredients():
+    triples = [r for r in bulk_records().values()
+               if "amlodipine" in (r.get("product_description") or "").lower()
+               and "valsartan" in r["product_description"].lower()
+               and "hydrochlorothiazide" in r["product_description"].lower()]
+    assert triples
+    for record in triples:
+        assert parse_enforcement(record).subject == "amlodipine+hydrochlorothiazide+valsartan", record["recall_number"]
+
+
+# --- exposure through the database ---------------------------------------------------------------
+
+@pytest.mark.django_db(transaction=True)
+def test_exposure_finds_the_losartan_and_diovan_patients(hashing_embeddings):
+    from memory.services import assert_claim
+    from patients.models import DispensingRecord, Patient
+    from patients.services import active_recalls_for_dispensing, exposed_patients_for_recall
+
+    def patient(ref):
+        return Patient.objects.create(external_ref=ref, display_name=ref, region="aws-us-east-1",
+                                      email=f"{ref}@example.com")
+
+    when = datetime(2019, 6, 1, tzinfo=UTC)
+    losartan, diovan, other = patient("losartan"), patient("diovan"), patient("other-maker")
+    DispensingRecord.objects.create(patient=losartan, drug="Losartan Potassium 50 mg tablets", ndc="68788-0048-03",
+                                    lot="A1818G", dispensed_at=when)
+    record = DispensingRecord.objects.create(patient=diovan, drug="Diovan", ndc="00378-5814-77", lot="3069020",
+                                             dispensed_at=when)
+    DispensingRecord.objects.create(patient=other, drug="Losartan Potassium 50 mg", ndc="00093-7365-98",
+                                    lot="A1818G", dispensed_at=when)
+    assert record.drug == "valsartan" and record.drug_text == "Diovan" and record.ndc_product == "00378-5814"
+    for number in ("D-1281-2019", "D-0326-2019"):
+        parsed = parse_enforcement(bulk_records()[number])
+        for claim in recall_claims(parsed, subject=parsed.subject, ndcs=parsed.ndcs):
+            assert_claim(claim)
+    exposures = exposed_patients_for_recall("D-1281-2019")
+    assert [(e.patient.external_ref, e.match_class) for e in exposures] == [("losartan", MatchClass.CONFIRMED)]
+    exposures = exposed_patients_for_recall("D-0326-2019")
+    assert [(e.patient.external_ref, e.match_class) for e in exposures] == [("diovan", MatchClass.CONFIRMED)]
+    assert [f.fact_key for f in active_recalls_for_dispensing(record)] == ["recall:D-0326-2019:lot:3069020"]

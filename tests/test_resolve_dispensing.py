@@ -1,0 +1,56 @@
+"""manage.py resolve_dispensing: rows stored before identity keys get them, through save_dispensing."""
+
+from datetime import UTC, datetime
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+
+from patients.models import DispensingChange, DispensingRecord, Patient
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_legacy_rows_are_re_resolved_with_an_audit_row_and_unchanged_rows_are_left_alone():
+    patient = Patient.objects.create(external_ref="SYN-R1", display_name="Synthetic R1", region="aws-us-east-1",
+                                     email="r1@example.com")
+    when = datetime(2019, 6, 1, tzinfo=UTC)
+    legacy = DispensingRecord.objects.create(patient=patient, drug="x", lot="A1818G", ndc="68788-0048-03",
+                                             dispensed_at=when)
+    current = DispensingRecord.objects.create(patient=patient, drug="Diovan", lot="3069020", dispensed_at=when)
+    unknown = DispensingRecord.objects.create(patient=patient, drug="Vals 80 mg", lot="L1", dispensed_at=when)
+    # As session 1 stored them: the old word-stripped name, no entered text, no product part.
+    DispensingRecord.objects.filter(pk=legacy.pk).update(drug="losartan tab", drug_text="", drug_source="",
+                                                         ndc_product="",
+                                                         product_description="Losartan Potassium Tab. USP 50mg")
+    before = DispensingChange.objects.count()
+
+    out = StringIO()
+    call_command("resolve_dispensing", "--dry-run", stdout=out)
+    assert "3 dispensing rows: 1 would change" in out.getvalue()
+    assert DispensingChange.objects.count() == before
+
+    call_command("resolve_dispensing", stdout=out)
+    legacy.refresh_from_db()
+    assert (legacy.drug, legacy.drug_source, legacy.ndc_product) == ("losartan", "drug-ner", "68788-0048")
+    assert DispensingChange.objects.count() == before + 1
+    audit = DispensingChange.objects.latest("id")
+    assert audit.dispensing_id == legacy.pk and audit.actor_label == "command:resolve_dispensing"
+    assert audit.before["drug"] == "losartan tab" and audit.after["drug"] == "losartan"
+    current.refresh_from_db()
+    unknown.refresh_from_db()
+    assert current.drug == "valsartan" and unknown.drug == "" and unknown.drug_source == "unresolved"
+    assert unknown.drug_text == "Vals 80 mg"
+
+
+def test_an_unknown_lot_is_recorded_as_unknown():
+    patient = Patient.objects.create(external_ref="SYN-R2", display_name="Synthetic R2", region="aws-us-east-1",
+                                     email="r2@example.com")
+    row = DispensingRecord(patient=patient, drug="Diovan 160 mg", lot="", lot_known=False,
+                           dispensed_at=datetime(2019, 6, 1, tzinfo=UTC))
+    row.full_clean()
+    row.save()
+    assert (row.lot, row.lot_known, row.drug) == ("", False, "valsartan")
+    missing = DispensingRecord(patient=patient, drug="Diovan 160 mg", lot="", dispensed_at=row.dispensed_at)
+    with pytest.raises(Exception, match="record the lot as unknown"):
+        missing.full_clean()
