@@ -88,7 +88,8 @@ class Scope:
     def branches(self) -> list[str]:
         if self.everything:
             return [RETRACTED_READ, NEW_FACT, DISPENSING_CHANGED]
-        return ([RETRACTED_READ, NEW_FACT] if self.fact_ids else []) + ([DISPENSING_CHANGED] if self.patient_ids else [])
+        by_facts = [RETRACTED_READ, NEW_FACT] if self.fact_ids else []
+        return by_facts + ([DISPENSING_CHANGED] if self.patient_ids else [])
 
 
 def _union(scope: Scope, decision_ids=None) -> tuple[str, list]:
@@ -100,7 +101,8 @@ def _union(scope: Scope, decision_ids=None) -> tuple[str, list]:
     return " UNION ALL ".join(parts), params
 
 
-def stale_decision_ids(*, after: int = 0, limit: int = 1000, scope: Scope | None = None, lock: bool = False) -> list[int]:
+def stale_decision_ids(*, after: int = 0, limit: int = 1000, scope: Scope | None = None,
+                       lock: bool = False) -> list[int]:
     """One keyset page of the stale set, ordered by decision id (locked SKIP LOCKED for a sweep page)."""
     scope = scope or Scope()
     if not scope.branches():

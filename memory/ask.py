@@ -22,8 +22,8 @@ from django.db import connection
 from django.db.models import F
 from django.utils import timezone
 
-from drugs.scopes import dispensing_scopes
 from drugs.identity import resolve as resolve_identity
+from drugs.scopes import dispensing_scopes
 from unsay_site.retry import run_in_transaction
 
 from .guardrail import apply_guardrail
@@ -124,6 +124,9 @@ class DispensedRow:
     ndc: str
     dispensed_at: object
     fingerprint: str
+    drug: str = ""
+    lot_known: bool = True
+    expiry: object = None
 
     @property
     def ndc_product(self) -> str:
@@ -132,7 +135,7 @@ class DispensedRow:
 
 def dispensed_rows(patient, subject: str) -> list[DispensedRow]:
     rows = patient.dispensings.filter(drug=subject).order_by("id").values_list(
-        "id", "lot", "ndc", "dispensed_at", "fingerprint")
+        "id", "lot", "ndc", "dispensed_at", "fingerprint", "drug", "lot_known", "expiry")
     return [DispensedRow(*row) for row in rows]
 
 
@@ -164,7 +167,7 @@ def build_context(patient, question: str, subject: str, *, rows: list[DispensedR
     return AskContext(question=question, subject=subject, patient_lots=lots,
                       patient_drugs=patient_drugs(patient) if drugs is None else drugs,
                       retrieved=retrieved, patient_ndcs=sorted({row.ndc for row in rows}),
-                      premises=premises, dispensed=[(row.lot, row.ndc_product, row.dispensed_at) for row in rows],
+                      premises=premises, dispensed=list(rows),
                       inputs=[(row.id, row.fingerprint) for row in rows])
 
 

@@ -3,8 +3,10 @@
 Whatever a reasoner says, the verdict may not be weaker than the structured facts in the retrieved
 set demand: a Class I recall on a lot this patient received requires "stop"; any other recall on
 their lot, or a drug-level recall that applies to their drug, requires at least "caution" — closed
-(terminated) recalls included, since closing a recall does not make a dispensed recalled pack safe. A weaker verdict is raised, the reasoner's own verdict and the reason are kept for the
-decision record, and the facts that forced it become load-bearing.
+(terminated) recalls included, since closing a recall does not make a dispensed recalled pack safe;
+a recall of some lots of their drug with their lot unrecorded also requires "caution". A weaker
+verdict is raised, the reasoner's own verdict and the reason are kept for the decision record, and
+the facts that forced it become load-bearing.
 """
 
 from dataclasses import dataclass, field
@@ -16,6 +18,7 @@ from .reasoners import (
     classification,
     describe,
     drug_level_applies,
+    lot_unknown_candidates,
     on_patient_lot,
     same_drug_recalls,
 )
@@ -37,7 +40,7 @@ def floor_for(ctx: AskContext) -> Floor | None:
     if class_one:
         return Floor("stop", class_one)
     caution = [f for f in recalls if (on_patient_lot(f, ctx) and classification(f) != "Class I")
-               or drug_level_applies(f, ctx)]
+               or drug_level_applies(f, ctx) or lot_unknown_candidates(f, ctx)]
     if caution:
         return Floor("caution", caution)
     return None

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
+from drugs.matching import MatchClass, match
 from drugs.ndc import ndc_products
 from drugs.recall_terms import CLOSED_STATUSES, classification, describe, is_active, short_product  # noqa: F401 (re-exported)
 
@@ -77,8 +78,8 @@ class AskContext:
     patient_ndcs: list[str] = field(default_factory=list)
     # The scopes the decision rests on (drugs.scopes); a fact sharing a lot-level one is on the patient's lot.
     premises: list[str] = field(default_factory=list)
-    # (lot, NDC product or "", dispensed_at) per dispensing row of the subject.
-    dispensed: list[tuple] = field(default_factory=list)
+    # memory.ask.DispensedRow per dispensing row of the subject (drugs.matching reads them).
+    dispensed: list = field(default_factory=list)
     # (dispensing id, fingerprint) per row: recorded with the decision (memory.DecisionInput).
     inputs: list[tuple[int, str]] = field(default_factory=list)
 
@@ -120,7 +121,7 @@ def _before_closure(fact, ctx: AskContext) -> bool:
     closed_on = (fact.attributes or {}).get("termination_date")
     if is_active(fact) or not closed_on or not ctx.dispensed:
         return True
-    return any(at is None or at.date().isoformat() <= closed_on for _lot, _product, at in ctx.dispensed)
+    return any(row.dispensed_at is None or row.dispensed_at.date().isoformat() <= closed_on for row in ctx.dispensed)
 
 
 def drug_level_applies(fact, ctx: AskContext) -> bool:
@@ -134,6 +135,8 @@ def drug_level_applies(fact, ctx: AskContext) -> bool:
         return False
     if not _before_closure(fact, ctx):
         return False
+    if ctx.dispensed:
+        return any(match(fact, row) in (MatchClass.PRODUCT_ALL_LOTS, MatchClass.CANDIDATE) for row in ctx.dispensed)
     products = ndc_products((fact.attributes or {}).get("ndc_products") or (fact.attributes or {}).get("ndcs"))
     if not products or not ctx.patient_ndcs:
         return True
@@ -144,7 +147,17 @@ def on_patient_lot(fact, ctx: AskContext) -> bool:
     """A recall of a lot this patient received: same drug and lot, or same NDC product and lot."""
     if not (is_recall(fact) and fact.lot):
         return False
+    if ctx.dispensed:
+        return any(match(fact, row) in (MatchClass.CONFIRMED, MatchClass.PROBABLE) for row in ctx.dispensed)
     return (fact.subject == ctx.subject and fact.lot in ctx.patient_lots) or _shares_scope(fact, ctx, lot_level=True)
+
+
+def lot_unknown_candidates(fact, ctx: AskContext) -> bool:
+    """A recall of some lots of this drug, and a dispensing of it whose lot was not recorded: the
+    pack may be from a recalled lot (a candidate for the pharmacist, never "safe")."""
+    if not (is_recall(fact) and fact.lot and is_active(fact)):
+        return False
+    return any(match(fact, row) == MatchClass.CANDIDATE for row in ctx.dispensed)
 
 
 def covers_every_lot(fact) -> bool:
@@ -228,6 +241,14 @@ class RulesReasoner:
             answer = (f"For your information: {facts_text}{closed} A Class III recall is unlikely to cause health "
                       f"problems. Mention it to your pharmacist at your next visit. {keep_taking_advice(drug)}")
             return ReasonerResult("caution", answer, self.identity, bearing)
+
+        unknown_lot = [f for f in recalls if lot_unknown_candidates(f, ctx)]
+        if unknown_lot:
+            numbers = sorted({(f.attributes or {}).get("recall_number", f.fact_key) for f in unknown_lot})
+            answer = (f"Some {drug} lots are under recall ({listing(numbers, most=3)}), and the lot number of the "
+                      f"{drug} dispensed to you was not recorded. Check the lot number printed on your pack with "
+                      f"your pharmacist. {keep_taking_advice(drug)}")
+            return ReasonerResult("caution", answer, self.identity, {f.id for f in unknown_lot + drug_hits})
 
         if drug_hits:
             facts_text = " ".join(describe(f) + "." for f in drug_hits)

@@ -56,7 +56,8 @@ def save_dispensing(record: DispensingRecord, *, actor: str) -> DispensingRecord
                 before, old_drug = _snapshot(old), old.drug
         record.save()
         DispensingChange.objects.create(
-            actor_label=actor[:150], action=DispensingChange.Action.UPDATED if before else DispensingChange.Action.CREATED,
+            actor_label=actor[:150],
+            action=DispensingChange.Action.UPDATED if before else DispensingChange.Action.CREATED,
             patient_id=record.patient_id, region=record.region, dispensing_id=record.pk, before=before,
             after=_snapshot(record))
         pending = _pending()

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 import pytest
 
 from memory.ask import Outcome, ask, decide, record_outcome, resolve_subject
-from memory.models import Decision, DecisionRead, Fact
+from memory.models import DecisionRead, Fact
 from memory.reasoners import ReasonerResult
 from memory.services import assert_claim
 from patients.models import DispensingRecord, Patient
