@@ -9,7 +9,9 @@ from django.db import transaction
 from django.db.models import Count, Max, Min, Q
 from django.utils import timezone
 
-from memory.models import Fact
+from django.db import models
+
+from memory.models import Decision, Fact
 from unsay_site.retry import run_in_transaction
 
 from .models import AuditEvent, Correction, OutboxMessage, Redecision
@@ -236,9 +238,18 @@ CARD_FIELDS = [
 
 
 def card_queryset():
-    return (Correction.objects.select_related("patient", "trigger_fact", "previous_fact", "old_decision", "message",
-                                              "reviewed_by")
-            .only(*CARD_FIELDS))
+    # Patient and message joined; the few fact versions, decisions and reviewers a page shows are
+    # prefetched (one small query each), which keeps the page query's plan cheap to make.
+    return (Correction.objects.select_related("patient", "message")
+            .only(*[f for f in CARD_FIELDS if f.split("__")[0] not in PREFETCHED], *PREFETCHED)
+            .prefetch_related(
+                models.Prefetch("trigger_fact", Fact.objects.only("fact_key", "version", "statement")),
+                models.Prefetch("previous_fact", Fact.objects.only("fact_key", "version", "statement")),
+                models.Prefetch("old_decision", Decision.objects.only("question", "decided_at")),
+                "reviewed_by"))
+
+
+PREFETCHED = ["trigger_fact", "previous_fact", "old_decision", "reviewed_by"]
 
 
 @dataclass

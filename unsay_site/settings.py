@@ -220,7 +220,7 @@ UNSAY_FOLLOW_UP_DAYS = env_int("UNSAY_FOLLOW_UP_DAYS", 2, minimum=0, maximum=365
 # Hard limit on an SMS (drafted or edited), enforced by the server: two concatenated segments.
 UNSAY_SMS_LIMIT = env_int("UNSAY_SMS_LIMIT", 320, minimum=70, maximum=1600)
 # Cards shown per recall on the review queue before "more" (htmx); keeps the page small.
-UNSAY_QUEUE_PAGE = env_int("UNSAY_QUEUE_PAGE", 20, minimum=1, maximum=500)
+UNSAY_QUEUE_PAGE = env_int("UNSAY_QUEUE_PAGE", 10, minimum=1, maximum=500)
 EMAIL_BACKEND = env_str("UNSAY_EMAIL_BACKEND", "django.core.mail.backends.filebased.EmailBackend")
 EMAIL_FILE_PATH = str(VAR_DIR / "mail")
 EMAIL_HOST = env_str("UNSAY_EMAIL_HOST", "localhost")

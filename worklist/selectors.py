@@ -351,8 +351,14 @@ def patient_lines(recall_number: str) -> list[PatientLine]:
         if line is None:
             line = lines[exposure.patient.id] = PatientLine(exposure.patient, match_class_of(exposure))
         line.exposures.append(exposure)
+    # Only what the state, the log and the page show: a recall can hold thousands of drafts.
     corrections = (Correction.objects.filter(recall_number=recall_number)
-                   .select_related("patient", "message", "reviewed_by").defer("old_answer", "new_answer")
+                   .select_related("patient", "message", "reviewed_by")
+                   .only("id", "status", "kind", "match", "new_verdict", "reviewed_at", "created", "patient",
+                         "patient__display_name", "patient__external_ref", "patient__public_id",
+                         "patient__preferred_channel", "patient__email", "patient__phone",
+                         "message__status", "message__channel", "message__recipient", "message__sent_at",
+                         "message__attempts", "reviewed_by__username")
                    .order_by("created", "id"))
     for c in corrections:
         line = lines.get(c.patient_id)

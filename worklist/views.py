@@ -5,6 +5,7 @@ Thin views: a form, one service call, a redirect; reads come from worklist.selec
 import csv
 
 from django.contrib import messages
+from django.core.paginator import Paginator
 from django.http import HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
@@ -16,6 +17,9 @@ from patients.models import Patient
 
 from . import selectors, services
 from .forms import ContactForm, NoneFoundForm, OpenRecallForm, StepForm
+from .models import ContactAttempt
+
+PATIENTS_PER_PAGE = 50
 
 
 @require_GET
@@ -47,8 +51,11 @@ def recall(request, recall_number):
     f = selectors.recall_file(recall_number)
     if not f.lines and not f.work and not selectors.recall_known(recall_number):
         return render(request, "worklist/unknown.html", {"recall_number": recall_number}, status=404)
+    # Patients not accounted for come first (selectors order), a page at a time: a national
+    # recall can expose thousands.
+    page = Paginator(f.lines, PATIENTS_PER_PAGE).get_page(request.GET.get("page"))
     return render(request, "worklist/recall.html", {
-        "f": f, "contact_form": ContactForm(initial={"recall_number": recall_number}),
+        "f": f, "page": page, "methods": ContactAttempt.Method.choices, "outcomes": ContactAttempt.Outcome.choices,
         "none_found_form": NoneFoundForm(initial={"recall_number": recall_number}),
         "pending": sum(1 for ln in f.lines for c in ln.corrections if c.status == Correction.Status.DRAFT),
     })
@@ -128,7 +135,10 @@ def follow_up(request):
 @pharmacist_required
 def report(request, recall_number):
     data = selectors.report(recall_number)
-    return render(request, "worklist/report.html", {**data, "f": data["file"], "now": timezone.now()})
+    # ?all=1 prints every row; by default a page at a time (the CSV always has every row).
+    per_page = len(data["rows"]) or 1 if request.GET.get("all") else PATIENTS_PER_PAGE
+    page = Paginator(data["rows"], per_page).get_page(request.GET.get("page"))
+    return render(request, "worklist/report.html", {**data, "f": data["file"], "now": timezone.now(), "page": page})
 
 
 @require_GET
