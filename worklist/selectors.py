@@ -3,6 +3,7 @@ each, the deadline, the follow-up queue and the effectiveness report. No writes 
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from types import SimpleNamespace
 
 from django.conf import settings
 from django.db.models import Case, CharField, Count, F, Max, Min, Q, Value, When
@@ -11,6 +12,7 @@ from django.utils.translation import gettext_lazy as _
 
 from corrections.models import CLASS_SEVERITY, Correction, OutboxMessage, Redecision
 from memory.models import Fact
+from patients.models import Patient
 
 from .models import STEP_ORDER, ContactAttempt, RecallTask, RecallWork, Step
 
@@ -313,6 +315,8 @@ class PatientLine:
 
 def message_of(correction):
     """The correction's outbox message, or None (a reverse one-to-one raises when missing)."""
+    if isinstance(correction, CorrectionRow):
+        return correction.message
     try:
         return correction.message
     except OutboxMessage.DoesNotExist:
@@ -341,37 +345,100 @@ def _state(line: PatientLine) -> str:
     return "none"
 
 
-def patient_lines(recall_number: str) -> list[PatientLine]:
-    """Every patient exposed to the recall (patients.services) or drafted for it, with state."""
-    from patients.services import exposed_patients_for_recall
+@dataclass
+class PatientRow:
+    """The patient columns the worklist shows (read as tuples: a recall can expose thousands)."""
 
+    id: int
+    display_name: str
+    external_ref: str
+    public_id: object
+    preferred_channel: str
+    email: str
+    phone: str
+
+    def get_preferred_channel_display(self):
+        return {"sms": "SMS", "email": "Email"}.get(self.preferred_channel, self.preferred_channel)
+
+
+@dataclass
+class MessageRow:
+    status: str
+    channel: str
+    recipient: str
+    sent_at: datetime | None
+    attempts: int
+
+    def get_status_display(self):
+        return OutboxMessage.Status(self.status).label if self.status in OutboxMessage.Status.values else self.status
+
+
+@dataclass
+class CorrectionRow:
+    id: int
+    status: str
+    kind: str
+    new_verdict: str
+    reviewed_at: datetime | None
+    reviewer: str
+    message: MessageRow | None
+
+    @property
+    def reviewed_by(self):
+        return SimpleNamespace(get_username=lambda: self.reviewer) if self.reviewer else None
+
+    def get_kind_display(self):
+        return Correction.Kind(self.kind).label
+
+    def get_status_display(self):
+        return Correction.Status(self.status).label
+
+
+CORRECTION_COLUMNS = ["id", "patient_id", "status", "kind", "match", "new_verdict", "reviewed_at",
+                      "reviewed_by__username", "message__status", "message__channel", "message__recipient",
+                      "message__sent_at", "message__attempts"]
+PATIENT_COLUMNS = ["id", "display_name", "external_ref", "public_id", "preferred_channel", "email", "phone"]
+
+
+def _exposed_patient_ids(recall_number: str) -> dict[int, str]:
+    """patient id -> match class, through patients.services.exposure_rows (the exposure rules)."""
+    from patients.services import exposure_rows
+
+    out: dict[int, str] = {}
+    facts = (Fact.objects.believed().filter(kind=Fact.Kind.RECALL, fact_key__startswith=f"recall:{recall_number}:")
+             .only("subject", "lot", "attributes", "fact_key"))
+    for fact in facts:
+        rows, match, _products = exposure_rows(fact)
+        if rows is None:
+            continue
+        klass = LEGACY_MATCH_CLASS.get(match, "candidate")
+        for patient_id in rows.values_list("patient_id", flat=True).distinct():
+            out.setdefault(patient_id, klass)
+    return out
+
+
+def patient_lines(recall_number: str) -> list[PatientLine]:
+    """Every patient exposed to the recall (patients.services.exposure_rows) or drafted or contacted
+    for it, with state. Read as tuples, not model instances, so 10,000 patients stay cheap."""
     lines: dict[int, PatientLine] = {}
-    for exposure in exposed_patients_for_recall(recall_number):
-        line = lines.get(exposure.patient.id)
+    for patient_id, klass in _exposed_patient_ids(recall_number).items():
+        lines[patient_id] = PatientLine(patient_id, klass)
+    for row in (Correction.objects.filter(recall_number=recall_number).order_by("created", "id")
+                .values_list(*CORRECTION_COLUMNS)):
+        (cid, patient_id, status, kind, match, verdict, reviewed_at, reviewer, m_status, m_channel, m_recipient,
+         m_sent_at, m_attempts) = row
+        line = lines.get(patient_id)
         if line is None:
-            line = lines[exposure.patient.id] = PatientLine(exposure.patient, match_class_of(exposure))
-        line.exposures.append(exposure)
-    # Only what the state, the log and the page show: a recall can hold thousands of drafts.
-    corrections = (Correction.objects.filter(recall_number=recall_number)
-                   .select_related("patient", "message", "reviewed_by")
-                   .only("id", "status", "kind", "match", "new_verdict", "reviewed_at", "created", "patient",
-                         "patient__display_name", "patient__external_ref", "patient__public_id",
-                         "patient__preferred_channel", "patient__email", "patient__phone",
-                         "message__status", "message__channel", "message__recipient", "message__sent_at",
-                         "message__attempts", "reviewed_by__username")
-                   .order_by("created", "id"))
-    for c in corrections:
-        line = lines.get(c.patient_id)
-        if line is None:
-            line = lines[c.patient_id] = PatientLine(c.patient, match_class_of(c))
-        elif line.match_class == "asked":
-            line.match_class = match_class_of(c)
-        line.corrections.append(c)
-    for a in ContactAttempt.objects.filter(recall_number=recall_number).select_related("by", "patient"):
+            line = lines[patient_id] = PatientLine(patient_id, LEGACY_MATCH_CLASS.get(match, "candidate"))
+        message = MessageRow(m_status, m_channel, m_recipient, m_sent_at, m_attempts) if m_status else None
+        line.corrections.append(CorrectionRow(cid, status, kind, verdict, reviewed_at, reviewer or "", message))
+    for a in ContactAttempt.objects.filter(recall_number=recall_number).select_related("by"):
         line = lines.get(a.patient_id)
         if line is None:
-            line = lines[a.patient_id] = PatientLine(a.patient, "candidate")
+            line = lines[a.patient_id] = PatientLine(a.patient_id, "candidate")
         line.contacts.append(a)
+    for values in Patient.objects.filter(id__in=list(lines)).values_list(*PATIENT_COLUMNS):
+        lines[values[0]].patient = PatientRow(*values)
     for line in lines.values():
         line.state = _state(line)
     return sorted(lines.values(), key=lambda ln: (ln.accounted, ln.patient.display_name, ln.patient.id))
