@@ -41,11 +41,15 @@ def _card(request, correction, *, form=None, mode="view", error="", status=200):
     pharmacist always sees why nothing happened."""
     correction = review.card_queryset().get(pk=correction.pk)
     response = render(request, "corrections/_card.html",
-                      {"c": correction, "form": form, "mode": mode, "error": error,
+                      {"c": correction, "form": form, "mode": mode, "error": error, "review_base": _review_base(),
                        "recipient_problem": _recipient_problem(correction)}, status=status)
     if status >= 400 and request.htmx:
         response = reswap(retarget(response, f"#card-{correction.public_id}"), "outerHTML")
     return response
+
+
+def _review_base() -> str:
+    return reverse("corrections:queue")
 
 
 def _recipient_problem(correction) -> str:
@@ -75,7 +79,7 @@ def _sms_limit(correction) -> int | None:
 @require_GET
 @pharmacist_required
 def queue(request):
-    return render(request, "corrections/queue.html", {"groups": review.review_queue()})
+    return render(request, "corrections/queue.html", {"groups": review.review_queue(), "review_base": _review_base()})
 
 
 @require_GET
@@ -85,7 +89,7 @@ def more_hx(request, recall_number):
     after = request.GET.get("after", "")
     cards, more = review.group_drafts(recall_number, after_id=int(after) if after.isdigit() else None)
     return render(request, "corrections/_cards_page.html",
-                  {"cards": cards, "more_after": more, "recall_number": recall_number})
+                  {"cards": cards, "more_after": more, "recall_number": recall_number, "review_base": _review_base()})
 
 
 def _act(request, correction, action, done: str):
@@ -103,7 +107,7 @@ def _act(request, correction, action, done: str):
             return render(request, "corrections/action_page.html",
                           {"c": correction, "form": EditForm(request.POST, sms_limit=_sms_limit(correction)),
                            "mode": "edit", "error": exc.message,
-                           "recipient_problem": _recipient_problem(correction)}, status=400)
+                           "recipient_problem": _recipient_problem(correction), "review_base": _review_base()}, status=400)
         messages.error(request, exc.message)
         return redirect("corrections:queue")
     if request.htmx:
@@ -136,7 +140,7 @@ def edit(request, code):
         return _card(request, correction, form=form, mode="edit", error=error, status=400 if form.errors else 200)
     return render(request, "corrections/action_page.html",
                   {"c": correction, "form": form, "mode": "edit", "error": error,
-                   "recipient_problem": _recipient_problem(correction)}, status=400 if form.errors else 200)
+                   "recipient_problem": _recipient_problem(correction), "review_base": _review_base()}, status=400 if form.errors else 200)
 
 
 @require_http_methods(["GET", "POST"])
@@ -155,7 +159,7 @@ def reject(request, code):
         return _card(request, correction, form=form, mode="reject", error=error, status=400 if form.errors else 200)
     return render(request, "corrections/action_page.html",
                   {"c": correction, "form": form, "mode": "reject", "error": error,
-                   "recipient_problem": _recipient_problem(correction)}, status=400 if form.errors else 200)
+                   "recipient_problem": _recipient_problem(correction), "review_base": _review_base()}, status=400 if form.errors else 200)
 
 
 @require_POST
