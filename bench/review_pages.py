@@ -26,6 +26,7 @@ RECALLS = [("D-0315-2019", "3061169", "Class I", 0.80), ("D-0324-2019", "3063780
 
 
 def build(n_drafts: int):
+    from django.conf import settings
     from django.contrib.auth import get_user_model
     from django.contrib.auth.models import Group
     from django.db import connection
@@ -39,8 +40,6 @@ def build(n_drafts: int):
     from tests.factories_facts import recall_claim
     from unsay_site.roles import PHARMACIST
     from worklist.models import ContactAttempt
-
-    from django.conf import settings
 
     reset_provider(HashingEmbedding(settings.UNSAY_EMBEDDING_DIM))
     with connection.cursor() as cursor:

@@ -14,6 +14,7 @@ from django.utils.translation import gettext as _
 
 from memory.models import Fact
 
+
 # What we ask of the patient, per verdict: a headline and the one instruction under it. Never "stop
 # taking it": some drugs must not be stopped abruptly, so even the most serious verdict says "call
 # us before your next dose", and the headline says the same thing.

@@ -5,11 +5,9 @@ the views, so no caller (view, admin, command) can skip them."""
 from dataclasses import dataclass
 
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import transaction
+from django.db import models, transaction
 from django.db.models import Count, Max, Min, Q
 from django.utils import timezone
-
-from django.db import models
 
 from memory.models import Decision, Fact
 from unsay_site.retry import run_in_transaction
@@ -196,8 +194,8 @@ def redraft(correction: Correction, *, channel: str) -> str:
 
     from .drafting import correction_text, notice_text
 
-    outcome = SimpleNamespace(verdict=correction.new_verdict, subject=(correction.trigger_fact or correction.previous_fact).subject
-                              if (correction.trigger_fact_id or correction.previous_fact_id) else "")
+    fact = correction.trigger_fact or correction.previous_fact
+    outcome = SimpleNamespace(verdict=correction.new_verdict, subject=fact.subject if fact else "")
     if correction.kind == Correction.Kind.NOTICE:
         return notice_text(correction.patient, correction.match, outcome, correction.trigger_fact, channel=channel)
     return correction_text(correction.patient, correction.old_verdict, outcome,

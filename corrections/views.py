@@ -66,7 +66,6 @@ def _recipient_problem(correction) -> str:
 
 def _sms_limit(correction) -> int | None:
     from .drafting import sms_limit
-
     from .models import OutboxMessage
 
     try:
@@ -107,7 +106,8 @@ def _act(request, correction, action, done: str):
             return render(request, "corrections/action_page.html",
                           {"c": correction, "form": EditForm(request.POST, sms_limit=_sms_limit(correction)),
                            "mode": "edit", "error": exc.message,
-                           "recipient_problem": _recipient_problem(correction), "review_base": _review_base()}, status=400)
+                           "recipient_problem": _recipient_problem(correction),
+                           "review_base": _review_base()}, status=400)
         messages.error(request, exc.message)
         return redirect("corrections:queue")
     if request.htmx:
@@ -140,7 +140,8 @@ def edit(request, code):
         return _card(request, correction, form=form, mode="edit", error=error, status=400 if form.errors else 200)
     return render(request, "corrections/action_page.html",
                   {"c": correction, "form": form, "mode": "edit", "error": error,
-                   "recipient_problem": _recipient_problem(correction), "review_base": _review_base()}, status=400 if form.errors else 200)
+                   "recipient_problem": _recipient_problem(correction), "review_base": _review_base()},
+                  status=400 if form.errors else 200)
 
 
 @require_http_methods(["GET", "POST"])
@@ -159,7 +160,8 @@ def reject(request, code):
         return _card(request, correction, form=form, mode="reject", error=error, status=400 if form.errors else 200)
     return render(request, "corrections/action_page.html",
                   {"c": correction, "form": form, "mode": "reject", "error": error,
-                   "recipient_problem": _recipient_problem(correction), "review_base": _review_base()}, status=400 if form.errors else 200)
+                   "recipient_problem": _recipient_problem(correction), "review_base": _review_base()},
+                  status=400 if form.errors else 200)
 
 
 @require_POST

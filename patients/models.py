@@ -30,7 +30,8 @@ def normalize_phone(value: str, *, synthetic: bool = False) -> str:
     try:
         number = phonenumbers.parse(raw, settings.UNSAY_PHONE_REGION)
     except phonenumbers.NumberParseException:
-        raise ValidationError(f"{raw!r} is not a phone number; use the full number with area code, e.g. +1 202 555 0143.")
+        raise ValidationError(f"{raw!r} is not a phone number; use the full number with area code, "
+                              "e.g. +1 202 555 0143.") from None
     possible = phonenumbers.is_possible_number_with_reason(number)
     if possible != phonenumbers.ValidationResult.IS_POSSIBLE:
         raise ValidationError(f"{raw!r} is not a complete phone number (it needs the area code and, outside "
@@ -77,7 +78,7 @@ class Patient(models.Model):
             try:
                 self.phone = normalize_phone(self.phone, synthetic=self.synthetic)
             except ValidationError as exc:
-                raise ValidationError({"phone": exc.messages})
+                raise ValidationError({"phone": exc.messages}) from exc
         # A notice must be deliverable on the channel the patient chose.
         if self.preferred_channel == self.Channel.EMAIL and not self.email:
             raise ValidationError({"email": "Preferred channel is email, so an email address is required."})

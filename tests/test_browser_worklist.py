@@ -21,7 +21,8 @@ SHOTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
 pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.browser,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs /usr/bin/chromium (apt-get install chromium chromium-driver)"),
+    pytest.mark.skipif(not CHROMIUM.exists(),
+                       reason="needs /usr/bin/chromium (apt-get install chromium chromium-driver)"),
 ]
 
 
@@ -30,7 +31,8 @@ def browser():
     webdriver = pytest.importorskip("selenium.webdriver")
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1280,1100"):
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                "--window-size=1280,1100"):
         options.add_argument(arg)
     driver_path = shutil.which("chromedriver") or "/usr/bin/chromedriver"
     driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=driver_path))

@@ -263,7 +263,8 @@ class PatientLine:
 
     STATES = {
         "reached": _("Reached"), "notified": _("Notified (sent or posted)"), "not_needed": _("No contact needed"),
-        "not_reached": _("Not reached"), "sending": _("Approved, sending"), "awaiting_review": _("Draft awaiting review"),
+        "not_reached": _("Not reached"), "sending": _("Approved, sending"),
+        "awaiting_review": _("Draft awaiting review"),
         "rejected": _("Draft rejected, no contact yet"), "none": _("No contact yet"),
     }
 
@@ -327,7 +328,8 @@ def _state(line: PatientLine) -> str:
     outcomes = {a.outcome for a in line.contacts}
     statuses = {c.status for c in line.corrections}
     message_statuses = {m.status for m in map(message_of, line.corrections) if m is not None}
-    O, S, M = ContactAttempt.Outcome, Correction.Status, OutboxMessage.Status
+    Out, S, M = ContactAttempt.Outcome, Correction.Status, OutboxMessage.Status
+    O = Out  # noqa: E741 (short names keep the rule table readable)
     if O.REACHED in outcomes:
         return "reached"
     if O.POSTED in outcomes or S.SENT in statuses:
@@ -537,7 +539,8 @@ def report(recall_number: str, *, now=None) -> dict:
         rows.append({
             "recall_number": recall_number, "patient_ref": ln.patient.external_ref,
             "patient_name": ln.patient.display_name, "match_class": ln.match_class, "state": ln.state,
-            "first_contact_at": first["at"].isoformat() if first else "", "first_contact_by": first["by"] if first else "",
+            "first_contact_at": first["at"].isoformat() if first else "",
+            "first_contact_by": first["by"] if first else "",
             "reached_or_notified_at": ok["at"].isoformat() if ok and ok["at"] else "",
             "reached_or_notified_by": ok["by"] if ok else "", "attempts": len(log),
         })
