@@ -4,6 +4,7 @@ Thin views: a form, one service call, a redirect; reads come from worklist.selec
 
 import csv
 
+from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import HttpResponse, JsonResponse
@@ -32,6 +33,7 @@ def home(request):
     open_rows = [r for r in rows if not r.closed]
     return render(request, "worklist/home.html", {
         "rows": rows, "form": form, "match_classes": ["confirmed", "probable", "candidate"],
+        "deadline_days": settings.UNSAY_CLASS1_DEADLINE_DAYS,
         "due": [r for r in open_rows if r.deadline.state == "due"],
         "overdue": [r for r in open_rows if r.deadline.state == "overdue"],
     })
