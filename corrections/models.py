@@ -141,6 +141,10 @@ class Correction(models.Model):
             # Used by the review queue.
             models.Index(fields=["recall_number", "-severity", "created"], condition=Q(status="draft"),
                          name="correction_queue"),
+            # Used by the review queue's pages: its exact ORDER BY (-severity, created, id) per recall,
+            # so a page of cards is an index range scan, never a sort of every draft.
+            models.Index(fields=["recall_number", "-severity", "created", "id"], condition=Q(status="draft"),
+                         name="correction_queue_order"),
             models.Index(fields=["trigger_fact"], name="correction_trigger_fact"),
         ]
 
@@ -225,6 +229,7 @@ class AuditEvent(models.Model):
         SENT = "sent", "Sent"
         SEND_FAILED = "send_failed", "Send failed"
         SEND_UNKNOWN = "send_unknown", "Send outcome unknown"
+        RECIPIENT = "recipient", "Recipient re-resolved to the patient's current contact"
 
     at = models.DateTimeField(auto_now_add=True)
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,

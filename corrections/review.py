@@ -5,11 +5,11 @@ the views, so no caller (view, admin, command) can skip them."""
 from dataclasses import dataclass
 
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import transaction
-from django.db.models import Count, Min, Q
+from django.db import models, transaction
+from django.db.models import Count, Max, Min, Q
 from django.utils import timezone
 
-from memory.models import Fact
+from memory.models import Decision, Fact
 from unsay_site.retry import run_in_transaction
 
 from .models import AuditEvent, Correction, OutboxMessage, Redecision
@@ -27,7 +27,49 @@ def require_reviewer(user):
 
 
 class NotReviewable(ValidationError):
-    pass
+    """The draft cannot be reviewed as asked because something changed (a colleague reviewed it,
+    a newer recall version arrived, the patient's contact changed): HTTP 409."""
+
+    status = 409
+
+
+class InvalidReview(NotReviewable):
+    """What the pharmacist typed cannot be accepted (empty reason, SMS over the limit): HTTP 400."""
+
+    status = 400
+
+
+class RecipientChanged(NotReviewable):
+    """The patient's current contact differs from the one the message was drafted for."""
+
+
+def current_recipient(patient) -> tuple[str, str]:
+    """(channel, address) the patient's record says to use now."""
+    channel = patient.preferred_channel or "email"
+    return channel, (patient.phone if channel == "sms" else patient.email) or ""
+
+
+def recipient_problem(message: OutboxMessage | None, patient) -> str:
+    """Why this message must not go to its recorded recipient, or "" when it may."""
+    if message is None:
+        return "This draft has no outbox message."
+    channel, address = current_recipient(patient)
+    if not address:
+        return (f"The patient's record has no {'phone number' if channel == 'sms' else 'email address'} for "
+                f"their preferred channel ({channel}); staff must add one before this can be sent.")
+    if (message.channel, message.recipient) != (channel, address):
+        return (f"The patient's contact changed after this was drafted: drafted for {message.channel} "
+                f"{message.recipient or '(none)'}, the record now says {channel} {address}. Check the change "
+                "is genuine, then choose “Send to the current contact”.")
+    return ""
+
+
+def sms_too_long(text: str) -> str:
+    from .drafting import sms_limit
+
+    if len(text) > sms_limit():
+        return f"This SMS is {len(text)} characters; the limit is {sms_limit()}. Shorten it before approving."
+    return ""
 
 
 def _snapshot(c: Correction) -> dict:
@@ -69,8 +111,18 @@ def approve(correction_id: int, *, user, final_text: str | None = None) -> Corre
     def _approve():
         correction = _lock_draft(correction_id)
         _ensure_current(correction)
+        message = OutboxMessage.objects.select_for_update().filter(correction=correction).first()
+        # Re-checked under the lock: the address shown on the card must be the one it goes to.
+        problem = recipient_problem(message, correction.patient)
+        if problem:
+            raise RecipientChanged(problem)
         before = _snapshot(correction)
         edited = final_text is not None and final_text.strip() and final_text.strip() != correction.drafted_text.strip()
+        if final_text is not None and not final_text.strip():
+            raise InvalidReview("The message cannot be empty.")
+        text = final_text.strip() if edited else correction.drafted_text
+        if message.channel == "sms" and sms_too_long(text):
+            raise InvalidReview(sms_too_long(text))
         correction.final_text = final_text.strip() if edited else ""
         correction.status = Correction.Status.APPROVED
         correction.reviewed_by = user
@@ -91,7 +143,7 @@ def reject(correction_id: int, *, user, reason: str) -> Correction:
     require_reviewer(user)
     reason = (reason or "").strip()
     if not reason:
-        raise NotReviewable("A rejection needs a reason.")
+        raise InvalidReview("A rejection needs a reason.")
 
     def _reject():
         correction = _lock_draft(correction_id)
@@ -108,6 +160,47 @@ def reject(correction_id: int, *, user, reason: str) -> Correction:
         return correction
 
     return run_in_transaction(_reject)
+
+
+def use_current_contact(correction_id: int, *, user) -> Correction:
+    """Point a draft's message at the patient's current contact (after staff changed it), redrafting
+    the text when the channel changed; audited. The draft stays a draft for review."""
+    require_reviewer(user)
+
+    def _use():
+        correction = _lock_draft(correction_id)
+        message = OutboxMessage.objects.select_for_update().get(correction=correction)
+        channel, address = current_recipient(correction.patient)
+        if not address:
+            raise InvalidReview(recipient_problem(message, correction.patient))
+        before = {"channel": message.channel, "recipient": message.recipient, "text": correction.text}
+        if channel != message.channel:
+            correction.drafted_text = redraft(correction, channel=channel)
+            correction.final_text = ""
+            correction.save(update_fields=["drafted_text", "final_text", "updated"])
+        message.channel, message.recipient, message.body = channel, address, correction.text
+        message.save(update_fields=["channel", "recipient", "body"])
+        AuditEvent.objects.create(actor=user, actor_label=user.get_username(), action=AuditEvent.Action.RECIPIENT,
+                                  correction=correction, before=before,
+                                  after={"channel": channel, "recipient": address, "text": correction.text})
+        return correction
+
+    return run_in_transaction(_use)
+
+
+def redraft(correction: Correction, *, channel: str) -> str:
+    """The letter for this draft on another channel, from the same verdicts and fact versions."""
+    from types import SimpleNamespace
+
+    from .drafting import correction_text, notice_text
+
+    fact = correction.trigger_fact or correction.previous_fact
+    outcome = SimpleNamespace(verdict=correction.new_verdict, subject=fact.subject if fact else "")
+    if correction.kind == Correction.Kind.NOTICE:
+        return notice_text(correction.patient, correction.match, outcome, correction.trigger_fact, channel=channel)
+    return correction_text(correction.patient, correction.old_verdict, outcome,
+                           correction.trigger_fact or correction.previous_fact, correction.previous_fact,
+                           channel=channel)
 
 
 def bulk_approve(recall_number: str, *, user, ids=None) -> list[Correction]:
@@ -129,28 +222,78 @@ def bulk_approve(recall_number: str, *, user, ids=None) -> list[Correction]:
 # --- queue and dashboard --------------------------------------------------------------------
 
 
+SEVERITY_CLASS = {3: "Class I", 2: "Class II", 1: "Class III"}
+# What a card renders, and nothing else: the queue's size stays proportional to the cards shown.
+CARD_FIELDS = [
+    "public_id", "kind", "status", "match", "recall_number", "classification", "severity", "old_verdict",
+    "new_verdict", "old_answer", "diff", "drafted_text", "final_text", "created", "rejection_reason",
+    "patient__display_name", "patient__external_ref", "patient__preferred_channel", "patient__email",
+    "patient__phone", "old_decision__question", "old_decision__decided_at", "trigger_fact__fact_key",
+    "trigger_fact__version", "trigger_fact__statement", "previous_fact__fact_key", "previous_fact__version",
+    "previous_fact__statement", "message__channel", "message__recipient", "message__status",
+    "reviewed_by__username",
+]
+
+
+def card_queryset():
+    # Patient and message joined; the few fact versions, decisions and reviewers a page shows are
+    # prefetched (one small query each), which keeps the page query's plan cheap to make.
+    return (Correction.objects.select_related("patient", "message")
+            .only(*[f for f in CARD_FIELDS if f.split("__")[0] not in PREFETCHED], *PREFETCHED)
+            .prefetch_related(
+                models.Prefetch("trigger_fact", Fact.objects.only("fact_key", "version", "statement")),
+                models.Prefetch("previous_fact", Fact.objects.only("fact_key", "version", "statement")),
+                models.Prefetch("old_decision", Decision.objects.only("question", "decided_at")),
+                "reviewed_by"))
+
+
+PREFETCHED = ["trigger_fact", "previous_fact", "old_decision", "reviewed_by"]
+
+
 @dataclass
 class RecallGroup:
     recall_number: str
-    classification: str
     severity: int
+    total: int
+    first_created: object
     drafts: list
+    more_after: int | None = None  # id of the last card shown when more remain
+
+    @property
+    def classification(self) -> str:
+        return SEVERITY_CLASS.get(self.severity, "")
 
 
-def review_queue() -> list[RecallGroup]:
-    """Drafts grouped by recall: most severe recall first, then the recall with the oldest draft."""
-    drafts = (Correction.objects.pending_review()
-              .select_related("patient", "trigger_fact", "previous_fact", "old_decision")
-              .defer("trigger_fact__embedding", "previous_fact__embedding")
-              .review_order())
-    groups: dict[str, RecallGroup] = {}
-    for draft in drafts:
-        group = groups.get(draft.recall_number)
-        if group is None:
-            group = groups[draft.recall_number] = RecallGroup(draft.recall_number, draft.classification,
-                                                              draft.severity, [])
-        group.drafts.append(draft)
-    return sorted(groups.values(), key=lambda g: (-g.severity, g.drafts[0].created))
+def group_drafts(recall_number: str, *, after_id: int | None = None, limit: int | None = None):
+    """One page of a recall's drafts in queue order (-severity, created, id), keyset after a card,
+    on the correction_queue_order index; returns (cards, id to continue after or None)."""
+    from django.conf import settings
+
+    limit = limit or settings.UNSAY_QUEUE_PAGE
+    qs = card_queryset().filter(status=Correction.Status.DRAFT, recall_number=recall_number)
+    if after_id:
+        last = Correction.objects.filter(pk=after_id).values("severity", "created").first()
+        if last:
+            qs = qs.filter(Q(severity__lt=last["severity"])
+                           | Q(severity=last["severity"], created__gt=last["created"])
+                           | Q(severity=last["severity"], created=last["created"], id__gt=after_id))
+    cards = list(qs.review_order()[: limit + 1])
+    more = cards[limit - 1].id if len(cards) > limit else None
+    return cards[:limit], more
+
+
+def review_queue(*, per_group: int | None = None) -> list[RecallGroup]:
+    """Drafts grouped by recall, most severe recall first, then the recall with the oldest draft:
+    counts from one GROUP BY, then the first page of cards per recall."""
+    groups = [
+        RecallGroup(row["recall_number"], row["severity"], row["total"], row["first"], [])
+        for row in (Correction.objects.pending_review().values("recall_number")
+                    .annotate(total=Count("id"), severity=Max("severity"), first=Min("created"))
+                    .order_by("-severity", "first", "recall_number"))
+    ]
+    for group in groups:
+        group.drafts, group.more_after = group_drafts(group.recall_number, limit=per_group)
+    return groups
 
 
 def recall_dashboard() -> list[dict]:

@@ -6,9 +6,10 @@ from functools import wraps
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.http import HttpResponseClientRedirect, reswap, retarget
 
 from . import review
 from .forms import BulkApproveForm, EditForm, RejectForm
@@ -31,32 +32,82 @@ def pharmacist_required(view):
 
 
 def _draft(code) -> Correction:
-    return get_object_or_404(
-        Correction.objects.select_related("patient", "trigger_fact", "previous_fact", "old_decision")
-        .defer("trigger_fact__embedding", "previous_fact__embedding"),
-        public_id=code,
-    )
+    return get_object_or_404(review.card_queryset(), public_id=code)
 
 
 def _card(request, correction, *, form=None, mode="view", error="", status=200):
-    correction.refresh_from_db()
-    return render(request, "corrections/_card.html",
-                  {"c": correction, "form": form, "mode": mode, "error": error}, status=status)
+    """The card, fresh from the database. An error answer keeps its status (409 conflict, 400 bad
+    input) and tells htmx to swap it over the card anyway (base.html lets 400/409 swap), so the
+    pharmacist always sees why nothing happened."""
+    correction = review.card_queryset().get(pk=correction.pk)
+    response = render(request, "corrections/_card.html",
+                      {"c": correction, "form": form, "mode": mode, "error": error, "review_base": _review_base(),
+                       "recipient_problem": _recipient_problem(correction)}, status=status)
+    if status >= 400 and request.htmx:
+        response = reswap(retarget(response, f"#card-{correction.public_id}"), "outerHTML")
+    return response
+
+
+def _review_base() -> str:
+    return reverse("corrections:queue")
+
+
+def _recipient_problem(correction) -> str:
+    if correction.status != Correction.Status.DRAFT:
+        return ""
+    from .models import OutboxMessage
+
+    try:
+        message = correction.message
+    except OutboxMessage.DoesNotExist:
+        message = None
+    return review.recipient_problem(message, correction.patient)
+
+
+def _sms_limit(correction) -> int | None:
+    from .drafting import sms_limit
+    from .models import OutboxMessage
+
+    try:
+        channel = correction.message.channel
+    except OutboxMessage.DoesNotExist:
+        channel = correction.patient.preferred_channel
+    return sms_limit() if channel == "sms" else None
 
 
 @require_GET
 @pharmacist_required
 def queue(request):
-    return render(request, "corrections/queue.html", {"groups": review.review_queue()})
+    return render(request, "corrections/queue.html", {"groups": review.review_queue(), "review_base": _review_base()})
+
+
+@require_GET
+@pharmacist_required
+def more_hx(request, recall_number):
+    """The next page of one recall's cards (htmx "more"), with its own "more" button if any remain."""
+    after = request.GET.get("after", "")
+    cards, more = review.group_drafts(recall_number, after_id=int(after) if after.isdigit() else None)
+    return render(request, "corrections/_cards_page.html",
+                  {"cards": cards, "more_after": more, "recall_number": recall_number, "review_base": _review_base()})
 
 
 def _act(request, correction, action, done: str):
-    """Run one review action and answer: the swapped card for htmx, else a message and a redirect."""
+    """Run one review action and answer: the swapped card for htmx, else a message and a redirect.
+    Refusals are never silent: 409 (changed meanwhile) or 400 (bad input) with an explaining card."""
     try:
         action()
     except review.NotReviewable as exc:
         if request.htmx:
-            return _card(request, correction, error=exc.message, status=409)
+            return _card(request, correction, error=exc.message, status=exc.status,
+                         form=EditForm(request.POST, sms_limit=_sms_limit(correction))
+                         if exc.status == 400 and "final_text" in request.POST else None,
+                         mode="edit" if exc.status == 400 and "final_text" in request.POST else "view")
+        if exc.status == 400 and "final_text" in request.POST:
+            return render(request, "corrections/action_page.html",
+                          {"c": correction, "form": EditForm(request.POST, sms_limit=_sms_limit(correction)),
+                           "mode": "edit", "error": exc.message,
+                           "recipient_problem": _recipient_problem(correction),
+                           "review_base": _review_base()}, status=400)
         messages.error(request, exc.message)
         return redirect("corrections:queue")
     if request.htmx:
@@ -76,16 +127,20 @@ def approve(request, code):
 @pharmacist_required
 def edit(request, code):
     correction = _draft(code)
+    limit = _sms_limit(correction)
     if request.method == "POST":
-        form = EditForm(request.POST)
+        form = EditForm(request.POST, sms_limit=limit)
         if form.is_valid():
             return _act(request, correction, lambda: review.approve(
                 correction.pk, user=request.user, final_text=form.cleaned_data["final_text"]), "Edited and approved")
     else:
-        form = EditForm(initial={"final_text": correction.text})
+        form = EditForm(initial={"final_text": correction.text}, sms_limit=limit)
+    error = "Nothing was saved: " + " ".join(form.errors.get("final_text", [])) if form.errors else ""
     if request.htmx:
-        return _card(request, correction, form=form, mode="edit", status=400 if form.errors else 200)
-    return render(request, "corrections/action_page.html", {"c": correction, "form": form, "mode": "edit"},
+        return _card(request, correction, form=form, mode="edit", error=error, status=400 if form.errors else 200)
+    return render(request, "corrections/action_page.html",
+                  {"c": correction, "form": form, "mode": "edit", "error": error,
+                   "recipient_problem": _recipient_problem(correction), "review_base": _review_base()},
                   status=400 if form.errors else 200)
 
 
@@ -100,10 +155,21 @@ def reject(request, code):
                 correction.pk, user=request.user, reason=form.cleaned_data["reason"]), "Rejected")
     else:
         form = RejectForm()
+    error = "Not rejected: a rejection needs a reason." if form.errors else ""
     if request.htmx:
-        return _card(request, correction, form=form, mode="reject", status=400 if form.errors else 200)
-    return render(request, "corrections/action_page.html", {"c": correction, "form": form, "mode": "reject"},
+        return _card(request, correction, form=form, mode="reject", error=error, status=400 if form.errors else 200)
+    return render(request, "corrections/action_page.html",
+                  {"c": correction, "form": form, "mode": "reject", "error": error,
+                   "recipient_problem": _recipient_problem(correction), "review_base": _review_base()},
                   status=400 if form.errors else 200)
+
+
+@require_POST
+@pharmacist_required
+def use_current_contact(request, code):
+    correction = _draft(code)
+    return _act(request, correction, lambda: review.use_current_contact(correction.pk, user=request.user),
+                "Re-addressed")
 
 
 @require_http_methods(["GET", "POST"])
@@ -120,9 +186,7 @@ def bulk_approve(request, recall_number):
             messages.success(request, f"Approved {len(approved)} draft{'s' if len(approved) != 1 else ''} "
                                       f"for recall {recall_number}.")
             if request.htmx:
-                response = HttpResponse(status=204)
-                response["HX-Redirect"] = request.build_absolute_uri("/corrections/review/")
-                return response
+                return HttpResponseClientRedirect(reverse("corrections:queue"))
             return redirect("corrections:queue")
     else:
         form = BulkApproveForm()

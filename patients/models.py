@@ -19,6 +19,30 @@ def validate_region(value):
         raise ValidationError(f"Unknown region {value!r}; configured regions: {', '.join(settings.UNSAY_REGIONS)}.")
 
 
+def normalize_phone(value: str, *, synthetic: bool = False) -> str:
+    """A phone number as E.164 ('+12025550143'), or ValidationError saying what is wrong. Numbers
+    without a country code are read as UNSAY_PHONE_REGION's. A local-only number ('555-1234') is
+    refused: an SMS cannot reach it. Synthetic patients may use the reserved fictional ranges
+    (555-01xx), which are well formed but not assigned, so not "valid" to libphonenumber."""
+    import phonenumbers
+
+    raw = (value or "").strip()
+    if not raw:
+        return ""
+    try:
+        number = phonenumbers.parse(raw, settings.UNSAY_PHONE_REGION)
+    except phonenumbers.NumberParseException:
+        raise ValidationError(f"{raw!r} is not a phone number; use the full number with area code, "
+                              "e.g. +1 202 555 0143.") from None
+    possible = phonenumbers.is_possible_number_with_reason(number)
+    if possible != phonenumbers.ValidationResult.IS_POSSIBLE:
+        raise ValidationError(f"{raw!r} is not a complete phone number (it needs the area code and, outside "
+                              f"{settings.UNSAY_PHONE_REGION}, the country code), so an SMS could not reach it.")
+    if not synthetic and not phonenumbers.is_valid_number(number):
+        raise ValidationError(f"{raw!r} is not an assigned phone number in its country; check the digits.")
+    return phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164)
+
+
 class Patient(models.Model):
     class Channel(models.TextChoices):
         EMAIL = "email", "Email"
@@ -52,6 +76,11 @@ class Patient(models.Model):
                 self.dispensings.exclude(region=self.region).update(region=self.region)
 
     def clean(self):
+        if self.phone:
+            try:
+                self.phone = normalize_phone(self.phone, synthetic=self.synthetic)
+            except ValidationError as exc:
+                raise ValidationError({"phone": exc.messages}) from exc
         # A notice must be deliverable on the channel the patient chose.
         if self.preferred_channel == self.Channel.EMAIL and not self.email:
             raise ValidationError({"email": "Preferred channel is email, so an email address is required."})

@@ -71,6 +71,7 @@ def test_escalation_to_review_to_dispatch(real_slice, people, client, settings, 
     assert all((c.old_verdict, c.new_verdict) == ("caution", "stop") for c in corrected)
 
     client.force_login(people["pharmacist"])
+    settings.UNSAY_QUEUE_PAGE = 50  # every card on the first page (paging is tested in test_review_errors)
     queue = client.get("/corrections/review/")
     for c in corrected:
         assert f'id="card-{c.public_id}"' in queue.content.decode()

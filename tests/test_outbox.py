@@ -42,7 +42,7 @@ def test_only_approved_messages_leave_and_email_carries_the_dedupe_key(people, d
     assert (result.claimed, result.sent) == (1, 1)
     [email] = mail.outbox
     assert email.to == ["syn-a@example.com"] and email.extra_headers["Message-ID"] == f"<{a.dedupe_key}@unsay.local>"
-    assert "stop" in email.body.lower() or "contact the pharmacy" in email.body
+    assert "Call us before your next dose" in email.body
     a.refresh_from_db()
     assert a.status == Correction.Status.SENT
     assert a.message.status == "sent" and a.message.attempts == 1 and a.message.sent_at is not None

@@ -96,10 +96,13 @@ def test_it_corrects_moved_verdicts_reaffirms_the_rest_and_shares_identical_inpu
         # Homed with the patient (REGIONAL BY ROW on CockroachDB).
         assert draft.region == draft.message.region == draft.patient.region != ""
         # The message says what happened, not just that something changed.
-        assert f"Because recall {RECALL} was raised from Class II to Class I, our answer is now" in draft.drafted_text
+        # (letters: templates/letters/, worded in plain language; the FDA's text is a quoted detail)
         assert "stop taking" not in draft.drafted_text.lower()
         if draft.patient.preferred_channel == "sms":
-            assert f"Recall {RECALL} was raised from Class II to Class I." in draft.drafted_text
+            assert "Call us before your next dose (update about your valsartan)" in draft.drafted_text
+        else:
+            assert ("Since then, the recall has been raised to the most serious kind of recall"
+                    in draft.drafted_text) and f"({RECALL}): “" in draft.drafted_text
     # Every examined decision is superseded by a new one with its own fresh read set.
     untouched = world["decisions"]["c"]
     untouched.refresh_from_db()
@@ -116,7 +119,8 @@ def test_it_corrects_moved_verdicts_reaffirms_the_rest_and_shares_identical_inpu
     assert notice.patient == world["never_asked"] and notice.match == "lot" and notice.new_verdict == "stop"
     assert notice.message.channel == "sms" and notice.message.recipient == "+15555550100"
     # An SMS draft is a short message, not the email letter; what the pharmacist reviews is what is sent.
-    assert len(notice.drafted_text) <= 320 and RECALL in notice.drafted_text and "Dear" not in notice.drafted_text
+    assert len(notice.drafted_text) <= 320 and "recall of your valsartan" in notice.drafted_text
+    assert "Dear" not in notice.drafted_text
     assert notice.message.body == notice.drafted_text and "stop taking" not in notice.drafted_text.lower()
     run = SweepRun.objects.get()
     assert (run.status, run.examined, run.corrected, run.reaffirmed, run.notices) == ("finished", 2, 2, 0, 1)
@@ -236,7 +240,7 @@ def test_a_drug_level_escalation_notifies_by_drug_and_says_so(hashing_embeddings
 
     notice = Correction.objects.get(kind=Correction.Kind.NOTICE)
     assert notice.patient == holder and notice.match == Correction.Match.DRUG
-    assert "the recall names no specific lot" in notice.drafted_text
+    assert "the recall covers every batch" in notice.drafted_text
     # A recall naming no lot stays "caution" whatever its class (we cannot tell whether their pack is
     # affected): the patient who asked is reaffirmed, not messaged.
     assert notice.new_verdict == "caution"

@@ -43,6 +43,7 @@ INSTALLED_APPS = [
     "recalls",
     "patients",
     "corrections",
+    "worklist",
 ]
 
 MIDDLEWARE = [
@@ -204,7 +205,24 @@ UNSAY_SNS_ENABLED = env_bool("UNSAY_SNS_ENABLED", False)
 # SNS fails visibly rather than pretending to be sent.
 UNSAY_SMS_TO_FILE = env_bool("UNSAY_SMS_TO_FILE", PROFILE == "demo")
 SMS_FILE_PATH = VAR_DIR / "sms"
-DEFAULT_FROM_EMAIL = env_str("UNSAY_FROM_EMAIL", "Unsay pharmacy safety <safety@unsay.local>")
+# The pharmacy patients hear from: one place for the name, phone, address and sender that every
+# letter and SMS template reads (corrections/drafting.py -> templates/letters/).
+UNSAY_PHARMACY_NAME = env_str("UNSAY_PHARMACY_NAME", "Demo Street Pharmacy")
+UNSAY_PHARMACY_PHONE = env_str("UNSAY_PHARMACY_PHONE", "+1 202 555 0143")
+UNSAY_PHARMACY_ADDRESS = env_str("UNSAY_PHARMACY_ADDRESS", "1 Demo Street, Springfield")
+UNSAY_PHARMACY_SENDER = env_str("UNSAY_PHARMACY_SENDER", "The pharmacists at Demo Street Pharmacy")
+UNSAY_PHARMACY_EMAIL = env_str("UNSAY_PHARMACY_EMAIL", "safety@pharmacy.example")
+DEFAULT_FROM_EMAIL = env_str("UNSAY_FROM_EMAIL", f"{UNSAY_PHARMACY_NAME} <{UNSAY_PHARMACY_EMAIL}>")
+# Phone numbers without a country code are read as numbers of this region (ISO 3166 code).
+UNSAY_PHONE_REGION = env_str("UNSAY_PHONE_REGION", "US")
+# Recall worklist: a Class I recall is due this many days after the pharmacy was first notified
+# (New York Education Law 6811-c: 3 days); patients not reached after N days join the follow-up queue.
+UNSAY_CLASS1_DEADLINE_DAYS = env_int("UNSAY_CLASS1_DEADLINE_DAYS", 3, minimum=1, maximum=365)
+UNSAY_FOLLOW_UP_DAYS = env_int("UNSAY_FOLLOW_UP_DAYS", 2, minimum=0, maximum=365)
+# Hard limit on an SMS (drafted or edited), enforced by the server: two concatenated segments.
+UNSAY_SMS_LIMIT = env_int("UNSAY_SMS_LIMIT", 320, minimum=70, maximum=1600)
+# Cards shown per recall on the review queue before "more" (htmx); keeps the page small.
+UNSAY_QUEUE_PAGE = env_int("UNSAY_QUEUE_PAGE", 10, minimum=1, maximum=500)
 EMAIL_BACKEND = env_str("UNSAY_EMAIL_BACKEND", "django.core.mail.backends.filebased.EmailBackend")
 EMAIL_FILE_PATH = str(VAR_DIR / "mail")
 EMAIL_HOST = env_str("UNSAY_EMAIL_HOST", "localhost")

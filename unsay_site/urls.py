@@ -13,6 +13,7 @@ urlpatterns = [
     path("recalls/", include("recalls.urls")),
     path("patients/", include("patients.urls")),
     path("corrections/", include("corrections.urls")),
+    path("worklist/", include("worklist.urls")),
     path("api/ask", memory.api.ask_view, name="api_ask"),
     path("api/decisions/<uuid:public_id>", memory.api.decision_view, name="api_decision"),
 ]

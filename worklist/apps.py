@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class WorklistConfig(AppConfig):
+    name = "worklist"
+    verbose_name = "Recall worklist"

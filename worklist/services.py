@@ -1,0 +1,139 @@
+"""Every worklist state change: one function each, one transaction, the row plus a WorkEvent
+naming the user. Rules that refuse a change raise WorkflowError with a sentence for the pharmacist."""
+
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.utils import timezone
+
+from corrections.review import can_review
+from unsay_site.retry import run_in_transaction
+
+from . import selectors
+from .models import STEP_ORDER, ContactAttempt, RecallTask, RecallWork, Step, WorkEvent
+
+
+class WorkflowError(ValidationError):
+    pass
+
+
+def _require_pharmacist(user):
+    if not can_review(user):
+        raise PermissionDenied("Only pharmacists run recall worklists.")
+
+
+def open_work(recall_number: str) -> RecallWork:
+    if not recall_number or not selectors.recall_known(recall_number):
+        raise WorkflowError(f"No recall {recall_number!r} is on file.")
+    work, _ = RecallWork.objects.get_or_create(recall_number=recall_number)
+    return work
+
+
+def _event(user, action, recall_number, *, patient=None, **details):
+    WorkEvent.objects.create(actor=user, actor_label=user.get_username(), action=action,
+                             recall_number=recall_number, patient=patient, details=details)
+
+
+def _check_step(step: str, work: RecallWork, done: dict, f: selectors.RecallFile):
+    """Why `step` cannot be recorded now, or None. The order is the standard one; notify and follow
+    up are satisfied by a "checked, none found" finding."""
+    if step in done:
+        return f"“{Step(step).label}” was already recorded by {done[step].done_by.get_username()} " \
+               f"at {done[step].done_at:%Y-%m-%d %H:%M} UTC."
+    if step != Step.ACKNOWLEDGE and Step.ACKNOWLEDGE not in done:
+        return "Acknowledge the recall first."
+    if step == Step.NOTIFY and not f.none_found and f.not_attempted:
+        names = ", ".join(ln.patient.display_name for ln in f.not_attempted[:5])
+        return (f"{len(f.not_attempted)} exposed patient(s) have no contact attempt yet ({names}"
+                f"{'…' if len(f.not_attempted) > 5 else ''}): approve their messages or log a contact first.")
+    if step == Step.FOLLOW_UP:
+        if Step.NOTIFY not in done:
+            return "Notify patients first."
+        if f.unaccounted:
+            return f"{len(f.unaccounted)} patient(s) are not yet reached or accounted for."
+    if step == Step.CLOSE:
+        missing = [Step(s).label for s in STEP_ORDER[:-1] if s not in done]
+        if missing:
+            return "Before closing: " + "; ".join(str(m) for m in missing) + "."
+        if f.unaccounted:
+            return (f"Every exposed patient must be accounted for before closing: {len(f.unaccounted)} "
+                    "are not (reached, notified, or no contact needed with a reason).")
+    return None
+
+
+def complete_step(recall_number: str, step: str, *, user, note: str = "") -> RecallTask:
+    _require_pharmacist(user)
+    if step not in Step.values:
+        raise WorkflowError(f"Unknown step {step!r}.")
+    note = (note or "").strip()
+    if step == Step.CHECK_STOCK and not note:
+        raise WorkflowError("Say what the stock check found (e.g. “2 packs of lot X quarantined” or “none in stock”).")
+
+    def _do():
+        work = open_work(recall_number)
+        RecallWork.objects.select_for_update().get(pk=work.pk)  # one step change per recall at a time
+        done = {t.step: t for t in work.tasks.select_related("done_by")}
+        reason = _check_step(step, work, done, selectors.recall_file(recall_number))
+        if reason:
+            raise WorkflowError(reason)
+        task = RecallTask.objects.create(work=work, step=step, done_by=user, done_at=timezone.now(), note=note)
+        _event(user, WorkEvent.Action.STEP, recall_number, step=step, note=note)
+        return task
+
+    return run_in_transaction(_do)
+
+
+def record_none_found(recall_number: str, *, user, note: str = "") -> RecallWork:
+    """"Checked, none found": exposure was checked and no patient on file received the product.
+    Completes notify and follow-up as not needed; refused while anyone is exposed."""
+    _require_pharmacist(user)
+
+    def _do():
+        work = RecallWork.objects.select_for_update().get(pk=open_work(recall_number).pk)
+        if work.none_found_at:
+            raise WorkflowError("“Checked, none found” is already recorded.")
+        if not work.tasks.filter(step=Step.ACKNOWLEDGE).exists():
+            raise WorkflowError("Acknowledge the recall first.")
+        exposed = selectors.patient_lines(recall_number)
+        if exposed:
+            raise WorkflowError(f"{len(exposed)} patient(s) are on file for this recall, so it cannot be "
+                                "recorded as “checked, none found”.")
+        now = timezone.now()
+        work.none_found_at, work.none_found_by = now, user
+        work.none_found_note = (note or "").strip() or "Dispensing records checked; no patient received it."
+        work.save(update_fields=["none_found_at", "none_found_by", "none_found_note"])
+        for step in (Step.NOTIFY, Step.FOLLOW_UP):
+            RecallTask.objects.get_or_create(work=work, step=step, defaults={
+                "done_by": user, "done_at": now, "note": "Not needed: checked, none found."})
+        _event(user, WorkEvent.Action.NONE_FOUND, recall_number, note=work.none_found_note)
+        return work
+
+    return run_in_transaction(_do)
+
+
+def log_contact(recall_number: str, patient, *, user, method: str, outcome: str, note: str = "",
+                correction=None) -> ContactAttempt:
+    _require_pharmacist(user)
+    if method not in ContactAttempt.Method.values:
+        raise WorkflowError(f"Unknown contact method {method!r}.")
+    if outcome not in ContactAttempt.Outcome.values:
+        raise WorkflowError(f"Unknown outcome {outcome!r}.")
+    note = (note or "").strip()
+    if outcome == ContactAttempt.Outcome.NOT_NEEDED and not note:
+        raise WorkflowError("Say why no contact is needed (e.g. “patient stopped this medicine in 2023”).")
+    if outcome == ContactAttempt.Outcome.POSTED and method != ContactAttempt.Method.LETTER:
+        raise WorkflowError("“Letter posted” goes with the method “Letter printed and posted”.")
+
+    def _do():
+        work = open_work(recall_number)
+        if work.tasks.filter(step=Step.CLOSE).exists():
+            raise WorkflowError("This recall is closed; nothing more can be logged on it.")
+        attempt = ContactAttempt.objects.create(recall_number=recall_number, patient=patient, correction=correction,
+                                                method=method, outcome=outcome, note=note, by=user,
+                                                at=timezone.now())
+        _event(user, WorkEvent.Action.CONTACT, recall_number, patient=patient, method=method, outcome=outcome,
+               note=note)
+        return attempt
+
+    return run_in_transaction(_do)
+
+
+__all__ = ["WorkflowError", "complete_step", "log_contact", "open_work", "record_none_found"]

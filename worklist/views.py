@@ -1,0 +1,172 @@
+"""The pharmacist's recall screens: worklist (home), one recall's file, the follow-up queue, the
+effectiveness report (page + CSV), sent/approved history and the audit trail by patient.
+Thin views: a form, one service call, a redirect; reads come from worklist.selectors."""
+
+import csv
+
+from django.conf import settings
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.http import HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_POST
+
+from corrections.models import Correction
+from corrections.views import pharmacist_required
+from patients.models import Patient
+
+from . import selectors, services
+from .forms import ContactForm, NoneFoundForm, OpenRecallForm, StepForm
+from .models import ContactAttempt
+
+PATIENTS_PER_PAGE = 50
+
+
+@require_GET
+@pharmacist_required
+def home(request):
+    form = OpenRecallForm(request.GET or None)
+    if form.is_bound and form.is_valid():
+        return redirect("worklist:recall", form.cleaned_data["recall"].strip())
+    rows = selectors.worklist()
+    open_rows = [r for r in rows if not r.closed]
+    return render(request, "worklist/home.html", {
+        "rows": rows, "form": form, "match_classes": ["confirmed", "probable", "candidate"],
+        "deadline_days": settings.UNSAY_CLASS1_DEADLINE_DAYS,
+        "due": [r for r in open_rows if r.deadline.state == "due"],
+        "overdue": [r for r in open_rows if r.deadline.state == "overdue"],
+    })
+
+
+@require_GET
+@pharmacist_required
+def status_json(request):
+    status = selectors.deadline_status()
+    status["next_due_at"] = status["next_due_at"].isoformat() if status["next_due_at"] else None
+    return JsonResponse(status)
+
+
+@require_GET
+@pharmacist_required
+def recall(request, recall_number):
+    f = selectors.recall_file(recall_number)
+    if not f.lines and not f.work and not selectors.recall_known(recall_number):
+        return render(request, "worklist/unknown.html", {"recall_number": recall_number}, status=404)
+    # Patients not accounted for come first (selectors order), a page at a time: a national
+    # recall can expose thousands.
+    page = Paginator(f.lines, PATIENTS_PER_PAGE).get_page(request.GET.get("page"))
+    return render(request, "worklist/recall.html", {
+        "f": f, "page": page, "methods": ContactAttempt.Method.choices, "outcomes": ContactAttempt.Outcome.choices,
+        "none_found_form": NoneFoundForm(initial={"recall_number": recall_number}),
+        "pending": sum(1 for ln in f.lines for c in ln.corrections if c.status == Correction.Status.DRAFT),
+    })
+
+
+def _back(recall_number):
+    return redirect("worklist:recall", recall_number)
+
+
+@require_POST
+@pharmacist_required
+def step(request):
+    form = StepForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "That step could not be recorded: " + "; ".join(
+            f"{k}: {' '.join(v)}" for k, v in form.errors.items()))
+        return redirect("worklist:home")
+    number = form.cleaned_data["recall_number"]
+    try:
+        task = services.complete_step(number, form.cleaned_data["step"], user=request.user,
+                                      note=form.cleaned_data["note"])
+    except services.WorkflowError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"Recorded: {task.get_step_display()}.")
+    return _back(number)
+
+
+@require_POST
+@pharmacist_required
+def none_found(request):
+    form = NoneFoundForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Could not record the finding.")
+        return redirect("worklist:home")
+    number = form.cleaned_data["recall_number"]
+    try:
+        services.record_none_found(number, user=request.user, note=form.cleaned_data["note"])
+    except services.WorkflowError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, "Recorded: checked, none found.")
+    return _back(number)
+
+
+@require_POST
+@pharmacist_required
+def log_contact(request, code):
+    patient = get_object_or_404(Patient, public_id=code)
+    form = ContactForm(request.POST)
+    number = request.POST.get("recall_number", "")
+    if not form.is_valid():
+        messages.error(request, "The contact was not logged: " + "; ".join(
+            f"{k}: {' '.join(v)}" for k, v in form.errors.items()))
+        return _back(number) if number else redirect("worklist:home")
+    correction = (Correction.objects.filter(patient=patient, recall_number=number)
+                  .exclude(status=Correction.Status.STALE).order_by("-id").first())
+    try:
+        services.log_contact(number, patient, user=request.user, method=form.cleaned_data["method"],
+                             outcome=form.cleaned_data["outcome"], note=form.cleaned_data["note"],
+                             correction=correction)
+    except services.WorkflowError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"Logged the contact with {patient.display_name}.")
+    return _back(number)
+
+
+@require_GET
+@pharmacist_required
+def follow_up(request):
+    return render(request, "worklist/follow_up.html", {"items": selectors.follow_up_queue(),
+                                                       "contact_form": ContactForm()})
+
+
+@require_GET
+@pharmacist_required
+def report(request, recall_number):
+    data = selectors.report(recall_number)
+    # ?all=1 prints every row; by default a page at a time (the CSV always has every row).
+    per_page = len(data["rows"]) or 1 if request.GET.get("all") else PATIENTS_PER_PAGE
+    page = Paginator(data["rows"], per_page).get_page(request.GET.get("page"))
+    return render(request, "worklist/report.html", {**data, "f": data["file"], "now": timezone.now(), "page": page})
+
+
+@require_GET
+@pharmacist_required
+def report_csv(request, recall_number):
+    data = selectors.report(recall_number)
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    safe = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in recall_number)
+    response["Content-Disposition"] = f'attachment; filename="recall-{safe}-report.csv"'
+    writer = csv.writer(response)
+    writer.writerow(data["columns"])
+    for row in data["rows"]:
+        writer.writerow([row[c] for c in data["columns"]])
+    return response
+
+
+@require_GET
+@pharmacist_required
+def history(request):
+    before = request.GET.get("before", "")
+    items, more = selectors.sent_history(before_id=int(before) if before.isdigit() else None)
+    return render(request, "worklist/history.html", {"items": items, "more": more})
+
+
+@require_GET
+@pharmacist_required
+def patient_trail(request, code):
+    patient = get_object_or_404(Patient, public_id=code)
+    return render(request, "worklist/patient.html", {"patient": patient, "trail": selectors.patient_trail(patient)})
