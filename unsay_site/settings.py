@@ -139,6 +139,8 @@ else:
         "OPTIONS": {"options": PGVECTOR_SESSION_OPTIONS},
     }
     EMBEDDED_DATABASE = True
+# A database that does not answer must not hang a request (or /health) for the OS's TCP timeout.
+_db["OPTIONS"]["connect_timeout"] = env_int("UNSAY_DB_CONNECT_TIMEOUT", 5, minimum=1)
 _db["TEST"] = {"NAME": TEST_DB_NAME}
 _db["CONN_MAX_AGE"] = env_int("UNSAY_CONN_MAX_AGE", 0, minimum=0)
 DATABASES = {"default": _db}
@@ -213,6 +215,11 @@ EMAIL_PORT = env_int("UNSAY_EMAIL_PORT", 25, minimum=1, maximum=65535)
 EMAIL_HOST_USER = env_str("UNSAY_EMAIL_HOST_USER", "")
 EMAIL_HOST_PASSWORD = env_str("UNSAY_EMAIL_HOST_PASSWORD", "")
 EMAIL_USE_TLS = env_bool("UNSAY_EMAIL_USE_TLS", False)
+
+# --- Health -------------------------------------------------------------------------------
+# Seconds /health (and the staff status page) reuse a check's result; 0 in tests so each test sees
+# its own state.
+UNSAY_HEALTH_CACHE_SECONDS = env_float("UNSAY_HEALTH_CACHE_SECONDS", 0.0 if PROFILE == "test" else 5.0, minimum=0.0)
 
 # --- Misc -----------------------------------------------------------------------------------
 LANGUAGE_CODE = "en-us"
