@@ -221,6 +221,7 @@ class AuditEvent(models.Model):
         SENT = "sent", "Sent"
         SEND_FAILED = "send_failed", "Send failed"
         SEND_UNKNOWN = "send_unknown", "Send outcome unknown"
+        REQUEUED = "requeued", "Requeued by a pharmacist"
 
     at = models.DateTimeField(auto_now_add=True)
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
