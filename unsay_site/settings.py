@@ -38,6 +38,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "template_partials",
     "django_celery_beat",
+    "axes",
     "unsay_site",
     "memory",
     "recalls",
@@ -54,12 +55,41 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes asks: turns a locked-out login into its 429 answer.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "unsay_site.urls"
 WSGI_APPLICATION = "unsay_site.wsgi.application"
 AUTH_USER_MODEL = "unsay_site.User"
 LOGIN_URL = "/admin/login/"
+
+# --- Logins and sessions --------------------------------------------------------------------
+# django-axes throttles password guessing (40 wrong passwords in 12 s used to be answered, then the
+# right one worked): after UNSAY_LOGIN_FAILURE_LIMIT failures for one username from one address, that
+# pair is locked out for UNSAY_LOGIN_COOLOFF_MINUTES. Attempts are stored in the database (no cache
+# needed) and the lockout answers 429.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("UNSAY_LOGIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = env_float("UNSAY_LOGIN_COOLOFF_MINUTES", 15.0, minimum=0.1) / 60  # hours, as axes takes it
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_VERBOSE = False
+# The client address is REMOTE_ADDR (no X-Forwarded-For trust): behind a proxy every client shares the
+# proxy's address, so the lockout is then per username, which still stops guessing.
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 12}},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+# A pharmacy workstation session lasts a working shift, not two weeks; closing the browser ends it.
+SESSION_COOKIE_AGE = env_int("UNSAY_SESSION_SECONDS", 8 * 3600, minimum=300)
+SESSION_EXPIRE_AT_BROWSER_CLOSE = True
+SESSION_COOKIE_HTTPONLY = True
 LOGIN_REDIRECT_URL = "/"
 
 TEMPLATES = [
