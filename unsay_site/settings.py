@@ -265,6 +265,15 @@ PASSWORD_HASHERS = (
 if PROFILE == "production":
     SESSION_COOKIE_SECURE = env_bool("UNSAY_SECURE_COOKIES", True)
     CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+    # HTTPS everywhere except the liveness probe (load balancers probe over plain HTTP).
+    SECURE_SSL_REDIRECT = env_bool("UNSAY_SSL_REDIRECT", True)
+    SECURE_REDIRECT_EXEMPT = [r"^health$"]
+    if env_bool("UNSAY_BEHIND_TLS_PROXY", False):  # the proxy terminates TLS and says so in this header
+        SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    # HSTS is opt-in (it cannot be taken back from browsers that saw it): see README, Production.
+    SECURE_HSTS_SECONDS = env_int("UNSAY_HSTS_SECONDS", 0, minimum=0)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("UNSAY_HSTS_INCLUDE_SUBDOMAINS", False)
+    SECURE_HSTS_PRELOAD = env_bool("UNSAY_HSTS_PRELOAD", False)
 
 LOGGING = {
     "version": 1,
