@@ -11,7 +11,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.mark.parametrize("number", ["D-0326/2019", "D-0326-2019?x=1#y", "D 0326 % 2019"])
-def test_the_queue_renders_and_bulk_approve_resolves_with_a_bad_existing_recall_number(client, people, drafts,
+def test_the_queue_renders_and_bulk_approve_resolves_with_a_bad_existing_recall_number(client, people, drafts,  # noqa: F811
                                                                                         number):
     Correction.objects.update(recall_number=number)
     client.force_login(people["pharmacist"])
