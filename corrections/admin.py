@@ -2,12 +2,14 @@
 Drafts are approved/rejected in the queue (services check permissions and write audit events), so
 here they are read-only."""
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.utils.html import format_html
 
 from unsay_site.admin_base import ReadOnlyAdmin
 
+from . import dispatch
 from .models import AuditEvent, Correction, OutboxMessage, Redecision, SweepRun
+from .review import can_review
 
 
 @admin.register(SweepRun)
@@ -40,6 +42,26 @@ class OutboxMessageAdmin(ReadOnlyAdmin):
     list_filter = ["status", "channel"]
     search_fields = ["dedupe_key", "recipient", "provider_id"]
     raw_id_fields = ["correction"]
+    actions = ["requeue_selected"]
+
+    def has_requeue_permission(self, request):
+        return can_review(request.user)
+
+    @admin.action(description="Requeue selected unknown/failed messages (re-reads the patient's current contact)",
+                  permissions=["requeue"])
+    def requeue_selected(self, request, queryset):
+        done, refused = 0, []
+        for message_id in queryset.values_list("pk", flat=True):
+            try:
+                dispatch.requeue(message_id, user=request.user, note="requeued from the outbox admin")
+                done += 1
+            except dispatch.NotRequeueable as exc:
+                refused.append(str(exc))
+        if done:
+            self.message_user(request, f"Requeued {done} message{'s' if done != 1 else ''}; the dispatcher sends "
+                                       f"them to the patients' current contact details.", messages.SUCCESS)
+        for reason in refused[:10]:
+            self.message_user(request, f"Not requeued: {reason}", messages.WARNING)
 
 
 @admin.register(AuditEvent)

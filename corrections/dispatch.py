@@ -2,11 +2,15 @@
 record the result. Exactly once, or flagged for a human.
 
 - Claim: one conditional UPDATE over a FOR UPDATE SKIP LOCKED subquery, committed before sending,
-  so two dispatchers never take the same row.
+  so two dispatchers never take the same row. ONE message per claim: the claim is the record that
+  a send is being attempted, so a dispatcher killed at any point leaves at most one message whose
+  outcome is unknown (claiming 50 at a time stranded 1,195 messages over 42 kills, 34 of them sent).
 - Send: email via Django's email backend (Message-ID = the dedupe key), SMS via Amazon SNS when
   settings.UNSAY_SNS_ENABLED. Transient failures go back to `ready` with exponential backoff.
 - A row left in `sending` (the process died between claim and result) may or may not have gone
-  out: it is flagged `unknown` for a human after UNSAY_OUTBOX_CLAIM_TIMEOUT seconds, never resent.
+  out: it is flagged `unknown` for a human after UNSAY_OUTBOX_CLAIM_TIMEOUT seconds, never resent
+  by itself. A pharmacist requeues unknown or failed messages (`requeue`, audited), which also
+  re-reads the recipient from the patient's current contact details.
 """
 
 import logging
@@ -25,6 +29,7 @@ from django.utils import timezone
 from unsay_site.env import env_int
 
 from .models import AuditEvent, Correction, OutboxMessage
+from .review import require_reviewer
 
 log = logging.getLogger(__name__)
 
@@ -68,21 +73,34 @@ class DispatchResult:
         return f"claimed {self.claimed}, sent {self.sent}, retrying {self.retrying}, failed {self.failed}"
 
 
-def claim(batch: int = 50, *, worker: str | None = None) -> list[int]:
-    """Atomically move up to `batch` due rows from ready to sending; returns their ids."""
+def claim(batch: int = 1, *, worker: str | None = None) -> list[int]:
+    """Atomically move up to `batch` due rows from ready to sending; returns their ids. The
+    dispatcher claims one at a time (see the module docstring); `batch` > 1 is for tests only.
+
+    Two statements in one transaction, not `UPDATE ... WHERE id IN (SELECT ... LIMIT n FOR UPDATE
+    SKIP LOCKED)`: PostgreSQL may rescan that subquery per outer row, and then LIMIT 1 claimed every
+    ready row at once (seen here: 45 of 45 claimed by one dispatcher, 44 stranded by one kill)."""
     table = OutboxMessage._meta.db_table
+    now = timezone.now()
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(
             f"""
+            SELECT id FROM {table}
+            WHERE status = 'ready' AND (next_attempt_at IS NULL OR next_attempt_at <= %s)
+            ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED
+            """,
+            [now, batch],
+        )
+        ids = [row[0] for row in cursor.fetchall()]
+        if not ids:
+            return []
+        cursor.execute(
+            f"""
             UPDATE {table} SET status = 'sending', claimed_at = %s, claimed_by = %s, attempts = attempts + 1
-            WHERE id IN (
-                SELECT id FROM {table}
-                WHERE status = 'ready' AND (next_attempt_at IS NULL OR next_attempt_at <= %s)
-                ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED
-            ) AND status = 'ready'
+            WHERE id = ANY(%s) AND status = 'ready'
             RETURNING id
             """,
-            [timezone.now(), worker or worker_name(), timezone.now(), batch],
+            [now, worker or worker_name(), ids],
         )
         return sorted(row[0] for row in cursor.fetchall())
 
@@ -188,12 +206,13 @@ def _finish_failed(message: OutboxMessage, worker: str, exc: Exception, *, trans
     return values["status"]
 
 
-def dispatch_ready(batch: int = 50, *, sms_client=None, worker: str | None = None) -> DispatchResult:
-    """Claim and send until nothing is due. Each message's result commits on its own."""
+def dispatch_ready(batch: int | None = None, *, sms_client=None, worker: str | None = None) -> DispatchResult:
+    """Claim one message, send it, record the result; repeat until nothing is due. `batch` is kept
+    for callers and ignored: a claim is always one message, so a crash strands at most one."""
     worker = worker or worker_name()
     result = DispatchResult()
     while True:
-        ids = claim(batch, worker=worker)
+        ids = claim(1, worker=worker)
         if not ids:
             return result
         result.claimed += len(ids)
@@ -236,3 +255,53 @@ def flag_unknown_outcomes(*, older_than_seconds: int | None = None) -> int:
                                       after={"status": "unknown", "claimed_by": message.claimed_by})
             flagged += 1
     return flagged
+
+
+REQUEUEABLE = (OutboxMessage.Status.UNKNOWN, OutboxMessage.Status.FAILED)
+
+
+class NotRequeueable(ValueError):
+    pass
+
+
+def current_contact(patient) -> tuple[str, str]:
+    """(channel, recipient) from the patient's contact details as they are now (as the sweep drafts)."""
+    channel = patient.preferred_channel
+    return channel, (patient.phone if channel == "sms" else patient.email) or ""
+
+
+def requeue(message_id: int, *, user, note: str = "") -> OutboxMessage:
+    """A pharmacist sends an unknown or failed message again: back to `ready` with fresh attempts,
+    the recipient re-read from the patient's current contact, one audit event naming the user with
+    the before/after status and recipient. For an `unknown` message the pharmacist is confirming it
+    did not go out (check with the provider first): the same Message-ID lets mail systems drop a
+    duplicate. Dispatch is enqueued after commit."""
+    require_reviewer(user)
+    with transaction.atomic():
+        message = (OutboxMessage.objects.select_for_update(of=("self",)).select_related("correction__patient")
+                   .get(pk=message_id))
+        if message.status not in REQUEUEABLE:
+            raise NotRequeueable(f"message {message.pk} is {message.get_status_display().lower()}; only unknown "
+                                 f"or failed messages can be requeued")
+        if message.correction.status != Correction.Status.APPROVED:
+            raise NotRequeueable(f"its correction is {message.correction.get_status_display().lower()}, "
+                                 f"not approved")
+        before = {"status": message.status, "channel": message.channel, "recipient": message.recipient,
+                  "attempts": message.attempts, "last_error": message.last_error[:500]}
+        channel, recipient = current_contact(message.correction.patient)
+        message.channel, message.recipient = channel, recipient
+        message.status = OutboxMessage.Status.READY
+        message.attempts, message.next_attempt_at = 0, None
+        message.claimed_at, message.claimed_by, message.last_error = None, "", ""
+        message.save(update_fields=["channel", "recipient", "status", "attempts", "next_attempt_at", "claimed_at",
+                                    "claimed_by", "last_error"])
+        AuditEvent.objects.create(
+            actor=user, actor_label=user.get_username(), action=AuditEvent.Action.REQUEUED,
+            correction_id=message.correction_id, before=before,
+            after={"status": "ready", "channel": channel, "recipient": recipient,
+                   "recipient_changed": recipient != before["recipient"] or channel != before["channel"]},
+            note=note[:500])
+        from .review import _enqueue_dispatch
+
+        _enqueue_dispatch()
+    return message

@@ -55,14 +55,26 @@ def replay_url(decision) -> str:
     return ""
 
 
+def _search_query(request) -> str:
+    """The patient search text, from the POST body only: names in URLs end up in access logs,
+    browser history and proxies (80 access-log lines with names in the probe of issue #16). NUL and
+    other control characters are dropped (PostgreSQL refuses NUL; nobody types them)."""
+    raw = request.POST.get("q", "") if request.method == "POST" else ""
+    return "".join(ch for ch in raw if ch.isprintable())[:200]
+
+
 @require_http_methods(["GET", "POST"])
 @pharmacist_required
 def ask_screen(request):
-    query = request.GET.get("q", "")
-    if request.method == "GET" and request.htmx and "q" in request.GET:
+    query = _search_query(request)
+    searching = request.method == "POST" and "q" in request.POST and "question" not in request.POST
+    if searching and request.htmx:
         return render(request, "memory/ask.html#patient-options", {"patients": search_patients(query), "q": query})
     context = {"q": query, "patients": search_patients(query), "decision": None}
-    if request.method == "POST":
+    if searching:
+        context["patient"] = None
+        form = AskForm()
+    elif request.method == "POST":
         form = AskForm(request.POST)
         if form.is_valid():
             patient = form.cleaned_data["patient"]

@@ -18,7 +18,7 @@ class QuarantineInline(admin.TabularInline):
 @admin.register(IngestRun)
 class IngestRunAdmin(ReadOnlyAdmin):
     list_display = ("id", "source", "kind", "status", "started", "duration_seconds", "fetched", "new_facts",
-                    "new_versions", "retracted", "unchanged", "quarantined", "embedding_calls")
+                    "new_versions", "retracted", "unchanged", "quarantined", "older_than_believed", "embedding_calls")
     list_filter = ("status", "source", "kind", "trigger")
     search_fields = ("source_ref", "snapshot_location", "error")
     date_hierarchy = "started"

@@ -73,6 +73,57 @@ class ParsedRecall:
         return "lot" if self.lots and not self.all_lots else "drug"
 
 
+# openFDA recall numbers: a centre letter, then two digit groups ("D-0326-2019"); real data also has
+# "D0123-2015", "D-12345-678" and "D-123-45678". Recall numbers go into URLs and fact keys, so
+# anything else ("/", spaces, control characters) is refused rather than escaped later.
+RECALL_NUMBER_PATTERN = re.compile(r"[A-Z]-?\d{1,5}-\d{1,5}")
+CODE_INFO_SCAN_MAX = 100_000  # characters of code_info + more_code_info scanned for lots
+MAX_LOTS_PER_RECORD = 1000  # the most in real data is 616 (D-0644-2020); each lot is a fact to write and embed
+_LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def unstorable_text(value: str) -> str | None:
+    """Why PostgreSQL would refuse this text (NUL in text/jsonb, a lone UTF-16 surrogate in UTF-8), or None."""
+    if "\x00" in value:
+        return "a NUL character"
+    if _LONE_SURROGATE.search(value):
+        return "a lone surrogate (not valid Unicode)"
+    return None
+
+
+def check_storable(value, where: str = "record", *, depth: int = 0) -> None:
+    """Raise Malformed naming the first field (any depth, keys included) PostgreSQL could not store."""
+    if depth > 20:
+        raise Malformed(f"{where} is nested more than 20 levels deep")
+    if isinstance(value, str):
+        problem = unstorable_text(value)
+        if problem:
+            raise Malformed(f"{where} contains {problem}")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            check_storable(str(key), f"a field name in {where}", depth=depth + 1)
+            check_storable(item, f"{where}.{key}" if where != "record" else str(key), depth=depth + 1)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            check_storable(item, f"{where}[{index}]", depth=depth + 1)
+
+
+def storable(value, *, depth: int = 0):
+    """A copy of any JSON-ish value that jsonb accepts whatever came in: NULs and lone surrogates become
+    U+FFFD, non-JSON values their repr, deep nesting is cut. For keeping a bad record verbatim-ish."""
+    if depth > 20:
+        return "<nested too deep>"
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value.replace("\x00", "\ufffd"))
+    if isinstance(value, dict):
+        return {storable(str(k), depth=depth + 1): storable(v, depth=depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [storable(v, depth=depth + 1) for v in value]
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    return storable(repr(value), depth=depth + 1)
+
+
 def _text(record: dict, name: str, *, required: bool = False) -> str:
     value = record.get(name)
     if value is None:
@@ -83,19 +134,31 @@ def _text(record: dict, name: str, *, required: bool = False) -> str:
         return str(value)
     if not isinstance(value, str):
         raise Malformed(f"{name} should be text, got {type(value).__name__}: {json.dumps(value)[:80]}")
+    problem = unstorable_text(value)
+    if problem:
+        raise Malformed(f"{name} contains {problem}")
     value = value.strip()
     if required and not value:
         raise Malformed(f"missing {name}")
     return value
 
 
+OPENFDA_YEARS = range(1900, 2101)
+
+
 def parse_openfda_date(value: str, name: str) -> date | None:
     if not value:
         return None
+    # strptime alone is lenient ("201911" parses as 2019-01-01): insist on exactly eight digits.
+    if not (len(value) == 8 and value.isascii() and value.isdigit()):
+        raise Malformed(f"{name} {value[:40]!r} is not a YYYYMMDD date")
     try:
-        return datetime.strptime(value, "%Y%m%d").date()
+        day = datetime.strptime(value, "%Y%m%d").date()
     except ValueError:
         raise Malformed(f"{name} {value!r} is not a YYYYMMDD date") from None
+    if day.year not in OPENFDA_YEARS:
+        raise Malformed(f"{name} {value!r} is outside {OPENFDA_YEARS.start}..{OPENFDA_YEARS.stop - 1}")
+    return day
 
 
 def _midnight(day: date | None) -> datetime | None:
@@ -118,8 +181,10 @@ def ndcs_of(record: dict, *, trust_openfda: bool = True) -> list[str]:
     product is listed), plus validated NDCs written in product_description and code_info. Without
     `trust_openfda` (its block names another drug, see identity_of) only the record's own text counts."""
     openfda = (record.get("openfda") or {}) if trust_openfda else {}
+    if not isinstance(openfda, dict):
+        openfda = {}
     packages = set()
-    for raw in openfda.get("package_ndc") or []:
+    for raw in _text_items(openfda.get("package_ndc")):
         try:
             packages.add(normalize_ndc(raw))
         except ValueError:
@@ -130,7 +195,7 @@ def ndcs_of(record: dict, *, trust_openfda: bool = True) -> list[str]:
             packages.update(ndcs_in_text(value))
     covered = {package[:10] for package in packages}
     products = set()
-    for raw in openfda.get("product_ndc") or []:
+    for raw in _text_items(openfda.get("product_ndc")):
         try:
             product = normalize_product_ndc(raw)
         except ValueError:
@@ -144,6 +209,18 @@ def ndcs_of(record: dict, *, trust_openfda: bool = True) -> list[str]:
 # record remembered under an older version is re-derived once, through normal versioning.
 # 1: normalised description words; 2: drugs.identity vocabulary + NDCs from text (issue #11).
 IDENTITY_VERSION = 2
+
+
+def _text_items(value) -> list[str]:
+    """The strings of an openFDA list field; anything else in it (an integer NDC, a nested list) is
+    ignored rather than crashing the chunk: these fields only add NDCs, never decide a recall."""
+    if isinstance(value, str):
+        return [value]
+    if not isinstance(value, list):
+        return []
+    return [item for item in value if isinstance(item, str)]
+
+
 SUBJECT_MAX = 200  # memory.Fact.subject
 LOT_MAX = 100  # memory.Fact.lot
 IDENTITY_TEXT_MAX = 300
@@ -219,7 +296,10 @@ def parse_enforcement(record) -> ParsedRecall:
     """Validate one enforcement record and derive what its facts need. Raises Malformed."""
     if not isinstance(record, dict):
         raise Malformed(f"record should be a JSON object, got {type(record).__name__}")
+    check_storable(record)
     recall_number = _text(record, "recall_number", required=True)
+    if len(recall_number) > 40:
+        raise Malformed(f"recall_number {recall_number[:40]!r}… is longer than 40 characters")
     classification = _text(record, "classification", required=True)
     if classification not in CLASSIFICATIONS:
         raise Malformed(f"classification {classification!r} is not one of {', '.join(CLASSIFICATIONS)}")
@@ -245,12 +325,19 @@ def parse_enforcement(record) -> ParsedRecall:
     if len(identity.subject) > SUBJECT_MAX:
         raise Malformed(f"identity {identity.subject[:40]}… is longer than {SUBJECT_MAX} characters")
     full_code_info = " ".join(part for part in (code_info, more_code_info) if part)
+    if len(full_code_info) > CODE_INFO_SCAN_MAX:
+        raise Malformed(f"code_info is {len(full_code_info)} characters; at most {CODE_INFO_SCAN_MAX} are read for "
+                        f"lots (the longest in real data is about 32,600)")
     lots = extract_lots(full_code_info)
+    if len(lots) > MAX_LOTS_PER_RECORD:
+        raise Malformed(f"code_info lists {len(lots)} lots; at most {MAX_LOTS_PER_RECORD} per record are ingested "
+                        f"(the most in real data is 616): check the record and split it")
     too_long = [lot for lot in lots if len(lot) > LOT_MAX]
     if too_long:
         raise Malformed(f"lot {too_long[0][:40]}… is longer than {LOT_MAX} characters")
-    if len(recall_number) > 40:
-        raise Malformed(f"recall_number {recall_number[:40]}… is longer than 40 characters")
+    # Checked last, so a broken copy of a real record reports its first real problem.
+    if not RECALL_NUMBER_PATTERN.fullmatch(recall_number):
+        raise Malformed(f"recall_number {recall_number!r} is not an FDA recall number (like D-0326-2019)")
     all_lots = mentions_all_lots(full_code_info)
     attributes = {
         "recall_number": recall_number,
@@ -332,6 +419,7 @@ def label_claims(record, *, source_ref: str = "", asserted_by: str = "") -> tupl
     when the label has no `warnings` section."""
     if not isinstance(record, dict):
         raise Malformed(f"record should be a JSON object, got {type(record).__name__}")
+    check_storable(record)
     set_id = _text(record, "set_id", required=True)
     label_id = _text(record, "id", required=True)
     try:

@@ -35,6 +35,8 @@ class IngestRun(models.Model):
     retracted = models.PositiveIntegerField(default=0, help_text="Facts retracted with no successor (lots dropped).")
     unchanged = models.PositiveIntegerField(default=0, help_text="Records that changed nothing.")
     quarantined = models.PositiveIntegerField(default=0)
+    older_than_believed = models.PositiveIntegerField(
+        default=0, help_text="Changed records skipped because we already believe a newer snapshot or report of them.")
     embedding_calls = models.PositiveIntegerField(default=0)
     embedding_provider = models.CharField(max_length=100, blank=True)
     duration_seconds = models.FloatField(null=True, blank=True)
@@ -91,6 +93,9 @@ class RecallRecord(models.Model):
     identity_version = models.PositiveSmallIntegerField(default=1)
     lots = models.JSONField(default=list)
     scope = models.CharField(max_length=8)
+    # The ordering guard: what the believed version came from, so an older snapshot never supersedes it.
+    report_date = models.DateField(null=True, blank=True)
+    snapshot_updated = models.DateField(null=True, blank=True, help_text="meta.last_updated of its snapshot.")
     last_run = models.ForeignKey(IngestRun, null=True, on_delete=models.SET_NULL, related_name="+")
     updated = models.DateTimeField(auto_now=True)
 

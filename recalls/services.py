@@ -24,6 +24,7 @@ import json
 import logging
 import time
 import zipfile
+import zlib
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from datetime import date, timedelta
@@ -57,6 +58,7 @@ from .ingest import (
     recall_claims,
     recall_statement,
     record_hash,
+    storable,
 )
 from .models import IngestRun, QuarantinedRecord, RecallRecord
 from .openfda import OpenFDAClient
@@ -76,8 +78,19 @@ class SourceError(ValueError):
 # --- loading ---------------------------------------------------------------------------------
 
 
+def _read_bounded(stream, limit: int, location) -> bytes:
+    """Read at most `limit` bytes; more is a SourceError. The zip's own size field can lie (a zip
+    bomb), so the bytes actually inflated are what is counted."""
+    data = stream.read(limit + 1)
+    if len(data) > limit:
+        raise SourceError(f"{location}: more than {limit:,} bytes of JSON (UNSAY_INGEST_MAX_BYTES); refusing "
+                          f"to read it into memory")
+    return data
+
+
 def load_document(location: str) -> dict:
     """An API response JSON or a bulk download (.json.zip), from a path or s3:// URL."""
+    limit = settings.UNSAY_INGEST_MAX_BYTES
     try:
         data = archive.read_location(str(location))
     except FileNotFoundError:
@@ -88,13 +101,20 @@ def load_document(location: str) -> dict:
                 names = [n for n in zf.namelist() if n.endswith(".json")]
                 if len(names) != 1:
                     raise SourceError(f"{location}: expected one .json inside the zip, found {len(names)}")
-                data = zf.read(names[0])
-        except zipfile.BadZipFile as exc:
+                if zf.getinfo(names[0]).file_size > limit:
+                    raise SourceError(f"{location}: {names[0]} says it inflates to "
+                                      f"{zf.getinfo(names[0]).file_size:,} bytes, more than {limit:,} "
+                                      f"(UNSAY_INGEST_MAX_BYTES)")
+                with zf.open(names[0]) as member:
+                    data = _read_bounded(member, limit, location)
+        except (zipfile.BadZipFile, zlib.error) as exc:
             raise SourceError(f"{location}: not a readable zip ({exc})") from None
+    elif len(data) > limit:
+        raise SourceError(f"{location}: {len(data):,} bytes, more than {limit:,} (UNSAY_INGEST_MAX_BYTES)")
     try:
         document = json.loads(data)
-    except ValueError as exc:
-        raise SourceError(f"{location}: not JSON ({exc})") from None
+    except (ValueError, RecursionError) as exc:
+        raise SourceError(f"{location}: not JSON ({type(exc).__name__}: {str(exc)[:200]})") from None
     if not isinstance(document, dict) or not isinstance(document.get("results"), list):
         raise SourceError(f"{location}: expected an openFDA document with a 'results' list")
     return document
@@ -132,7 +152,8 @@ def ingest_document(document: dict, *, source=IngestRun.Source.FILE, kind=Ingest
     provider = get_provider()
     calls_before = provider.calls
     clock = time.monotonic()
-    ingester = RecallIngester(run) if run.kind == IngestRun.Kind.ENFORCEMENT else LabelIngester(run)
+    ingester = (RecallIngester(run, snapshot_updated=snapshot_date(document)) if run.kind == IngestRun.Kind.ENFORCEMENT
+                else LabelIngester(run))
     if hasattr(ingester, "prepare"):
         ingester.prepare(records)
     chunks = [records[start:start + chunk_size] for start in range(0, len(records), chunk_size)]
@@ -250,8 +271,10 @@ class Tally:
     retracted: int = 0
     unchanged: int = 0
     quarantined: int = 0
+    older_than_believed: int = 0
 
-    COUNTERS = ("fetched", "new_facts", "new_versions", "retracted", "unchanged", "quarantined")
+    COUNTERS = ("fetched", "new_facts", "new_versions", "retracted", "unchanged", "quarantined",
+                "older_than_believed")
 
     def add_to(self, run):
         for name in self.COUNTERS:
@@ -259,13 +282,42 @@ class Tally:
 
 
 def _quarantine(run, tally, raw, reason):
+    """Keep the record and the reason. Whatever the input (NUL, lone surrogates, any type), this row
+    must be writable, or the record would be lost and the run would stop: every text is made storable."""
     record = raw if isinstance(raw, dict) else {}
     QuarantinedRecord.objects.create(
-        run=run, recall_number=str(record.get("recall_number") or record.get("set_id") or "")[:40],
-        drug=str(record.get("product_description") or "")[:300], code_info=str(record.get("code_info") or "")[:5000],
-        reason=reason, raw=raw if isinstance(raw, (dict, list)) else {"value": repr(raw)},
+        run=run, recall_number=storable(str(record.get("recall_number") or record.get("set_id") or ""))[:40],
+        drug=storable(str(record.get("product_description") or ""))[:300],
+        code_info=storable(str(record.get("code_info") or ""))[:5000],
+        reason=storable(str(reason))[:5000],
+        raw=storable(raw) if isinstance(raw, (dict, list)) else {"value": storable(repr(raw))[:5000]},
     )
     tally.quarantined += 1
+
+
+def _parse_or_quarantine(parse, run, tally, raw):
+    """parse(raw), or None after quarantining the record: Malformed with its own reason, anything else
+    (a bug the input found) with the exception, so one record can never stop the chunk."""
+    try:
+        return parse(raw)
+    except Malformed as exc:
+        _quarantine(run, tally, raw, str(exc))
+    except Exception as exc:
+        log.exception("unexpected error validating a record; quarantined")
+        _quarantine(run, tally, raw, f"could not be validated: {type(exc).__name__}: {exc}")
+    return None
+
+
+def snapshot_date(document: dict) -> date | None:
+    """openFDA's meta.last_updated ("2021-04-28"), the ordering key of a whole snapshot; None when absent."""
+    meta = document.get("meta") if isinstance(document, dict) else None
+    value = meta.get("last_updated") if isinstance(meta, dict) else None
+    if not isinstance(value, str):
+        return None
+    try:
+        return date.fromisoformat(value.strip()[:10])
+    except ValueError:
+        return None
 
 
 def _tally(run, results):
@@ -277,28 +329,40 @@ def _tally(run, results):
 
 
 class RecallIngester:
-    def __init__(self, run: IngestRun):
+    def __init__(self, run: IngestRun, snapshot_updated: date | None = None):
         self.run = run
         self.first: dict[str, tuple[int, str]] = {}  # recall_number -> (id, hash) of its first record in the source
         self.by = f"ingest:run:{run.pk}"
         self.ref = run.snapshot_location or run.source_ref
+        self.snapshot_updated = snapshot_updated
 
     def prepare(self, records):
         """Note each recall number's first record, so duplicates are judged the same way whatever the
         chunk order (chunks may run in threads)."""
         for raw in records:
             if isinstance(raw, dict) and isinstance(raw.get("recall_number"), str):
-                self.first.setdefault(raw["recall_number"].strip(), (id(raw), record_hash(raw)))
+                try:
+                    self.first.setdefault(raw["recall_number"].strip(), (id(raw), record_hash(raw)))
+                except Exception:  # unhashable junk: parse_enforcement quarantines it with the reason
+                    continue
+
+    def _older_than_believed(self, parsed, state) -> bool:
+        """An older snapshot (or an older report of the record) must never supersede newer belief:
+        re-ingesting an archived file would otherwise walk statuses backwards and re-draft corrections."""
+        if state is None:
+            return False
+        if self.snapshot_updated and state.snapshot_updated and self.snapshot_updated < state.snapshot_updated:
+            return True
+        reported = parsed.attributes.get("report_date")
+        return bool(reported and state.report_date and date.fromisoformat(reported) < state.report_date)
 
     def ingest_chunk(self, records) -> Tally:
         run = Tally()
         prepared = []
         for raw in records:
             run.fetched += 1
-            try:
-                parsed = parse_enforcement(raw)
-            except Malformed as exc:
-                _quarantine(self.run, run, raw, str(exc))
+            parsed = _parse_or_quarantine(parse_enforcement, self.run, run, raw)
+            if parsed is None:
                 continue
             first_id, first_hash = self.first.get(parsed.recall_number, (id(raw), parsed.record_hash))
             if first_id != id(raw):
@@ -317,6 +381,9 @@ class RecallIngester:
             current = state is not None and state.identity_version == IDENTITY_VERSION
             if current and state.record_hash == parsed.record_hash:
                 run.unchanged += 1
+                continue
+            if self._older_than_believed(parsed, state):
+                run.older_than_believed += 1
                 continue
             # openFDA-derived identity is fixed at first sight (see RecallRecord), and re-derived once
             # when the derivation itself changes (IDENTITY_VERSION).
@@ -380,12 +447,13 @@ class RecallIngester:
 
     def _remember(self, parsed, subject, derived):
         ndcs, identity = derived
-        RecallRecord.objects.update_or_create(
-            recall_number=parsed.recall_number,
-            defaults={"record_hash": parsed.record_hash, "subject": subject, "ndcs": ndcs, "identity": identity,
-                      "identity_version": IDENTITY_VERSION, "lots": parsed.lots, "scope": parsed.scope,
-                      "last_run": self.run},
-        )
+        reported = parsed.attributes.get("report_date")
+        defaults = {"record_hash": parsed.record_hash, "subject": subject, "ndcs": ndcs, "identity": identity,
+                    "identity_version": IDENTITY_VERSION, "lots": parsed.lots, "scope": parsed.scope,
+                    "last_run": self.run, "report_date": date.fromisoformat(reported) if reported else None}
+        if self.snapshot_updated:  # a file without meta.last_updated keeps the date we already hold
+            defaults["snapshot_updated"] = self.snapshot_updated
+        RecallRecord.objects.update_or_create(recall_number=parsed.recall_number, defaults=defaults)
 
 
 class LabelIngester:
@@ -398,11 +466,11 @@ class LabelIngester:
         run = Tally()
         for raw in records:
             run.fetched += 1
-            try:
-                set_id, version, claims = label_claims(raw, source_ref=self.ref, asserted_by=self.by)
-            except Malformed as exc:
-                _quarantine(self.run, run, raw, str(exc))
+            labelled = _parse_or_quarantine(
+                lambda record: label_claims(record, source_ref=self.ref, asserted_by=self.by), self.run, run, raw)
+            if labelled is None:
                 continue
+            set_id, version, claims = labelled
             believed = {f.fact_key: f for f in Fact.objects.believed().defer("embedding")
                         .filter(kind="label", fact_key__startswith=f"label:{set_id}:")}
             if any((f.attributes or {}).get("label_version", 0) > version for f in believed.values()):

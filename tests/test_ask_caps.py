@@ -128,9 +128,10 @@ def test_when_the_cap_is_hit_the_rules_answer_is_given_and_marked(bedrock, patie
 
 
 @override_settings(UNSAY_MODEL_DAILY_CAP=5)
-def test_health_shows_model_usage_against_the_caps(client):
+def test_health_shows_model_usage_against_the_caps(client, django_user_model):
     reserve_model_call(ApiClient.objects.create(name="A"))
-    usage = client.get("/health").json()["model_usage"]
+    client.force_login(django_user_model.objects.create_user("ops-staff", is_staff=True))  # staff-only /status
+    usage = client.get("/status").json()["model_usage"]
     assert usage["daily"]["used"] == 1 and usage["daily"]["cap"] == 5
 
 

@@ -51,7 +51,7 @@ def test_non_pharmacists_get_403_even_staff(client, patient, flags):
 def test_pharmacist_and_superuser_ask_with_a_plain_post_and_get_the_full_page(client, patient, who):
     u = user("ph", group=PHARMACIST) if who == "pharmacist" else user("root", is_superuser=True, is_staff=True)
     client.force_login(u)
-    page = client.get(URL, {"q": "dana"})
+    page = client.post(URL, {"q": "dana"})  # the search is a POST: no names in URLs (issue #16)
     assert page.status_code == 200 and "SYN-D1" in page.content.decode()
 
     response = client.post(URL, {"patient": patient.public_id, "question": "Is my montelukast safe?"})
@@ -75,7 +75,7 @@ def test_htmx_post_returns_only_the_result_fragment(client, patient):
 
 def test_htmx_patient_search_returns_the_options_fragment(client, patient):
     client.force_login(user("ph", group=PHARMACIST))
-    response = client.get(URL, {"q": "SYN-D"}, headers={"HX-Request": "true"})
+    response = client.post(URL, {"q": "SYN-D"}, headers={"HX-Request": "true"})
     html = response.content.decode()
     assert "<html" not in html and 'id="patient-options"' in html and str(patient.public_id) in html
 
@@ -88,3 +88,12 @@ def test_a_missing_patient_or_question_shows_errors_and_writes_nothing(client, p
     assert "required" in response.content.decode()
     assert client.get(URL, {"patient": "not-a-uuid"}).status_code == 200
     assert Decision.objects.count() == 0
+
+
+def test_patient_search_never_puts_a_name_in_a_url(client, patient):
+    client.force_login(user("ph", group=PHARMACIST))
+    page = client.get(URL, {"q": "dana"}).content.decode()
+    assert "SYN-D1" not in page  # a name in the query string is ignored, not searched
+    html = client.post(URL, {"q": "dana\x00"}).content.decode()  # NUL dropped, not a DataError
+    assert 'method="post"' in html and "hx-post" in html and "hx-get" not in html
+    assert f"?patient={patient.public_id}\"" in html and "&q=" not in html

@@ -19,9 +19,16 @@ def quick_celery_ping(monkeypatch):
     monkeypatch.setattr(health, "CELERY_PING_TIMEOUT", 0.1)
 
 
+@pytest.fixture
+def staff_client(client, django_user_model):
+    """The detailed report moved from public /health to the staff-only /status (issue #16)."""
+    client.force_login(django_user_model.objects.create_user("ops-staff", is_staff=True))
+    return client
+
+
 @pytest.mark.django_db
-def test_health_reports_embedded_postgres_with_pgvector(client):
-    response = client.get("/health")
+def test_health_reports_embedded_postgres_with_pgvector(staff_client):
+    response = staff_client.get("/status")
     assert response.status_code == 200
     report = response.json()
     assert report["ok"] is True
@@ -32,22 +39,22 @@ def test_health_reports_embedded_postgres_with_pgvector(client):
     assert report["topology"] == "single-node" and report["survival_goal"] is None
     assert isinstance(report["redis"]["ok"], bool)
     assert isinstance(report["celery"]["workers"], list)
-    assert report["counts"]["facts"] == 0 and report["counts"]["users"] == 0
+    assert report["counts"]["facts"] == 0 and report["counts"]["users"] == 1  # the staff user reading it
 
 
 @pytest.mark.django_db
-def test_health_counts_rows_and_skips_tables_that_do_not_exist_yet(monkeypatch, client):
+def test_health_counts_rows_and_skips_tables_that_do_not_exist_yet(monkeypatch, staff_client):
     get_user_model().objects.create_user("alice")
     monkeypatch.setitem(health.COUNTED_MODELS, "future", "corrections.NotWrittenYet")
     monkeypatch.setitem(health.COUNTED_MODELS, "unmigrated", "no_such_app.Thing")
-    report = client.get("/health").json()
-    assert report["counts"]["users"] == 1
+    report = staff_client.get("/status").json()
+    assert report["counts"]["users"] == 2  # alice and the staff user
     assert "future" not in report["counts"] and "unmigrated" not in report["counts"]
     assert "errors" not in report
 
 
 @pytest.mark.django_db
-def test_a_failing_section_is_reported_without_breaking_the_others(monkeypatch, client):
+def test_a_failing_section_is_reported_without_breaking_the_others(monkeypatch, staff_client):
     def broken_section():
         raise RuntimeError("disk on fire")
 
@@ -57,7 +64,7 @@ def test_a_failing_section_is_reported_without_breaking_the_others(monkeypatch, 
     monkeypatch.setattr(health, "SECTIONS", [*health.SECTIONS])
     health.register_section(broken_section)
     health.register_section(extra_section)
-    response = client.get("/health")
+    response = staff_client.get("/status")
     assert response.status_code == 200
     report = response.json()
     assert report["errors"] == {"broken_section": "disk on fire"}
@@ -66,16 +73,25 @@ def test_a_failing_section_is_reported_without_breaking_the_others(monkeypatch, 
 
 
 @pytest.mark.django_db
-def test_health_answers_503_when_the_database_section_fails(monkeypatch, client):
+def test_health_answers_503_when_the_database_section_fails(monkeypatch, staff_client):
     monkeypatch.setattr(health, "database_section", lambda: {"database": {"ok": False, "error": "down"}})
     monkeypatch.setattr(health, "SECTIONS", [health.database_section])
-    response = client.get("/health")
+    response = staff_client.get("/status")
     assert response.status_code == 503
     assert response.json()["database"]["error"] == "down"
 
 
 def test_health_rejects_post(client):
     assert client.post("/health").status_code == 405
+
+
+@pytest.mark.django_db
+def test_public_health_says_only_up_or_down_and_the_details_are_staff_only(client, django_user_model):
+    response = client.get("/health")
+    assert response.status_code == 200 and response.json() == {"status": "up"}
+    assert client.get("/status").status_code == 302  # anonymous: to the login page
+    client.force_login(django_user_model.objects.create_user("no-staff"))
+    assert client.get("/status").status_code == 302
 
 
 @pytest.mark.django_db
@@ -230,7 +246,7 @@ def test_demo_refuses_a_port_that_is_taken():
 
 
 @pytest.mark.django_db
-def test_health_answers_quickly_when_redis_is_down(settings, client):
+def test_health_answers_quickly_when_redis_is_down(settings, staff_client):
     import socket
     import time
 
@@ -240,7 +256,7 @@ def test_health_answers_quickly_when_redis_is_down(settings, client):
     settings.REDIS_URL = f"redis://127.0.0.1:{closed_port}/0"
     settings.CELERY_TASK_ALWAYS_EAGER = False
     began = time.monotonic()
-    report = client.get("/health").json()
+    report = staff_client.get("/status").json()
     assert time.monotonic() - began < 5
     assert report["ok"] is True and report["redis"]["ok"] is False and "error" in report["redis"]
     assert report["celery"] == {"workers": [], "error": "broker unreachable"}

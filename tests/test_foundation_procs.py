@@ -194,7 +194,10 @@ def test_demo_runs_web_worker_and_beat_and_ctrl_c_stops_them_all():
                 pass
         children = psutil.Process(proc.pid).children(recursive=True)
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=10) as response:
-            report = json.load(response)
+            assert json.load(response) == {"status": "up"}  # public: up/down only (issue #16)
+        status = subprocess.run([sys.executable, "manage.py", "status", "--json"], cwd=PROJECT_DIR, env=env,
+                                capture_output=True, text=True, timeout=60)
+        report = json.loads(status.stdout)
         assert report["engine"] == "postgresql" and report["redis"]["ok"] is True
         assert report["celery"]["workers"], report["celery"]
         assert report["counts"]["users"] == 2  # pharmacist and staff

@@ -151,7 +151,7 @@ def stop_children(children: dict[str, subprocess.Popen], *, timeout: float = 15.
 
 def wait_for_health(url: str, *, timeout: float = 90.0, proc: subprocess.Popen | None = None,
                     until=lambda report: True) -> dict:
-    """Poll /health until it answers 200 and `until(report)` holds; returns the last JSON."""
+    """Poll /health until it answers 200 and `until(answer)` holds; returns the last JSON."""
     import json
     import urllib.request
 
@@ -171,3 +171,18 @@ def wait_for_health(url: str, *, timeout: float = 90.0, proc: subprocess.Popen |
             last_error = exc
             time.sleep(0.25)
     raise RuntimeError(f"{url} did not answer within {timeout}s: {last_error}")
+
+
+def wait_for_report(*, timeout: float = 30.0, until=lambda report: True) -> dict:
+    """Build the staff status report in this process until `until(report)` holds; returns it. On
+    timeout raises RuntimeError(message, last_report)."""
+    from .health import health_report
+
+    deadline = time.monotonic() + timeout
+    report = {}
+    while time.monotonic() < deadline:
+        report = health_report()
+        if until(report):
+            return report
+        time.sleep(0.5)
+    raise RuntimeError(f"condition not met within {timeout}s", report)

@@ -54,10 +54,37 @@ def ensure_started(pgdata: Path, db_name: str = DEFAULT_DB_NAME) -> dict:
                 with psycopg.connect(dbname="template1", **connect) as t1:
                     t1.execute("CREATE EXTENSION IF NOT EXISTS vector")
                 conn.execute(f"COMMENT ON DATABASE template1 IS '{_TEMPLATE_MARK}'")
+            _keep_patient_data_out_of_the_server_log(conn)
             exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [db_name]).fetchone()
             if not exists:
                 conn.execute(f'CREATE DATABASE "{db_name}"')
     return params
+
+
+# PostgreSQL logs the statement of every failing query by default (log_min_error_statement = error),
+# with its parameter values: a concurrent sweep's expected "already handled" unique violation put the
+# whole INSERT, letter text "Dear <name>, ..." included, in the server log (2,322 statements in one
+# probe). The error line itself stays; the statement, its parameters and the DETAIL (which can quote
+# key values) do not. docs/operations.md gives the same settings for a production server.
+SERVER_LOG_SETTINGS = {
+    "log_min_error_statement": "panic",
+    "log_error_verbosity": "terse",
+    "log_parameter_max_length": "0",
+    "log_parameter_max_length_on_error": "0",
+    "log_statement": "none",
+    "log_min_duration_statement": "-1",
+}
+
+
+def _keep_patient_data_out_of_the_server_log(conn) -> None:
+    changed = False
+    for name, value in SERVER_LOG_SETTINGS.items():
+        current = conn.execute("SELECT setting FROM pg_settings WHERE name = %s", [name]).fetchone()
+        if current and current[0] != value:
+            conn.execute(f"ALTER SYSTEM SET {name} = '{value}'")
+            changed = True
+    if changed:
+        conn.execute("SELECT pg_reload_conf()")
 
 
 def _forget_dead_handles(pgdata: Path) -> None:

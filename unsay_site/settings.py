@@ -38,6 +38,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "template_partials",
     "django_celery_beat",
+    "axes",
     "unsay_site",
     "memory",
     "recalls",
@@ -55,12 +56,41 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes asks: turns a locked-out login into its 429 answer.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "unsay_site.urls"
 WSGI_APPLICATION = "unsay_site.wsgi.application"
 AUTH_USER_MODEL = "unsay_site.User"
 LOGIN_URL = "/admin/login/"
+
+# --- Logins and sessions --------------------------------------------------------------------
+# django-axes throttles password guessing (40 wrong passwords in 12 s used to be answered, then the
+# right one worked): after UNSAY_LOGIN_FAILURE_LIMIT failures for one username from one address, that
+# pair is locked out for UNSAY_LOGIN_COOLOFF_MINUTES. Attempts are stored in the database (no cache
+# needed) and the lockout answers 429.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("UNSAY_LOGIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = env_float("UNSAY_LOGIN_COOLOFF_MINUTES", 15.0, minimum=0.1) / 60  # hours, as axes takes it
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_VERBOSE = False
+# The client address is REMOTE_ADDR (no X-Forwarded-For trust): behind a proxy every client shares the
+# proxy's address, so the lockout is then per username, which still stops guessing.
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 12}},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+# A pharmacy workstation session lasts a working shift, not two weeks; closing the browser ends it.
+SESSION_COOKIE_AGE = env_int("UNSAY_SESSION_SECONDS", 8 * 3600, minimum=300)
+SESSION_EXPIRE_AT_BROWSER_CLOSE = True
+SESSION_COOKIE_HTTPONLY = True
 LOGIN_REDIRECT_URL = "/"
 
 TEMPLATES = [
@@ -140,6 +170,8 @@ else:
         "OPTIONS": {"options": PGVECTOR_SESSION_OPTIONS},
     }
     EMBEDDED_DATABASE = True
+# A database that does not answer must not hang a request (or /health) for the OS's TCP timeout.
+_db["OPTIONS"]["connect_timeout"] = env_int("UNSAY_DB_CONNECT_TIMEOUT", 5, minimum=1)
 _db["TEST"] = {"NAME": TEST_DB_NAME}
 _db["CONN_MAX_AGE"] = env_int("UNSAY_CONN_MAX_AGE", 0, minimum=0)
 DATABASES = {"default": _db}
@@ -198,6 +230,9 @@ UNSAY_RETRY_ATTEMPTS = env_int("UNSAY_RETRY_ATTEMPTS", 8, minimum=1, maximum=100
 UNSAY_OPENFDA_BASE_URL = env_str("UNSAY_OPENFDA_BASE_URL", "https://api.fda.gov")
 UNSAY_OPENFDA_API_KEY = env_str("UNSAY_OPENFDA_API_KEY")
 UNSAY_OPENFDA_TIMEOUT = env_float("UNSAY_OPENFDA_TIMEOUT", 30.0, minimum=0.1)
+# The most JSON one ingest reads into memory (a bulk zip's inflated member included: a 1 MB zip can
+# hold gigabytes). The 2021 bulk file is 20 MB inflated.
+UNSAY_INGEST_MAX_BYTES = env_int("UNSAY_INGEST_MAX_BYTES", 512 * 1024 * 1024, minimum=1024)
 UNSAY_S3_BUCKET = env_str("UNSAY_S3_BUCKET")
 UNSAY_SNAPSHOT_DIR = Path(env_str("UNSAY_SNAPSHOT_DIR", str(VAR_DIR / "snapshots")))
 UNSAY_SNS_ENABLED = env_bool("UNSAY_SNS_ENABLED", False)
@@ -231,6 +266,11 @@ EMAIL_HOST_USER = env_str("UNSAY_EMAIL_HOST_USER", "")
 EMAIL_HOST_PASSWORD = env_str("UNSAY_EMAIL_HOST_PASSWORD", "")
 EMAIL_USE_TLS = env_bool("UNSAY_EMAIL_USE_TLS", False)
 
+# --- Health -------------------------------------------------------------------------------
+# Seconds /health (and the staff status page) reuse a check's result; 0 in tests so each test sees
+# its own state.
+UNSAY_HEALTH_CACHE_SECONDS = env_float("UNSAY_HEALTH_CACHE_SECONDS", 0.0 if PROFILE == "test" else 5.0, minimum=0.0)
+
 # --- Misc -----------------------------------------------------------------------------------
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -245,6 +285,15 @@ PASSWORD_HASHERS = (
 if PROFILE == "production":
     SESSION_COOKIE_SECURE = env_bool("UNSAY_SECURE_COOKIES", True)
     CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+    # HTTPS everywhere except the liveness probe (load balancers probe over plain HTTP).
+    SECURE_SSL_REDIRECT = env_bool("UNSAY_SSL_REDIRECT", True)
+    SECURE_REDIRECT_EXEMPT = [r"^health$"]
+    if env_bool("UNSAY_BEHIND_TLS_PROXY", False):  # the proxy terminates TLS and says so in this header
+        SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    # HSTS is opt-in (it cannot be taken back from browsers that saw it): see README, Production.
+    SECURE_HSTS_SECONDS = env_int("UNSAY_HSTS_SECONDS", 0, minimum=0)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("UNSAY_HSTS_INCLUDE_SUBDOMAINS", False)
+    SECURE_HSTS_PRELOAD = env_bool("UNSAY_HSTS_PRELOAD", False)
 
 LOGGING = {
     "version": 1,

@@ -8,6 +8,7 @@ from . import views
 urlpatterns = [
     path("", views.home, name="home"),
     path("health", views.health, name="health"),
+    path("status", views.status, name="status"),
     path("admin/", admin.site.urls),
     path("memory/", include("memory.urls")),
     path("recalls/", include("recalls.urls")),

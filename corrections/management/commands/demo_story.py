@@ -42,7 +42,8 @@ class Command(BaseCommand):
                 continue  # asked on an earlier run; its answer (or its re-decision) is on record
             decision = ask(patient, question)
             asked += 1
-            self.stdout.write(f"  {patient.display_name}: “{question}” -> {decision.verdict}")
+            # An id, not the name or reference: command output ends up in logs and CI transcripts.
+            self.stdout.write(f"  patient #{patient.pk}: “{question}” -> {decision.verdict}")
         self.stdout.write(f"{asked} question(s) asked ({len(patients) - asked} already on record).")
 
         with auto_sweep_suppressed():  # we sweep right here, in the foreground, to print the counts

@@ -14,7 +14,8 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--loop", action="store_true", help="Keep polling until SIGTERM.")
         parser.add_argument("--interval", type=float, default=5.0)
-        parser.add_argument("--batch", type=int, default=50)
+        parser.add_argument("--batch", type=int, default=50,
+                            help="kept for scripts; ignored: messages are claimed one at a time")
 
     def handle(self, *args, loop, interval, batch, **options):
         self.shutdown = False

@@ -78,7 +78,8 @@ class Command(BaseCommand):
         self.stdout.write(
             f"Run {run.pk} {run.status}: {run.fetched} records, {run.new_facts} new facts, "
             f"{run.new_versions} new versions, {run.retracted} retracted, {run.unchanged} unchanged, "
-            f"{run.quarantined} quarantined, {run.embedding_calls} embedding calls ({run.embedding_provider}), "
+            f"{run.quarantined} quarantined, {run.older_than_believed} older than believed, "
+            f"{run.embedding_calls} embedding calls ({run.embedding_provider}), "
             f"{run.duration_seconds:.1f}s {rate}"
         )
         if run.snapshot_location:

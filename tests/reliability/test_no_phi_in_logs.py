@@ -1,0 +1,81 @@
+"""No patient data in any log line (issue #16): PostgreSQL logged the whole failing INSERT of a
+concurrent sweep's "already handled" unique violation, letter text "Dear <name>, ..." included;
+the ask screen put names in URLs; demo_story printed names. This runs the story (ingest with a bad
+record, ask, sweep, a concurrent sweep's duplicate insert, approve, dispatch, the ask screen's
+search) with every application logger at DEBUG and reads the database server's own log."""
+
+import copy
+import logging
+
+import pytest
+from django.conf import settings
+from django.db import IntegrityError, transaction
+
+from corrections.dispatch import dispatch_ready
+from corrections.models import Correction
+from corrections.review import approve
+from corrections.sweep import sweep
+from patients.models import Patient
+from recalls.services import ingest_document
+from tests.reliability.openfda_records import unique_good_records
+from tests.test_corrections_review import people  # noqa: F401 (fixture)
+from tests.test_sweep import dispatch_not_enqueued, escalate, no_auto_sweep, world  # noqa: F401 (fixtures)
+from unsay_site import embedded
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def server_log():
+    return embedded.default_pgdata(settings.BASE_DIR) / "log"
+
+
+def patient_data():
+    values = set()
+    for patient in Patient.objects.all():
+        values |= {patient.display_name, patient.email, patient.phone}
+    return {v for v in values if v}
+
+
+def test_the_whole_story_logs_no_patient_name_or_contact(client, world, people, no_auto_sweep, caplog,  # noqa: F811
+                                                          tmp_path, settings):
+    settings.EMAIL_FILE_PATH = str(tmp_path / "mail")
+    log_path = server_log()
+    start = log_path.stat().st_size if log_path.exists() else 0
+    caplog.set_level(logging.DEBUG)
+
+    bad = copy.deepcopy(unique_good_records()[0])
+    bad["recalling_firm"] = "Firm\x00"
+    ingest_document({"results": [bad, unique_good_records()[1]]})
+    escalate()
+    report = sweep()
+    assert report.corrected >= 2
+    # A second sweep that lost the race: its INSERT of the same draft hits the unique dedupe key.
+    draft = Correction.objects.filter(kind="correction").select_related("patient").first()
+    assert draft.patient.display_name in draft.drafted_text  # the letter names the patient
+    duplicate = Correction(kind=draft.kind, patient=draft.patient, match=draft.match, new_verdict=draft.new_verdict,
+                           new_answer=draft.new_answer, drafted_text=draft.drafted_text, dedupe_key=draft.dedupe_key)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        duplicate.save()
+    for correction_id in Correction.objects.values_list("id", flat=True):
+        approve(correction_id, user=people["pharmacist"])
+    dispatch_ready()
+    client.force_login(people["pharmacist"])
+    assert client.post("/memory/ask/", {"q": "Synthetic"}).status_code == 200
+
+    app_lines = [record.getMessage() for record in caplog.records]
+    database_lines = log_path.read_text(errors="replace")[start:].splitlines() if log_path.exists() else []
+    assert any("duplicate key value violates unique constraint" in line for line in database_lines), \
+        "the reproduction did not reach the server log"
+    leaks = [(where, line) for where, lines in (("app", app_lines), ("database", database_lines)) for line in lines
+             if any(value in line for value in patient_data())]
+    assert leaks == []
+
+
+def test_the_embedded_server_does_not_log_failing_statements():
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        for name, value in embedded.SERVER_LOG_SETTINGS.items():
+            cursor.execute("SELECT setting FROM pg_settings WHERE name = %s", [name])
+            assert cursor.fetchone()[0] == value, name
+
