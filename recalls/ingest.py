@@ -7,6 +7,7 @@ See docs/facts.md for the contract.
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 
