@@ -403,19 +403,17 @@ PATIENT_COLUMNS = ["id", "display_name", "external_ref", "public_id", "preferred
 
 
 def _exposed_patient_ids(recall_number: str) -> dict[int, str]:
-    """patient id -> match class, through patients.services.exposure_rows (the exposure rules)."""
-    from patients.services import exposure_rows
+    """patient id -> strongest match class (drugs.matching, through patients.services exposure)."""
+    from patients.services import exposed_patients_for_recall
 
+    rank = {"confirmed": 0, "probable": 1, "product_all_lots": 2, "candidate": 3}
     out: dict[int, str] = {}
-    facts = (Fact.objects.believed().filter(kind=Fact.Kind.RECALL, fact_key__startswith=f"recall:{recall_number}:")
-             .only("subject", "lot", "attributes", "fact_key"))
-    for fact in facts:
-        rows, match, _products = exposure_rows(fact)
-        if rows is None:
-            continue
-        klass = LEGACY_MATCH_CLASS.get(match, "candidate")
-        for patient_id in rows.values_list("patient_id", flat=True).distinct():
-            out.setdefault(patient_id, klass)
+    for exposure in exposed_patients_for_recall(recall_number):
+        klass = str(exposure.match_class) if exposure.match_class else LEGACY_MATCH_CLASS.get(exposure.match,
+                                                                                             "candidate")
+        known = out.get(exposure.patient.id)
+        if known is None or rank.get(klass, 9) < rank.get(known, 9):
+            out[exposure.patient.id] = klass
     return out
 
 
