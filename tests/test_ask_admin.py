@@ -6,7 +6,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.messages import get_messages
 
-from memory.api import hash_secret
+from memory.keys import hash_secret
 from memory.models import ApiClient, ApiKey, ClientPatient
 from patients.models import Patient
 
@@ -44,13 +44,13 @@ def test_a_patient_key_for_another_clients_patient_is_refused(admin_client):
 
 
 def test_the_revoke_action_revokes_and_the_key_stops_working(admin_client, client):
-    from memory.api import create_api_key
+    from memory.keys import issue_key
 
-    key, secret = create_api_key(ApiClient.objects.create(name="North"))
+    key, secret = issue_key(ApiClient.objects.create(name="North"))
     response = admin_client.post("/admin/memory/apikey/", {"action": "revoke", "_selected_action": [key.pk]})
     assert response.status_code == 302
     key.refresh_from_db()
     assert key.revoked_at is not None
-    api = client.post("/api/ask", data="{}", content_type="application/json",
+    api = client.post("/api/v1/ask", data="{}", content_type="application/json",
                       headers={"Authorization": f"Bearer {secret}"})
     assert api.status_code == 401

@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.urls import include, path
 
-import memory.api
+from memory.api.views import api as api_v1
 
 from . import views
 
@@ -13,6 +13,5 @@ urlpatterns = [
     path("recalls/", include("recalls.urls")),
     path("patients/", include("patients.urls")),
     path("corrections/", include("corrections.urls")),
-    path("api/ask", memory.api.ask_view, name="api_ask"),
-    path("api/decisions/<uuid:public_id>", memory.api.decision_view, name="api_decision"),
+    path("api/v1/", api_v1.urls),
 ]
