@@ -216,8 +216,10 @@ def interim_stale_reasons(decision: Decision) -> list[dict]:
                                                                          asserted_at__gt=decision.decided_at)
                      .exclude(fact_key__in=decision.reads.values_list("fact_key", flat=True)).order_by("id")[:20])
         reasons += [{"kind": "new_fact", "read": None, "now": _fact_ref(f), "reason": ""} for f in new_facts]
-    if decision.patient_id and decision.subject:
-        used = dict(decision.inputs.values_list("dispensing_id", "fingerprint"))
+    used = dict(decision.inputs.values_list("dispensing_id", "fingerprint"))
+    # Decisions recorded before DecisionInput rows were written have none; for those nothing is known
+    # (the lead's stale_reasons decides how such decisions are treated).
+    if used and decision.patient_id and decision.subject:
         now = dict(DispensingRecord.objects.filter(patient_id=decision.patient_id, drug=decision.subject)
                    .values_list("pk", "fingerprint"))
         for dispensing_id in sorted(set(used) | set(now)):
