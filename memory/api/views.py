@@ -90,7 +90,9 @@ def _unauthenticated(request, exc):
 def _error_item(error: dict) -> dict:
     loc = [str(p) for p in error.get("loc", ())]
     if loc and loc[0] in ("body", "query", "path"):
-        loc = loc[1:] if len(loc) > 1 and loc[1] in ("payload", "params", "body") else loc
+        loc = loc[1:]  # where ninja found it
+        if loc and loc[0] == "payload":  # the endpoint's argument name, not a field of the body
+            loc = loc[1:]
     return {"field": ".".join(loc), "message": str(error.get("msg", ""))}
 
 
