@@ -178,11 +178,37 @@ def test_mcp_over_streamable_http_ask_escalate_check_get_decision(real_recall, a
     for secret in (None, "usk_not-a-key", real_recall["south"]):
         refused = asyncio.run(http_session(asgi_server, secret, refusals))
         assert refused.is_error and "caution" not in refused.content[0].text
+
+    neighbour = Patient.objects.create(region="aws-us-east-1", display_name="Synthetic MCP neighbour",
+                                       external_ref="SYN-MCP-2", synthetic=True)
+    ClientPatient.objects.create(client=ApiClient.objects.get(name="North"), patient=neighbour)
+    decisions = Decision.objects.count()
+
+    async def asks_for_others(session):
+        return [await session.call_tool("ask", {"question": "Is my valsartan safe?", "patient": ref})
+                for ref in ("SYN-MCP-2", str(neighbour.public_id), "SYN-NOBODY")] + [
+            await session.call_tool("ask", {"question": "safe?\u0000"}),
+            await session.call_tool("ask", {"question": "x" * 1001})]
+
+    for refused in asyncio.run(http_session(asgi_server, real_recall["secret"], asks_for_others)):
+        assert refused.is_error and "Error executing tool ask" in refused.content[0].text
+    assert Decision.objects.count() == decisions
+    # Oversized and wrong-typed bodies never reach a tool.
+    import urllib.error
+    import urllib.request
+    for body, content_type, status in ((b"{" + b" " * 300_000 + b"}", "application/json", 413),
+                                       (b"ask", "text/plain", 400)):
+        request = urllib.request.Request(f"{asgi_server}/mcp", data=body, method="POST", headers={
+            "Content-Type": content_type, "Accept": "application/json, text/event-stream",
+            "Authorization": f"Bearer {real_recall['secret']}"})
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request)
+        assert refused.value.code == status
+    assert Decision.objects.count() == decisions
     revoke_keys(ApiKey.objects.filter(name="mcp test"))
     revoked = asyncio.run(http_session(asgi_server, real_recall["secret"], refusals))
     assert revoked.is_error and "Missing, unknown or revoked API key" in revoked.content[0].text
     # The Django side of the same ASGI app still answers.
-    import urllib.request
     with urllib.request.urlopen(f"{asgi_server}/api/v1/openapi.json") as response:
         assert json.load(response)["info"]["title"] == "Unsay API"
     assert Decision.objects.filter(patient=real_recall["patient"]).count() == 2  # the ask and its re-decision

@@ -328,3 +328,4 @@ def test_the_openapi_document_and_docs_page_are_served(client):
                                   "/api/v1/fhir/MedicationDispense", "/api/v1/recalls/{recall_number}/exposure"}
     assert spec["components"]["securitySchemes"]["ApiKeyAuth"]["scheme"] == "bearer"
     assert client.get("/api/v1/docs").status_code == 200
+    problem(client.get("/api/v1/no-such-thing"), 404)

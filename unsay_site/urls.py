@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.urls import include, path
 
 from memory.api.views import api as api_v1
+from memory.api.views import unknown_route
 
 from . import views
 
@@ -14,4 +15,5 @@ urlpatterns = [
     path("patients/", include("patients.urls")),
     path("corrections/", include("corrections.urls")),
     path("api/v1/", api_v1.urls),
+    path("api/v1/<path:rest>", unknown_route),
 ]

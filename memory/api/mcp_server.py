@@ -68,6 +68,10 @@ def ask(ctx: Context, question: str, subject: str | None = None, patient: str | 
     def _ask(key):
         if len(question) > 1000 or not question.strip():
             raise problems.invalid("The question must be 1 to 1000 characters.")
+        if any("\x00" in (value or "") for value in (question, subject, patient)):
+            raise problems.malformed("NUL characters are not allowed.")
+        if (subject and len(subject) > 200) or (patient and len(patient) > 64):
+            raise problems.invalid("subject is at most 200 characters, patient at most 64.")
         return services.decision_detail(services.ask(key, question, subject=subject, patient_ref=patient))
 
     return DecisionOut.model_validate(_call(ctx, "ask", _ask))

@@ -179,3 +179,8 @@ def exposure(request, recall_number: str = Path(..., pattern=RECALL_NUMBER, max_
 def openapi_document() -> dict:
     """The document served at /api/v1/openapi.json, with the server prefix the app mounts it at."""
     return api.get_openapi_schema(path_prefix=API_PREFIX)
+
+
+def unknown_route(request, rest=""):
+    """Anything else under /api/v1/ answers a problem too, not Django's HTML 404 page."""
+    return problems.not_found("No such endpoint; see /api/v1/openapi.json.").response(request.path)
