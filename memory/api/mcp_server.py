@@ -16,6 +16,7 @@ from uuid import UUID
 
 from django.conf import settings
 from django.db import close_old_connections, connection
+from django.utils.dateparse import parse_datetime
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
@@ -93,8 +94,6 @@ def get_decision(ctx: Context, decision_id: UUID) -> DecisionOut:
 @server.tool(description="What we believed, about the facts a decision read, at an instant (default: when decided).")
 def replay(ctx: Context, decision_id: UUID, at: str | None = None) -> ReplayOut:
     def _replay(key):
-        from django.utils.dateparse import parse_datetime
-
         instant = None
         if at:
             try:

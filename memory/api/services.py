@@ -22,7 +22,10 @@ from django.db.models import Q
 from django.utils import timezone
 
 from corrections.models import Correction
+from patients.dispensing import save_dispensing
+from patients.forms import DispensingRecordForm
 from patients.models import DispensingRecord, Patient
+from patients.services import exposed_patients_for_recall, recall_warning
 from unsay_site.retry import run_in_transaction
 
 from .. import ask as ask_module
@@ -277,13 +280,9 @@ def record_dispensing(key: ApiKey, fields: dict, *, actor: str):
     """Validate with the admin's DispensingRecordForm (the same model clean() the CSV import runs),
     refuse a duplicate as the CSV import does, then write through patients.dispensing.save_dispensing
     so the sweep is triggered exactly as for the admin. Returns (record, recall warning or '')."""
-    from patients.dispensing import save_dispensing
-    from patients.forms import DispensingRecordForm
-    from patients.services import recall_warning
-
     patient = patient_for(key, fields.get("patient"))
     if key.kind != ApiKey.Kind.PHARMACY:
-        raise forbidden_dispensing()
+        raise problems.forbidden("Only a pharmacy key records dispensing.")
     data = {name: ("" if fields.get(name) is None else fields[name])
             for name in ("drug", "product_description", "ndc", "lot", "expiry", "quantity", "dispensed_at", "site")}
     form = DispensingRecordForm(data={**data, "patient": patient.pk})
@@ -300,10 +299,6 @@ def record_dispensing(key: ApiKey, fields: dict, *, actor: str):
     return record, recall_warning([record])
 
 
-def forbidden_dispensing():
-    return problems.forbidden("Only a pharmacy key records dispensing.")
-
-
 def already_recorded(record) -> problems.Problem:
     return problems.Problem(409, "already-recorded", "This dispensing is already recorded",
                             f"Lot {record.lot} of {record.drug} dispensed at {record.dispensed_at:%Y-%m-%d %H:%M} UTC "
@@ -313,8 +308,6 @@ def already_recorded(record) -> problems.Problem:
 # --- exposure -------------------------------------------------------------------------------------
 
 def recall_exposure(key: ApiKey, recall_number: str) -> dict:
-    from patients.services import exposed_patients_for_recall
-
     if key.kind != ApiKey.Kind.PHARMACY or not key.pharmacist_scope:
         raise problems.forbidden("Recall exposure needs a pharmacist-scoped pharmacy key.")
     if not Fact.objects.filter(kind=Fact.Kind.RECALL, attributes__recall_number=recall_number).exists():

@@ -7,7 +7,7 @@ import logging
 from datetime import datetime
 from uuid import UUID
 
-from ninja import NinjaAPI, Path, Query
+from ninja import NinjaAPI, Path, Query, Status
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.security import HttpBearer
 
@@ -154,7 +154,7 @@ def dispensing(request, payload: DispensingIn):
     """Validated as the admin form and the CSV import are, written by patients.dispensing.save_dispensing
     (so a standing answer that rested on the patient's dispensing is re-decided)."""
     record, warning = services.record_dispensing(request.auth, payload.model_dump(), actor=_actor(request))
-    return 201, _dispensing_out(record, warning)
+    return Status(201, _dispensing_out(record, warning))
 
 
 @api.post("/fhir/MedicationDispense", auth=ApiKeyAuth(body_types=FHIR_TYPES),
@@ -167,7 +167,7 @@ def dispensing(request, payload: DispensingIn):
 def fhir_dispensing(request):
     fields = fhir.dispensing_fields(json.loads(request.body))
     record, warning = services.record_dispensing(request.auth, fields, actor=_actor(request))
-    return 201, _dispensing_out(record, warning)
+    return Status(201, _dispensing_out(record, warning))
 
 
 @api.get("/recalls/{recall_number}/exposure", response={200: ExposureOut, **GET_ERRORS},
