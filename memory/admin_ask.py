@@ -3,11 +3,10 @@ Imported from memory/admin.py."""
 
 from django import forms
 from django.contrib import admin, messages
-from django.utils import timezone
 
 from unsay_site.admin_base import ReadOnlyAdmin
 
-from .api import check_key_scope, issue_secret
+from .keys import check_key_scope, issue_key, revoke_keys
 from .models import ApiClient, ApiKey, ClientPatient, UsageCounter
 
 
@@ -27,13 +26,14 @@ class ApiClientAdmin(admin.ModelAdmin):
 class ApiKeyForm(forms.ModelForm):
     class Meta:
         model = ApiKey
-        fields = ["client", "kind", "patient", "name"]
+        fields = ["client", "kind", "patient", "name", "pharmacist_scope"]
 
     def clean(self):
         data = super().clean()
         if self.instance.pk is None and data.get("client") and data.get("kind"):
             try:
-                check_key_scope(data["client"], data["kind"], data.get("patient"))
+                check_key_scope(data["client"], data["kind"], data.get("patient"),
+                                pharmacist=bool(data.get("pharmacist_scope")))
             except ValueError as exc:
                 raise forms.ValidationError(str(exc)) from None
         return data
@@ -42,8 +42,9 @@ class ApiKeyForm(forms.ModelForm):
 @admin.register(ApiKey)
 class ApiKeyAdmin(admin.ModelAdmin):
     form = ApiKeyForm
-    list_display = ["prefix", "name", "kind", "client", "patient", "created", "last_used_at", "revoked_at"]
-    list_filter = ["kind", ("revoked_at", admin.EmptyFieldListFilter)]
+    list_display = ["prefix", "name", "kind", "pharmacist_scope", "client", "patient", "created", "last_used_at",
+                    "revoked_at"]
+    list_filter = ["kind", "pharmacist_scope", ("revoked_at", admin.EmptyFieldListFilter)]
     list_select_related = ["client", "patient"]
     search_fields = ["prefix", "name", "client__name", "patient__external_ref"]
     raw_id_fields = ["patient"]
@@ -51,25 +52,29 @@ class ApiKeyAdmin(admin.ModelAdmin):
 
     def get_fields(self, request, obj=None):
         if obj is None:
-            return ["client", "kind", "patient", "name"]
-        return ["client", "kind", "patient", "name", "prefix", "created", "last_used_at", "revoked_at"]
+            return ["client", "kind", "patient", "name", "pharmacist_scope"]
+        return ["client", "kind", "patient", "name", "pharmacist_scope", "prefix", "created", "last_used_at",
+                "revoked_at"]
 
     def get_readonly_fields(self, request, obj=None):
         if obj is None:
             return []
-        return ["client", "kind", "patient", "prefix", "created", "last_used_at", "revoked_at"]
+        return ["client", "kind", "patient", "pharmacist_scope", "prefix", "created", "last_used_at", "revoked_at"]
 
     def save_model(self, request, obj, form, change):
         if change:
             obj.save(update_fields=["name"])
             return
-        secret = issue_secret(obj)
-        obj.save()
+        # The same service as the API and MCP use; the admin then continues with the saved row.
+        key, secret = issue_key(obj.client, kind=obj.kind, patient=obj.patient, name=obj.name,
+                                pharmacist=obj.pharmacist_scope)
+        obj.pk, obj._state.adding = key.pk, False
+        obj.refresh_from_db()
         messages.warning(request, f"Copy this API key now, it will not be shown again: {secret}")
 
     @admin.action(description="Revoke selected keys")
     def revoke(self, request, queryset):
-        count = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
+        count = revoke_keys(queryset)
         self.message_user(request, f"Revoked {count} key(s).")
 
     def has_delete_permission(self, request, obj=None):

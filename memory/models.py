@@ -254,6 +254,9 @@ class ApiKey(models.Model):
     patient = models.ForeignKey("patients.Patient", null=True, blank=True, on_delete=models.PROTECT,
                                 related_name="api_keys", help_text="Required for patient-facing keys.")
     name = models.CharField(max_length=200, blank=True)
+    # A pharmacist-scoped pharmacy key may also read recall exposure (which of its client's patients
+    # received a recalled lot). A flag, not a third kind: it widens a pharmacy key, it binds no patient.
+    pharmacist_scope = models.BooleanField(default=False, help_text="May read recall exposure for its client.")
     prefix = models.CharField(max_length=16, help_text="First characters of the secret, to recognise a key.")
     key_hash = models.CharField(max_length=64, unique=True)
     created = models.DateTimeField(auto_now_add=True)
@@ -269,6 +272,8 @@ class ApiKey(models.Model):
                 condition=(Q(kind="patient", patient__isnull=False) | Q(kind="pharmacy", patient__isnull=True)),
                 name="apikey_patient_iff_patient_kind",
             ),
+            models.CheckConstraint(condition=Q(pharmacist_scope=False) | Q(kind="pharmacy"),
+                                   name="apikey_pharmacist_scope_pharmacy_only"),
         ]
 
     def __str__(self):

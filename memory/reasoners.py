@@ -25,7 +25,9 @@ import functools
 import json
 import logging
 from dataclasses import dataclass, field
+from typing import Literal
 
+import pydantic
 from django.conf import settings
 
 from drugs.matching import MatchClass, match
@@ -280,17 +282,24 @@ class RulesReasoner:
 # --- Bedrock ----------------------------------------------------------------------------------
 
 TOOL_NAME = "give_verdict"
-TOOL_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "verdict": {"type": "string", "enum": list(VERDICTS),
-                    "description": "safe, caution, stop (contact the pharmacy now) or unknown."},
-        "answer": {"type": "string", "description": "Plain-language answer for the patient, from the cited facts."},
-        "cited_fact_ids": {"type": "array", "items": {"type": "integer"},
-                           "description": "ids of the facts the verdict rests on; only ids from the list given."},
-    },
-    "required": ["verdict", "answer", "cited_fact_ids"],
-}
+# The give_verdict tool's input. Its JSON schema is what Bedrock is told, and the reply is validated
+# by the same model, so the two can't drift apart.
+class VerdictReply(pydantic.BaseModel):
+    """The verdict for the patient's question and the ids of the facts it rests on."""
+
+    model_config = pydantic.ConfigDict(extra="ignore", strict=True, title=TOOL_NAME)
+
+    verdict: Literal[VERDICTS] = pydantic.Field(
+        description="safe, caution, stop (contact the pharmacy now) or unknown.")
+    answer: str = pydantic.Field(min_length=1, pattern=r"\S",
+                                 description="Plain-language answer for the patient, from the cited facts.")
+    cited_fact_ids: list[int] = pydantic.Field(
+        description="ids of the facts the verdict rests on; only ids from the list given.")
+
+
+TOOL_SCHEMA = VerdictReply.model_json_schema()
+
+
 SYSTEM_PROMPT = (
     "You are a pharmacy medication-safety assistant. Decide whether the patient's medicine is affected by a "
     "recall, using ONLY the facts provided (each has an id). A recall on a lot the patient received that is not "
@@ -367,15 +376,13 @@ class BedrockReasoner:
                 payload = json.loads(payload)
             except ValueError as exc:
                 raise ReasonerFailed("tool input is not valid JSON") from exc
-        if not isinstance(payload, dict):
-            raise ReasonerFailed("tool input is not an object")
-        verdict, answer, cited = payload.get("verdict"), payload.get("answer"), payload.get("cited_fact_ids")
-        if verdict not in VERDICTS:
-            raise ReasonerFailed(f"bad verdict {str(verdict)[:20]!r}")
-        if not isinstance(answer, str) or not answer.strip():
-            raise ReasonerFailed("empty answer")
-        if not isinstance(cited, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in cited):
-            raise ReasonerFailed("cited_fact_ids is not a list of integers")
+        try:
+            reply = VerdictReply.model_validate(payload)
+        except pydantic.ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "tool input"
+            raise ReasonerFailed(f"{where}: {first['msg']}"[:120]) from exc
+        verdict, answer, cited = reply.verdict, reply.answer, reply.cited_fact_ids
         seen = {r.fact.id for r in ctx.retrieved}
         unseen = [i for i in cited if i not in seen]
         if unseen:

@@ -6,7 +6,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.messages import get_messages
 
-from memory.api import hash_secret
+from memory.keys import hash_secret
 from memory.models import ApiClient, ApiKey, ClientPatient
 from patients.models import Patient
 
@@ -44,13 +44,35 @@ def test_a_patient_key_for_another_clients_patient_is_refused(admin_client):
 
 
 def test_the_revoke_action_revokes_and_the_key_stops_working(admin_client, client):
-    from memory.api import create_api_key
+    from memory.keys import issue_key
 
-    key, secret = create_api_key(ApiClient.objects.create(name="North"))
+    key, secret = issue_key(ApiClient.objects.create(name="North"))
     response = admin_client.post("/admin/memory/apikey/", {"action": "revoke", "_selected_action": [key.pk]})
     assert response.status_code == 302
     key.refresh_from_db()
     assert key.revoked_at is not None
-    api = client.post("/api/ask", data="{}", content_type="application/json",
+    api = client.post("/api/v1/ask", data="{}", content_type="application/json",
                       headers={"Authorization": f"Bearer {secret}"})
     assert api.status_code == 401
+
+
+def test_the_admin_issues_keys_through_the_key_service_with_the_pharmacist_scope(admin_client, monkeypatch):
+    import memory.admin_ask
+    from memory import keys
+
+    calls = []
+    real = keys.issue_key
+    monkeypatch.setattr(memory.admin_ask, "issue_key", lambda *a, **k: calls.append(k) or real(*a, **k))
+    north = ApiClient.objects.create(name="North")
+    response = admin_client.post("/admin/memory/apikey/add/",
+                                 {"client": north.pk, "kind": "pharmacy", "name": "rph", "pharmacist_scope": "on"},
+                                 follow=True)
+    assert response.status_code == 200 and calls and calls[0]["pharmacist"] is True
+    assert ApiKey.objects.get().pharmacist_scope is True
+
+    patient = Patient.objects.create(region="aws-us-east-1", display_name="Synthetic P", external_ref="SYN-P1",
+                                     synthetic=True)
+    ClientPatient.objects.create(client=north, patient=patient)
+    refused = admin_client.post("/admin/memory/apikey/add/", {"client": north.pk, "kind": "patient",
+                                                              "patient": patient.pk, "pharmacist_scope": "on"})
+    assert "cannot have the pharmacist scope" in refused.content.decode() and ApiKey.objects.count() == 1

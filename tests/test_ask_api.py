@@ -1,11 +1,13 @@
-"""JSON API: hashed keys, patient/pharmacy scoping, decision visibility, revocation, bad input."""
+"""API v1 ask/decisions: hashed keys, patient/pharmacy scoping, decision visibility, revocation, bad input
+(migrated from the hand-written /api/ask views)."""
 
 import json
 from datetime import UTC, datetime
 
 import pytest
 
-from memory.api import create_api_key, hash_secret, revoke_api_key
+from memory.keys import hash_secret, revoke_keys
+from memory.keys import issue_key as create_api_key
 from memory.models import ApiClient, ApiKey, ClientPatient, Decision
 from memory.services import assert_claim
 from patients.models import DispensingRecord, Patient
@@ -38,7 +40,7 @@ def world(hashing_embeddings):
 
 
 def post(client, secret, body):
-    return client.post("/api/ask", data=json.dumps(body), content_type="application/json",
+    return client.post("/api/v1/ask", data=json.dumps(body), content_type="application/json",
                        headers={"Authorization": f"Bearer {secret}"} if secret else {})
 
 
@@ -54,8 +56,8 @@ def test_a_patient_key_asks_for_its_own_patient_and_cites_the_facts(client, worl
     assert response.status_code == 200, response.content
     data = response.json()
     assert data["patient"] == "SYN-ALICE" and data["verdict"] == "caution"
-    assert data["citations"][0]["fact_key"] == "recall:D-0315-2019:lot:3061169"
-    assert data["citations"][0]["load_bearing"] is True and data["citations"][0]["version"] == 1
+    assert data["reads"][0]["fact_key"] == "recall:D-0315-2019:lot:3061169"
+    assert data["reads"][0]["load_bearing"] is True and data["reads"][0]["version"] == 1
 
 
 def test_a_patient_key_cannot_ask_for_another_patient(client, world):
@@ -68,19 +70,19 @@ def test_a_patient_key_cannot_ask_for_another_patient(client, world):
 
 def test_a_patient_key_cannot_read_another_patients_decision(client, world):
     bobs = post(client, world["bob_key"], {"question": "Is my valsartan safe?"}).json()
-    own = client.get(f"/api/decisions/{bobs['id']}", headers={"Authorization": f"Bearer {world['bob_key']}"})
-    other = client.get(f"/api/decisions/{bobs['id']}", headers={"Authorization": f"Bearer {world['alice_key']}"})
+    own = client.get(f"/api/v1/decisions/{bobs['id']}", headers={"Authorization": f"Bearer {world['bob_key']}"})
+    other = client.get(f"/api/v1/decisions/{bobs['id']}", headers={"Authorization": f"Bearer {world['alice_key']}"})
     assert own.status_code == 200 and own.json()["verdict"] == "safe"
     assert other.status_code == 404 and "safe" not in other.content.decode()
 
 
 def test_a_pharmacy_key_must_name_a_patient_of_its_own_client(client, world):
-    assert post(client, world["north_key"], {"question": "safe?"}).status_code == 400
+    assert post(client, world["north_key"], {"question": "safe?"}).status_code == 422
     assert post(client, world["north_key"], {"question": "safe?", "patient": "SYN-CAROL"}).status_code == 404
     ok = post(client, world["north_key"], {"question": "Is the valsartan safe?",
                                            "patient": str(world["alice"].public_id)})
     assert ok.status_code == 200 and ok.json()["patient"] == "SYN-ALICE"
-    url = f"/api/decisions/{ok.json()['id']}"
+    url = f"/api/v1/decisions/{ok.json()['id']}"
     south_reads = client.get(url, headers={"Authorization": f"Bearer {world['south_key']}"})
     north_reads = client.get(url, headers={"Authorization": f"Bearer {world['north_key']}"})
     assert (south_reads.status_code, north_reads.status_code) == (404, 200)
@@ -89,21 +91,22 @@ def test_a_pharmacy_key_must_name_a_patient_of_its_own_client(client, world):
 def test_missing_unknown_and_revoked_keys_are_401(client, world):
     assert post(client, None, {"question": "safe?"}).status_code == 401
     assert post(client, "usk_not-a-key", {"question": "safe?"}).status_code == 401
-    assert revoke_api_key(ApiKey.objects.get(patient=world["alice"]))
+    assert revoke_keys([ApiKey.objects.get(patient=world["alice"])]) == 1
     response = post(client, world["alice_key"], {"question": "safe?"})
     assert response.status_code == 401 and response["WWW-Authenticate"].startswith("Bearer")
 
 
 def test_bad_bodies_get_clear_errors_and_write_nothing(client, world):
     secret = world["alice_key"]
-    bad = client.post("/api/ask", data="{not json", content_type="application/json",
+    bad = client.post("/api/v1/ask", data="{not json", content_type="application/json",
                       headers={"Authorization": f"Bearer {secret}"})
-    assert bad.status_code == 400 and "JSON" in bad.json()["error"]
-    assert post(client, secret, {"question": ""}).status_code == 400
-    assert post(client, secret, {"question": 5}).status_code == 400
-    assert post(client, secret, {"question": "x" * 1001}).status_code == 400
-    assert post(client, secret, {"question": "safe?", "subject": ["valsartan"]}).status_code == 400
-    assert client.get("/api/ask", headers={"Authorization": f"Bearer {secret}"}).status_code == 405
+    assert bad.status_code == 400 and "JSON" in bad.json()["detail"]
+    assert bad["Content-Type"] == "application/problem+json"
+    assert post(client, secret, {"question": ""}).status_code == 422
+    assert post(client, secret, {"question": 5}).status_code == 422
+    assert post(client, secret, {"question": "x" * 1001}).status_code == 422
+    assert post(client, secret, {"question": "safe?", "subject": ["valsartan"]}).status_code == 422
+    assert client.get("/api/v1/ask", headers={"Authorization": f"Bearer {secret}"}).status_code == 405
     assert Decision.objects.count() == 0
 
 

@@ -1,5 +1,6 @@
 """Bedrock Converse handling with botocore's Stubber: no network. Facts come from real openFDA records."""
 
+import json
 import logging
 from datetime import UTC, datetime
 
@@ -136,3 +137,23 @@ def test_a_model_saying_safe_with_an_active_recall_on_their_lot_is_overridden(ru
     assert (outcome.verdict, outcome.reasoner_verdict) == ("caution", "safe")
     assert outcome.reasoner == f"bedrock:{MODEL}" and hit.id in outcome.load_bearing_ids
     assert "Nothing to worry about" not in outcome.answer
+
+
+@pytest.mark.parametrize("payload, why", [
+    ({"verdict": "stop", "answer": "   ", "cited_fact_ids": []}, "answer: String should match pattern"),
+    ({"verdict": "stop", "answer": "Stop.", "cited_fact_ids": [True]},
+     "cited_fact_ids.0: Input should be a valid integer"),
+    ({"verdict": "fine", "answer": "Fine.", "cited_fact_ids": []}, "verdict: Input should be"),
+])
+def test_the_reply_is_validated_by_the_same_model_that_gives_the_tool_schema(runtime, valsartan_patient, payload, why):
+    from memory.reasoners import TOOL_SCHEMA, VerdictReply
+
+    assert TOOL_SCHEMA == VerdictReply.model_json_schema() and TOOL_SCHEMA["required"] == [
+        "verdict", "answer", "cited_fact_ids"]
+    client, stubber = runtime
+    patient, hit, _ = valsartan_patient
+    stubber.add_response("converse", tool_response(json.dumps(payload)), EXPECTED)
+
+    outcome = decide(patient, "Is my valsartan safe?", reasoner=BedrockReasoner(client=client, model_id=MODEL))
+
+    assert outcome.verdict == "caution" and f"bedrock failed closed: {why}" in outcome.reasoner

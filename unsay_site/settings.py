@@ -226,6 +226,13 @@ UNSAY_ASK_REUSE_SECONDS = env_int("UNSAY_ASK_REUSE_SECONDS", 300, minimum=0)
 UNSAY_NOTICE_LOOKBACK_DAYS = env_int("UNSAY_NOTICE_LOOKBACK_DAYS", 30, minimum=1, maximum=3650)
 UNSAY_RETRY_ATTEMPTS = env_int("UNSAY_RETRY_ATTEMPTS", 8, minimum=1, maximum=100)
 
+# --- API v1 and MCP (memory/api) ------------------------------------------------------------
+UNSAY_API_RATE_PER_MINUTE = env_int("UNSAY_API_RATE_PER_MINUTE", 120, minimum=1)  # requests per key per minute
+UNSAY_API_MAX_BODY_BYTES = env_int("UNSAY_API_MAX_BODY_BYTES", 256 * 1024, minimum=1024)
+UNSAY_API_MAX_JSON_DEPTH = env_int("UNSAY_API_MAX_JSON_DEPTH", 20, minimum=2, maximum=200)
+# `manage.py mcp` (stdio) has no HTTP header: its identity is this key, exactly as a bearer token would be.
+UNSAY_MCP_API_KEY = env_str("UNSAY_MCP_API_KEY")
+
 # --- openFDA, archives, messaging -----------------------------------------------------------
 UNSAY_OPENFDA_BASE_URL = env_str("UNSAY_OPENFDA_BASE_URL", "https://api.fda.gov")
 UNSAY_OPENFDA_API_KEY = env_str("UNSAY_OPENFDA_API_KEY")

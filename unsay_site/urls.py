@@ -1,7 +1,8 @@
 from django.contrib import admin
 from django.urls import include, path
 
-import memory.api
+from memory.api.views import api as api_v1
+from memory.api.views import unknown_route
 
 from . import views
 
@@ -15,6 +16,6 @@ urlpatterns = [
     path("patients/", include("patients.urls")),
     path("corrections/", include("corrections.urls")),
     path("worklist/", include("worklist.urls")),
-    path("api/ask", memory.api.ask_view, name="api_ask"),
-    path("api/decisions/<uuid:public_id>", memory.api.decision_view, name="api_decision"),
+    path("api/v1/", api_v1.urls),
+    path("api/v1/<path:rest>", unknown_route),
 ]

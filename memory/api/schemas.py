@@ -1,0 +1,210 @@
+"""Request and response bodies of API v1. The OpenAPI document (docs/openapi.json) is generated
+from these; schemathesis checks the live app against it."""
+
+from datetime import date, datetime
+from typing import Literal
+from uuid import UUID
+
+from ninja import Schema
+from pydantic import ConfigDict, Field, model_validator
+
+Verdict = Literal["safe", "caution", "stop", "unknown"]
+
+
+class Strict(Schema):
+    model_config = ConfigDict(extra="forbid")
+
+
+# --- requests ---------------------------------------------------------------------------------------
+
+class AskIn(Strict):
+    question: str = Field(min_length=1, max_length=1000, pattern=r"\S", examples=["Is my valsartan safe?"])
+    subject: str | None = Field(None, min_length=1, max_length=200,
+                                description="The medicine; default: from the question.")
+    patient: str | None = Field(None, min_length=1, max_length=64, description=(
+        "Pharmacy keys: the patient's external reference or public id (required). Patient-bound keys: omit "
+        "(the key's own patient is used; naming another is refused)."))
+
+
+class CheckIn(Strict):
+    decision_id: UUID | None = None
+    decision_ids: list[UUID] | None = Field(None, min_length=1, max_length=100)
+
+    @model_validator(mode="after")
+    def one_of(self):
+        if (self.decision_id is None) == (self.decision_ids is None):
+            raise ValueError("Send exactly one of decision_id or decision_ids.")
+        return self
+
+    @property
+    def ids(self) -> list[UUID]:
+        return [self.decision_id] if self.decision_id else list(self.decision_ids or [])
+
+
+class DispensingIn(Strict):
+    patient: str | None = Field(None, min_length=1, max_length=64, description="The patient's external reference.")
+    drug: str = Field("", max_length=200,
+                      description="Generic or brand name; may be empty if product_description names it.")
+    product_description: str = Field("", max_length=500)
+    ndc: str = Field("", max_length=20, description="Package NDC, 10-digit hyphenated or 11-digit.")
+    lot: str = Field(min_length=1, max_length=100)
+    expiry: date | None = None
+    quantity: int = Field(ge=1, le=1_000_000)
+    dispensed_at: datetime
+    site: str = Field("", max_length=200)
+
+
+# --- responses --------------------------------------------------------------------------------------
+
+class Problem(Schema):
+    """RFC 9457 problem details (application/problem+json)."""
+
+    type: str
+    title: str
+    status: int
+    detail: str | None = None
+    instance: str | None = None
+    errors: list[dict] | None = None
+
+
+class DecisionRef(Schema):
+    id: UUID
+    verdict: Verdict
+    status: Literal["standing", "superseded"]
+    decided_at: datetime
+
+
+class FactRef(Schema):
+    fact_key: str
+    version: int
+    statement: str
+    asserted_at: datetime
+    retracted_at: datetime | None
+
+
+class ReadOut(Schema):
+    rank: int
+    fact_key: str
+    version: int
+    load_bearing: bool
+    score: float
+    kind: str
+    statement: str
+    believed_now: bool
+    retracted_at: datetime | None
+
+
+class InputOut(Schema):
+    dispensing_id: int
+    fingerprint: str
+    unchanged: bool = Field(description="The dispensing row still has the fingerprint it had at decision time.")
+
+
+class CorrectionOut(Schema):
+    id: UUID
+    kind: Literal["correction", "notice"]
+    status: Literal["draft", "approved", "rejected", "stale", "sent"]
+    old_verdict: str
+    new_verdict: str
+    recall_number: str
+    classification: str
+    changed_fact: FactRef | None
+    previous_fact: FactRef | None
+    diff: list[dict]
+    new_decision: UUID | None
+    text: str | None = Field(description="The message, once a pharmacist approved it; null while a draft.")
+    created: datetime
+
+
+class DecisionOut(Schema):
+    id: UUID
+    patient: str | None
+    question: str
+    subject: str
+    verdict: Verdict
+    answer: str
+    reasoner: str
+    guardrail_override: str
+    status: Literal["standing", "superseded"]
+    decided_at: datetime
+    superseded_at: datetime | None
+    replaces: UUID | None
+    superseded_by: DecisionRef | None
+    current: DecisionRef = Field(description="The decision standing now in this one's chain (itself if standing).")
+    reads: list[ReadOut]
+    premises: list[str] = Field(description="Scopes whose believed facts the decision took into account.")
+    inputs: list[InputOut]
+    corrections: list[CorrectionOut]
+
+
+class ChangeOut(Schema):
+    kind: Literal["retracted_read", "new_fact", "dispensing_changed"]
+    read: FactRef | None = Field(description="The version the decision read (retracted_read).")
+    now: FactRef | None = Field(description="The version believed now, or the new fact.")
+    reason: str
+    dispensing_id: int | None = None
+
+
+class CheckResult(Schema):
+    id: UUID
+    standing: bool
+    state: Literal["standing", "stale", "superseded"] = Field(description=(
+        "standing: nothing it rests on changed; stale: something changed and re-decision is pending; "
+        "superseded: re-decided (see current)."))
+    verdict: Verdict
+    changes: list[ChangeOut]
+    current: DecisionRef | None
+    current_verdict: Verdict
+    corrections: list[CorrectionOut]
+
+
+class CheckOut(Schema):
+    results: list[CheckResult]
+
+
+class ReadSetItem(Schema):
+    fact_key: str
+    version: int
+    load_bearing: bool
+
+
+class ReplayOut(Schema):
+    decision: UUID
+    at: datetime
+    decided_at: datetime
+    route: Literal["bitemporal"]
+    read_set: list[ReadSetItem]
+    believed: list[FactRef] = Field(description="Versions of the read keys believed at `at`.")
+
+
+class DispensingOut(Schema):
+    id: int
+    patient: str
+    drug: str
+    lot: str
+    ndc: str
+    quantity: int
+    dispensed_at: datetime
+    recall_warning: str
+
+
+class ExposedDispensing(Schema):
+    id: int
+    drug: str
+    lot: str
+    ndc: str
+    dispensed_at: datetime
+
+
+class ExposedPatient(Schema):
+    patient: str
+    match: Literal["lot", "drug"]
+    why: str
+    fact_key: str
+    fact_version: int
+    dispensings: list[ExposedDispensing]
+
+
+class ExposureOut(Schema):
+    recall_number: str
+    patients: list[ExposedPatient]
