@@ -103,6 +103,9 @@ class Correction(models.Model):
     # Copied from the patient: homes the row with its patient (REGIONAL BY ROW on CockroachDB).
     region = models.CharField(max_length=40, blank=True, editable=False)
     match = models.CharField(max_length=8, choices=Match.choices)
+    # How sure the match is (drugs.matching.MatchClass: confirmed, probable, product_all_lots,
+    # candidate); a candidate is for the pharmacist to check, never told as if confirmed.
+    match_class = models.CharField(max_length=20, blank=True)
     recall_number = models.CharField(max_length=40, blank=True)
     classification = models.CharField(max_length=20, blank=True)
     severity = models.PositiveSmallIntegerField(default=0, help_text="3 = Class I ... 0 = no recall class.")

@@ -81,8 +81,8 @@ def preview_escalation(recall_number: str, classification: str, lot: str | None 
         if not worsened(before, twin):
             continue
         exposed = _exposed(twin)
-        asked = _patients_who_asked([p.id for p, _ in exposed], twin)
-        for patient, match in exposed:
+        asked = _patients_who_asked([e[0].id for e in exposed], twin)
+        for patient, match, _match_class in exposed:
             if patient.id not in asked:
                 outcome, _shared = decider.decide(patient, f"Is my {twin.subject} safe?", twin.subject)
                 report.notices += 1

@@ -252,10 +252,11 @@ def mark_stale(correction: Correction, *, replaced_by: Correction | None = None,
 
 
 def _write_draft(*, kind, patient, match, trigger, previous, old_decision, new_decision, old_verdict, old_answer,
-                 new_verdict, new_answer, key, text, run, replaces=None) -> Correction:
+                 new_verdict, new_answer, key, text, run, replaces=None, match_class="") -> Correction:
     attrs = ((trigger or previous).attributes or {}) if (trigger or previous) else {}
     correction = Correction.objects.create(
-        kind=kind, patient=patient, region=patient.region, match=match, recall_number=attrs.get("recall_number", ""),
+        kind=kind, patient=patient, region=patient.region, match=match, match_class=match_class,
+        recall_number=attrs.get("recall_number", ""),
         classification=attrs.get("classification", ""), severity=severity(trigger or previous),
         old_decision=old_decision, new_decision=new_decision, old_verdict=old_verdict, old_answer=old_answer,
         new_verdict=new_verdict, new_answer=new_answer, trigger_fact=trigger, previous_fact=previous,
@@ -338,7 +339,10 @@ def _redecide(decision, reasons, decider, run, report, *, dry_run, pending, late
         _write_draft(kind=Correction.Kind.CORRECTION, patient=decision.patient, match=Correction.Match.ASKED,
                      trigger=trigger, previous=previous, old_decision=told, new_decision=new_decision,
                      old_verdict=told_verdict, old_answer=told_answer, new_verdict=outcome.verdict,
-                     new_answer=outcome.answer, key=key, text=text, run=run, replaces=replaced)
+                     new_answer=outcome.answer, key=key, text=text, run=run, replaces=replaced,
+                     match_class=match_class_for(decision.patient, decision.subject,
+                                                 [r.fact for r in outcome.retrieved
+                                                  if r.fact.id in outcome.load_bearing_ids]))
     Redecision.objects.create(
         old_decision=decision, new_decision=new_decision,
         outcome=Redecision.Outcome.CORRECTED if changed else Redecision.Outcome.REAFFIRMED,
@@ -485,19 +489,23 @@ def stale_superseded_notices(fact_ids=None, *, run=None) -> int:
 
 
 def _exposed(fact: Fact):
-    """[(patient, "lot"|"drug")] from the patients engineer's exposure service."""
-    from patients.services import exposed_patients
+    """[(patient, "lot"|"drug", match class)] from patients.services.exposed_patients."""
+    from patients.services import Match, exposed_patients
 
-    result = []
-    for item in exposed_patients(fact):
-        if isinstance(item, tuple):
-            patient, match = item[0], item[1]
-        else:
-            patient = getattr(item, "patient", item)
-            match = getattr(item, "match", None) or getattr(item, "matched_by", None)
-        match = str(match or ("lot" if fact.lot else "drug")).lower()
-        result.append((patient, "lot" if "lot" in match else "drug"))
-    return result
+    return [(e.patient, "lot" if e.match == Match.LOT else "drug", str(e.match_class or ""))
+            for e in exposed_patients(fact)]
+
+
+_MATCH_RANK = {"confirmed": 0, "probable": 1, "product_all_lots": 2, "candidate": 3}
+
+
+def match_class_for(patient, subject: str, facts) -> str:
+    """The strongest drugs.matching class between these recall facts and the patient's dispensing."""
+    from drugs.matching import match
+
+    rows = list(patient.dispensings.filter(drug=subject)) if subject else []
+    found = {str(m) for fact in facts if fact is not None for row in rows if (m := match(fact, row))}
+    return min(found, key=_MATCH_RANK.get, default="")
 
 
 def _patients_who_asked(patient_ids, fact: Fact) -> set[int]:
@@ -526,9 +534,9 @@ def _draft_notices_for(previous: Fact | None, current: Fact, decider, run, repor
             stale_baseline[pending.patient_id] = pending
     exposed = _exposed(current)
     if only_patients is not None:
-        exposed = [(p, m) for p, m in exposed if p.id in only_patients]
-    asked = _patients_who_asked([p.id for p, _ in exposed], current)
-    for patient, match in exposed:
+        exposed = [e for e in exposed if e[0].id in only_patients]
+    asked = _patients_who_asked([e[0].id for e in exposed], current)
+    for patient, match, match_class in exposed:
         replaced = stale_baseline.get(patient.id)
         baseline = replaced.previous_fact if replaced else previous
         if not worsened(baseline, current) or patient.id in asked:
@@ -547,7 +555,8 @@ def _draft_notices_for(previous: Fact | None, current: Fact, decider, run, repor
                                        "recall_number", "")})
             continue
 
-        def write(patient=patient, match=match, outcome=outcome, key=key, replaced=replaced, baseline=baseline):
+        def write(patient=patient, match=match, outcome=outcome, key=key, replaced=replaced, baseline=baseline,
+                  match_class=match_class):
             replaced_ok = None
             if replaced is not None:
                 fresh = Correction.objects.select_for_update().get(pk=replaced.pk)
@@ -557,7 +566,8 @@ def _draft_notices_for(previous: Fact | None, current: Fact, decider, run, repor
             _write_draft(kind=Correction.Kind.NOTICE, patient=patient, match=match, trigger=current,
                          previous=baseline, old_decision=None, new_decision=None, old_verdict="", old_answer="",
                          new_verdict=outcome.verdict, new_answer=outcome.answer, key=key,
-                         text=notice_text(patient, match, outcome, current), run=run, replaces=replaced_ok)
+                         text=notice_text(patient, match, outcome, current), run=run, replaces=replaced_ok,
+                         match_class=match_class)
             delta = SweepReport(notices=1)
             if run is not None:
                 _save_run_progress(run, delta)
