@@ -5,9 +5,12 @@ from datetime import timedelta
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from recalls.normalize import normalize_drug_name, normalize_lot, normalize_ndc
+
+from .text import problem as text_problem
 
 
 def validate_region(value):
@@ -49,15 +52,36 @@ class Patient(models.Model):
                 # Dispensing rows are homed with their patient; a move of the patient moves them too.
                 self.dispensings.exclude(region=self.region).update(region=self.region)
 
+    # Text that reaches letters, messages and the review queue (patients.text).
+    TEXT_FIELDS = ("display_name", "external_ref", "email", "phone")
+
     def clean(self):
+        errors = plain_text_errors(self, self.TEXT_FIELDS)
         # A notice must be deliverable on the channel the patient chose.
         if self.preferred_channel == self.Channel.EMAIL and not self.email:
-            raise ValidationError({"email": "Preferred channel is email, so an email address is required."})
+            errors.setdefault("email", "Preferred channel is email, so an email address is required.")
         if self.preferred_channel == self.Channel.SMS and not self.phone:
-            raise ValidationError({"phone": "Preferred channel is SMS, so a phone number is required."})
+            errors.setdefault("phone", "Preferred channel is SMS, so a phone number is required.")
+        if errors:
+            raise ValidationError(errors)
+
+
+def plain_text_errors(instance, names) -> dict[str, str]:
+    """Per field, why its text is refused (control or bidi characters, patients.text), or nothing."""
+    errors = {}
+    for name in names:
+        if reason := text_problem(str(getattr(instance, name) or "")):
+            errors[name] = f"This value {reason}"
+    return errors
 
 
 FUTURE_SLACK = timedelta(minutes=5)
+# Dates outside these years are typos ("201911", "2999-01-01"), not dispensings or expiries.
+EARLIEST_YEAR, LATEST_YEAR = 1900, 2100
+# What staff type when they do not know the lot. Stored as a lot, it would match no recall and look
+# like a real lot; 'lot unknown' records the same fact honestly (docs/facts.md, "Patients' lots").
+PLACEHOLDER_LOTS = frozenset({"UNKNOWN", "UNK", "N/A", "NA", "NONE", "NULL", "NIL", "TBD", "NOLOT", "NOTKNOWN",
+                              "0", "00", "000", "X", "XX", "XXX"})
 
 
 class DispensingRecord(models.Model):
@@ -67,8 +91,19 @@ class DispensingRecord(models.Model):
     drug = models.CharField(max_length=200, help_text="Normalised generic name, as recall subjects are.")
     product_description = models.CharField(max_length=500, blank=True)
     ndc = models.CharField(max_length=13, blank=True, help_text="11-digit 5-4-2 package NDC.")
-    lot = models.CharField(max_length=100, help_text="Normalised exactly as recall lots are.")
+    lot = models.CharField(max_length=100, blank=True,
+                           help_text="Normalised exactly as recall lots are; empty only when lot_unknown.")
+    # A dispensing whose lot was not recorded: matched by drug and product only (never by lot), and
+    # shown as "unknown". Never an empty lot on its own (a check constraint holds both together).
+    lot_unknown = models.BooleanField(
+        default=False, verbose_name="lot unknown",
+        help_text="Tick only when the lot cannot be read from the pack or was not recorded.")
     expiry = models.DateField(null=True, blank=True)
+    # From the package's GS1 DataMatrix (DSCSA product identifier), when it was scanned.
+    serial = models.CharField(max_length=20, blank=True,
+                              help_text="Package serial number (GS1 AI 21), from the scan.")
+    gtin = models.CharField(max_length=14, blank=True, editable=False,
+                            help_text="GTIN-14 scanned from the package (GS1 AI 01); empty when typed.")
     quantity = models.PositiveIntegerField(default=0)
     dispensed_at = models.DateTimeField()
     site = models.CharField(max_length=200, blank=True)
@@ -89,13 +124,24 @@ class DispensingRecord(models.Model):
             # Used by the admin search (an NDC typed by staff).
             models.Index(fields=["ndc"], name="dispensing_ndc"),
         ]
+        constraints = [
+            models.CheckConstraint(
+                condition=(Q(lot_unknown=True, lot="") | (Q(lot_unknown=False) & ~Q(lot=""))),
+                name="dispensing_lot_known_or_marked_unknown",
+                violation_error_message="A dispensing has a lot, or is marked 'lot unknown' (not both, not neither).",
+            ),
+        ]
         permissions = [
             # Granted to pharmacists (unsay_site.roles): the list of patients a recall touches.
             ("view_exposure", "Can see which patients a recall exposes"),
         ]
 
+    @property
+    def lot_label(self) -> str:
+        return "unknown" if self.lot_unknown else self.lot
+
     def __str__(self):
-        return f"{self.drug} lot {self.lot} for patient {self.patient.external_ref if self.patient_id else '-'}"
+        return f"{self.drug} lot {self.lot_label} for patient {self.patient.external_ref if self.patient_id else '-'}"
 
     def save(self, *args, **kwargs):
         self.drug = normalize_drug_name(self.drug or self.product_description)
@@ -123,12 +169,20 @@ class DispensingRecord(models.Model):
             errors["drug"] = "Drug is required (the generic name, e.g. 'valsartan'); recalls are matched on it."
         raw_lot = self.lot
         self.lot = normalize_lot(raw_lot)
-        if not self.lot:
+        if self.lot_unknown:
+            if self.lot:
+                errors["lot"] = f"Lot {self.lot} is given and 'lot unknown' is ticked: clear one of them."
+        elif not self.lot:
             errors["lot"] = (
                 "Lot number is missing"
                 + (f" ({raw_lot!r} has no letters or digits)" if (raw_lot or "").strip() else "")
                 + ": recalls are matched by lot, so a dispensing without one can't be checked. "
-                "Copy it from the pack."
+                "Copy it from the pack (or scan it); if it really cannot be known, tick 'lot unknown'."
+            )
+        elif self.lot in PLACEHOLDER_LOTS:
+            errors["lot"] = (
+                f"{raw_lot!r} is not a lot number. If the lot cannot be known, tick 'lot unknown' "
+                "(CSV: lot_unknown = yes), so it is recorded as unknown rather than as a lot no recall names."
             )
         if self.ndc:
             try:
@@ -148,19 +202,28 @@ class DispensingRecord(models.Model):
             exclude.add("ndc")
         super().clean_fields(exclude=exclude)
 
+    TEXT_FIELDS = ("drug", "product_description", "lot", "serial", "site")
+
     def clean(self):
-        errors = {}
+        errors = plain_text_errors(self, self.TEXT_FIELDS)  # before normalise() strips what it cannot keep
         try:
             self.normalise()
         except ValidationError as exc:
-            errors.update(exc.message_dict)
+            for name, messages in exc.message_dict.items():
+                errors.setdefault(name, messages)
+        for name in ("dispensed_at", "expiry"):
+            value = getattr(self, name)
+            if value is not None and not EARLIEST_YEAR <= value.year <= LATEST_YEAR:
+                errors[name] = (f"The year {value.year} is not plausible here (expected {EARLIEST_YEAR} to "
+                                f"{LATEST_YEAR}): a typo?")
         # A few minutes of slack for clocks of the till and the server disagreeing.
-        if self.dispensed_at and self.dispensed_at > timezone.now() + FUTURE_SLACK:
+        if "dispensed_at" not in errors and self.dispensed_at and self.dispensed_at > timezone.now() + FUTURE_SLACK:
             errors["dispensed_at"] = (
                 f"Dispensed in the future ({self.dispensed_at:%Y-%m-%d %H:%M} UTC); "
                 "record a dispensing after it happens."
             )
-        if self.expiry and self.dispensed_at and self.expiry < self.dispensed_at.date():
+        dates_readable = "expiry" not in errors and "dispensed_at" not in errors
+        if dates_readable and self.expiry and self.dispensed_at and self.expiry < self.dispensed_at.date():
             errors["expiry"] = (
                 f"Expiry {self.expiry:%Y-%m-%d} is before the dispensing date {self.dispensed_at:%Y-%m-%d}: "
                 "an expired pack, or a typo in one of the dates."
