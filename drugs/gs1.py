@@ -171,7 +171,7 @@ def ndc_candidates(gtin: str) -> list[NdcCandidate]:
 
 
 def gtin_for_ndc(ndc: str, *, indicator: str = "0") -> str:
-    """GTIN-14 of an NDC printed with its hyphens ('0378-5814-77' -> '00303785814770'). The 11-digit
+    """GTIN-14 of an NDC printed with its hyphens ('0378-5814-77' -> '00303785814771'). The 11-digit
     form cannot be used: which zero was padding is exactly what the barcode does not keep."""
     parts = (ndc or "").strip().split("-")
     if len(parts) != 3 or not all(p.isascii() and p.isdigit() for p in parts) or \

@@ -121,8 +121,10 @@ class DispensingRecord(models.Model):
             # Used by exposure: a recall lot resolves to patients through (drug, lot).
             models.Index(fields=["drug", "lot"], name="dispensing_drug_lot"),
             models.Index(fields=["lot"], name="dispensing_lot"),
-            # Used by the admin search (an NDC typed by staff).
+            # Used by the admin search (an NDC typed by staff) and by scans (an NDC product's packages).
             models.Index(fields=["ndc"], name="dispensing_ndc"),
+            # Used by the admin's "lot unknown" filter and search: few rows, newest first.
+            models.Index(fields=["-id"], condition=Q(lot_unknown=True), name="dispensing_lot_unknown"),
         ]
         constraints = [
             models.CheckConstraint(
