@@ -217,6 +217,8 @@ def _record(values: dict, patients: dict, synthetic: bool):
     expiry = _date(values.get("expiry", ""), "expiry", reasons)
     quantity = _quantity(values.get("quantity", ""), reasons)
     lot_unknown = _yes_no(values.get("lot_unknown", ""), "lot_unknown", reasons)
+    if lot_unknown is None:  # already reported: don't also report the lot as missing or doubled
+        lot_unknown = not values.get("lot", "")
     entered = Entered(ndc=values.get("ndc", ""), lot=values.get("lot", ""), expiry=expiry,
                       serial=values.get("serial", ""), lot_unknown=bool(lot_unknown))
     fill, gtin = entered, ""
@@ -226,7 +228,7 @@ def _record(values: dict, patients: dict, synthetic: bool):
         except ScanError as exc:
             problems, scanned = {"scan": str(exc)}, None
         reasons.extend(f"{name}: {message}" for name, message in problems.items())
-        if scanned is not None and not problems:
+        if scanned is not None:  # also with problems: what the scan did give is not reported missing
             fill, gtin = scanned, scanned.gtin
     record = DispensingRecord(
         patient=patient, region=patient.region if patient else "", drug=values.get("drug", ""),
