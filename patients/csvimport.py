@@ -135,6 +135,7 @@ def import_dispensing_csv(data, *, actor: str = "csv", synthetic: bool = False) 
         if not reasons:
             records.append((number, record))
     result.errors.extend(_already_recorded(records))
+    result.errors.sort(key=lambda e: e.row)  # stable: a row's reasons stay in the order found
     if result.errors or not records:
         if not records and not result.errors:
             result.errors.append(RowError(0, "The file has no dispensing rows."))

@@ -213,17 +213,17 @@ class DispensingRecord(models.Model):
         except ValidationError as exc:
             for name, messages in exc.message_dict.items():
                 errors.setdefault(name, messages)
-        for name in ("dispensed_at", "expiry"):
-            value = getattr(self, name)
-            if value is not None and not EARLIEST_YEAR <= value.year <= LATEST_YEAR:
-                errors[name] = (f"The year {value.year} is not plausible here (expected {EARLIEST_YEAR} to "
-                                f"{LATEST_YEAR}): a typo?")
         # A few minutes of slack for clocks of the till and the server disagreeing.
-        if "dispensed_at" not in errors and self.dispensed_at and self.dispensed_at > timezone.now() + FUTURE_SLACK:
+        if self.dispensed_at and self.dispensed_at > timezone.now() + FUTURE_SLACK:
             errors["dispensed_at"] = (
                 f"Dispensed in the future ({self.dispensed_at:%Y-%m-%d %H:%M} UTC); "
                 "record a dispensing after it happens."
             )
+        for name in ("dispensed_at", "expiry"):
+            value = getattr(self, name)
+            if name not in errors and value is not None and not EARLIEST_YEAR <= value.year <= LATEST_YEAR:
+                errors[name] = (f"The year {value.year} is not plausible here (expected {EARLIEST_YEAR} to "
+                                f"{LATEST_YEAR}): a typo?")
         dates_readable = "expiry" not in errors and "dispensed_at" not in errors
         if dates_readable and self.expiry and self.dispensed_at and self.expiry < self.dispensed_at.date():
             errors["expiry"] = (
