@@ -23,13 +23,14 @@ def forbidden_characters(value: str, *, allowed: str = "") -> list[tuple[int, st
     for position, ch in enumerate(value or ""):
         if ch in allowed:
             continue
-        if ch in BIDI_CONTROLS or ch in LINE_BREAKERS or unicodedata.category(ch) == "Cc":
+        # Cc: controls (NUL, CR, LF, ESC...); Cs: a lone surrogate, which is not text and cannot be stored.
+        if ch in BIDI_CONTROLS or ch in LINE_BREAKERS or unicodedata.category(ch) in ("Cc", "Cs"):
             found.append((position, ch))
     return found
 
 
 def describe(ch: str) -> str:
-    return f"U+{ord(ch):04X} {unicodedata.name(ch, 'control character')}"
+    return f"U+{ord(ch):04X} {unicodedata.name(ch, 'control character' if unicodedata.category(ch) == 'Cc' else '')}".rstrip()
 
 
 def problem(value: str, *, allowed: str = "") -> str:
@@ -39,7 +40,8 @@ def problem(value: str, *, allowed: str = "") -> str:
         return ""
     position, ch = found[0]
     more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
-    kind = "a text-direction control" if ch in BIDI_CONTROLS else "a control character"
+    kind = ("a text-direction control" if ch in BIDI_CONTROLS
+            else "a broken character (lone surrogate)" if unicodedata.category(ch) == "Cs" else "a control character")
     return (f"contains {kind}, {describe(ch)}, at character {position + 1}{more}; retype the value "
             "without it (it is invisible, and it would reach patient letters).")
 

@@ -124,6 +124,11 @@ def test_text_direction_controls_are_refused_in_csv_text(patient, column):
     assert f"{column}: contains a text-direction control, U+202E RIGHT-TO-LEFT OVERRIDE" in errors_of(result)[0][1]
 
 
+def test_a_lone_surrogate_in_text_is_a_row_error_not_a_database_error(patient):
+    result = import_dispensing_csv(csv_text([{"site": "a\ud800"}]))
+    assert errors_of(result)[0][1].startswith("site: contains a broken character (lone surrogate), U+D800, at character 2")
+
+
 def test_a_column_named_twice_is_refused(patient):
     result = import_dispensing_csv("patient_ref,drug,lot,lot,quantity,dispensed_at\nP-1,v,A,B,1,2019-01-01\n")
     assert errors_of(result) == [(1, "column(s) named twice: lot.")]
@@ -204,7 +209,7 @@ def test_the_admin_upload_refuses_an_oversize_file_before_reading_it(admin_clien
 
 NASTY = ["", "²", "١٢", "٣", "\x00", "\u202e", "\u2066x", "201911", "2999-01-01", "1800-01-01", "2019-02-30",
          "x" * 1001, "7" * 101, "\r", "\n", "\r\n", '"', ",", "-1", "0", "1e3", "NaN", "N/A", "unknown", "\ufeff",
-         "\x1d", "\ud7ff", "Lot # ", "0378-5814-77", "12345", "yes", "2019-01-02T25:00", "𝟙𝟚", "\u00a0"]
+         "\x1d", "\ud800", "\udfff", "Lot # ", "0378-5814-77", "12345", "yes", "2019-01-02T25:00", "𝟙𝟚", "\u00a0"]
 cell = st.one_of(st.sampled_from(NASTY), st.text(max_size=12), st.text(st.characters(codec="utf-8"), max_size=6))
 row = st.fixed_dictionaries({c: st.one_of(st.just(GOOD[c]), st.just(GOOD[c]), cell) for c in HEADER})
 
