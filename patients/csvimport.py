@@ -16,7 +16,7 @@ Columns (header row required, order free, names case-insensitive):
     site
 Row numbers are spreadsheet rows: the header is row 1, the first record row 2. Line endings may be
 LF, CRLF or CR. Dates are strict (no "201911"; years 1900..2100, see DispensingRecord.clean).
-Every row is written through patients.dispensing.save_dispensing (row + audit, one announcement).
+Rows are written through patients.dispensing.create_dispensings (rows + audit, one announcement).
 """
 
 import csv
@@ -31,7 +31,7 @@ from django.db import connection, transaction
 from drugs.gs1 import GROUP_SEPARATOR, ScanError, parse_scan
 from unsay_site.retry import run_in_transaction
 
-from .dispensing import save_dispensing
+from .dispensing import create_dispensings
 from .models import DispensingRecord, Patient
 from .scanning import Entered, apply_scan
 from .text import problem as text_problem
@@ -145,7 +145,7 @@ def import_dispensing_csv(data, *, actor: str = "csv", synthetic: bool = False) 
         for _, record in records:
             record.pk = None  # a retried transaction starts again from unsaved rows
             record._state.adding = True
-            save_dispensing(record, actor=actor)
+        create_dispensings([r for _, r in records], actor=actor)
 
     if connection.in_atomic_block:
         with transaction.atomic():  # join the caller's transaction (its owner retries the whole of it)

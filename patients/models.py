@@ -95,14 +95,15 @@ class DispensingRecord(models.Model):
                            help_text="Normalised exactly as recall lots are; empty only when lot_unknown.")
     # A dispensing whose lot was not recorded: matched by drug and product only (never by lot), and
     # shown as "unknown". Never an empty lot on its own (a check constraint holds both together).
+    # db_default as well: rows loaded by raw SQL (bench COPY, sql/) get the same values as the ORM's.
     lot_unknown = models.BooleanField(
-        default=False, verbose_name="lot unknown",
+        default=False, db_default=False, verbose_name="lot unknown",
         help_text="Tick only when the lot cannot be read from the pack or was not recorded.")
     expiry = models.DateField(null=True, blank=True)
     # From the package's GS1 DataMatrix (DSCSA product identifier), when it was scanned.
-    serial = models.CharField(max_length=20, blank=True,
+    serial = models.CharField(max_length=20, blank=True, default="", db_default="",
                               help_text="Package serial number (GS1 AI 21), from the scan.")
-    gtin = models.CharField(max_length=14, blank=True, editable=False,
+    gtin = models.CharField(max_length=14, blank=True, editable=False, default="", db_default="",
                             help_text="GTIN-14 scanned from the package (GS1 AI 01); empty when typed.")
     quantity = models.PositiveIntegerField(default=0)
     dispensed_at = models.DateTimeField()

@@ -14,7 +14,7 @@ from django.db import transaction
 from memory.models import Fact
 from recalls.normalize import normalize_drug_name, normalize_ndc
 
-from .dispensing import save_dispensing
+from .dispensing import create_dispensings
 from .models import DispensingRecord, Patient
 
 # Common generics for unaffected dispensing when no recall names the drug.
@@ -83,6 +83,7 @@ def seed_patients(count: int, *, per_patient: int = 3, recalled_share: float = 0
         # Through the dispensing service like every other path (row + audit + one announcement after
         # commit). Benchmarks that need a million rows load them with COPY (bench/exposure.py).
         for row in rows:
-            save_dispensing(row, actor="seed_patients")
+            row.full_clean(validate_unique=False, validate_constraints=False)  # the model's normalisation
+        create_dispensings(rows, actor="seed_patients")
     return {"patients": len(patients), "dispensings": len(rows), "recalled_dispensings": exposed,
             "recalled_lots_available": len(recalled), "batch": batch}

@@ -11,7 +11,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 
-from patients.dispensing import dispensing_changed
+from patients.dispensing import create_dispensings, dispensing_changed, save_dispensing
 from patients.models import DispensingChange, DispensingRecord, Patient
 
 WHEN = datetime(2019, 1, 2, 15, tzinfo=UTC)
@@ -193,3 +193,27 @@ def test_seed_patients_writes_through_the_service(db, announced, django_capture_
     rows = DispensingRecord.objects.count()
     assert rows >= 5 and DispensingChange.objects.filter(actor_label="seed_patients").count() == rows
     assert len(callbacks) == 1 and len(announced) == 1
+
+
+def test_bulk_creation_writes_what_one_by_one_saving_writes(patient, announced, django_capture_on_commit_callbacks):
+    def new(lot):
+        record = DispensingRecord(patient=patient, drug="Valsartan 160 mg", ndc="0378-5814-77", lot=f"lot # {lot}",
+                                  serial="S1", quantity=30, dispensed_at=WHEN)
+        record.full_clean()
+        return record
+
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        one = save_dispensing(new("a1"), actor="x")
+        bulk = create_dispensings([new("a2"), new("a3")], actor="x")
+    assert len(callbacks) == 1 and announced == [[(patient.pk, "valsartan")]]
+    audits = {c.dispensing_id: c for c in DispensingChange.objects.all()}
+    assert {pk for pk in audits} == {one.pk, bulk[0].pk, bulk[1].pk}
+    for record in (one, *bulk):
+        stored = DispensingRecord.objects.get(pk=record.pk)
+        assert stored.fingerprint == stored.compute_fingerprint() and stored.region == patient.region
+        change = audits[record.pk]
+        assert (change.action, change.actor_label, change.before) == ("created", "x", {})
+        assert {k: v for k, v in change.after.items() if k != "lot"} == \
+            {k: v for k, v in audits[one.pk].after.items() if k != "lot"}
+    with pytest.raises(ValueError, match="new rows only"):
+        create_dispensings([one], actor="x")

@@ -20,17 +20,17 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='dispensingrecord',
             name='gtin',
-            field=models.CharField(blank=True, editable=False, help_text='GTIN-14 scanned from the package (GS1 AI 01); empty when typed.', max_length=14),
+            field=models.CharField(blank=True, default='', db_default='', editable=False, help_text='GTIN-14 scanned from the package (GS1 AI 01); empty when typed.', max_length=14),
         ),
         migrations.AddField(
             model_name='dispensingrecord',
             name='lot_unknown',
-            field=models.BooleanField(default=False, help_text='Tick only when the lot cannot be read from the pack or was not recorded.', verbose_name='lot unknown'),
+            field=models.BooleanField(default=False, db_default=False, help_text='Tick only when the lot cannot be read from the pack or was not recorded.', verbose_name='lot unknown'),
         ),
         migrations.AddField(
             model_name='dispensingrecord',
             name='serial',
-            field=models.CharField(blank=True, help_text='Package serial number (GS1 AI 21), from the scan.', max_length=20),
+            field=models.CharField(blank=True, default='', db_default='', help_text='Package serial number (GS1 AI 21), from the scan.', max_length=20),
         ),
         migrations.AlterField(
             model_name='dispensingrecord',
