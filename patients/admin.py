@@ -8,7 +8,7 @@ from django.urls import path
 
 from recalls.normalize import normalize_drug_name, normalize_lot, normalize_ndc
 
-from .csvimport import import_dispensing_csv
+from .csvimport import MAX_IMPORT_BYTES, MAX_ROWS, import_dispensing_csv
 from .dispensing import delete_dispensing, save_dispensing
 from .forms import DispensingImportForm, DispensingRecordForm, PatientForm
 from .models import DispensingRecord, Patient
@@ -144,6 +144,8 @@ class DispensingRecordAdmin(admin.ModelAdmin):
             "title": "Import dispensing from CSV",
             "form": form,
             "result": result,
+            "max_rows": f"{MAX_ROWS:,}",
+            "max_mb": MAX_IMPORT_BYTES // 1024 // 1024,
         }
         status = 400 if request.method == "POST" and (result is None or not result.ok) else 200
         return TemplateResponse(request, "admin/patients/dispensingrecord/import.html", context, status=status)

@@ -64,8 +64,8 @@ def _patient(ref: str, index: int, regions: list[str]) -> Patient:
 
 
 def _dispense(patient, *, drug, product, ndc, lot, day) -> bool:
-    record = DispensingRecord(patient=patient, drug=drug, lot=lot, dispensed_at=datetime(2018, 10, day, 15, 0, tzinfo=UTC),
-                              product_description=product, ndc=ndc, quantity=90, site=DEMO_SITE,
+    record = DispensingRecord(patient=patient, drug=drug, lot=lot, product_description=product, ndc=ndc,
+                              dispensed_at=datetime(2018, 10, day, 15, 0, tzinfo=UTC), quantity=90, site=DEMO_SITE,
                               region=patient.region, synthetic=True)
     record.full_clean(validate_unique=False)  # the model's own normalisation, as for staff's rows
     if DispensingRecord.objects.filter(patient=patient, drug=record.drug, lot=record.lot,

@@ -139,10 +139,6 @@ class DispensingRecord(models.Model):
             ("view_exposure", "Can see which patients a recall exposes"),
         ]
 
-    @property
-    def lot_label(self) -> str:
-        return "unknown" if self.lot_unknown else self.lot
-
     def __str__(self):
         return f"{self.drug} lot {self.lot_label} for patient {self.patient.external_ref if self.patient_id else '-'}"
 
@@ -157,6 +153,10 @@ class DispensingRecord(models.Model):
         if kwargs.get("update_fields") is not None:
             kwargs["update_fields"] = {*kwargs["update_fields"], "fingerprint", "updated"}
         super().save(*args, **kwargs)
+
+    @property
+    def lot_label(self) -> str:
+        return "unknown" if self.lot_unknown else self.lot
 
     def compute_fingerprint(self) -> str:
         parts = [self.patient_id, self.drug, self.ndc, self.lot, self.expiry, self.dispensed_at]

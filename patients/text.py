@@ -30,7 +30,8 @@ def forbidden_characters(value: str, *, allowed: str = "") -> list[tuple[int, st
 
 
 def describe(ch: str) -> str:
-    return f"U+{ord(ch):04X} {unicodedata.name(ch, 'control character' if unicodedata.category(ch) == 'Cc' else '')}".rstrip()
+    fallback = "control character" if unicodedata.category(ch) == "Cc" else ""
+    return f"U+{ord(ch):04X} {unicodedata.name(ch, fallback)}".rstrip()
 
 
 def problem(value: str, *, allowed: str = "") -> str:

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from patients.dispensing import create_dispensings, dispensing_changed, save_dispensing
 from patients.models import DispensingChange, DispensingRecord, Patient
@@ -159,7 +159,7 @@ def test_a_refused_csv_writes_no_audit_and_announces_nothing(patient, announced,
                                                              django_capture_on_commit_callbacks):
     bad = tmp_path / "bad.csv"
     bad.write_text("patient_ref,drug,lot,quantity,dispensed_at\nP-1,valsartan,B2,30,2019-02-01\nP-9,x,B3,1,2019-02-01\n")
-    with django_capture_on_commit_callbacks(execute=True) as callbacks, pytest.raises(Exception):
+    with django_capture_on_commit_callbacks(execute=True) as callbacks, pytest.raises(CommandError):
         call_command("import_dispensing", str(bad))
     assert audit() == [] and callbacks == [] and announced == []
 

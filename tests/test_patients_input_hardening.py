@@ -126,7 +126,8 @@ def test_text_direction_controls_are_refused_in_csv_text(patient, column):
 
 def test_a_lone_surrogate_in_text_is_a_row_error_not_a_database_error(patient):
     result = import_dispensing_csv(csv_text([{"site": "a\ud800"}]))
-    assert errors_of(result)[0][1].startswith("site: contains a broken character (lone surrogate), U+D800, at character 2")
+    reason = errors_of(result)[0][1]
+    assert reason.startswith("site: contains a broken character (lone surrogate), U+D800, at character 2")
 
 
 def test_a_column_named_twice_is_refused(patient):

@@ -15,7 +15,7 @@ from django.db import IntegrityError, transaction
 from memory.services import assert_claim
 from patients.csvimport import import_dispensing_csv
 from patients.models import DispensingRecord, Patient
-from tests.factories_facts import record, recall_claim
+from tests.factories_facts import recall_claim, record
 
 GS = "\x1d"
 VALSARTAN_GTIN, LOSARTAN_GTIN, TEVA_GTIN = "00303785814771", "00368788048035", "00300937367567"
