@@ -83,6 +83,8 @@ class DispensingRecordForm(forms.ModelForm):
         raw_scan = cleaned.get("scan")
         if raw_scan:
             self._apply_scan(raw_scan, cleaned)
+        elif self.instance.gtin and "ndc" in self.changed_data:
+            self.instance.gtin = ""  # the NDC was corrected by hand: the stored scan no longer describes the row
         return cleaned
 
     def _apply_scan(self, raw_scan, cleaned):

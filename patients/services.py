@@ -119,7 +119,7 @@ def recall_warning(records) -> str:
         for fact in active_recalls_for_dispensing(record):
             attrs = fact.attributes or {}
             scope = f"lot {fact.lot}" if fact.lot else f"all lots of {fact.subject}"
-            lines.append(f"{record.drug} lot {record.lot} for {record.patient.display_name}: "
+            lines.append(f"{record.drug} lot {record.lot_label} for {record.patient.display_name}: "
                          f"{attrs.get('classification', '')} recall {attrs.get('recall_number', '')} "
                          f"({attrs.get('status', '')}) covers {scope}")
     if not lines:

@@ -243,3 +243,16 @@ def test_the_csv_lot_unknown_column(patient):
     ]
     assert import_dispensing_csv(header + "P-1,valsartan,,yes,30,2019-01-10\n").ok
     assert DispensingRecord.objects.get().lot_unknown
+
+
+def test_correcting_the_ndc_by_hand_drops_the_stored_gtin(admin_client, patient):
+    admin_client.post("/admin/patients/dispensingrecord/add/", add_form(
+        patient, scan=LOSARTAN_SCAN, drug="losartan", ndc="68788-048-03", dispensed_at_0="2019-01-10"))
+    row = DispensingRecord.objects.get()
+    assert row.gtin == LOSARTAN_GTIN
+    response = admin_client.post(f"/admin/patients/dispensingrecord/{row.pk}/change/", add_form(
+        patient, drug="losartan", ndc="68788-0048-09", lot="A1818G", expiry="2020-03-31", serial="SN2",
+        dispensed_at_0="2019-01-10"))
+    assert response.status_code == 302, page_errors(response)
+    row.refresh_from_db()
+    assert (row.ndc, row.gtin) == ("68788-0048-09", "")
