@@ -217,3 +217,21 @@ def test_bulk_creation_writes_what_one_by_one_saving_writes(patient, announced, 
             {k: v for k, v in audits[one.pk].after.items() if k != "lot"}
     with pytest.raises(ValueError, match="new rows only"):
         create_dispensings([one], actor="x")
+
+
+def test_a_new_patient_with_inline_rows_gets_them_homed_and_audited(admin_client, db, announced,
+                                                                      django_capture_on_commit_callbacks):
+    data = {"display_name": "Bea (synthetic)", "external_ref": "P-2", "region": "aws-eu-west-1",
+            "preferred_channel": "email", "email": "bea@example.com", "phone": "",
+            "dispensings-TOTAL_FORMS": "1", "dispensings-INITIAL_FORMS": "0", "dispensings-MIN_NUM_FORMS": "0",
+            "dispensings-MAX_NUM_FORMS": "1000", "dispensings-0-drug": "valsartan", "dispensings-0-lot": "3069020",
+            "dispensings-0-quantity": "30", "dispensings-0-dispensed_at_0": "2019-03-01",
+            "dispensings-0-dispensed_at_1": "10:00:00"}
+    with django_capture_on_commit_callbacks(execute=True):
+        response = admin_client.post("/admin/patients/patient/add/", data)
+    assert response.status_code == 302
+    new = Patient.objects.get(external_ref="P-2")
+    stored = DispensingRecord.objects.get(patient=new)
+    assert (stored.region, stored.lot, bool(stored.fingerprint)) == ("aws-eu-west-1", "3069020", True)
+    assert DispensingChange.objects.get().region == "aws-eu-west-1"
+    assert announced == [[(new.pk, "valsartan")]]
