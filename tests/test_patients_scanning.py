@@ -12,9 +12,11 @@ import pytest
 from django.contrib.messages import get_messages
 from django.db import IntegrityError, transaction
 
+from drugs.gs1 import gtin_for_ndc, ndc_candidates
 from memory.services import assert_claim
 from patients.csvimport import import_dispensing_csv
 from patients.models import DispensingRecord, Patient
+from patients.scanning import known_products
 from tests.factories_facts import recall_claim, record
 
 GS = "\x1d"
@@ -256,3 +258,12 @@ def test_correcting_the_ndc_by_hand_drops_the_stored_gtin(admin_client, patient)
     assert response.status_code == 302, page_errors(response)
     row.refresh_from_db()
     assert (row.ndc, row.gtin) == ("68788-0048-09", "")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_known_products_by_scope_for_this_lot_and_by_attributes_for_another(hashing_embeddings):
+    assert_claim(recall_claim("D-0326-2019", "3069020"))
+    valsartan = ndc_candidates(gtin_for_ndc("0378-5814-77"))
+    assert known_products(valsartan, "3069020") == {"00378-5814"}   # the fact's scope names this lot
+    assert known_products(valsartan, "X1") == {"00378-5814"}        # the fact's attributes name the product
+    assert known_products(ndc_candidates(gtin_for_ndc("0093-7367-56")), "X1") == set()
