@@ -79,7 +79,7 @@ def load(rows: int, seed: int = 1) -> dict:
                                 f"BENCH-{pid:08d}", True, now, now))
         patients_done = time.monotonic()
         with cur.copy("COPY patients_dispensingrecord (patient_id, region, drug, drug_text, drug_source, "
-                      "product_description, ndc, ndc_product, lot, lot_known, expiry, quantity, dispensed_at, site, "
+                      "product_description, ndc, ndc_product, lot, lot_unknown, expiry, quantity, dispensed_at, site, "
                       "synthetic, fingerprint, created, updated) FROM STDIN") as copy:
             for i in range(rows):
                 ndc = ""
@@ -96,7 +96,7 @@ def load(rows: int, seed: int = 1) -> dict:
                     if rng.random() < 0.05:  # and some were filled before lots were recorded
                         lot = ""
                 copy.write_row((pid, regions[pid % len(regions)], drug, drug, "drug-ner", "", ndc, ndc[:10], lot,
-                                bool(lot), None, 30, now - timedelta(minutes=rng.randrange(525_600)),
+                                not lot, None, 30, now - timedelta(minutes=rng.randrange(525_600)),
                                 "Bench site (synthetic)", True, "", now, now))
     with connection.cursor() as cursor:
         for table in ("patients_patient", "patients_dispensingrecord"):

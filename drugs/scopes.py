@@ -10,6 +10,9 @@ Lots are unique only within a manufacturer's product, so no scope is a lot alone
 """
 
 DRUG_LEVEL = "*"
+# Carried by every lot-level fact and rested on by a dispensing whose lot was not recorded: a recall
+# of *some* lot of the drug is exactly what such a patient must hear about (as a candidate).
+ANY_LOT = "?"
 
 
 def _lot_part(lot) -> str:
@@ -20,23 +23,24 @@ def fact_scopes(subject: str, lot: str | None, ndc_products=()) -> list[str]:
     """Scopes of a fact: (drug identity, lot) and (NDC product, lot) for each product it names;
     drug-level facts (no lot: "all lots", no lot named, labels) use the drug-level marker."""
     part = _lot_part(lot)
-    scopes = []
-    if subject:
-        scopes.append(f"drug:{subject}|{part}")
-    scopes.extend(f"ndc:{product}|{part}" for product in sorted(set(ndc_products or ())) if product)
+    keys = ([f"drug:{subject}"] if subject else []) + [
+        f"ndc:{product}" for product in sorted(set(ndc_products or ())) if product]
+    scopes = [f"{key}|{part}" for key in keys]
+    if lot:
+        scopes.extend(f"{key}|{ANY_LOT}" for key in keys)
     return scopes
 
 
 def dispensing_scopes(drug: str, lot: str | None, ndc_product: str | None = None) -> list[str]:
     """Every scope a fact about this dispensing could carry: its lot and the drug level, by drug
-    identity and by NDC product when known. An unknown lot still rests on drug-level facts."""
+    identity and by NDC product when known. An unknown lot rests on the drug level and on every
+    lot-level fact of the drug or product (ANY_LOT)."""
     scopes = []
     for prefix, value in (("drug", drug), ("ndc", ndc_product)):
         if not value:
             continue
         scopes.append(f"{prefix}:{value}|{DRUG_LEVEL}")
-        if lot:
-            scopes.append(f"{prefix}:{value}|{lot}")
+        scopes.append(f"{prefix}:{value}|{lot if lot else ANY_LOT}")
     return scopes
 
 

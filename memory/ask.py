@@ -23,7 +23,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from drugs.identity import resolve as resolve_identity
-from drugs.scopes import dispensing_scopes
+from drugs.scopes import DRUG_LEVEL, dispensing_scopes
 from unsay_site.retry import run_in_transaction
 
 from .guardrail import apply_guardrail
@@ -125,25 +125,30 @@ class DispensedRow:
     dispensed_at: object
     fingerprint: str
     drug: str = ""
-    lot_known: bool = True
+    lot_unknown: bool = False
     expiry: object = None
 
     @property
     def ndc_product(self) -> str:
         return self.ndc[:10] if self.ndc else ""
 
+    @property
+    def lot_known(self) -> bool:
+        return not self.lot_unknown
+
 
 def dispensed_rows(patient, subject: str) -> list[DispensedRow]:
     rows = patient.dispensings.filter(drug=subject).order_by("id").values_list(
-        "id", "lot", "ndc", "dispensed_at", "fingerprint", "drug", "lot_known", "expiry")
+        "id", "lot", "ndc", "dispensed_at", "fingerprint", "drug", "lot_unknown", "expiry")
     return [DispensedRow(*row) for row in rows]
 
 
 def premises_for(subject: str, rows: list[DispensedRow]) -> list[str]:
     """The scopes a decision about `subject` rests on: each dispensed lot and the drug level, by
     drug identity and by NDC product (drugs.scopes). With nothing dispensed, the drug level alone."""
-    scopes = {scope for row in rows for scope in dispensing_scopes(subject, row.lot, row.ndc_product)}
-    scopes.update(dispensing_scopes(subject, None))
+    scopes = {scope for row in rows
+              for scope in dispensing_scopes(subject, "" if row.lot_unknown else row.lot, row.ndc_product)}
+    scopes.add(f"drug:{subject}|{DRUG_LEVEL}")
     return sorted(scopes)
 
 

@@ -1,5 +1,6 @@
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
+from django.db import transaction
 from django.db.models import Q
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
@@ -7,12 +8,23 @@ from django.urls import path
 
 from recalls.normalize import normalize_drug_name, normalize_lot, normalize_ndc
 
-from .csvimport import import_dispensing_csv
+from .csvimport import MAX_IMPORT_BYTES, MAX_ROWS, import_dispensing_csv
+from .dispensing import delete_dispensing, save_dispensing
 from .forms import DispensingImportForm, DispensingRecordForm, PatientForm
 from .models import DispensingRecord, Patient
 from .services import recall_warning
 
-DISPENSING_FIELDS = ["drug", "product_description", "ndc", "lot", "expiry", "quantity", "dispensed_at", "site"]
+DISPENSING_FIELDS = ["scan", "drug", "product_description", "ndc", "lot", "lot_unknown", "expiry", "serial",
+                     "quantity", "dispensed_at", "site"]
+
+
+def actor_of(request) -> str:
+    return request.user.get_username()
+
+
+@admin.display(description="lot", ordering="lot")
+def lot_column(record):
+    return "unknown (not recorded)" if record.lot_unknown else record.lot
 
 
 class DispensingInline(admin.TabularInline):
@@ -40,18 +52,34 @@ class PatientAdmin(admin.ModelAdmin):
     ordering = ["display_name"]  # patients_pa_display index
     show_full_result_count = False
 
+    def save_formset(self, request, form, formset, change):
+        """Inline dispensing rows go through the dispensing service (row + audit + one announcement per
+        transaction: the admin's changeform is one transaction) and warn as the dispensing form does."""
+        if formset.model is not DispensingRecord:
+            return super().save_formset(request, form, formset, change)
+        actor = actor_of(request)
+        saved = formset.save(commit=False)
+        for record in formset.deleted_objects:
+            delete_dispensing(record, actor=actor)
+        for record in saved:
+            save_dispensing(record, actor=actor)
+        formset.save_m2m()
+        if warning := recall_warning(saved):
+            self.message_user(request, warning, messages.WARNING)
+
 
 @admin.register(DispensingRecord)
 class DispensingRecordAdmin(admin.ModelAdmin):
     form = DispensingRecordForm
     change_list_template = "admin/patients/dispensingrecord/change_list.html"
-    list_display = ["dispensed_at", "patient", "drug", "lot", "ndc", "quantity", "region", "site"]
-    list_filter = ["region", "synthetic"]
+    list_display = ["dispensed_at", "patient", "drug", lot_column, "ndc", "quantity", "region", "site"]
+    list_filter = ["region", "lot_unknown", "synthetic"]
     list_select_related = ["patient"]
     search_fields = ["lot", "drug", "ndc", "patient__external_ref"]  # shows the box; see get_search_results
-    search_help_text = "A lot, drug or NDC (as printed: normalised before matching) or a patient reference."
+    search_help_text = ("A lot, drug or NDC (as printed: normalised before matching), a patient reference, "
+                        "or 'unknown' for dispensings whose lot was not recorded.")
     autocomplete_fields = ["patient"]
-    readonly_fields = ["region", "synthetic", "created"]
+    readonly_fields = ["region", "gtin", "synthetic", "created"]
     ordering = ["-id"]  # newest first on the primary key: no sort over a million rows
     show_full_result_count = False
 
@@ -64,6 +92,8 @@ class DispensingRecordAdmin(admin.ModelAdmin):
         # Patient ids resolved first: as a subquery inside the OR, the planner misjudged it and walked
         # the primary key backwards over every row.
         match = Q(patient_id__in=list(Patient.objects.filter(external_ref=term).values_list("id", flat=True)))
+        if term.lower() == "unknown":
+            match |= Q(lot_unknown=True)
         if lot := normalize_lot(term):
             match |= Q(lot=lot)
         if drug := normalize_drug_name(term):
@@ -75,9 +105,20 @@ class DispensingRecordAdmin(admin.ModelAdmin):
         return queryset.filter(match), False
 
     def save_model(self, request, obj, form, change):
-        super().save_model(request, obj, form, change)
+        save_dispensing(obj, actor=actor_of(request))
         if warning := recall_warning([obj]):
             self.message_user(request, warning, messages.WARNING)
+
+    def delete_model(self, request, obj):
+        delete_dispensing(obj, actor=actor_of(request))
+
+    def delete_queryset(self, request, queryset):
+        # The changelist's "delete selected" runs outside the admin's transaction: one here, so the
+        # rows, their audit and the one announcement go together.
+        actor = actor_of(request)
+        with transaction.atomic():
+            for record in queryset.select_related("patient"):
+                delete_dispensing(record, actor=actor)
 
     def get_urls(self):
         return [
@@ -91,7 +132,7 @@ class DispensingRecordAdmin(admin.ModelAdmin):
         result = None
         form = DispensingImportForm(request.POST or None, request.FILES or None)
         if request.method == "POST" and form.is_valid():
-            result = import_dispensing_csv(form.cleaned_data["file"].read())
+            result = import_dispensing_csv(form.cleaned_data["file"].read(), actor=f"{actor_of(request)} (csv)")
             if result.ok:
                 self.message_user(request, f"Imported {result.imported} dispensing rows.", messages.SUCCESS)
                 if warning := recall_warning(result.records):
@@ -103,6 +144,8 @@ class DispensingRecordAdmin(admin.ModelAdmin):
             "title": "Import dispensing from CSV",
             "form": form,
             "result": result,
+            "max_rows": f"{MAX_ROWS:,}",
+            "max_mb": MAX_IMPORT_BYTES // 1024 // 1024,
         }
         status = 400 if request.method == "POST" and (result is None or not result.ok) else 200
         return TemplateResponse(request, "admin/patients/dispensingrecord/import.html", context, status=status)

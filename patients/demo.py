@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from django.conf import settings
 from django.db import transaction
 
+from .dispensing import save_dispensing
 from .models import DispensingRecord, Patient
 
 DEMO_RECALL_NUMBER = "D-0326-2019"
@@ -63,12 +64,15 @@ def _patient(ref: str, index: int, regions: list[str]) -> Patient:
 
 
 def _dispense(patient, *, drug, product, ndc, lot, day) -> bool:
-    _, created = DispensingRecord.objects.get_or_create(
-        patient=patient, drug=drug, lot=lot, dispensed_at=datetime(2018, 10, day, 15, 0, tzinfo=UTC),
-        defaults={"product_description": product, "ndc": ndc, "quantity": 90, "site": DEMO_SITE,
-                  "region": patient.region, "synthetic": True},
-    )
-    return created
+    record = DispensingRecord(patient=patient, drug=drug, lot=lot, product_description=product, ndc=ndc,
+                              dispensed_at=datetime(2018, 10, day, 15, 0, tzinfo=UTC), quantity=90, site=DEMO_SITE,
+                              region=patient.region, synthetic=True)
+    record.full_clean(validate_unique=False)  # the model's own normalisation, as for staff's rows
+    if DispensingRecord.objects.filter(patient=patient, drug=record.drug, lot=record.lot,
+                                       dispensed_at=record.dispensed_at).exists():
+        return False
+    save_dispensing(record, actor="seed_demo")
+    return True
 
 
 @transaction.atomic

@@ -1,6 +1,8 @@
 """Every dispensing write goes through here: admin form, inline rows, CSV import, API, demo.
 
     save_dispensing(record, *, actor) -> DispensingRecord     create or update: row + audit, in one transaction
+    create_dispensings(records, *, actor) -> list             many new rows (CSV import, seeding): the same
+                                                              rows + audit, written in bulk
     delete_dispensing(record, *, actor)                       delete: row + audit
     dispensing_changed                                       Signal, sent once per committed transaction
 
@@ -17,7 +19,8 @@ from .models import DispensingChange, DispensingRecord
 # sender=DispensingRecord, changes=[(patient_id, drug), ...] (old and new drug of an edited row)
 dispensing_changed = Signal()
 
-_AUDITED = ("drug", "product_description", "ndc", "lot", "expiry", "quantity", "dispensed_at", "site")
+_AUDITED = ("drug", "product_description", "ndc", "lot", "lot_unknown", "expiry", "serial", "gtin", "quantity",
+            "dispensed_at", "site")
 
 
 def _snapshot(record: DispensingRecord) -> dict:
@@ -74,3 +77,29 @@ def delete_dispensing(record: DispensingRecord, *, actor: str) -> None:
             region=record.region, dispensing_id=record.pk, before=_snapshot(record), after={})
         _pending().changes.add((record.patient_id, record.drug))
         record.delete()
+
+
+BULK_BATCH = 1000
+
+
+def create_dispensings(records: list[DispensingRecord], *, actor: str) -> list[DispensingRecord]:
+    """Create many new rows with the same rows, audit and announcement as save_dispensing, in bulk
+    (per-row saves cost four round trips each: ~47 rows/s against ~500 in bench/dispensing_import.py).
+    Each record must be new and have passed full_clean(), which normalises it as save() would."""
+    if any(r.pk for r in records):
+        raise ValueError("create_dispensings() creates new rows only; update existing ones with save_dispensing().")
+    with transaction.atomic():
+        for record in records:
+            if record.patient_id and not record.region:
+                record.region = record.patient.region
+            record.fingerprint = record.compute_fingerprint()  # what save() adds to a normalised row
+        DispensingRecord.objects.bulk_create(records, batch_size=BULK_BATCH)
+        DispensingChange.objects.bulk_create([
+            DispensingChange(actor_label=actor[:150], action=DispensingChange.Action.CREATED,
+                             patient_id=r.patient_id, region=r.region, dispensing_id=r.pk, before={},
+                             after=_snapshot(r))
+            for r in records
+        ], batch_size=BULK_BATCH)
+        if records:
+            _pending().changes.update((r.patient_id, r.drug) for r in records)
+    return records

@@ -2,9 +2,17 @@ from django import forms
 from django.conf import settings
 from django.core.validators import MaxLengthValidator, MinValueValidator
 
-from .models import DispensingRecord, Patient
+from drugs.gs1 import ScanError, parse_scan
 
-MAX_IMPORT_BYTES = 20 * 1024 * 1024
+from .csvimport import MAX_IMPORT_BYTES
+from .models import DispensingRecord, Patient
+from .scanning import Entered, apply_scan
+
+SCAN_HELP = (
+    "Scan the 2D barcode (GS1 DataMatrix) on the pack: NDC, lot, expiry and serial are read from it. "
+    "Or paste the text printed under it, e.g. (01)00303785814771(17)210531(10)3069020(21)... "
+    "Fields typed as well must agree with the scan."
+)
 
 
 class PatientForm(forms.ModelForm):
@@ -24,12 +32,19 @@ class PatientForm(forms.ModelForm):
 
 
 class DispensingRecordForm(forms.ModelForm):
-    """Drug and lot are checked by the model's clean(), which says *why* a value is refused."""
+    """Drug and lot are checked by the model's clean(), which says *why* a value is refused. A scan
+    fills NDC, lot, expiry and serial (patients.scanning)."""
+
+    scan = forms.CharField(required=False, max_length=400, help_text=SCAN_HELP, label="Scan",
+                           widget=forms.TextInput(attrs={"autocomplete": "off", "size": 40}))
+    # Numbers and dates: digits 0-9 only. Django reads '١٢' (Arabic-Indic) as 12, which a person
+    # checking the pack would not recognise as what was typed.
+    ASCII_DIGIT_FIELDS = ("quantity", "expiry", "dispensed_at")
 
     class Meta:
         model = DispensingRecord
-        fields = ["patient", "drug", "product_description", "ndc", "lot", "expiry", "quantity",
-                  "dispensed_at", "site"]
+        fields = ["patient", "scan", "drug", "product_description", "ndc", "lot", "lot_unknown", "expiry", "serial",
+                  "quantity", "dispensed_at", "site"]
         help_texts = {
             "ndc": "Package NDC as printed (e.g. 0378-5814-77); stored as 11 digits, 5-4-2.",
             "lot": "As printed on the pack; stored upper-case without 'Lot #' or spaces.",
@@ -56,11 +71,44 @@ class DispensingRecordForm(forms.ModelForm):
             if not self.instance.pk:
                 self.initial["quantity"] = None  # not the model default 0: make staff enter it
 
+    def _raw(self, name) -> str:
+        value = self.fields[name].widget.value_from_datadict(self.data, self.files, self.add_prefix(name))
+        return " ".join(str(v) for v in value) if isinstance(value, (list, tuple)) else str(value or "")
+
+    def clean(self):
+        cleaned = super().clean()
+        for name in self.ASCII_DIGIT_FIELDS:
+            if name in self.fields and any(ch.isdigit() and not ch.isascii() for ch in self._raw(name)):
+                self.add_error(name, "Use the digits 0-9 (this has other digits, e.g. superscript or Arabic-Indic).")
+        raw_scan = cleaned.get("scan")
+        if raw_scan:
+            self._apply_scan(raw_scan, cleaned)
+        elif self.instance.gtin and "ndc" in self.changed_data:
+            self.instance.gtin = ""  # the NDC was corrected by hand: the stored scan no longer describes the row
+        return cleaned
+
+    def _apply_scan(self, raw_scan, cleaned):
+        try:
+            scan = parse_scan(raw_scan)
+        except ScanError as exc:
+            self.add_error("scan", str(exc))
+            return
+        entered = Entered(ndc=cleaned.get("ndc") or "", lot=cleaned.get("lot") or "", expiry=cleaned.get("expiry"),
+                          serial=cleaned.get("serial") or "", lot_unknown=bool(cleaned.get("lot_unknown")))
+        fill, errors = apply_scan(scan, entered)
+        for name, message in errors.items():
+            self.add_error(name if name in self.fields else "scan", message)
+        if errors:
+            return
+        cleaned.update(ndc=fill.ndc, lot=fill.lot, expiry=fill.expiry, serial=fill.serial)
+        self.instance.gtin = fill.gtin  # not a form field: construct_instance leaves it as set here
+
 
 class DispensingImportForm(forms.Form):
     file = forms.FileField(
         label="CSV file",
-        help_text="Header row: patient_ref, drug, product_description, ndc, lot, expiry, quantity, dispensed_at, site.",
+        help_text="Header row: patient_ref, drug, product_description, ndc, lot, lot_unknown, expiry, serial, scan, "
+                  "quantity, dispensed_at, site.",
     )
 
     def clean_file(self):

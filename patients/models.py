@@ -5,11 +5,14 @@ from datetime import timedelta
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from drugs.identity import UNRESOLVED, resolve
 from drugs.lots import normalize_lot
 from drugs.ndc import ndc_product, normalize_ndc
+
+from .text import problem as text_problem
 
 
 def validate_region(value):
@@ -75,20 +78,41 @@ class Patient(models.Model):
                 # Dispensing rows are homed with their patient; a move of the patient moves them too.
                 self.dispensings.exclude(region=self.region).update(region=self.region)
 
+    # Text that reaches letters, messages and the review queue (patients.text).
+    TEXT_FIELDS = ("display_name", "external_ref", "email", "phone")
+
     def clean(self):
-        if self.phone:
+        errors = plain_text_errors(self, self.TEXT_FIELDS)
+        if self.phone and "phone" not in errors:
             try:
                 self.phone = normalize_phone(self.phone, synthetic=self.synthetic)
             except ValidationError as exc:
-                raise ValidationError({"phone": exc.messages}) from exc
+                errors["phone"] = exc.messages
         # A notice must be deliverable on the channel the patient chose.
         if self.preferred_channel == self.Channel.EMAIL and not self.email:
-            raise ValidationError({"email": "Preferred channel is email, so an email address is required."})
+            errors.setdefault("email", "Preferred channel is email, so an email address is required.")
         if self.preferred_channel == self.Channel.SMS and not self.phone:
-            raise ValidationError({"phone": "Preferred channel is SMS, so a phone number is required."})
+            errors.setdefault("phone", "Preferred channel is SMS, so a phone number is required.")
+        if errors:
+            raise ValidationError(errors)
+
+
+def plain_text_errors(instance, names) -> dict[str, str]:
+    """Per field, why its text is refused (control or bidi characters, patients.text), or nothing."""
+    errors = {}
+    for name in names:
+        if reason := text_problem(str(getattr(instance, name) or "")):
+            errors[name] = f"This value {reason}"
+    return errors
 
 
 FUTURE_SLACK = timedelta(minutes=5)
+# Dates outside these years are typos ("201911", "2999-01-01"), not dispensings or expiries.
+EARLIEST_YEAR, LATEST_YEAR = 1900, 2100
+# What staff type when they do not know the lot. Stored as a lot, it would match no recall and look
+# like a real lot; 'lot unknown' records the same fact honestly (docs/facts.md, "Patients' lots").
+PLACEHOLDER_LOTS = frozenset({"UNKNOWN", "UNK", "N/A", "NA", "NONE", "NULL", "NIL", "TBD", "NOLOT", "NOTKNOWN",
+                              "0", "00", "000", "X", "XX", "XXX"})
 
 
 class DispensingRecord(models.Model):
@@ -105,11 +129,20 @@ class DispensingRecord(models.Model):
     ndc = models.CharField(max_length=13, blank=True, help_text="11-digit 5-4-2 package NDC.")
     # Labeler + product part of the NDC ("00378-5814"): what a lot is read against (drugs.matching).
     ndc_product = models.CharField(max_length=10, blank=True, editable=False)
-    lot = models.CharField(max_length=100, blank=True, help_text="Normalised exactly as recall lots are.")
-    # False when the lot was not recorded (most fills before scanning): the row then matches recalls
-    # only as a candidate, never as "not this lot". lot is "" exactly when lot_known is False.
-    lot_known = models.BooleanField(default=True)
+    lot = models.CharField(max_length=100, blank=True,
+                           help_text="Normalised exactly as recall lots are; empty only when lot_unknown.")
+    # A dispensing whose lot was not recorded: matched by drug and product only (never by lot), and
+    # shown as "unknown". Never an empty lot on its own (a check constraint holds both together).
+    # db_default as well: rows loaded by raw SQL (bench COPY, sql/) get the same values as the ORM's.
+    lot_unknown = models.BooleanField(
+        default=False, db_default=False, verbose_name="lot unknown",
+        help_text="Tick only when the lot cannot be read from the pack or was not recorded.")
     expiry = models.DateField(null=True, blank=True)
+    # From the package's GS1 DataMatrix (DSCSA product identifier), when it was scanned.
+    serial = models.CharField(max_length=20, blank=True, default="", db_default="",
+                              help_text="Package serial number (GS1 AI 21), from the scan.")
+    gtin = models.CharField(max_length=14, blank=True, editable=False, default="", db_default="",
+                            help_text="GTIN-14 scanned from the package (GS1 AI 01); empty when typed.")
     quantity = models.PositiveIntegerField(default=0)
     dispensed_at = models.DateTimeField()
     site = models.CharField(max_length=200, blank=True)
@@ -127,10 +160,19 @@ class DispensingRecord(models.Model):
             # Used by exposure: a recall lot resolves to patients through (drug, lot).
             models.Index(fields=["drug", "lot"], name="dispensing_drug_lot"),
             models.Index(fields=["lot"], name="dispensing_lot"),
-            # Used by the admin search (an NDC typed by staff).
+            # Used by the admin search (an NDC typed by staff) and by scans (an NDC product's packages).
             models.Index(fields=["ndc"], name="dispensing_ndc"),
             # Used by exposure: an NDC product + lot match holds even when identity keys differ.
             models.Index(fields=["ndc_product", "lot"], name="dispensing_product_lot"),
+            # Used by the admin's "lot unknown" filter and search: few rows, newest first.
+            models.Index(fields=["-id"], condition=Q(lot_unknown=True), name="dispensing_lot_unknown"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=(Q(lot_unknown=True, lot="") | (Q(lot_unknown=False) & ~Q(lot=""))),
+                name="dispensing_lot_known_or_marked_unknown",
+                violation_error_message="A dispensing has a lot, or is marked 'lot unknown' (not both, not neither).",
+            ),
         ]
         permissions = [
             # Granted to pharmacists (unsay_site.roles): the list of patients a recall touches.
@@ -139,13 +181,11 @@ class DispensingRecord(models.Model):
 
     def __str__(self):
         who = self.patient.external_ref if self.patient_id else "-"
-        return f"{self.drug or self.drug_text} lot {self.lot or 'unknown'} for patient {who}"
+        return f"{self.drug or self.drug_text} lot {self.lot_label} for patient {who}"
 
     def save(self, *args, **kwargs):
         self.resolve_identity()
         self.lot = normalize_lot(self.lot)
-        if self.lot:
-            self.lot_known = True
         if self.ndc:
             self.ndc = normalize_ndc(self.ndc)
         self.ndc_product = ndc_product(self.ndc)
@@ -174,6 +214,15 @@ class DispensingRecord(models.Model):
     def identity_unresolved(self) -> bool:
         return self.drug_source == UNRESOLVED
 
+    @property
+    def lot_label(self) -> str:
+        return "unknown" if self.lot_unknown else self.lot
+
+    @property
+    def lot_known(self) -> bool:
+        """drugs.matching's reading of lot_unknown: an unrecorded lot matches only as a candidate."""
+        return not self.lot_unknown
+
     def compute_fingerprint(self) -> str:
         parts = [self.patient_id, self.drug, self.ndc, self.lot, self.expiry, self.dispensed_at]
         return hashlib.sha256("|".join("" if p is None else str(p) for p in parts).encode()).hexdigest()
@@ -187,17 +236,23 @@ class DispensingRecord(models.Model):
                               "recalls are matched on it.")
         else:
             self.resolve_identity()
-        if self.lot_known:
-            raw_lot = self.lot
-            self.lot = normalize_lot(raw_lot)
-            if not self.lot:
-                errors["lot"] = (
-                    "Lot number is missing"
-                    + (f" ({raw_lot!r} has no letters or digits)" if (raw_lot or "").strip() else "")
-                    + ": recalls are matched by lot, so copy it from the pack, or record the lot as unknown."
-                )
-        else:
-            self.lot = ""
+        raw_lot = self.lot
+        self.lot = normalize_lot(raw_lot)
+        if self.lot_unknown:
+            if self.lot:
+                errors["lot"] = f"Lot {self.lot} is given and 'lot unknown' is ticked: clear one of them."
+        elif not self.lot:
+            errors["lot"] = (
+                "Lot number is missing"
+                + (f" ({raw_lot!r} has no letters or digits)" if (raw_lot or "").strip() else "")
+                + ": recalls are matched by lot, so a dispensing without one can't be checked. "
+                "Copy it from the pack (or scan it); if it really cannot be known, tick 'lot unknown'."
+            )
+        elif self.lot in PLACEHOLDER_LOTS:
+            errors["lot"] = (
+                f"{raw_lot!r} is not a lot number. If the lot cannot be known, tick 'lot unknown' "
+                "(CSV: lot_unknown = yes), so it is recorded as unknown rather than as a lot no recall names."
+            )
         if self.ndc:
             try:
                 self.ndc = normalize_ndc(self.ndc)
@@ -216,19 +271,28 @@ class DispensingRecord(models.Model):
             exclude.add("ndc")
         super().clean_fields(exclude=exclude)
 
+    TEXT_FIELDS = ("drug", "product_description", "lot", "serial", "site")
+
     def clean(self):
-        errors = {}
+        errors = plain_text_errors(self, self.TEXT_FIELDS)  # before normalise() strips what it cannot keep
         try:
             self.normalise()
         except ValidationError as exc:
-            errors.update(exc.message_dict)
+            for name, messages in exc.message_dict.items():
+                errors.setdefault(name, messages)
         # A few minutes of slack for clocks of the till and the server disagreeing.
         if self.dispensed_at and self.dispensed_at > timezone.now() + FUTURE_SLACK:
             errors["dispensed_at"] = (
                 f"Dispensed in the future ({self.dispensed_at:%Y-%m-%d %H:%M} UTC); "
                 "record a dispensing after it happens."
             )
-        if self.expiry and self.dispensed_at and self.expiry < self.dispensed_at.date():
+        for name in ("dispensed_at", "expiry"):
+            value = getattr(self, name)
+            if name not in errors and value is not None and not EARLIEST_YEAR <= value.year <= LATEST_YEAR:
+                errors[name] = (f"The year {value.year} is not plausible here (expected {EARLIEST_YEAR} to "
+                                f"{LATEST_YEAR}): a typo?")
+        dates_readable = "expiry" not in errors and "dispensed_at" not in errors
+        if dates_readable and self.expiry and self.dispensed_at and self.expiry < self.dispensed_at.date():
             errors["expiry"] = (
                 f"Expiry {self.expiry:%Y-%m-%d} is before the dispensing date {self.dispensed_at:%Y-%m-%d}: "
                 "an expired pack, or a typo in one of the dates."

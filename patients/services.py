@@ -95,7 +95,7 @@ def exposure_rows(fact: Fact, *, candidates: bool = True):
     by_identity = Q(drug=fact.subject) if fact.subject else Q(pk__in=[])
     by_product = Q(ndc_product__in=products) if products else Q(pk__in=[])
     if fact.lot and not recall_terms.is_drug_level(fact):
-        # The recalled lot and the unknown lot ("", lot_known False) of the drug or of its products: each
+        # The recalled lot and the unknown lot ("", lot_unknown) of the drug or of its products: each
         # branch is an index range on (drug, lot) or (ndc_product, lot); drugs.matching decides the rest.
         lots = [normalize_lot(fact.lot)] + ([""] if candidates else [])
         return _ordered(DispensingRecord.objects.filter((by_identity | by_product) & Q(lot__in=lots)))
@@ -134,7 +134,7 @@ def recall_warning(records) -> str:
             attrs = fact.attributes or {}
             product = fact.subject or attrs.get("product_description", "")[:60]
             scope = f"lot {fact.lot}" if fact.lot else f"all lots of {product}"
-            lines.append(f"{record.drug or record.drug_text} lot {record.lot or 'unknown'} for "
+            lines.append(f"{record.drug or record.drug_text} lot {record.lot_label} for "
                          f"{record.patient.display_name}: {attrs.get('classification', '')} recall "
                          f"{attrs.get('recall_number', '')} ({attrs.get('status', '')}) covers {scope} "
                          f"[{match(fact, record).label}]")

@@ -15,6 +15,7 @@ from drugs.identity import resolve
 from drugs.ndc import ndc_product, normalize_ndc
 from memory.models import Fact
 
+from .dispensing import create_dispensings
 from .models import DispensingRecord, Patient
 
 # Common generics for unaffected dispensing when no recall names the drug.
@@ -82,6 +83,10 @@ def seed_patients(count: int, *, per_patient: int = 3, recalled_share: float = 0
                     dispensed_at=now - timedelta(days=rng.randint(1, 720), minutes=rng.randint(0, 1440)),
                     site=rng.choice(SITES), synthetic=True,
                 ))
-        DispensingRecord.objects.bulk_create(rows, batch_size=5000)
+        # Through the dispensing service like every other path (row + audit + one announcement after
+        # commit). Benchmarks that need a million rows load them with COPY (bench/exposure.py).
+        for row in rows:
+            row.full_clean(validate_unique=False, validate_constraints=False)  # the model's normalisation
+        create_dispensings(rows, actor="seed_patients")
     return {"patients": len(patients), "dispensings": len(rows), "recalled_dispensings": exposed,
             "recalled_lots_available": len(recalled), "batch": batch}

@@ -46,11 +46,11 @@ def test_legacy_rows_are_re_resolved_with_an_audit_row_and_unchanged_rows_are_le
 def test_an_unknown_lot_is_recorded_as_unknown():
     patient = Patient.objects.create(external_ref="SYN-R2", display_name="Synthetic R2", region="aws-us-east-1",
                                      email="r2@example.com")
-    row = DispensingRecord(patient=patient, drug="Diovan 160 mg", lot="", lot_known=False,
+    row = DispensingRecord(patient=patient, drug="Diovan 160 mg", lot="", lot_unknown=True,
                            dispensed_at=datetime(2019, 6, 1, tzinfo=UTC))
     row.full_clean()
     row.save()
-    assert (row.lot, row.lot_known, row.drug) == ("", False, "valsartan")
+    assert (row.lot, row.lot_unknown, row.drug) == ("", True, "valsartan")
     missing = DispensingRecord(patient=patient, drug="Diovan 160 mg", lot="", dispensed_at=row.dispensed_at)
     with pytest.raises(Exception, match="record the lot as unknown"):
         missing.full_clean()

@@ -18,7 +18,8 @@ def backfill_scopes(apps, schema_editor):
         attrs = fact.attributes or {}
         products = sorted({n[:10] for n in (attrs.get("ndc_products") or attrs.get("ndcs") or [])
                            if isinstance(n, str) and _PRODUCT.match(n)})
-        scopes = ([f"drug:{fact.subject}|{part}"] if fact.subject else []) + [f"ndc:{p}|{part}" for p in products]
+        keys = ([f"drug:{fact.subject}"] if fact.subject else []) + [f"ndc:{p}" for p in products]
+        scopes = [f"{key}|{part}" for key in keys] + ([f"{key}|?" for key in keys] if fact.lot else [])
         Fact.objects.filter(pk=fact.pk).update(scopes=scopes)
 
 
