@@ -27,6 +27,7 @@ Measured on a hand-labelled evaluation split never used to write it: see docs/lo
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 
 from .normalize import normalize_lot
@@ -69,7 +70,7 @@ _DATE_PATTERNS = [
     # May-17, Jul-20
     ("mon_yy", re.compile(rf"{_ML}(?P<mon>{_MON})[\-/](?P<y>\d{{2}}){_R}", re.I)),
     # 2021-05-31, 2021/05
-    ("iso", re.compile(rf"{_L}(?P<y>(?:19|20)\d\d)[\-/](?P<m>\d{{1,2}})(?:[\-/](?P<d>\d{{1,2}}))?{_R}")),
+    ("iso", re.compile(rf"{_L}(?P<y>(?:19|20)\d\d)(?P<sep>[\-/.])(?P<m>\d{{1,2}})(?:(?P=sep)(?P<d>\d{{1,2}}))?{_R}")),
     # 10/31/2022, 03-1-16, 03.07.2016, 10/31/217 (sic), 6/2062015 (sic)
     ("mdy", re.compile(rf"{_L}(?P<m>\d{{1,2}})(?P<sep>[/\-.])\s?(?P<d>\d{{1,2}})(?P=sep)\s?(?P<y>\d{{2,4}}){_R}")),
     ("m_dy", re.compile(rf"{_L}(?P<m>\d{{1,2}})/(?P<d>\d{{2}})(?P<y>\d{{4}}){_R}")),
@@ -78,6 +79,18 @@ _DATE_PATTERNS = [
     # 09/19, 8/14 (MM/YY)
     ("m_yy", re.compile(rf"{_L}(?P<m>\d{{1,2}})/(?P<y>\d{{2}}){_R}")),
 ]
+_NUMERIC_KINDS = ("iso", "mdy", "m_dy", "my", "m_yy")
+_NUMERIC_BY_KIND = {kind: pattern for kind, pattern in _DATE_PATTERNS if kind in _NUMERIC_KINDS}
+
+
+def _renamed(pattern: str, suffix: str) -> str:
+    return re.sub(r"\(\?P(?:<|=)(\w+)", lambda m: m.group().replace(m.group(1), m.group(1) + suffix), pattern)
+
+
+_NUMERIC_DATES = re.compile("|".join(
+    f"(?P<{kind}>{_renamed(_NUMERIC_BY_KIND[kind].pattern, '_' + kind)})" for kind in _NUMERIC_KINDS))
+_MONTH_KINDS = {"mdd_y", "md_y", "d_mon_y", "y_mon", "mon_y", "y_mon_d", "mon_sp_yy", "mon_yy"}
+_ANY_MONTH = re.compile(r"(?i)(?<![a-z])(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)")
 _EXPIRY_WORD = r"(?:exp(?:iry|iration|ires|iring)?\.?(?:\s*dates?)?|bud|beyond\s+use(?:\s+date)?|use\s+by|discard\s+(?:by|after))"
 # Forms that are dates only next to an expiry word: "exp. date 08 2020", "Exp 2016", "within expiry through 2016".
 _CONTEXT_MONTH_YEAR = re.compile(rf"(?i)\b{_EXPIRY_WORD}[\s:.#,\-]*(?P<date>(?P<m>\d{{1,2}})\s+(?P<y>(?:19|20)\d\d))\b(?![/\-.]\d)")
@@ -275,8 +288,12 @@ def _join_fields(code_info: str, more: str) -> tuple[str, bool, bool]:
 _WORDISH = re.compile(r"[A-Za-z0-9]+")
 
 
+_SHAPE_TABLE = str.maketrans("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ",
+                             "9" * 10 + "A" * 52)
+
+
 def _shape(token: str) -> str:
-    return re.sub(r"[A-Za-z]", "A", re.sub(r"\d", "9", token))
+    return token.translate(_SHAPE_TABLE)
 
 
 def _unwrap(text: str) -> str:
@@ -286,14 +303,11 @@ def _unwrap(text: str) -> str:
     are not."""
     if len(text) <= REWRAP_EVERY:
         return text
-    words = {}
-    shapes = {}
-    for match in _WORDISH.finditer(text):
-        word = match.group().lower()
-        words[word] = words.get(word, 0) + 1
-        if any(ch.isdigit() for ch in word):
-            shape = _shape(word)
-            shapes[shape] = shapes.get(shape, 0) + 1
+    words = Counter(_WORDISH.findall(text.lower()))
+    shapes = Counter()
+    for word, count in words.items():
+        if not word.isalpha():
+            shapes[_shape(word)] += count
     cuts = []
     for k in range(1, len(text) // REWRAP_EVERY + 1):
         centre = k * REWRAP_EVERY
@@ -301,8 +315,8 @@ def _unwrap(text: str) -> str:
         for p in range(max(1, centre - 16), min(len(text) - 1, centre + 16)):
             if text[p] != " " or not text[p - 1].isalnum() or not text[p + 1].isalnum():
                 continue
-            left = re.search(r"[A-Za-z0-9]+$", text[:p]).group()
-            right = re.match(r"[A-Za-z0-9]+", text[p + 1:]).group()
+            left = re.search(r"[A-Za-z0-9]+$", text[max(0, p - 64):p]).group()
+            right = re.match(r"[A-Za-z0-9]+", text[p + 1:p + 65]).group()
             joined = (left + right).lower()
             if any(ch.isdigit() for ch in joined):
                 common = shapes.get(_shape(joined), 0)
@@ -343,9 +357,16 @@ def _mask_dates(text: str) -> tuple[str, list[str | None]]:
         claim(match.start("date"), match.end("date"), _iso(int(match["y"]), int(match["m"])))
     for match in _CONTEXT_YEAR.finditer(text):
         claim(match.start("date"), match.end("date"), _iso(int(match["y"]), None))
-    for kind, pattern in _DATE_PATTERNS:
-        for match in pattern.finditer(text):
-            claim(match.start(), match.end(), _date_value(kind, match))
+    if _ANY_MONTH.search(text):  # month-name patterns are slow; most long lot lists have no month name
+        for kind, pattern in _DATE_PATTERNS:
+            if kind in _MONTH_KINDS:
+                for match in pattern.finditer(text):
+                    claim(match.start(), match.end(), _date_value(kind, match))
+    # The numeric forms in one pass (one scan of a 200,000-character text instead of five).
+    for match in _NUMERIC_DATES.finditer(text):
+        kind = match.lastgroup
+        alone = _NUMERIC_BY_KIND[kind].match(match.group())
+        claim(match.start(), match.end(), _date_value(kind, alone) if alone else None)
     if not spans:
         return text, values
     spans.sort()
@@ -367,8 +388,9 @@ def _prepare(text: str) -> str:
     text = _GLUED_EXPIRY.sub(r"\1 ", text)
     text = re.sub(r"(?<![\w,])\d{1,3}(?:,\d{3})+(?![\w,])", " ", text)  # quantities: 70,200
     # Compounding lots typed with a stray space: "01052016:    06@43", "01132016:74 @17".
-    text = re.sub(r"(\d{6,8}):\s+(\d{1,3}\s?@\d+)", r"\1:\2", text)
-    text = re.sub(r"(\d{6,8}:\d{1,3})\s+@(\d+)", r"\1@\2", text)
+    if "@" in text:
+        text = re.sub(r"(\d{6,8}):\s+(\d{1,3}\s?@\d+)", r"\1:\2", text)
+        text = re.sub(r"(\d{6,8}:\d{1,3})\s+@(\d+)", r"\1@\2", text)
     text = _DATE_RANGE_GLUE.sub(r"\1 - ", text)
     return text
 
@@ -427,17 +449,22 @@ def _window(match: re.Match, values: list[str | None]) -> tuple[str | None, str 
     return values[int(match.group(1))], values[int(match.group(2))]
 
 
-def _windows(masked: str, values: list[str | None]) -> dict:
+def _windows(masked: str, values: list[str | None], low: str) -> dict:
+    """Windows written in the text. Each pattern runs only when its key word occurs (long lot lists
+    have none, and these patterns are the slow part of a 200,000-character text)."""
     found = {"expiry_window": None, "dispensed_window": None, "manufactured_window": None}
     rest = masked
-    for match in _MANUFACTURED_WINDOW.finditer(masked):
-        found["manufactured_window"] = found["manufactured_window"] or _window(match, values)
-        rest = rest.replace(match.group(), " ")
-    for match in _DISPENSED_WINDOW.finditer(rest):
-        found["dispensed_window"] = found["dispensed_window"] or _window(match, values)
-    for match in _EXPIRY_WINDOW.finditer(masked):
-        found["expiry_window"] = found["expiry_window"] or _window(match, values)
-    if found["expiry_window"] is None:
+    if any(word in low for word in ("manufactured", "made", "produced", "prepared", "compounded", "packaged")):
+        for match in _MANUFACTURED_WINDOW.finditer(masked):
+            found["manufactured_window"] = found["manufactured_window"] or _window(match, values)
+            rest = rest.replace(match.group(), " ")
+    if any(word in low for word in ("distributed", "dispensed", "filled", "sold", "shipped")):
+        for match in _DISPENSED_WINDOW.finditer(rest):
+            found["dispensed_window"] = found["dispensed_window"] or _window(match, values)
+    if "exp" in low and ("between" in low or "from" in low or " of " in low):
+        for match in _EXPIRY_WINDOW.finditer(masked):
+            found["expiry_window"] = found["expiry_window"] or _window(match, values)
+    if found["expiry_window"] is None and any(word in low for word in ("within", "expired", "in date", "in-date")):
         match = _EXPIRY_UNTIL.search(masked)
         if match:
             found["expiry_window"] = (None, values[int(match.group(1))])
@@ -461,9 +488,10 @@ def parse_scope(code_info: str, more_code_info: str = "") -> LotScope:
     text = _COMPOSITE_LOT.sub(lift, _prepare(text))
     masked, dates = _mask_dates(text)
     found, uncertain = _walk(masked, dates, composites, cut_at_end=cut_at_end)
-    windows = _windows(masked, dates)
-    lot_range_match = _LOT_DATE_RANGE.search(masked)
-    says_all = bool(_ALL_LOTS.search(masked))
+    low = masked.lower()
+    windows = _windows(masked, dates, low)
+    lot_range_match = _LOT_DATE_RANGE.search(masked) if not found and "lot" in low else None
+    says_all = "all" in low and bool(_ALL_LOTS.search(masked))
     if lot_range_match and not found and not windows["manufactured_window"]:
         windows["manufactured_window"] = _window(lot_range_match, dates)
     has_window = any(windows.values())
@@ -489,6 +517,7 @@ def _walk(masked: str, dates: list[str | None], composites: list[str], *, cut_at
     letter_date_pairs = sum(1 for i in range(n - 1) if tokens[i].isalpha() and tokens[i].isupper()
                             and 3 <= len(tokens[i]) <= 4 and tokens[i + 1].startswith("\x01")
                             and tokens[i] not in _STOP_LETTERS)
+    text_end = len(masked.rstrip())
     found: dict[str, ScopedLot] = {}
     order: list[str] = []
     uncertain: list[str] = []
@@ -506,7 +535,7 @@ def _walk(masked: str, dates: list[str | None], composites: list[str], *, cut_at
         lot = normalize_lot(raw.replace(_SEAM, ""))
         if not lot:
             return
-        if cut_at_end and end >= len(masked.rstrip()):
+        if cut_at_end and end >= text_end:
             uncertain.append(raw.replace(_SEAM, ""))  # the cut lot: flagged, never matched as a fragment
             return
         if seam:
@@ -530,7 +559,10 @@ def _walk(masked: str, dates: list[str | None], composites: list[str], *, cut_at
         end = matches[i].end()
         i += 1
         if token == "[":
-            bracket += 1
+            # "[30-count bottle]", "[46016]": a bracketed product number or pack, never a lot (a stray "["
+            # with no "]" soon after is a typo and ignored).
+            if "]" in tokens[i:i + 8]:
+                bracket += 1
             continue
         if token == "]":
             bracket = max(0, bracket - 1)
