@@ -13,7 +13,7 @@ from datetime import UTC, date, datetime
 
 from memory.services import Claim
 
-from .lots import extract_lots, mentions_all_lots
+from .lots import LOT_SCOPE_VERSION, LotScope, ScopeAttribute, parse_scope, scope_terms
 from .normalize import normalize_drug_name, normalize_ndc, normalize_product_ndc
 
 ENFORCEMENT_SOURCE = "openfda:enforcement"
@@ -41,11 +41,22 @@ class RecallClaim(Claim):
     lot (or the whole drug), so re-worded or extended code_info must not re-version the lots it
     still names. Lots added or dropped change the fact set instead."""
 
-    UNHASHED_ATTRIBUTES = ("code_info",)
+    UNHASHED_ATTRIBUTES = ("code_info", "lot_scope")
+
+    def __post_init__(self):
+        # A lot-level fact carries its own lot's entry of the record's scope, not the whole list (recalls.lots).
+        scope = self.attributes.get("lot_scope")
+        if self.lot and isinstance(scope, ScopeAttribute):
+            self.attributes = dict(self.attributes, lot_scope=scope.for_lot(self.lot))
 
     def content_hash(self) -> str:
         base = Claim(**{name: getattr(self, name) for name in Claim.__dataclass_fields__})
         base.attributes = {k: v for k, v in self.attributes.items() if k not in self.UNHASHED_ATTRIBUTES}
+        # Only the part of the scope that changes who the fact can touch is content (windows, uncertain
+        # lots): adding the structured scope to facts that mean what they meant does not version them.
+        terms = scope_terms(self.attributes.get("lot_scope"))
+        if terms:
+            base.attributes["lot_scope_terms"] = terms
         return base.content_hash()
 
 
@@ -62,6 +73,7 @@ class ParsedRecall:
     valid_to: datetime | None
     product: str
     raw: dict = field(repr=False, default_factory=dict)
+    lot_scope: LotScope | None = field(repr=False, default=None)
 
     @property
     def scope(self) -> str:
@@ -100,6 +112,7 @@ def _midnight(day: date | None) -> datetime | None:
 def record_hash(record: dict) -> str:
     """Hash of the fields that feed the facts; null and "" are the same (more_code_info flips between them)."""
     content = {name: (record.get(name) or "") for name in HASHED_FIELDS}
+    content["lot_scope_parser"] = LOT_SCOPE_VERSION  # a new parser re-reads every record once (facts decide)
     if isinstance(content["event_id"], int):
         content["event_id"] = str(content["event_id"])
     for name, value in content.items():
@@ -186,13 +199,19 @@ def parse_enforcement(record) -> ParsedRecall:
     if not subject:
         raise Malformed("no drug name in openfda.generic_name or product_description")
     full_code_info = " ".join(part for part in (code_info, more_code_info) if part)
-    lots = extract_lots(full_code_info)
+    scope = parse_scope(code_info, more_code_info)
+    lots = scope.lot_numbers
     too_long = [lot for lot in lots if len(lot) > LOT_MAX]
     if too_long:
         raise Malformed(f"lot {too_long[0][:40]}… is longer than {LOT_MAX} characters")
     if len(recall_number) > 40:
         raise Malformed(f"recall_number {recall_number[:40]}… is longer than 40 characters")
-    all_lots = mentions_all_lots(full_code_info)
+    # The text says every lot (perhaps within a window): one drug-level fact carrying the window, never lot
+    # strings. A text naming no lot at all is drug-level too (ParsedRecall.scope), worded differently.
+    all_lots = scope.says_all_lots
+    lot_scope = scope.as_attribute()
+    if lot_scope["expiry_window"] and lot_scope["expiry_window"][0] is None:
+        lot_scope["expiry_window"][0] = initiated.isoformat()  # "within expiry": unexpired when recalled
     attributes = {
         "recall_number": recall_number,
         "event_id": event_id,
@@ -206,11 +225,12 @@ def parse_enforcement(record) -> ParsedRecall:
         "recall_initiation_date": initiated.isoformat(),
         "termination_date": terminated.isoformat() if terminated else None,
         "code_info": full_code_info[:CODE_INFO_MAX],
+        "lot_scope": lot_scope,
     }
     return ParsedRecall(
         recall_number=recall_number, record_hash=record_hash(record), subject=subject, ndcs=ndcs_of(record),
         lots=lots, all_lots=all_lots, attributes=attributes, valid_from=_midnight(initiated),
-        valid_to=_midnight(terminated), product=short_product(description), raw=record,
+        valid_to=_midnight(terminated), product=short_product(description), raw=record, lot_scope=scope,
     )
 
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from .normalize import normalize_lot
 
 KINDS = ("lots", "all_lots", "all_lots_window")
+LOT_SCOPE_VERSION = "2"  # part of recalls.ingest.record_hash: a parser change re-reads every record once
 OPENFDA_CUT = 32600  # openFDA stores at most this many characters of code_info, the rest in more_code_info
 TRUNCATED_AT = 30000  # a code_info this long was cut by openFDA
 REWRAP_EVERY = 4000  # openFDA re-wraps long text, inserting a space about every 4,000 characters
@@ -141,7 +142,7 @@ _TOKEN = re.compile(
 )
 _COMPOSITE_LOT = re.compile(r"(?<![\w/])(\d{1,2}/\d{1,2}/\d{2})\s+(\d{4})\s+((?:\d{1,3}-)?\d{5}[A-Z])\b")
 _NDC_SHAPE = re.compile(r"^\d{4,5}-\d{3,4}-(?:\d{1,2}|[Xx*]{1,2})$")
-_NUMERIC_DATEISH = re.compile(r"^\d{1,4}(?:[/.]\s?\d{1,4}){1,3}$")  # 122/17, 5/31/2/023, 1/2: never lots
+_NUMERIC_DATEISH = re.compile(r"^\d{1,2}(?:[/.]\s?\d{1,4}){1,3}$")  # 5/31/2/023, 10/3102/17, 1/2: never lots
 _UNIT_SEGMENT = re.compile(r"^\d{0,4}(?:\.\d+)?(mg|mcg|ml|g|gm|kg|oz|lb|l|ct|cc|iu|meq|%)$", re.I)
 _YEAR = re.compile(r"^(19|20)\d\d$")
 
@@ -200,6 +201,34 @@ _DISPENSED_WINDOW = re.compile(
     rf"(?:between\s+|from\s+)?{_D}\s*(?:and|to|through|thru|-)\s*{_D}")
 
 
+class ScopeAttribute(dict):
+    """attributes["lot_scope"] of a whole record: a plain JSON dict that can also hand each lot-level
+    fact its own entry in O(1) (a record of 3,000 lots must not copy 3,000 entries into each of its
+    3,000 facts, nor search the list 3,000 times)."""
+
+    def for_lot(self, lot: str) -> dict:
+        index = self.__dict__.get("_index")
+        if index is None:
+            index = {entry["lot"]: entry for entry in self["lots"]}
+            self.__dict__["_index"] = index
+        entry = index.get(lot, {"lot": lot, "expiry": None})
+        narrowed = {k: (list(v) if isinstance(v, list) else v) for k, v in self.items() if k != "lots"}
+        narrowed["lots"] = [dict(entry)]
+        narrowed["uncertain"] = [text for text in self["uncertain"] if normalize_lot(text) == lot]
+        return narrowed
+
+
+def stored_scope(attributes: dict, lot: str | None = None) -> dict:
+    """A recall fact's lot scope, also for facts written before lot_scope existed (re-ingestion does not
+    re-version facts whose meaning did not change, so those keep their old attributes)."""
+    scope = (attributes or {}).get("lot_scope")
+    if scope:
+        return scope
+    kind = "lots" if lot else "all_lots"
+    return {"kind": kind, "lots": [{"lot": lot, "expiry": None}] if lot else [], "expiry_window": None,
+            "dispensed_window": None, "manufactured_window": None, "truncated": False, "uncertain": []}
+
+
 @dataclass(frozen=True)
 class ScopedLot:
     lot: str  # normalised (recalls.normalize.normalize_lot), compared exactly with dispensed lots
@@ -225,9 +254,9 @@ class LotScope:
     def has_window(self) -> bool:
         return any(w is not None for w in (self.expiry_window, self.dispensed_window, self.manufactured_window))
 
-    def as_attribute(self) -> dict:
+    def as_attribute(self) -> ScopeAttribute:
         """The JSON shape stored in a recall fact's attributes["lot_scope"] (docs/contracts-session2.md)."""
-        attribute = self._flags_and_windows()
+        attribute = ScopeAttribute(self._flags_and_windows())
         attribute["lots"] = [{"lot": e.lot, "expiry": e.expiry} for e in self.lots]
         return attribute
 
@@ -241,19 +270,6 @@ class LotScope:
             "truncated": self.truncated,
             "uncertain": list(self.uncertain),
         }
-
-    def attribute_for_lot(self, lot: str) -> dict:
-        """The scope as one lot-level fact carries it: only its own lot (a record of 3,000 lots must not
-        copy 3,000 entries into each of its 3,000 facts); flags and windows as for the record."""
-        index = self.__dict__.get("_index")
-        if index is None:
-            index = {e.lot: e for e in self.lots}
-            self.__dict__["_index"] = index
-        entry = index.get(lot, ScopedLot(lot))
-        attribute = self._flags_and_windows()
-        attribute["lots"] = [{"lot": entry.lot, "expiry": entry.expiry}]
-        attribute["uncertain"] = [text for text in self.uncertain if normalize_lot(text) == lot]
-        return attribute
 
 
 def scope_terms(lot_scope: dict | None) -> dict | None:
@@ -594,6 +610,10 @@ def _walk(masked: str, dates: list[str | None], composites: list[str], *, cut_at
             expect = None
             continue
         if token in (",", "(", ")", "&", "#", ":"):
+            continue
+        if expect == "expiry" and re.fullmatch(r"[\d/.\-]+", token):
+            expect = None  # a garbled expiry date ("Exp 122/17"), not a lot
+            pending = []
             continue
         if token.startswith("\x03"):
             if mode in ("other", "consume"):
