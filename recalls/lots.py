@@ -92,6 +92,10 @@ _NUMERIC_DATES = re.compile("|".join(
     f"(?P<{kind}>{_renamed(_NUMERIC_BY_KIND[kind].pattern, '_' + kind)})" for kind in _NUMERIC_KINDS))
 _MONTH_KINDS = {"mdd_y", "md_y", "d_mon_y", "y_mon", "mon_y", "y_mon_d", "mon_sp_yy", "mon_yy"}
 _ANY_MONTH = re.compile(r"(?i)(?<![a-z])(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)")
+# 08/26-29/2019 (a span of days), masked as two dates so window patterns read it as a range
+_DAY_RANGE = re.compile(rf"{_L}(?P<m>\d{{1,2}})/(?P<d>\d{{1,2}})\s?-\s?(?P<d2>\d{{1,2}})/(?P<y>\d{{4}}){_R}")
+# 0724/2016, 1214/2019: month and day typed together, then the year
+_MMDD_YEAR = re.compile(rf"{_L}(?P<m>0[1-9]|1[0-2])(?P<d>[0-3]\d)/(?P<y>(?:19|20)\d\d){_R}")
 _EXPIRY_WORD = r"(?:exp(?:iry|iration|ires|iring)?\.?(?:\s*dates?)?|bud|beyond\s+use(?:\s+date)?|use\s+by|discard\s+(?:by|after))"
 # Forms that are dates only next to an expiry word: "exp. date 08 2020", "Exp 2016", "within expiry through 2016".
 _CONTEXT_MONTH_YEAR = re.compile(rf"(?i)\b{_EXPIRY_WORD}[\s:.#,\-]*(?P<date>(?P<m>\d{{1,2}})\s+(?P<y>(?:19|20)\d\d))\b(?![/\-.]\d)")
@@ -138,7 +142,7 @@ _TOKEN = re.compile(
     r"\x01\d+\x02"                     # a masked date
     r"|\x03\d+\x04"                    # a lifted composite lot
     rf"|[A-Za-z0-9%{_SEAM}]+(?:[-@_:+/.][A-Za-z0-9%{_SEAM}]+)*"
-    r"|[#;,:()\[\]&]"
+    r"|[#;,:()\[\]&\-]"
 )
 _COMPOSITE_LOT = re.compile(r"(?<![\w/])(\d{1,2}/\d{1,2}/\d{2})\s+(\d{4})\s+((?:\d{1,3}-)?\d{5}[A-Z])\b")
 _NDC_SHAPE = re.compile(r"^\d{4,5}-\d{3,4}-(?:\d{1,2}|[Xx*]{1,2})$")
@@ -164,7 +168,7 @@ _QUALIFIED_OTHER_WORDS = {"product", "service", "pack", "package", "material", "
                           "device", "catalog", "display", "unit", "carton", "tray", "set"}
 _QUALIFIERS = {"code", "codes", "number", "numbers", "no", "nos", "#", "id", "num", "#s", "#'s"}
 _EXPIRY_WORDS = {"exp", "expiry", "expiration", "expires", "expiring", "expiry:", "bud", "use-by", "discard"}
-_NOT_EXPIRY_DATE_WORDS = {"mfd", "mfg", "made", "manufactured", "manufacture", "compounding", "compounded", "date",
+_NOT_EXPIRY_DATE_WORDS = {"mfd", "mfg", "dom", "made", "manufactured", "manufacture", "compounding", "compounded", "date",
                           "prepared", "shipped", "distributed", "dispensed", "filled", "sold", "packaged",
                           "since", "between", "from", "received", "on"}
 _RANGE_WORDS = {"thru", "through", "to"}
@@ -178,7 +182,7 @@ _STOP_LETTERS = {m.upper() for m in ("jan", "feb", "mar", "apr", "may", "jun", "
                  "PER", "PFS", "IV", "IM", "SC", "OTC", "RX", "SKU", "KIT", "VIAL", "BAG", "BOX", "CT", "MG", "ML",
                  "USE", "BEST", "BEFORE", "AFTER", "SIZE", "TUBE", "CASE", "LABEL", "LABELS", "PACK", "EACH",
                  "ITEM", "ITEMS", "PART", "STYLE", "SERIAL", "MFD", "MFG", "LOTE", "NOS", "ALSO", "INCLUDING",
-                 "THRU", "THROUGH", "EXPO", "FROM", "BETWEEN", "N/A", "TBD", "NPR", "CARTON", "DISPLAY", "PATCH", "UNIT"}
+                 "THRU", "THROUGH", "EXPO", "DOM", "MFG", "CPD", "FROM", "BETWEEN", "N/A", "TBD", "NPR", "CARTON", "DISPLAY", "PATCH", "UNIT"}
 
 # --- windows and "all lots" -----------------------------------------------------------------------
 
@@ -196,6 +200,7 @@ _MANUFACTURED_WINDOW = re.compile(
     rf"(?i)\b(?:manufactured|made|produced|prepared|compounded|packaged)\s+(?:and\s+distributed\s+)?"
     rf"(?:between|from|on)\s+{_D}\s*(?:and|to|through|thru|-)\s*{_D}")
 _LOT_DATE_RANGE = re.compile(rf"(?i)\blots?\b\s*(?:#|no\.?|numbers?)?\s*:?\s*{_D}\s*(?:to|through|thru|-)\s*{_D}")
+_WINDOW_CONTINUED = re.compile(rf"\s*(?:and|,|;)\s*{_D}\s*(?:to|through|thru|-)\s*{_D}")
 _DISPENSED_WINDOW = re.compile(
     rf"(?i)\b(?:distributed|dispensed|filled|sold|shipped|stored\s+and\s+distributed)\s+(?:[A-Za-z]+\s+){{0,3}}?"
     rf"(?:between\s+|from\s+)?{_D}\s*(?:and|to|through|thru|-)\s*{_D}")
@@ -369,6 +374,14 @@ def _mask_dates(text: str) -> tuple[str, list[str | None]]:
         taken[start:end] = b"\x01" * (end - start)
         spans.append((start, end, value))
 
+    ranges = {}
+    for match in _DAY_RANGE.finditer(text):
+        start = len(spans)
+        claim(match.start(), match.end(), _iso(int(match["y"]), int(match["m"]), int(match["d"])))
+        if len(spans) > start:
+            ranges[match.start()] = _iso(int(match["y"]), int(match["m"]), int(match["d2"]))
+    for match in _MMDD_YEAR.finditer(text):
+        claim(match.start(), match.end(), _iso(int(match["y"]), int(match["m"]), int(match["d"])))
     for match in _CONTEXT_MONTH_YEAR.finditer(text):
         claim(match.start("date"), match.end("date"), _iso(int(match["y"]), int(match["m"])))
     for match in _CONTEXT_YEAR.finditer(text):
@@ -391,6 +404,9 @@ def _mask_dates(text: str) -> tuple[str, list[str | None]]:
         out.append(text[last:start])
         out.append(f" \x01{len(values)}\x02 ")
         values.append(value)
+        if start in ranges:  # the end of a span of days
+            out.append(f"- \x01{len(values)}\x02 ")
+            values.append(ranges[start])
         last = end
     out.append(text[last:])
     return "".join(out), values
@@ -430,7 +446,9 @@ def _lot_shaped(token: str, *, implicit: bool, right_after_keyword: bool) -> boo
         if _UNIT_SEGMENT.match(segment):
             return False
         # A spelled-out word inside a hyphenated token (L-Glutathione-200-30) is a product name, not a lot.
-        if len(segments) > 1 and segment.isalpha() and len(segment) >= 4:
+        # (an upper-case group of four letters is a lot prefix: HACS-1, GLGL-1)
+        if len(segments) > 1 and segment.isalpha() and len(segment) >= 4 and not (
+                segment.isupper() and len(segment) == 4):
             return False
     if token.isdigit():
         if len(token) < (4 if implicit else (2 if right_after_keyword else 3)):
@@ -461,6 +479,15 @@ def _expand_range(first: str, last: str, limit: int = 100) -> list[str] | None:
     return ["".join(a_parts[:i]) + str(n).zfill(len(x)) + "".join(a_parts[i + 1:]) for n in range(lo, hi + 1)]
 
 
+def _span(windows: list) -> tuple[str | None, str | None] | None:
+    """Several written windows as one that covers them all (over-notify rather than under-notify)."""
+    if not windows:
+        return None
+    starts = [w[0] for w in windows if w[0]]
+    ends = [w[1] for w in windows if w[1]]
+    return (min(starts) if starts else None, max(ends) if ends else None)
+
+
 def _window(match: re.Match, values: list[str | None]) -> tuple[str | None, str | None]:
     return values[int(match.group(1))], values[int(match.group(2))]
 
@@ -475,8 +502,16 @@ def _windows(masked: str, values: list[str | None], low: str) -> dict:
             found["manufactured_window"] = found["manufactured_window"] or _window(match, values)
             rest = rest.replace(match.group(), " ")
     if any(word in low for word in ("distributed", "dispensed", "filled", "sold", "shipped")):
+        spans = []
         for match in _DISPENSED_WINDOW.finditer(rest):
-            found["dispensed_window"] = found["dispensed_window"] or _window(match, values)
+            spans.append(_window(match, values))
+            # "dispensed on 08/26-29/2019 and 09/27/2019 through 10/03/2019": one window over both spans
+            for more in _WINDOW_CONTINUED.finditer(rest, match.end()):
+                if more.start() != match.end():
+                    break
+                spans.append(_window(more, values))
+                break
+        found["dispensed_window"] = _span(spans)
     if "exp" in low and ("between" in low or "from" in low or " of " in low):
         for match in _EXPIRY_WINDOW.finditer(masked):
             found["expiry_window"] = found["expiry_window"] or _window(match, values)
@@ -545,8 +580,10 @@ def _walk(masked: str, dates: list[str | None], composites: list[str], *, cut_at
     bracket = 0
     last_keyword_at = -10
 
+    last_was_letters = False
+
     def add(raw: str, end: int):
-        nonlocal pending
+        nonlocal pending, last_was_letters
         seam = _SEAM in raw
         lot = normalize_lot(raw.replace(_SEAM, ""))
         if not lot:
@@ -556,6 +593,7 @@ def _walk(masked: str, dates: list[str | None], composites: list[str], *, cut_at
             return
         if seam:
             uncertain.append(lot)
+        last_was_letters = bool(re.fullmatch(r"[A-Z]{3,6}(?:-\d{1,2})?", lot))
         if lot not in found:
             found[lot] = ScopedLot(lot)
             order.append(lot)
@@ -609,7 +647,7 @@ def _walk(masked: str, dates: list[str | None], composites: list[str], *, cut_at
             expiry_word_in_group = False
             expect = None
             continue
-        if token in (",", "(", ")", "&", "#", ":"):
+        if token in (",", "(", ")", "&", "#", ":", "-"):
             continue
         if expect == "expiry" and re.fullmatch(r"[\d/.\-]+", token):
             expect = None  # a garbled expiry date ("Exp 122/17"), not a lot
@@ -674,7 +712,8 @@ def _walk(masked: str, dates: list[str | None], composites: list[str], *, cut_at
                 starts_item = before in (",", ";", "#", ":") or lowered[i - 2] in _LOT_WORDS if i >= 2 else True
                 if mode == "lot" and len(token) >= 3 and (
                         (right_after_keyword and (next_token in ("", ",", ";", ".") or next_token.startswith("\x01")))
-                        or (next_token in (",", ";") and after_next in _EXPIRY_WORDS and starts_item)):
+                        or (next_token in (",", ";") and after_next in _EXPIRY_WORDS and starts_item)
+                        or (next_token in ("", ",", ";", ".") and starts_item and last_was_letters)):
                     add(token, end)
                     continue
             continue
