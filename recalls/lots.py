@@ -146,7 +146,8 @@ _TOKEN = re.compile(
 )
 _COMPOSITE_LOT = re.compile(r"(?<![\w/])(\d{1,2}/\d{1,2}/\d{2})\s+(\d{4})\s+((?:\d{1,3}-)?\d{5}[A-Z])\b")
 _NDC_SHAPE = re.compile(r"^\d{4,5}-\d{3,4}-(?:\d{1,2}|[Xx*]{1,2})$")
-_NUMERIC_DATEISH = re.compile(r"^\d{1,2}(?:[/.]\s?\d{1,4}){1,3}$")  # 5/31/2/023, 10/3102/17, 1/2: never lots
+# 5/31/2/023, 10/3102/17 (dates typed wrong), 1/2, 250/30, 10/80 (fractions, strengths): never lots
+_NUMERIC_DATEISH = re.compile(r"^(?:\d{1,2}(?:[/.]\s?\d{1,4}){1,3}|\d{1,3}/\d{1,3})$")
 _UNIT_SEGMENT = re.compile(r"^\d{0,4}(?:\.\d+)?(mg|mcg|ml|g|gm|kg|oz|lb|l|ct|cc|iu|meq|%)$", re.I)
 _YEAR = re.compile(r"^(19|20)\d\d$")
 
@@ -649,7 +650,7 @@ def _walk(masked: str, dates: list[str | None], composites: list[str], *, cut_at
             continue
         if token in (",", "(", ")", "&", "#", ":", "-"):
             continue
-        if expect == "expiry" and re.fullmatch(r"[\d/.\-]+", token):
+        if expect == "expiry" and re.fullmatch(r"\d+(?:[/.]\d+)+|\d{1,2}-\d{2}", token):
             expect = None  # a garbled expiry date ("Exp 122/17"), not a lot
             pending = []
             continue
@@ -661,6 +662,8 @@ def _walk(masked: str, dates: list[str | None], composites: list[str], *, cut_at
         if word in _LOT_WORDS or (word == "control" and following in _QUALIFIERS):
             mode, resume = "lot", None
             last_keyword_at = i
+            if expect == "expiry":  # "Lot and Exp Date: 0008777, ...": a column heading, lots follow
+                expect = None
             continue
         if word in ("code", "codes", "number", "numbers", "no", "nos", "num", "id", "#s", "s") and \
                 i - 1 == last_keyword_at:
@@ -727,10 +730,11 @@ def _walk(masked: str, dates: list[str | None], composites: list[str], *, cut_at
                 lots = expanded
                 i += 2
         # "18B005 A and 18B005 B": a lone capital after a lot is part of it (not "a)" enumerations).
-        if len(lots) == 1 and i < n and len(tokens[i]) == 1 and tokens[i].isupper() and tokens[i].isalpha() and \
-                not (i + 1 < n and tokens[i + 1] == ")") and mode == "lot":
-            lots = [token + tokens[i]]
-            i += 1
+        dash = 1 if i + 1 < n and tokens[i] == "-" else 0  # "20130319 -J"
+        if len(lots) == 1 and i + dash < n and len(tokens[i + dash]) == 1 and tokens[i + dash].isupper() and \
+                tokens[i + dash].isalpha() and not (i + dash + 1 < n and tokens[i + dash + 1] == ")") and mode == "lot":
+            lots = [token + tokens[i + dash]]
+            i += 1 + dash
         for lot in lots:
             add(lot, matches[i - 1].end() if i - 1 < n else end)
     return [found[lot] for lot in order], uncertain
