@@ -1,7 +1,19 @@
-import json, re, glob
-texts = json.load(open('/tmp/eval_texts.json'))
+"""Turn the hand-written label sheets (b01.txt ... b08.txt, one line per evaluation text:
+index|kind|lots|window, kind L/A/W or S for spot checks, lots "LOT=expiry;LOT,LOT=expiry") into
+tests/fixtures/lots_eval.json. Run eval_texts.py first (it writes eval_texts.json next to this file).
+
+    .venv/bin/python bench/lots_labels/eval_texts.py && .venv/bin/python bench/lots_labels/build_eval.py
+"""
+import glob
+import json
+import re
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+texts = json.load(open(HERE / 'eval_texts.json'))
 labels = {}
-for path in sorted(glob.glob('/tmp/labels/b*.txt')):
+for path in sorted(glob.glob(str(HERE / 'b*.txt'))):
     for line in open(path):
         line = line.rstrip('\n')
         if not line.strip():
@@ -42,7 +54,7 @@ for t in texts:
         lo, hi = span.split('..')
         case[{"E": "expiry_window", "D": "dispensed_window", "M": "manufactured_window"}[tag]] = [lo or None, hi or None]
     cases.append(case)
-split = json.load(open('tests/fixtures/lots_split.json'))
+split = json.load(open(ROOT / 'tests/fixtures/lots_split.json'))
 for case, entry in zip(cases, split['evaluation']):
     case['also'] = [x for x in entry['ids'] if x != f"{case['source']}#{case['recall_number']}"]
 out = {
@@ -51,7 +63,7 @@ out = {
             "output). Never used to tune the parser. Labelling rules: see docs/lots.md#labelling-rules."),
   "cases": cases,
 }
-json.dump(out, open('tests/fixtures/lots_eval.json', 'w'), indent=1, ensure_ascii=False)
+json.dump(out, open(ROOT / 'tests/fixtures/lots_eval.json', 'w'), indent=1, ensure_ascii=False)
 n_lots = sum(len(c['lots']) for c in cases)
 print(len(cases), 'cases', n_lots, 'lots', sum(1 for c in cases if c['lots_labelled']), 'lot-labelled',
       {k: sum(1 for c in cases if c['kind'] == k) for k in KIND.values()})
