@@ -1,10 +1,10 @@
 """How long parse_scope takes on the longest real code_info and on a 3,000-lot record (issue #17).
 
-The 3,000-lot text is built from the real D-1396-2016 entries ("Service Code …, Lot Number …, Exp.
-Date …;") repeated with a running suffix so every lot is distinct: synthetic in its length only.
+The 3,000-lot text is built from the real D-1396-2016 entries ("Service Code …, Lot Number …,
+Exp. Date …;") repeated with a running suffix so every lot is distinct: synthetic in its length only.
 Prints min/median/max of 7 runs in CPU time (time.process_time: the machine is shared, so wall time
-mostly measures the other processes; wall min is printed too), with the old extractor (git show 209b04a:recalls/lots.py) as the
-same-run reference when it can be loaded.
+mostly measures the other processes; wall min is printed too), with the old extractor
+(git show 209b04a:recalls/lots.py) as the same-run reference when it can be loaded.
 
     .venv/bin/python bench/lots_parse.py
 """

@@ -61,7 +61,8 @@ def main():
         code_info = record.get("code_info") or ""
         more = record.get("more_code_info") or ""
         key = (code_info, more)
-        entry = by_text.setdefault(key, {"ids": [], "class": layout_class(code_info, more, record.get("recalling_firm") or "")})
+        firm = record.get("recalling_firm") or ""
+        entry = by_text.setdefault(key, {"ids": [], "class": layout_class(code_info, more, firm)})
         entry["ids"].append(f"{source}#{record.get('recall_number')}")
     rng = random.Random(SEED)
     texts = sorted(by_text, key=lambda k: by_text[k]["ids"][0])

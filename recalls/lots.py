@@ -96,9 +96,11 @@ _ANY_MONTH = re.compile(r"(?i)(?<![a-z])(?:jan|feb|mar|apr|may|jun|jul|aug|sep|o
 _DAY_RANGE = re.compile(rf"{_L}(?P<m>\d{{1,2}})/(?P<d>\d{{1,2}})\s?-\s?(?P<d2>\d{{1,2}})/(?P<y>\d{{4}}){_R}")
 # 0724/2016, 1214/2019: month and day typed together, then the year
 _MMDD_YEAR = re.compile(rf"{_L}(?P<m>0[1-9]|1[0-2])(?P<d>[0-3]\d)/(?P<y>(?:19|20)\d\d){_R}")
-_EXPIRY_WORD = r"(?:exp(?:iry|iration|ires|iring)?\.?(?:\s*dates?)?|bud|beyond\s+use(?:\s+date)?|use\s+by|discard\s+(?:by|after))"
+_EXPIRY_WORD = (r"(?:exp(?:iry|iration|ires|iring)?\.?(?:\s*dates?)?|bud|beyond\s+use(?:\s+date)?|use\s+by"
+                r"|discard\s+(?:by|after))")
 # Forms that are dates only next to an expiry word: "exp. date 08 2020", "Exp 2016", "within expiry through 2016".
-_CONTEXT_MONTH_YEAR = re.compile(rf"(?i)\b{_EXPIRY_WORD}[\s:.#,\-]*(?P<date>(?P<m>\d{{1,2}})\s+(?P<y>(?:19|20)\d\d))\b(?![/\-.]\d)")
+_CONTEXT_MONTH_YEAR = re.compile(
+    rf"(?i)\b{_EXPIRY_WORD}[\s:.#,\-]*(?P<date>(?P<m>\d{{1,2}})\s+(?P<y>(?:19|20)\d\d))\b(?![/\-.]\d)")
 _CONTEXT_YEAR = re.compile(
     rf"(?i)\b(?:{_EXPIRY_WORD}|within\s+expiry\s+(?:through|thru|until|to))[\s:.#,\-]*(?P<date>(?P<y>(?:19|20)\d\d))\b(?![/\-.]\d)")
 _GLUED_EXPIRY = re.compile(r"(?i)\b(exp|expiry|bud)\.?(?=\d)")  # EXP01JUL2015, Exp10/23/2015, Exp.04/2019
@@ -131,7 +133,7 @@ def _date_value(kind: str, match: re.Match) -> str | None:
         int(groups["m"]) if groups.get("m") else None)
     day = int(groups["d"]) if groups.get("d") else None
     year = int(groups["y"]) if groups.get("y") else None
-    if year is not None and not (len(groups["y"]) in (2, 4)):
+    if year is not None and len(groups["y"]) not in (2, 4):
         return None  # 10/31/217: a date (never a lot) whose value we cannot read
     return _iso(year, month, day)
 
@@ -157,7 +159,8 @@ _UNITS = {"mg", "mcg", "ml", "g", "gm", "kg", "oz", "lb", "lbs", "l", "ct", "cc"
           "packs", "packets", "units", "unit", "billion", "million", "x", "syringes", "syringe", "ampules",
           "tubes", "tube", "patches", "doses", "dose", "boxes", "box", "each", "pouches", "kits", "mm", "cm",
           "%", "percent", "day", "days", "hour", "hours", "gallon", "gallons", "liter", "liters", "pk",
-          "softgels", "gummies", "ea", "pcs", "pieces", "sachets", "lozenges", "wipes", "packettes", "metered", "inhalations", "actuations",
+          "softgels", "gummies", "ea", "pcs", "pieces", "sachets", "lozenges", "wipes", "packettes", "metered",
+          "inhalations", "actuations",
           "sprays", "servings", "drops"}
 _LOT_WORDS = {"lot", "lots", "lotno", "lot#", "lot#s", "lots#", "batch", "batches", "pedigree", "pedigrees"}
 _CONSUMING_WORDS = {"ndc", "ndcs", "upc", "upcs", "nda", "anda", "gtin", "ean", "din", "cas", "ndc#", "upc#"}
@@ -169,7 +172,8 @@ _QUALIFIED_OTHER_WORDS = {"product", "service", "pack", "package", "material", "
                           "device", "catalog", "display", "unit", "carton", "tray", "set"}
 _QUALIFIERS = {"code", "codes", "number", "numbers", "no", "nos", "#", "id", "num", "#s", "#'s"}
 _EXPIRY_WORDS = {"exp", "expiry", "expiration", "expires", "expiring", "expiry:", "bud", "use-by", "discard"}
-_NOT_EXPIRY_DATE_WORDS = {"mfd", "mfg", "dom", "made", "manufactured", "manufacture", "compounding", "compounded", "date",
+_NOT_EXPIRY_DATE_WORDS = {"mfd", "mfg", "dom", "made", "manufactured", "manufacture", "compounding", "compounded",
+                          "date",
                           "prepared", "shipped", "distributed", "dispensed", "filled", "sold", "packaged",
                           "since", "between", "from", "received", "on"}
 _RANGE_WORDS = {"thru", "through", "to"}
@@ -177,13 +181,15 @@ _MONTH_WORDS = {m.upper() for m in _MONTH_NUMBERS}
 _DATE_RANGE_WORDS = {"-", "to", "through", "thru", "and", "until"}
 # Upper-case words that are never lots, even next to a lot keyword.
 _STOP_LETTERS = {m.upper() for m in ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "sept", "oct",
-                                     "nov", "dec", "june", "july")} | {"AND", "OR", "EXP", "LOT", "LOTS", "NDC", "UPC", "THE", "ALL", "NO", "NA", "NONE", "UNKNOWN",
+                                     "nov", "dec", "june", "july")} | {
+                 "AND", "OR", "EXP", "LOT", "LOTS", "NDC", "UPC", "THE", "ALL", "NO", "NA", "NONE", "UNKNOWN",
                  "SEE", "BELOW", "ABOVE", "ONLY", "CODE", "CODES", "NUMBER", "NUMBERS", "USP", "USA", "BUD", "FOR",
                  "OF", "IN", "TO", "ON", "AT", "BY", "WITH", "DATE", "DATES", "EXPIRY", "BATCH", "NOT", "ANY",
                  "PER", "PFS", "IV", "IM", "SC", "OTC", "RX", "SKU", "KIT", "VIAL", "BAG", "BOX", "CT", "MG", "ML",
                  "USE", "BEST", "BEFORE", "AFTER", "SIZE", "TUBE", "CASE", "LABEL", "LABELS", "PACK", "EACH",
                  "ITEM", "ITEMS", "PART", "STYLE", "SERIAL", "MFD", "MFG", "LOTE", "NOS", "ALSO", "INCLUDING",
-                 "THRU", "THROUGH", "EXPO", "DOM", "MFG", "CPD", "FROM", "BETWEEN", "N/A", "TBD", "NPR", "CARTON", "DISPLAY", "PATCH", "UNIT"}
+                 "THRU", "THROUGH", "EXPO", "DOM", "CPD", "FROM", "BETWEEN", "N/A", "TBD", "NPR", "CARTON", "DISPLAY",
+                 "PATCH", "UNIT"}
 
 # --- windows and "all lots" -----------------------------------------------------------------------
 
@@ -193,7 +199,8 @@ _ALL_LOTS = re.compile(
     r"(?:lots?|lot\s+(?:codes?|numbers?)|batch(?:es)?|products?|units|codes|product\s+lots)\b",
     re.I,
 )
-_UNEXPIRED = re.compile(r"(?i)\b(?:within\s+(?:their\s+)?expiry|within\s+expiration|unexpired|non-expired|in[\s-]date)\b")
+_UNEXPIRED = re.compile(
+    r"(?i)\b(?:within\s+(?:their\s+)?expiry|within\s+expiration|unexpired|non-expired|in[\s-]date)\b")
 _EXPIRY_WINDOW = re.compile(
     rf"(?i)\b(?:exp\w*|expiry|beyond\s+use)\.?\s+(?:dates?\s+)?(?:between|from|of)\s+{_D}\s*(?:and|to|through|thru|-)\s*{_D}")
 _EXPIRY_UNTIL = re.compile(rf"(?i)\bwithin\s+expiry\s+(?:through|thru|until|to)\s+{_D}")

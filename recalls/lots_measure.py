@@ -48,9 +48,10 @@ class Report:
         return (f"{self.cases} strings ({self.lot_cases} with every lot labelled, {self.tp + self.fn} lots): "
                 f"lot precision {self.precision:.4f} (TP {self.tp}, FP {self.fp}), recall {self.recall:.4f} "
                 f"(FN {self.fn}); scope kind accuracy {self.kind_accuracy:.4f} ({self.kind_right}/{self.cases}); "
-                f"expiry {self.expiry_right}/{self.expiry_checked}; windows {self.windows_right}/{self.windows_checked}; "
-                f"truncated flag {self.truncated_right}/{self.cases}; spot checks {self.spot_checks - self.spot_failures}"
-                f"/{self.spot_checks}")
+                f"expiry {self.expiry_right}/{self.expiry_checked}; "
+                f"windows {self.windows_right}/{self.windows_checked}; "
+                f"truncated flag {self.truncated_right}/{self.cases}; "
+                f"spot checks {self.spot_checks - self.spot_failures}/{self.spot_checks}")
 
 
 def _excerpt(text: str, needle: str | None = None, width: int = 70) -> str:

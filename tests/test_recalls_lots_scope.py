@@ -95,7 +95,8 @@ def test_tables_of_letter_codes_and_dates_without_a_keyword():
 
 @pytest.mark.parametrize("recall_number, expected", [
     ("D-0384-2020", ["RJK", "SBJ", "SFG", "SHI", "SLB", "TCM", "TDC"]),   # Lot #: RJK 10/19  SBJ 2/20 ...
-    ("D-0355-2020", ["RGD", "RHL", "RHB", "RJF", "RJG", "SAJ", "SAK", "SAL", "SAM", "SBK", "SEH", "TCD"]),  # RGD, Exp 7/19
+    # Lot#: RGD, Exp 7/19; RHL, Exp 8/19; ...
+    ("D-0355-2020", ["RGD", "RHL", "RHB", "RJF", "RJG", "SAJ", "SAK", "SAL", "SAM", "SBK", "SEH", "TCD"]),
 ])
 def test_short_letter_group_lots(recall_number, expected):
     assert _scope(recall_number).lot_numbers == expected

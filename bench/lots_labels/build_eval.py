@@ -19,7 +19,8 @@ for path in sorted(glob.glob(str(HERE / 'b*.txt'))):
         if not line.strip():
             continue
         parts = line.split('|')
-        i = int(parts[0]); assert i not in labels, i
+        i = int(parts[0])
+        assert i not in labels, i
         labels[i] = parts[1:]
 missing = [t['i'] for t in texts if t['i'] not in labels]
 print('missing', missing)
@@ -52,15 +53,16 @@ for t in texts:
     if window:
         tag, span = window.split(':', 1)
         lo, hi = span.split('..')
-        case[{"E": "expiry_window", "D": "dispensed_window", "M": "manufactured_window"}[tag]] = [lo or None, hi or None]
+        name = {"E": "expiry_window", "D": "dispensed_window", "M": "manufactured_window"}[tag]
+        case[name] = [lo or None, hi or None]
     cases.append(case)
 split = json.load(open(ROOT / 'tests/fixtures/lots_split.json'))
-for case, entry in zip(cases, split['evaluation']):
+for case, entry in zip(cases, split['evaluation'], strict=True):
     case['also'] = [x for x in entry['ids'] if x != f"{case['source']}#{case['recall_number']}"]
 out = {
-  "about": ("Evaluation split for recalls.lots.parse_scope (issue #17): real openFDA code_info/more_code_info texts "
-            "chosen by bench/lots_split.py before the parser was rewritten, each labelled by reading it (not from parser "
-            "output). Never used to tune the parser. Labelling rules: see docs/lots.md#labelling-rules."),
+  "about": ("Evaluation split for recalls.lots.parse_scope (issue #17): real openFDA code_info/more_code_info "
+            "texts chosen by bench/lots_split.py before the parser was rewritten, each labelled by reading it (not "
+            "from parser output). Never used to tune the parser. Labelling rules: see docs/lots.md."),
   "cases": cases,
 }
 json.dump(out, open(ROOT / 'tests/fixtures/lots_eval.json', 'w'), indent=1, ensure_ascii=False)
