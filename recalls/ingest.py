@@ -16,7 +16,7 @@ from drugs.identity import resolve
 from drugs.ndc import ndc_products, ndcs_in_text, normalize_ndc, normalize_product_ndc
 from memory.services import Claim
 
-from .lots import extract_lots, mentions_all_lots
+from .lots import LOT_SCOPE_VERSION, LotScope, ScopeAttribute, parse_scope, scope_terms
 
 ENFORCEMENT_SOURCE = "openfda:enforcement"
 LABEL_SOURCE = "openfda:label"
@@ -46,11 +46,23 @@ class RecallClaim(Claim):
     # code_info: see above. The identity attributes are derived from hashed fields (subject, ndcs,
     # product_description), so adding them to facts ingested before they existed re-versions nothing;
     # a fact whose subject or NDCs change is re-versioned through those.
-    UNHASHED_ATTRIBUTES = ("code_info", "ndc_products", "identity_source", "identity_text", "identity_flag")
+    UNHASHED_ATTRIBUTES = ("code_info", "ndc_products", "identity_source", "identity_text", "identity_flag",
+                           "lot_scope")
+
+    def __post_init__(self):
+        # A lot-level fact carries its own lot's entry of the record's scope, not the whole list (recalls.lots).
+        scope = self.attributes.get("lot_scope")
+        if self.lot and isinstance(scope, ScopeAttribute):
+            self.attributes = dict(self.attributes, lot_scope=scope.for_lot(self.lot))
 
     def content_hash(self) -> str:
         base = Claim(**{name: getattr(self, name) for name in Claim.__dataclass_fields__})
         base.attributes = {k: v for k, v in self.attributes.items() if k not in self.UNHASHED_ATTRIBUTES}
+        # Only the part of the scope that changes who the fact can touch is content (windows, uncertain
+        # lots): adding the structured scope to facts that mean what they meant does not version them.
+        terms = scope_terms(self.attributes.get("lot_scope"))
+        if terms:
+            base.attributes["lot_scope_terms"] = terms
         return base.content_hash()
 
 
@@ -68,6 +80,7 @@ class ParsedRecall:
     product: str
     raw: dict = field(repr=False, default_factory=dict)
     identity: dict = field(default_factory=dict)  # identity_source, identity_text, identity_flag (see identity_of)
+    lot_scope: LotScope | None = field(repr=False, default=None)
 
     @property
     def scope(self) -> str:
@@ -169,6 +182,7 @@ def _midnight(day: date | None) -> datetime | None:
 def record_hash(record: dict) -> str:
     """Hash of the fields that feed the facts; null and "" are the same (more_code_info flips between them)."""
     content = {name: (record.get(name) or "") for name in HASHED_FIELDS}
+    content["lot_scope_parser"] = LOT_SCOPE_VERSION  # a new parser re-reads every record once (facts decide)
     if isinstance(content["event_id"], int):
         content["event_id"] = str(content["event_id"])
     for name, value in content.items():
@@ -329,7 +343,8 @@ def parse_enforcement(record) -> ParsedRecall:
     if len(full_code_info) > CODE_INFO_SCAN_MAX:
         raise Malformed(f"code_info is {len(full_code_info)} characters; at most {CODE_INFO_SCAN_MAX} are read for "
                         f"lots (the longest in real data is about 32,600)")
-    lots = extract_lots(full_code_info)
+    scope = parse_scope(code_info, more_code_info)
+    lots = scope.lot_numbers
     if len(lots) > MAX_LOTS_PER_RECORD:
         raise Malformed(f"code_info lists {len(lots)} lots; at most {MAX_LOTS_PER_RECORD} per record are ingested "
                         f"(the most in real data is 616): check the record and split it")
@@ -339,7 +354,12 @@ def parse_enforcement(record) -> ParsedRecall:
     # Checked last, so a broken copy of a real record reports its first real problem.
     if not RECALL_NUMBER_PATTERN.fullmatch(recall_number):
         raise Malformed(f"recall_number {recall_number!r} is not an FDA recall number (like D-0326-2019)")
-    all_lots = mentions_all_lots(full_code_info)
+    # The text says every lot (perhaps within a window): one drug-level fact carrying the window, never lot
+    # strings. A text naming no lot at all is drug-level too (ParsedRecall.scope), worded differently.
+    all_lots = scope.says_all_lots
+    lot_scope = scope.as_attribute()
+    if lot_scope["expiry_window"] and lot_scope["expiry_window"][0] is None:
+        lot_scope["expiry_window"][0] = initiated.isoformat()  # "within expiry": unexpired when recalled
     attributes = {
         "recall_number": recall_number,
         "event_id": event_id,
@@ -353,12 +373,13 @@ def parse_enforcement(record) -> ParsedRecall:
         "recall_initiation_date": initiated.isoformat(),
         "termination_date": terminated.isoformat() if terminated else None,
         "code_info": full_code_info[:CODE_INFO_MAX],
+        "lot_scope": lot_scope,
     }
     return ParsedRecall(
         recall_number=recall_number, record_hash=record_hash(record), subject=identity.subject,
         ndcs=ndcs_of(record, trust_openfda=identity.trust_openfda), lots=lots, all_lots=all_lots,
         attributes=attributes, valid_from=_midnight(initiated), valid_to=_midnight(terminated),
-        product=short_product(description), raw=record, identity=identity.attributes(),
+        product=short_product(description), raw=record, identity=identity.attributes(), lot_scope=scope,
     )
 
 

@@ -86,3 +86,44 @@ def test_drug_name_keeps_locant_commas():
     # Identity keys come from the drug vocabulary (drugs.identity): 2,3-dimercaptosuccinic acid is succimer.
     assert normalize_drug_name("VALSARTAN Tablets USP, 320 mg") == "valsartan"
     assert normalize_drug_name("2,3-Dimercaptosuccinic Acid (DMSA) active pharmaceutical ingredient") == "succimer"
+
+
+# --- the evaluation split (issue #17) --------------------------------------------------------------
+
+EVALUATION = Path(__file__).parent / "fixtures" / "lots_eval.json"
+
+
+def test_evaluation_split_is_big_stratified_and_kept_apart_from_development():
+    data = json.loads(EVALUATION.read_text())
+    cases = data["cases"]
+    assert len(cases) >= 400
+    strata = {c["stratum"] for c in cases}
+    assert strata == {"short_list", "long_list", "table", "enumeration", "compounding", "all_lots_window",
+                      "all_lots_or_none", "truncated"}
+    split = json.loads((Path(__file__).parent / "fixtures" / "lots_split.json").read_text())
+    development = {i for ids in split["development"] for i in ids}
+    evaluation = {f"{c['source']}#{c['recall_number']}" for c in cases}
+    assert not development & evaluation
+    assert all(c["recall_number"] for c in cases)  # provenance
+
+
+def test_evaluation_split_meets_the_issue_targets():
+    from recalls.lots_measure import load_cases, score
+
+    report = score(load_cases(EVALUATION))
+    # docs/lots.md lists every error; these are the issue's targets, not tuned floors.
+    assert report.precision >= 0.99, report.summary()
+    assert report.recall >= 0.98, report.summary()
+    assert report.kind_accuracy >= 0.98, report.summary()
+
+
+def test_measure_lots_command_reports_and_lists_errors():
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    out = StringIO()
+    call_command("measure_lots", "--errors", stdout=out)
+    text = out.getvalue()
+    assert "lot precision" in text and "scope kind accuracy" in text
+    assert "  D-" in text  # the error list, one line per error
