@@ -269,14 +269,15 @@ def test_dispensing_json_is_validated_as_the_admin_form_and_written_by_save_disp
     dispensing_changed.connect(receiver)
     try:
         secret = world["keys"]["north"]
-        body = {"patient": "SYN-BOB", "drug": "Valsartan", "ndc": "0078-0359-34", "lot": "lot # 3069020",
+        # Mylan valsartan (the recall's own product, D-0326-2019): a confirmed match, so staff are warned.
+        body = {"patient": "SYN-BOB", "drug": "Valsartan", "ndc": "0378-5814-77", "lot": "lot # 3069020",
                 "quantity": 30, "dispensed_at": "2019-03-01T10:00:00Z"}
         response = post(client, "/dispensing", body, secret)
         assert response.status_code == 201, response.content
         data = response.json()
-        assert data["lot"] == "3069020" and data["ndc"] == "00078-0359-34" and data["patient"] == "SYN-BOB"
+        assert data["lot"] == "3069020" and data["ndc"] == "00378-5814-77" and data["patient"] == "SYN-BOB"
         assert data["drug"] == "valsartan"
-        assert "active recall" in data["recall_warning"]
+        assert "active recall" in data["recall_warning"], data
         change = DispensingChange.objects.get(dispensing_id=data["id"])
         assert change.action == "created" and change.actor_label.startswith("api:usk_")
         assert (world["bob"].pk, data["drug"]) in announced

@@ -207,7 +207,8 @@ def stale_changes(decision: Decision) -> list[dict]:
     (corrections.staleness.stale_reasons), so "still valid?" and the sweep never disagree."""
     from corrections.staleness import DISPENSING_CHANGED, RETRACTED_READ, stale_reasons
 
-    reasons = stale_reasons([decision.id])[decision.id]
+    order = {RETRACTED_READ: 0, "new_fact": 1, DISPENSING_CHANGED: 2}
+    reasons = sorted(stale_reasons([decision.id])[decision.id], key=lambda r: order.get(r.kind, 9))
     facts = Fact.objects.defer("embedding").in_bulk([r.fact_id for r in reasons if r.fact_id])
     changes = []
     for reason in reasons:
