@@ -12,6 +12,7 @@ Every provider returns unit-norm vectors of the configured dimension, and every 
 repeated within one call is embedded once (`texts` counts the distinct texts sent to the model).
 """
 
+import contextlib
 import hashlib
 import json
 import math
@@ -33,6 +34,10 @@ class EmbeddingProvider:
     dimension = 0
 
     engine = ""  # what computes the vectors, when the name (the model) does not say
+    # A CPU-bound local model already uses every core: overlapping two inferences (ingest worker
+    # threads) on 2 cores only thrashes, while their database work still overlaps. Remote ones run in parallel.
+    serialize_calls = False
+    _inference_lock = threading.Lock()
 
     def __init__(self):
         self.calls = 0  # provider calls (one per batch)
@@ -45,9 +50,10 @@ class EmbeddingProvider:
             return []
         # One recall names many lots with otherwise equal text: embed each distinct text once.
         distinct = list(dict.fromkeys(texts))
-        started = time.perf_counter()
-        vectors = list(self._embed(distinct))
-        elapsed = time.perf_counter() - started
+        with self._inference_lock if self.serialize_calls else _NO_LOCK:
+            started = time.perf_counter()
+            vectors = list(self._embed(distinct))
+            elapsed = time.perf_counter() - started
         with self._lock:
             self.calls += 1
             self.texts += len(distinct)
@@ -62,6 +68,9 @@ class EmbeddingProvider:
 
     def _embed(self, texts):
         raise NotImplementedError
+
+
+_NO_LOCK = contextlib.nullcontext()
 
 
 def _checked(vector, dimension, name):
@@ -111,9 +120,7 @@ class LocalMiniLM(EmbeddingProvider):
 
     name = "local:all-MiniLM-L6-v2"
     dimension = 384
-    # One inference at a time per process: the engines already use every core, and ingest worker
-    # threads overlapping two inferences on 2 cores only thrash (their database work still overlaps).
-    _inference_lock = threading.Lock()
+    serialize_calls = True
 
     def __init__(self, engine: str | None = None):
         super().__init__()
@@ -132,10 +139,7 @@ class LocalMiniLM(EmbeddingProvider):
         return self._load().engine
 
     def _embed(self, texts):
-        model = self._load()
-        with self._inference_lock:
-            vectors = model.encode(texts)
-        return [v.tolist() for v in vectors]
+        return [v.tolist() for v in self._load().encode(texts)]
 
 
 class BedrockTitan(EmbeddingProvider):
