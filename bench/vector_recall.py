@@ -120,6 +120,7 @@ def main():
     parser.add_argument("--index", default="",
                         help="m,ef_construction: rebuild the HNSW index with these before inserting "
                              "(default: leave the migrated index as it is)")
+    parser.add_argument("--phase1-only", action="store_true", help="stop after phase 1 (no amended texts to embed)")
     parser.add_argument("--ef-search", default="40",
                         help="comma-separated hnsw.ef_search values (40 is pgvector's default)")
     args = parser.parse_args()
@@ -169,6 +170,9 @@ def main():
     print("|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     ef_values = [int(v) for v in args.ef_search.split(",")]
     measure("1. all believed", queries, args.k, ef_values=ef_values)
+    measure("1b. same, HNSW forced", queries, args.k, ef_values=ef_values, mode="forced")
+    if args.phase1_only:
+        return
 
     # Phase 2: half the keys get a second version with amended text (the first is retracted).
     facts = list(Fact.objects.defer("embedding").order_by("id"))

@@ -4,7 +4,7 @@ from unsay_site.sqlfiles import RunSQLFile
 
 
 class Migration(migrations.Migration):
-    """PostgreSQL only: rebuild the believed-facts HNSW index with m 8 / ef_construction 32.
+    """PostgreSQL only: rebuild the believed-facts HNSW index with m 12 / ef_construction 40.
     CockroachDB's vector index (C-SPANN, sql/cockroachdb/010) has no such parameters; nothing changes there."""
 
     dependencies = [("memory", "0004_premises_inputs_scopes")]
