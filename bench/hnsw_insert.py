@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (the pgbench script below keeps one SQL statement per line)
 """What a new fact version costs the vector index: pgbench (64 clients, C, no Python) running the
 SQL of one assert (advisory lock, locking read, version computed in the INSERT) against copies of
 memory_fact that differ only in their vector index, interleaved round by round on one server.

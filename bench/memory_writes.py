@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (the pgbench script below keeps one SQL statement per line)
 """Fact write throughput on the embedded engine: assert_claim per second at 1, 16, 64 and 128 concurrent
 writers (threads, each with its own database connection, released together by a barrier), plus the
 contention scenario (16 writers racing on each of 4 keys) and the cost of re-asserting unchanged claims.
@@ -21,8 +22,8 @@ import argparse
 import logging
 import statistics
 import subprocess
-import tempfile
 import sys
+import tempfile
 import threading
 import time
 import uuid

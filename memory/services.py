@@ -24,11 +24,10 @@ from django.db.models import Case, IntegerField, Q, Value, When
 from django.utils import timezone
 from pgvector.django import CosineDistance
 
+from drugs.scopes import claim_ndc_products, fact_scopes
 from unsay_site.retry import run_in_transaction
 
 from .embeddings import get_provider, to_sql_vector
-from drugs.scopes import claim_ndc_products, fact_scopes
-
 from .models import Decision, DecisionRead, Fact
 
 
@@ -223,14 +222,16 @@ def _write_versions(prepared: PreparedClaims, indexes: list[int], at, reason) ->
                 "lot": claim.lot or None, "statement": claim.statement,
                 "attributes": json.dumps(claim.attributes, sort_keys=True, default=str), "content_hash": digest,
                 "source": claim.source, "source_ref": claim.source_ref,
-                "valid_from": _iso(claim.valid_from), "valid_to": _iso(claim.valid_to), "asserted_at": now.isoformat(),
+                "valid_from": _iso(claim.valid_from), "valid_to": _iso(claim.valid_to),
+                "asserted_at": now.isoformat(),
                 "asserted_by": claim.asserted_by, "embedding": to_sql_vector(prepared.vectors[i]),
                 "scopes": claim.scopes(),
             })
         new_ids = {}
         if retire:
             cursor.execute(
-                "UPDATE memory_fact AS m SET retracted_at = r.at, retracted_by = r.retired_by, retraction_reason = r.why"
+                "UPDATE memory_fact AS m"
+                " SET retracted_at = r.at, retracted_by = r.retired_by, retraction_reason = r.why"
                 " FROM jsonb_to_recordset(%s::jsonb) AS r(id bigint, at timestamptz, retired_by text, why text)"
                 " WHERE m.id = r.id", [json.dumps(retire)])
         if rows:

@@ -10,8 +10,7 @@ from django.db import connections
 from django.utils import timezone
 
 from memory.models import Fact
-from memory.services import (Claim, _write_version, assert_claim, prepare_claims, retract_claim,
-                             write_claims)
+from memory.services import Claim, _write_version, assert_claim, prepare_claims, retract_claim, write_claims
 from unsay_site.retry import run_in_transaction
 
 WEEK_AGO = timezone.now() - timedelta(days=7)
@@ -97,7 +96,7 @@ def test_overlapping_batches_in_opposite_orders_neither_deadlock_nor_break_chain
             for r in range(rounds):
                 batch = [recall(k, f"writer {w} round {r} on {k}") for k in order]
                 prepared = prepare_claims(batch)
-                run_in_transaction(lambda prepared=prepared: write_claims(prepared, range(len(batch))),
+                run_in_transaction(lambda prepared=prepared, n=len(batch): write_claims(prepared, range(n)),
                                    retry_unique_violations=True)
         except Exception as exc:  # noqa: BLE001  (reported below)
             errors.append(repr(exc))
