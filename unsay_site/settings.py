@@ -215,6 +215,10 @@ UNSAY_EMBEDDINGS = env_choice(
 UNSAY_ALLOW_FAKE_EMBEDDINGS = env_bool("UNSAY_ALLOW_FAKE_EMBEDDINGS", PROFILE == "test")
 _DEFAULT_DIMS = {"local": 384, "bedrock": 1024, "hashing": 384}
 UNSAY_EMBEDDING_DIM = env_int("UNSAY_EMBEDDING_DIM", _DEFAULT_DIMS[UNSAY_EMBEDDINGS], minimum=1, maximum=16000)
+# The local model's engine: auto = ONNX Runtime when installed (graph exported once from the shipped
+# weights into UNSAY_MODEL_DIR), else torch; onnx = refuse to fall back; torch = never use ONNX.
+UNSAY_LOCAL_EMBEDDING_ENGINE = env_choice("UNSAY_LOCAL_EMBEDDING_ENGINE", "auto", {"auto", "onnx", "torch"})
+UNSAY_MODEL_DIR = Path(env_str("UNSAY_MODEL_DIR", str(VAR_DIR / "models")))
 UNSAY_BEDROCK_EMBEDDING_MODEL = env_str("UNSAY_BEDROCK_EMBEDDING_MODEL", "amazon.titan-embed-text-v2:0")
 UNSAY_REASONER = env_choice("UNSAY_REASONER", "rules", {"rules", "bedrock"})
 UNSAY_BEDROCK_MODEL_ID = env_str("UNSAY_BEDROCK_MODEL_ID", "anthropic.claude-3-5-sonnet-20240620-v1:0")
