@@ -134,14 +134,18 @@ class StaleReason:
     dispensing_id: int | None = None
 
 
-def stale_reasons(decision_ids, scope: Scope | None = None) -> dict[int, list[StaleReason]]:
+def stale_reasons(decision_ids, scope: Scope | None = None, *, standing_only: bool = True
+                  ) -> dict[int, list[StaleReason]]:
     """Why each of these decisions is stale (empty list: it still stands). Used by the sweep to
-    pick what to tell the patient changed, and by the API's "is this answer still valid?" check."""
+    pick what to tell the patient changed, and by the API's "is this answer still valid?" check
+    (with standing_only=False, for a superseded decision: what changed under it)."""
     decision_ids = sorted({int(i) for i in decision_ids})
     reasons: dict[int, list[StaleReason]] = {i: [] for i in decision_ids}
     if not decision_ids:
         return reasons
     union, params = _union(scope or Scope(), decision_ids)
+    if not standing_only:
+        union = union.replace("d.status = 'standing'", "TRUE")
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT DISTINCT decision_id, kind, fact_id, dispensing_id FROM ({union}) AS stale "
                        "ORDER BY decision_id, kind, fact_id, dispensing_id", params)

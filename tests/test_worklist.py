@@ -67,7 +67,8 @@ def test_the_clock_starts_at_the_belief_time_of_the_first_class_i_version(drafts
 def test_the_worklist_lists_the_recall_with_counts_by_class_and_deadline(client, people, drafts):  # noqa: F811
     [row] = [r for r in selectors.worklist() if r.recall_number == RECALL]
     assert row.facts.classification == "Class I" and row.pending == 3
-    assert row.by_class == {"probable": 1} and row.answered == 2  # SYN-D by lot; SYN-A/B asked
+    # every exposed patient by match class (A, B asked and D never asked, all on the lot with no NDC)
+    assert row.by_class == {"probable": 3} and row.answered == 2
     client.force_login(people["pharmacist"])
     body = client.get("/worklist/").content.decode()
     assert f'data-recall="{RECALL}"' in body and 'data-deadline="due"' in body

@@ -200,15 +200,15 @@ def worklist(*, now=None) -> list[WorklistRow]:
     S = Correction.Status
     rows: dict[str, WorklistRow] = {}
     counts = (Correction.objects.exclude(status=S.STALE).exclude(recall_number="")
-              .annotate(mc=match_class_sql()).values("recall_number", "mc")
+              .annotate(mc=match_class_sql()).values("recall_number", "mc", "match")
               .annotate(n=Count("id"), pending=Count("id", filter=Q(status=S.DRAFT)),
                         approved=Count("id", filter=Q(status__in=[S.APPROVED, S.SENT])),
                         sent=Count("id", filter=Q(status=S.SENT))))
     for item in counts:
         row = rows.setdefault(item["recall_number"], WorklistRow(RecallFacts(item["recall_number"])))
-        if item["mc"] == "asked":
+        if item["match"] == Correction.Match.ASKED:
             row.answered += item["n"]
-        else:
+        if item["mc"] and item["mc"] != "asked":  # corrections carry their class too (drugs.matching)
             row.by_class[item["mc"]] = row.by_class.get(item["mc"], 0) + item["n"]
         row.pending += item["pending"]
         row.approved += item["approved"]

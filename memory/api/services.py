@@ -208,7 +208,8 @@ def stale_changes(decision: Decision) -> list[dict]:
     from corrections.staleness import DISPENSING_CHANGED, RETRACTED_READ, stale_reasons
 
     order = {RETRACTED_READ: 0, "new_fact": 1, DISPENSING_CHANGED: 2}
-    reasons = sorted(stale_reasons([decision.id])[decision.id], key=lambda r: order.get(r.kind, 9))
+    reasons = sorted(stale_reasons([decision.id], standing_only=False)[decision.id],
+                     key=lambda r: order.get(r.kind, 9))
     facts = Fact.objects.defer("embedding").in_bulk([r.fact_id for r in reasons if r.fact_id])
     changes = []
     for reason in reasons:
@@ -227,7 +228,7 @@ def stale_changes(decision: Decision) -> list[dict]:
 def check_one(decision: Decision) -> dict:
     replaced_by = Decision.objects.filter(replaces=decision).first()
     current = current_of(decision) if replaced_by else decision
-    changes = stale_changes(decision) if decision.status == Decision.Status.STANDING else []
+    changes = stale_changes(decision)
     if decision.status == Decision.Status.SUPERSEDED:
         state = "superseded"
     elif changes:
