@@ -15,14 +15,13 @@ from drugs.identity import resolve
 from drugs.matching import MatchClass, match
 from recalls.ingest import parse_enforcement, recall_claims
 
-BULK_2021 = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "openfda" / \
-    "drug-enforcement-2021-04-28.json.zip"
-SHARED = Path("/work/shared/fixtures/openfda/drug-enforcement-2021-04-28.json.zip")
+# The repository's copy of ../shared/fixtures/openfda (byte-identical; tests/fixtures/openfda/README.md).
+BULK_2021 = Path(__file__).resolve().parent / "fixtures" / "openfda" / "drug-enforcement-2021-04-28.json.zip"
 
 
 @lru_cache(maxsize=1)
 def bulk_records() -> dict:
-    path = BULK_2021 if BULK_2021.exists() else SHARED
+    path = BULK_2021
     if not path.exists():
         pytest.skip("the openFDA 2021 bulk fixture is not on this machine")
     with zipfile.ZipFile(path) as archive:

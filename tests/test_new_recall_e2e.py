@@ -1,6 +1,6 @@
 """A new recall reaches everyone it touches, on REAL openFDA data (issue #10).
 
-"Before" is the 2021-04-28 bulk file, "after" the 2023-08-05 part (../shared/fixtures/openfda/):
+"Before" is the 2021-04-28 bulk file, "after" the 2023-08-05 part (tests/fixtures/openfda/):
 recall numbers that appear only in 2023 are brand-new recalls. Synthetic patients (labelled so)
 were dispensed a lot such a recall names; half of them asked before it existed and were told
 "safe", half never asked. Ingesting the 2023 records must re-decide every asker (a correction
@@ -26,9 +26,8 @@ from recalls.services import ingest_document
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "openfda"
-if not FIXTURES.exists():  # a clone beside shared/ (CI) or the work tree itself
-    FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "openfda"
+# The repository's byte-identical copy of ../shared/fixtures/openfda (tests/fixtures/openfda/README.md).
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "openfda"
 WANTED = 8  # new recalls with named lots, one asker and one never-asked patient on each
 BEFORE_PER_DRUG = 25  # 2021 records of each chosen drug loaded as "before" (bounded test time)
 
