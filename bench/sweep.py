@@ -108,9 +108,9 @@ def load(decisions: int, affected: int, shared_inputs: bool, case: str) -> dict:
                                 f"bench{pid}@example.com", "", "email", f"BENCH-{pid:08d}", True, now, now))
         rows_of: dict[int, list[DispensedRow]] = {}
         row_id = 0
-        with cur.copy("COPY patients_dispensingrecord (id, patient_id, region, drug, product_description, ndc, lot, "
-                      "expiry, quantity, dispensed_at, site, synthetic, fingerprint, created, updated) "
-                      "FROM STDIN") as copy:
+        with cur.copy("COPY patients_dispensingrecord (id, patient_id, region, drug, drug_text, drug_source, "
+                      "product_description, ndc, ndc_product, lot, expiry, quantity, dispensed_at, site, synthetic, "
+                      "fingerprint, created, updated) FROM STDIN") as copy:
             for pid in range(1, decisions + 1):
                 lots = [LOT] if pid <= affected else [UNAFFECTED_LOT]
                 if pid <= affected and not shared_inputs:
@@ -119,7 +119,8 @@ def load(decisions: int, affected: int, shared_inputs: bool, case: str) -> dict:
                     row_id += 1
                     digest = fingerprint(pid, lot, now)
                     rows_of.setdefault(pid, []).append(DispensedRow(row_id, lot, NDC, now, digest))
-                    copy.write_row((row_id, pid, regions[pid % len(regions)], DRUG, "", NDC, lot, None, 90, now,
+                    copy.write_row((row_id, pid, regions[pid % len(regions)], DRUG, DRUG, "drug-ner", "", NDC,
+                                    NDC[:10], lot, None, 90, now,
                                     "Bench site (synthetic)", True, digest, now, now))
     with connection.cursor() as cursor:
         for table in ("patients_patient", "patients_dispensingrecord"):

@@ -592,3 +592,22 @@ def patient_trail(patient) -> list[dict]:
                       "note": e.details.get("note", ""),
                       "detail": f"{e.details.get('method', '')} {e.details.get('outcome', '')}".strip()})
     return sorted(trail, key=lambda t: t["at"])
+
+
+def uncertain_scope(recall_number: str) -> dict | None:
+    """What the lot parser was unsure of for this recall (recalls.lots: a lot cut by openFDA's
+    truncation, a lot rejoined across a re-wrap), beside the raw text it read; None when sure."""
+    from drugs.recall_terms import key_prefix
+
+    uncertain, truncated, raw, understood = [], False, "", []
+    for fact in (Fact.objects.believed().filter(kind=Fact.Kind.RECALL, fact_key__startswith=key_prefix(recall_number))
+                 .only("lot", "attributes", "fact_key")):
+        scope = (fact.attributes or {}).get("lot_scope") or {}
+        uncertain.extend(u for u in scope.get("uncertain") or [] if u not in uncertain)
+        truncated = truncated or bool(scope.get("truncated"))
+        raw = raw or (fact.attributes or {}).get("code_info", "")
+        if fact.lot:
+            understood.append(fact.lot)
+    if not uncertain and not truncated:
+        return None
+    return {"uncertain": uncertain, "truncated": truncated, "raw": raw, "understood": sorted(understood)}

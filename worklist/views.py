@@ -60,6 +60,7 @@ def recall(request, recall_number):
         "f": f, "page": page, "methods": ContactAttempt.Method.choices, "outcomes": ContactAttempt.Outcome.choices,
         "none_found_form": NoneFoundForm(initial={"recall_number": recall_number}),
         "pending": sum(1 for ln in f.lines for c in ln.corrections if c.status == Correction.Status.DRAFT),
+        "uncertain": selectors.uncertain_scope(recall_number),
     })
 
 
