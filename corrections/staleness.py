@@ -27,39 +27,39 @@ def _any(column: str, values, params: list) -> str:
     return f" AND {column} = ANY(%s)"
 
 
-def _retracted_read(scope, decision_ids) -> tuple[str, list]:
+def _retracted_read(scope, decision_ids, standing) -> tuple[str, list]:
     params: list = []
     sql = ("SELECT r.decision_id AS decision_id, r.fact_id AS fact_id, NULL::bigint AS dispensing_id "
            "FROM memory_decisionread r JOIN memory_fact f ON f.id = r.fact_id "
            "JOIN memory_decision d ON d.id = r.decision_id "
-           "WHERE r.load_bearing AND f.retracted_at IS NOT NULL AND d.status = 'standing'")
+           "WHERE r.load_bearing AND f.retracted_at IS NOT NULL AND " + standing)
     sql += _any("r.fact_id", scope.fact_ids, params) + _any("d.id", decision_ids, params)
     return sql, params
 
 
-def _new_fact(scope, decision_ids) -> tuple[str, list]:
+def _new_fact(scope, decision_ids, standing) -> tuple[str, list]:
     params: list = []
     sql = ("SELECT p.decision_id AS decision_id, f.id AS fact_id, NULL::bigint AS dispensing_id "
            "FROM memory_fact f CROSS JOIN LATERAL unnest(f.scopes) AS s(scope) "
            "JOIN memory_decisionpremise p ON p.scope = s.scope "
            "JOIN memory_decision d ON d.id = p.decision_id "
-           "WHERE f.retracted_at IS NULL AND d.status = 'standing'")
+           "WHERE f.retracted_at IS NULL AND " + standing)
     sql += _any("f.id", scope.fact_ids, params) + _any("d.id", decision_ids, params)
     sql += (" AND NOT EXISTS (SELECT 1 FROM memory_decisionread r "
             "WHERE r.decision_id = d.id AND r.fact_id = f.id)")
     return sql, params
 
 
-def _dispensing_changed(scope, decision_ids) -> tuple[str, list]:
+def _dispensing_changed(scope, decision_ids, standing) -> tuple[str, list]:
     params: list = []
     changed = ("SELECT d.id AS decision_id, NULL::bigint AS fact_id, i.dispensing_id AS dispensing_id "
                "FROM memory_decision d JOIN memory_decisioninput i ON i.decision_id = d.id "
                "LEFT JOIN patients_dispensingrecord x ON x.id = i.dispensing_id "
-               "WHERE d.status = 'standing' AND (x.id IS NULL OR x.fingerprint <> i.fingerprint)")
+               "WHERE " + standing + " AND (x.id IS NULL OR x.fingerprint <> i.fingerprint)")
     changed += _any("d.patient_id", scope.patient_ids, params) + _any("d.id", decision_ids, params)
     added = ("SELECT d.id, NULL::bigint, x.id FROM memory_decision d "
              "JOIN patients_dispensingrecord x ON x.patient_id = d.patient_id AND x.drug = d.subject "
-             "WHERE d.status = 'standing' AND d.subject <> ''")
+             "WHERE " + standing + " AND d.subject <> ''")
     added += _any("d.patient_id", scope.patient_ids, params) + _any("d.id", decision_ids, params)
     added += (" AND NOT EXISTS (SELECT 1 FROM memory_decisioninput i "
               "WHERE i.decision_id = d.id AND i.dispensing_id = x.id)")
@@ -92,10 +92,14 @@ class Scope:
         return by_facts + ([DISPENSING_CHANGED] if self.patient_ids else [])
 
 
-def _union(scope: Scope, decision_ids=None) -> tuple[str, list]:
+_STANDING = "d.status = 'standing'"
+
+
+def _union(scope: Scope, decision_ids=None, *, standing_only: bool = True) -> tuple[str, list]:
     parts, params = [], []
+    standing = _STANDING if standing_only else "TRUE"
     for name in scope.branches():
-        sql, branch_params = _BRANCHES[name](scope, decision_ids)
+        sql, branch_params = _BRANCHES[name](scope, decision_ids, standing)
         parts.append(f"SELECT decision_id, fact_id, dispensing_id, '{name}' AS kind FROM ({sql}) AS {name}")
         params.extend(branch_params)
     return " UNION ALL ".join(parts), params
@@ -143,9 +147,7 @@ def stale_reasons(decision_ids, scope: Scope | None = None, *, standing_only: bo
     reasons: dict[int, list[StaleReason]] = {i: [] for i in decision_ids}
     if not decision_ids:
         return reasons
-    union, params = _union(scope or Scope(), decision_ids)
-    if not standing_only:
-        union = union.replace("d.status = 'standing'", "TRUE")
+    union, params = _union(scope or Scope(), decision_ids, standing_only=standing_only)
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT DISTINCT decision_id, kind, fact_id, dispensing_id FROM ({union}) AS stale "
                        "ORDER BY decision_id, kind, fact_id, dispensing_id", params)
