@@ -50,7 +50,7 @@ from corrections.tasks import auto_sweep_suppressed  # noqa: E402
 from memory.ask import DispensedRow, decide, premises_for  # noqa: E402
 from memory.models import Fact  # noqa: E402
 from memory.services import inputs_fingerprint  # noqa: E402
-from patients.models import Patient  # noqa: E402
+from patients.models import Patient, dispensing_fingerprint  # noqa: E402
 from recalls.services import escalate  # noqa: E402
 
 RECALL, LOT, DRUG = "D-0326-2019", "3069020", "valsartan"
@@ -88,11 +88,8 @@ def ingest_real_facts(tmp: Path, *, without: str | None = None) -> int:
 
 
 def fingerprint(patient_id, lot, at) -> str:
-    """patients.models.DispensingRecord.compute_fingerprint for a COPY-loaded row."""
-    import hashlib
-
-    parts = [patient_id, DRUG, NDC, lot, None, at]
-    return hashlib.sha256("|".join("" if p is None else str(p) for p in parts).encode()).hexdigest()
+    """The fingerprint DispensingRecord.save() would store for a COPY-loaded row."""
+    return dispensing_fingerprint(patient_id, DRUG, NDC, lot, None, at)
 
 
 def load(decisions: int, affected: int, shared_inputs: bool, case: str) -> dict:

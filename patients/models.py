@@ -107,6 +107,13 @@ def plain_text_errors(instance, names) -> dict[str, str]:
 
 
 FUTURE_SLACK = timedelta(minutes=5)
+
+
+def dispensing_fingerprint(patient_id, drug, ndc, lot, expiry, dispensed_at) -> str:
+    """What a decision reads from a dispensing row, hashed (memory.DecisionInput compares it).
+    Also used for rows loaded without the ORM (bench COPY); migration 0004 keeps a frozen copy."""
+    parts = [patient_id, drug, ndc, lot, expiry, dispensed_at]
+    return hashlib.sha256("|".join("" if p is None else str(p) for p in parts).encode()).hexdigest()
 # Dates outside these years are typos ("201911", "2999-01-01"), not dispensings or expiries.
 EARLIEST_YEAR, LATEST_YEAR = 1900, 2100
 # What staff type when they do not know the lot. Stored as a lot, it would match no recall and look
@@ -224,8 +231,7 @@ class DispensingRecord(models.Model):
         return not self.lot_unknown
 
     def compute_fingerprint(self) -> str:
-        parts = [self.patient_id, self.drug, self.ndc, self.lot, self.expiry, self.dispensed_at]
-        return hashlib.sha256("|".join("" if p is None else str(p) for p in parts).encode()).hexdigest()
+        return dispensing_fingerprint(self.patient_id, self.drug, self.ndc, self.lot, self.expiry, self.dispensed_at)
 
     def normalise(self):
         """Bring drug, lot and NDC to the forms recalls use, and home the row with its patient.
