@@ -135,8 +135,12 @@ def matching_set(records, parsed_by_number, rng):
         drug = resolve(text).key
         positives.append((SimpleNamespace(drug=drug, ndc=ndc, lot=lot, lot_known=True, text=text),
                           parsed.recall_number, record.get("event_id")))
+        # Another manufacturer: another firm name and none of this recall's NDC labelers (the same firm is
+        # spelled "Noven Pharmaceuticals, Inc." and "Noven Pharmaceuticals Inc" in two recalls).
+        labelers = {n[:5] for n in parsed.ndcs}
         others = [p for p in by_subject.get(parsed.subject, [])
-                  if p.attributes.get("firm") != parsed.attributes.get("firm")]
+                  if p.attributes.get("firm") != parsed.attributes.get("firm")
+                  and not labelers & {n[:5] for n in p.ndcs}]
         other_lots = [lot for p in others for lot in p.lots if lot not in parsed.lots]
         if other_lots:
             negatives.append((SimpleNamespace(drug=drug, ndc=ndc, lot=rng.choice(other_lots), lot_known=True,
@@ -146,8 +150,14 @@ def matching_set(records, parsed_by_number, rng):
 
 def names_product_and_lot(text: str, dispensing) -> bool:
     digits = re.sub(r"\D", "", text)
+    # The 11-digit 5-4-2 form pads one segment of the 10-digit forms printed on labels: 4-4-2 pads the
+    # labeler, 5-3-2 the product (55910-092-79 is 55910-0092-79).
     labeler, product = dispensing.ndc[:5], dispensing.ndc[6:10]
-    shapes = {labeler + product, labeler.lstrip("0") + product, labeler + product.lstrip("0")}
+    shapes = {labeler + product}
+    if labeler.startswith("0"):
+        shapes.add(labeler[1:] + product)
+    if product.startswith("0"):
+        shapes.add(labeler + product[1:])
     return any(shape in digits for shape in shapes) and dispensing.lot.lower() in text.lower()
 
 

@@ -3,11 +3,13 @@ reasoner and the sweep.
 
     match(fact, dispensing) -> MatchClass | None
 
-- confirmed: the dispensing's NDC product is one the recall names, and its lot is the recalled lot.
-- probable: same ingredients (identity key) and the recalled lot, the product not confirmed (the
-  dispensing has no NDC, or the recall names no products).
+- confirmed: the dispensing's NDC product is one the recall's own text names, and its lot is the
+  recalled lot.
+- probable: the recalled lot, and either the same ingredients (identity key) with the product not
+  confirmed (the dispensing has no NDC, or the recall names no products), or a product that only
+  openFDA's listing block names (it lists every strength of the listing, also those not recalled).
 - product_all_lots: the recall covers every lot (of its expiry window, when it states one) and the
-  dispensing's NDC product is one it names.
+  dispensing's NDC product is one its text names.
 - candidate: same ingredients but no lot to compare (the dispensing's lot is unknown, or a drug-level
   recall names no products / the dispensing no NDC). A pharmacist checks it; never told to a patient
   as if confirmed.
@@ -85,25 +87,23 @@ def within_lot_scope(fact, dispensing) -> bool:
 def match(fact, dispensing) -> MatchClass | None:
     if not recall_terms.is_recall(fact):
         return None
-    products = recall_terms.products(fact)
+    products = recall_terms.products(fact)  # every product the record lists (text and openFDA block)
     product = dispensing_product(dispensing)
-    same_product = bool(product) and product in products
+    same_product = bool(product) and product in recall_terms.named_products(fact)
+    listed_only = bool(product) and product in products and not same_product
     other_product = bool(product) and bool(products) and product not in products
     same_drug = bool(fact.subject) and fact.subject == (getattr(dispensing, "drug", "") or "")
+    plausible = listed_only or (same_drug and not other_product)  # not confirmed, not ruled out
     if fact.lot and not recall_terms.is_drug_level(fact):
         if not lot_known(dispensing):
-            return MatchClass.CANDIDATE if (same_product or (same_drug and not other_product)) else None
+            return MatchClass.CANDIDATE if (same_product or plausible) else None
         if normalize_lot(dispensing.lot) != normalize_lot(fact.lot):
             return None
         if same_product:
             return MatchClass.CONFIRMED
-        if same_drug and not other_product:
-            return MatchClass.PROBABLE
-        return None
+        return MatchClass.PROBABLE if plausible else None
     if not within_lot_scope(fact, dispensing):
         return None
     if same_product:
         return MatchClass.PRODUCT_ALL_LOTS
-    if same_drug and not other_product:
-        return MatchClass.CANDIDATE
-    return None
+    return MatchClass.CANDIDATE if plausible else None

@@ -81,6 +81,15 @@ def products(fact) -> set[str]:
     return set(listed) if listed is not None else _ndc_products(attrs.get("ndcs"))
 
 
+def named_products(fact) -> set[str]:
+    """NDC products the recall's own text (description, code_info) names, when it names any; else every
+    product it lists. openFDA's block lists every strength of the listing, also those not recalled
+    (D-0293-2021 recalls Daytrana 10 mg, NDC 68968-5552, and its block lists 5552 to 5555), so only a
+    product the text names confirms a match; a product only the block lists makes it probable."""
+    named = _attrs(fact).get("named_ndc_products")
+    return set(named) if named else products(fact)
+
+
 def short_product(description: str) -> str:
     """'Valsartan Tablets, USP 160 mg, 90-count bottles, Rx Only, ...' -> 'Valsartan Tablets, USP 160 mg'."""
     parts, text = (description or "").split(","), ""

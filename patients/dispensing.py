@@ -19,8 +19,8 @@ from .models import DispensingChange, DispensingRecord
 # sender=DispensingRecord, changes=[(patient_id, drug), ...] (old and new drug of an edited row)
 dispensing_changed = Signal()
 
-_AUDITED = ("drug", "product_description", "ndc", "lot", "lot_unknown", "expiry", "serial", "gtin", "quantity",
-            "dispensed_at", "site")
+_AUDITED = ("drug", "drug_text", "drug_source", "product_description", "ndc", "lot", "lot_unknown", "expiry",
+            "serial", "gtin", "quantity", "dispensed_at", "site")
 
 
 def _snapshot(record: DispensingRecord) -> dict:

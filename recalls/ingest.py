@@ -46,8 +46,8 @@ class RecallClaim(Claim):
     # code_info: see above. The identity attributes are derived from hashed fields (subject, ndcs,
     # product_description), so adding them to facts ingested before they existed re-versions nothing;
     # a fact whose subject or NDCs change is re-versioned through those.
-    UNHASHED_ATTRIBUTES = ("code_info", "ndc_products", "identity_source", "identity_text", "identity_flag",
-                           "lot_scope")
+    UNHASHED_ATTRIBUTES = ("code_info", "ndc_products", "named_ndc_products", "identity_source", "identity_text",
+                           "identity_flag", "lot_scope")
 
     def __post_init__(self):
         # A lot-level fact carries its own lot's entry of the record's scope, not the whole list (recalls.lots).
@@ -200,6 +200,9 @@ def record_hash(record: dict) -> str:
     return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()
 
 
+TEXT_FIELDS = ("product_description", "code_info", "more_code_info")  # the record's own words
+
+
 def ndcs_of(record: dict, *, trust_openfda: bool = True) -> list[str]:
     """NDCs a recall names: openfda.package_ndc (5-4-2) and product_ndc (5-4, where no package of that
     product is listed), plus validated NDCs written in product_description and code_info. Without
@@ -213,7 +216,7 @@ def ndcs_of(record: dict, *, trust_openfda: bool = True) -> list[str]:
             packages.add(normalize_ndc(raw))
         except ValueError:
             continue
-    for name in ("product_description", "code_info", "more_code_info"):
+    for name in TEXT_FIELDS:
         value = record.get(name)
         if isinstance(value, str):
             packages.update(ndcs_in_text(value))
@@ -418,10 +421,13 @@ def recall_claims(parsed: ParsedRecall, *, subject: str, ndcs: list, identity: d
     scope = parsed.scope
     lots = parsed.lots if scope == "lot" else [None]
     identity = parsed.identity if identity is None else identity
+    named = ndcs_in_text(" ".join(parsed.raw.get(name) or "" for name in TEXT_FIELDS
+                                  if isinstance(parsed.raw.get(name), str)))
     claims = []
     for lot in lots:
         attributes = dict(parsed.attributes, scope=scope, ndcs=list(ndcs),
-                          ndc_products=sorted(ndc_products(ndcs)), **identity)
+                          ndc_products=sorted(ndc_products(ndcs)),
+                          named_ndc_products=sorted(ndc_products(named) & ndc_products(ndcs)), **identity)
         claims.append(RecallClaim(
             fact_key=recall_fact_key(parsed.recall_number, lot), kind="recall", subject=subject, lot=lot,
             statement=recall_statement(attributes, lot, all_lots=parsed.all_lots), source=ENFORCEMENT_SOURCE,

@@ -146,3 +146,24 @@ def test_exposure_finds_the_losartan_and_diovan_patients(hashing_embeddings):
     exposures = exposed_patients_for_recall("D-0326-2019")
     assert [(e.patient.external_ref, e.match_class) for e in exposures] == [("diovan", MatchClass.CONFIRMED)]
     assert [f.fact_key for f in active_recalls_for_dispensing(record)] == ["recall:D-0326-2019:lot:3069020"]
+
+
+def test_a_strength_only_openfdas_listing_block_names_is_probable_never_confirmed():
+    """D-0293-2021 recalls Daytrana 10 mg (its text: NDC 68968-5552-3); openFDA's block lists every
+    strength of the listing, 5552 to 5555. The 30 mg patch (5555) with the same lot number is not what
+    the recall names: a pharmacist checks it (probable), it is not a confirmed exposure; the 10 mg is."""
+    fact = fact_for_lot("D-0293-2021", "87579")
+    assert "68968-5555" in fact.attributes["ndc_products"]
+    assert fact.attributes["named_ndc_products"] == ["68968-5552"]
+    assert match(fact, dispensing("Daytrana 10 mg", "68968-5552-03", "87579")) == MatchClass.CONFIRMED
+    assert match(fact, dispensing("Daytrana 30 mg", "68968-5555-03", "87579")) == MatchClass.PROBABLE
+    assert match(fact, dispensing("Daytrana 30 mg", "68968-5555-03", "")) == MatchClass.CANDIDATE
+    assert match(fact, dispensing("Daytrana 30 mg", "68968-5555-03", "88888")) is None
+
+
+def test_a_record_whose_text_names_no_ndc_confirms_by_every_product_it_lists():
+    fact = fact_for_lot("D-0326-2019", "3069020")
+    assert match(fact, dispensing("Diovan", "00378-5814-77", "3069020")) == MatchClass.CONFIRMED
+    old = SimpleNamespace(**{**vars(fact), "attributes": {k: v for k, v in fact.attributes.items()
+                                                          if k != "named_ndc_products"}})
+    assert match(old, dispensing("Diovan", "00378-5814-77", "3069020")) == MatchClass.CONFIRMED
