@@ -27,6 +27,8 @@ class IngestRun(models.Model):
     trigger = models.CharField(max_length=20, default="command", help_text="command, celery, test…")
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.RUNNING)
     started = models.DateTimeField()
+    # Written at start and after every chunk: a run still "running" whose heartbeat stopped was killed.
+    heartbeat = models.DateTimeField(null=True, blank=True)
     finished = models.DateTimeField(null=True, blank=True)
     total = models.PositiveIntegerField(default=0, help_text="Records in the source, when known up front.")
     fetched = models.PositiveIntegerField(default=0, help_text="Records read so far.")

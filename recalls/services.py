@@ -32,6 +32,7 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db import connections
+from django.db.models import Q
 from django.utils import timezone
 
 from drugs import recall_terms
@@ -130,11 +131,25 @@ class Progress:
     run: IngestRun
 
 
+def abandon_dead_runs() -> int:
+    """Runs still 'running' whose heartbeat stopped (the process was killed): mark them failed, so the
+    operations page stops showing them as live. What they wrote is kept (each record commits on its
+    own); the next run re-reads the snapshot and writes only what is still missing."""
+    now = timezone.now()
+    cutoff = now - timedelta(seconds=settings.UNSAY_INGEST_HEARTBEAT_TIMEOUT)
+    return IngestRun.objects.filter(status=IngestRun.Status.RUNNING).filter(
+        Q(heartbeat__lt=cutoff) | Q(heartbeat__isnull=True, started__lt=cutoff)).update(
+        status=IngestRun.Status.FAILED, finished=now,
+        error="abandoned: no heartbeat (process killed?); the next run writes what this one did not")
+
+
 def start_run(*, source, kind=IngestRun.Kind.ENFORCEMENT, source_ref="", trigger="command", since=None,
               until=None, snapshot_location="") -> IngestRun:
+    abandon_dead_runs()
+    now = timezone.now()
     return IngestRun.objects.create(
         source=source, kind=kind, source_ref=str(source_ref)[:500], trigger=trigger, since=since, until=until,
-        snapshot_location=snapshot_location[:500], started=timezone.now(),
+        snapshot_location=snapshot_location[:500], started=now, heartbeat=now,
         embedding_provider=get_provider().name,
     )
 
@@ -162,7 +177,8 @@ def ingest_document(document: dict, *, source=IngestRun.Source.FILE, kind=Ingest
         tally.add_to(run)
         run.embedding_calls = provider.calls - calls_before
         run.duration_seconds = time.monotonic() - clock
-        run.save(update_fields=[*Tally.COUNTERS, "embedding_calls", "duration_seconds"])
+        run.heartbeat = timezone.now()
+        run.save(update_fields=[*Tally.COUNTERS, "embedding_calls", "duration_seconds", "heartbeat"])
         if progress:
             progress(Progress(run.fetched, len(records), run))
 

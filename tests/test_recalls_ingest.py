@@ -319,3 +319,25 @@ def test_a_record_that_fails_midway_leaves_none_of_its_facts_and_is_quarantined(
     assert not Fact.objects.filter(attributes__recall_number=failing).exists()
     assert not RecallRecord.objects.filter(recall_number=failing).exists()
     assert Fact.objects.filter(attributes__recall_number=records[1]["recall_number"]).count() >= 2
+
+
+def test_a_run_whose_heartbeat_stopped_is_marked_abandoned_when_the_next_run_starts(hashing_embeddings, settings):
+    """A killed ingest (SIGKILL, OOM) cannot mark its own row; the next run does, and leaves a live one alone."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    settings.UNSAY_INGEST_HEARTBEAT_TIMEOUT = 600
+    now = timezone.now()
+    killed = IngestRun.objects.create(source="file", started=now - timedelta(hours=2),
+                                      heartbeat=now - timedelta(hours=1))
+    never_beat = IngestRun.objects.create(source="file", started=now - timedelta(hours=3))
+    live = IngestRun.objects.create(source="file", started=now - timedelta(hours=2),
+                                    heartbeat=now - timedelta(seconds=30))
+    run = ingest_document(_doc(_sartans(2)))
+    assert run.status == IngestRun.Status.SUCCEEDED and run.heartbeat >= run.started
+    for row in (killed, never_beat):
+        row.refresh_from_db()
+        assert row.status == IngestRun.Status.FAILED and row.finished and "abandoned" in row.error
+    live.refresh_from_db()
+    assert live.status == IngestRun.Status.RUNNING and not live.error

@@ -244,6 +244,8 @@ UNSAY_OPENFDA_TIMEOUT = env_float("UNSAY_OPENFDA_TIMEOUT", 30.0, minimum=0.1)
 # The most JSON one ingest reads into memory (a bulk zip's inflated member included: a 1 MB zip can
 # hold gigabytes). The 2021 bulk file is 20 MB inflated.
 UNSAY_INGEST_MAX_BYTES = env_int("UNSAY_INGEST_MAX_BYTES", 512 * 1024 * 1024, minimum=1024)
+# Seconds without progress after which a running ingest run is marked abandoned (its process was killed).
+UNSAY_INGEST_HEARTBEAT_TIMEOUT = env_int("UNSAY_INGEST_HEARTBEAT_TIMEOUT", 1800, minimum=60)
 UNSAY_S3_BUCKET = env_str("UNSAY_S3_BUCKET")
 UNSAY_SNAPSHOT_DIR = Path(env_str("UNSAY_SNAPSHOT_DIR", str(VAR_DIR / "snapshots")))
 UNSAY_SNS_ENABLED = env_bool("UNSAY_SNS_ENABLED", False)
