@@ -220,7 +220,13 @@ if UNSAY_CELERY_VISIBILITY_TIMEOUT <= CELERY_TASK_TIME_LIMIT and not env_bool("U
         f"UNSAY_CELERY_VISIBILITY_TIMEOUT={UNSAY_CELERY_VISIBILITY_TIMEOUT} must exceed UNSAY_TASK_TIME_LIMIT="
         f"{CELERY_TASK_TIME_LIMIT} (a running task would be delivered a second time)."
     )
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": UNSAY_CELERY_VISIBILITY_TIMEOUT}
+# Each worker scans for messages past their visibility timeout every UNSAY_CELERY_RESTORE_SECONDS
+# (kombu's default is one scan in ten 10 s ticks, ~100 s), so a task of a SIGKILLed worker restarts
+# at most visibility_timeout + this many seconds after it was taken.
+UNSAY_CELERY_RESTORE_SECONDS = env_int("UNSAY_CELERY_RESTORE_SECONDS", 60, minimum=1)
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": UNSAY_CELERY_VISIBILITY_TIMEOUT,
+                                   "unacked_restore_interval": UNSAY_CELERY_RESTORE_SECONDS,
+                                   "unacked_restore_throttle": 1}
 # Sweeps triggered by fact supersession and dispensing changes (corrections/tasks.py). In eager mode
 # (no broker) the task would run inline inside whatever wrote the row, so there they are opt-in.
 # None (unset) = on unless Celery is eager, decided when a trigger fires.
