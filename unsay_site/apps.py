@@ -7,3 +7,6 @@ class UnsaySiteConfig(AppConfig):
 
     def ready(self):
         from . import checks  # noqa: F401  (registers system checks)
+        from .metrics import register_collector
+
+        register_collector()

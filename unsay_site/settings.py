@@ -1,6 +1,7 @@
 """Django settings for Unsay. Everything comes from the environment (UNSAY_*, DATABASE_URL,
 REDIS_URL, SECRET_KEY) with safe defaults; bad values stop start-up naming the variable."""
 
+import warnings
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -42,6 +43,7 @@ INSTALLED_APPS = [
     "django.contrib.postgres",
     "django_htmx",
     "template_partials",
+    "django_prometheus",
     "django_celery_beat",
     "axes",
     "unsay_site",
@@ -53,7 +55,9 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",  # static files from gunicorn, no separate server
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -63,6 +67,7 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
     # Last, as django-axes asks: turns a locked-out login into its 429 answer.
     "axes.middleware.AxesMiddleware",
+    "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
 
 ROOT_URLCONF = "unsay_site.urls"
@@ -310,6 +315,15 @@ EMAIL_USE_TLS = env_bool("UNSAY_EMAIL_USE_TLS", False)
 # its own state.
 UNSAY_HEALTH_CACHE_SECONDS = env_float("UNSAY_HEALTH_CACHE_SECONDS", 0.0 if PROFILE == "test" else 5.0, minimum=0.0)
 
+# --- Metrics (/metrics, unsay_site.metrics) ---------------------------------------------------
+# Staff see /metrics when logged in; a Prometheus scraper presents this bearer token, or the endpoint
+# is opened to anyone with UNSAY_METRICS_PUBLIC (only on a private scrape network).
+UNSAY_METRICS_TOKEN = env_str("UNSAY_METRICS_TOKEN")
+UNSAY_METRICS_PUBLIC = env_bool("UNSAY_METRICS_PUBLIC", False)
+# django-prometheus's request metrics are per process; with several gunicorn workers set
+# PROMETHEUS_MULTIPROC_DIR (prometheus_client's multiprocess mode). Unsay's own metrics are read
+# from the database and need nothing.
+
 # --- Demo (manage.py demo) -------------------------------------------------------------------
 UNSAY_PORT = env_int("UNSAY_PORT", 8000, minimum=1, maximum=65535)
 UNSAY_DEMO_PASSWORD = env_str("UNSAY_DEMO_PASSWORD")  # else the demo logins get a fresh one each run
@@ -321,6 +335,16 @@ USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
+# whitenoise serves STATIC_ROOT (after `manage.py collectstatic`) from the WSGI app itself; with no
+# collected files (development, tests) it finds them through the staticfiles finders.
+WHITENOISE_USE_FINDERS = PROFILE != "production"
+if WHITENOISE_USE_FINDERS:  # no collected files is normal here; whitenoise would warn on every start
+    warnings.filterwarnings("ignore", message="No directory at", module="whitenoise.base")
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage" if PROFILE == "production"
+                    else "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
 PASSWORD_HASHERS = (
     ["django.contrib.auth.hashers.MD5PasswordHasher"] if PROFILE == "test"
     else ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]
