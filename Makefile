@@ -1,5 +1,6 @@
 # The README's two commands: `make demo` and `make test`. Both create .venv and install
-# requirements.txt on first use (and again whenever requirements.txt changes).
+# requirements.txt (runtime + test + dev, from requirements/) on first use and again whenever one of
+# those files changes.
 SHELL := /bin/bash
 PYTHON ?= python3.11
 VENV := .venv
@@ -8,7 +9,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test lint bench
 
-$(STAMP): requirements.txt
+$(STAMP): requirements.txt $(wildcard requirements/*.txt)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
@@ -26,3 +27,4 @@ test: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/deptry .
