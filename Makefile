@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench
+.PHONY: demo test lint check bench
 
 $(STAMP): requirements.txt $(wildcard requirements/*.txt)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -27,4 +27,13 @@ test: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/deptry .
+	$(VENV)/bin/deptry . --config requirements/deptry.toml
+
+# What .ci/run checks before `make test`: lint, every import declared, no model change without its
+# migration, and the production profile's deploy checks for the README's production environment.
+DEPLOY_ENV := UNSAY_PROFILE=production SECRET_KEY=ci-check-deploy-only-0123456789-abcdefghijklmnopqrstuvwxyz \
+	UNSAY_ALLOWED_HOSTS=unsay.example.org UNSAY_BEHIND_TLS_PROXY=1 UNSAY_HSTS_SECONDS=31536000 \
+	UNSAY_HSTS_INCLUDE_SUBDOMAINS=1 UNSAY_HSTS_PRELOAD=1
+check: lint
+	UNSAY_PROFILE=test $(PY) manage.py makemigrations --check --dry-run
+	$(DEPLOY_ENV) $(PY) manage.py check --deploy --fail-level WARNING
