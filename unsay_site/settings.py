@@ -68,9 +68,9 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
     # Binds a request id (and the user id) to every log line of the request (unsay_site/logs.py).
     "django_structlog.middlewares.RequestMiddleware",
+    "django_prometheus.middleware.PrometheusAfterMiddleware",
     # Last, as django-axes asks: turns a locked-out login into its 429 answer.
     "axes.middleware.AxesMiddleware",
-    "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
 
 ROOT_URLCONF = "unsay_site.urls"
