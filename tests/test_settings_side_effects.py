@@ -88,3 +88,20 @@ def test_the_first_connection_starts_the_embedded_server_and_fills_in_its_socket
         assert cursor.fetchone()[0] == settings.TEST_DB_NAME
     assert os.path.isdir(connection.settings_dict["HOST"])  # the server's Unix socket directory
     assert int(connection.settings_dict["PORT"]) > 0
+
+
+def test_sentry_is_initialised_only_with_a_dsn_and_without_personal_data(tmp_path):
+    code = ("import json, sentry_sdk; from django.conf import settings; settings.DEBUG; c = sentry_sdk.get_client(); "
+            "print(json.dumps({'active': c.is_active(), 'pii': c.options.get('send_default_pii'), "
+            "'bodies': c.options.get('max_request_body_size')}))")
+    results = {}
+    for label, dsn in (("without", ""), ("with", "https://public@sentry.example/1")):
+        env = {k: v for k, v in os.environ.items() if k != "SENTRY_DSN"}
+        env.update(DJANGO_SETTINGS_MODULE="unsay_site.settings", UNSAY_PROFILE="test", UNSAY_PGDATA=str(tmp_path),
+                   SENTRY_DSN=dsn, PYTHONPATH=str(PROJECT_DIR))
+        result = subprocess.run([sys.executable, "-c", code], cwd=PROJECT_DIR, env=env, capture_output=True, text=True,
+                                timeout=60)
+        assert result.returncode == 0, result.stderr[-2000:]
+        results[label] = json.loads(result.stdout.strip().splitlines()[-1])
+    assert results["without"]["active"] is False
+    assert results["with"] == {"active": True, "pii": False, "bodies": "never"}
