@@ -13,6 +13,7 @@ import re
 import shlex
 import subprocess
 import sys
+import time
 import uuid
 
 import psycopg
@@ -98,6 +99,8 @@ def test_readme_command_lines_run_as_written_on_a_scratch_database(scratch_datab
     for line in commands:
         argv = shlex.split(line)
         argv[0] = python if os.path.exists(python) else sys.executable
-        result = subprocess.run(argv, cwd=PROJECT_DIR, env=env, capture_output=True, text=True, timeout=600)
+        started = time.monotonic()
+        result = subprocess.run(argv, cwd=PROJECT_DIR, env=env, capture_output=True, text=True, timeout=900)
+        print(f"readme: {time.monotonic() - started:6.1f}s  {line}")
         assert result.returncode == 0, f"{line!r} failed:\n{result.stdout[-1500:]}\n{result.stderr[-3000:]}"
         assert "Traceback" not in result.stderr, f"{line!r}:\n{result.stderr[-3000:]}"
