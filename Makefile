@@ -1,13 +1,15 @@
 # The README's two commands: `make demo` and `make test`. Both create .venv and install
-# requirements.txt on first use (and again whenever requirements.txt changes).
+# requirements.txt (runtime + test + dev, from requirements/) on first use and again whenever one of
+# those files changes.
+SHELL := /bin/bash
 PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench
+.PHONY: demo test lint check bench
 
-$(STAMP): requirements.txt
+$(STAMP): requirements.txt $(wildcard requirements/*.txt)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
@@ -16,8 +18,22 @@ $(STAMP): requirements.txt
 demo: $(STAMP)
 	UNSAY_PROFILE=demo $(PY) manage.py demo
 
+# Settings probe nothing at import, so the machine's Redis (when one answers on 6379) is named here:
+# tests use its db 15, so tasks they queue never reach a demo or dev worker.
+LOCAL_REDIS := $(shell (exec 3<>/dev/tcp/127.0.0.1/6379) 2>/dev/null && echo redis://127.0.0.1:6379/15)
+
 test: $(STAMP)
-	UNSAY_PROFILE=test $(PY) -m pytest
+	UNSAY_PROFILE=test REDIS_URL=$${REDIS_URL:-$(LOCAL_REDIS)} $(PY) -m pytest
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/deptry . --config requirements/deptry.toml
+
+# What .ci/run checks before `make test`: lint, every import declared, no model change without its
+# migration, and the production profile's deploy checks for the README's production environment.
+DEPLOY_ENV := UNSAY_PROFILE=production SECRET_KEY=ci-check-deploy-only-0123456789-abcdefghijklmnopqrstuvwxyz \
+	UNSAY_ALLOWED_HOSTS=unsay.example.org UNSAY_BEHIND_TLS_PROXY=1 UNSAY_HSTS_SECONDS=31536000 \
+	UNSAY_HSTS_INCLUDE_SUBDOMAINS=1 UNSAY_HSTS_PRELOAD=1
+check: lint
+	UNSAY_PROFILE=test $(PY) manage.py makemigrations --check --dry-run
+	$(DEPLOY_ENV) $(PY) manage.py check --deploy --fail-level WARNING

@@ -7,7 +7,6 @@ import threading
 from celery import shared_task
 from django.db import OperationalError
 
-from unsay_site.env import env_bool
 from unsay_site.retry import RetriesExhausted
 
 log = logging.getLogger(__name__)
@@ -35,7 +34,7 @@ def enqueue_sweep_after_supersessions(pairs: list[tuple[int, int | None]]):
     periodic sweep and `manage.py sweep` still catch everything."""
     from django.conf import settings
 
-    enabled = env_bool("UNSAY_SWEEP_ON_SUPERSESSION", not settings.CELERY_TASK_ALWAYS_EAGER)
+    enabled = _triggers_on(settings)
     if not pairs or not enabled or getattr(_local, "suppressed", False):
         return
     # Retracted versions (their readers) and new versions (decisions whose premises they touch).
@@ -46,12 +45,19 @@ def enqueue_sweep_after_supersessions(pairs: list[tuple[int, int | None]]):
         log.exception("could not enqueue the sweep for facts %s; the periodic sweep will catch it", fact_ids)
 
 
+
+def _triggers_on(settings) -> bool:
+    """settings.UNSAY_SWEEP_ON_SUPERSESSION, or when unset: on unless Celery is eager."""
+    chosen = settings.UNSAY_SWEEP_ON_SUPERSESSION
+    return (not settings.CELERY_TASK_ALWAYS_EAGER) if chosen is None else chosen
+
+
 def sweep_triggers_enabled() -> bool:
     """With Celery in eager mode (no broker: tests without Redis) a task would run inline inside
     whatever wrote the row, so there the triggers are opt-in (UNSAY_SWEEP_ON_SUPERSESSION=1)."""
     from django.conf import settings
 
-    return env_bool("UNSAY_SWEEP_ON_SUPERSESSION", not settings.CELERY_TASK_ALWAYS_EAGER) and not getattr(
+    return _triggers_on(settings) and not getattr(
         _local, "suppressed", False)
 
 

@@ -4,8 +4,9 @@
 - Paging: limit is capped at 1000 and skip at 25000 by the API, so one query can reach at most
   26,000 records. Larger windows are split by date range (report_date / effective_time) and each
   half fetched on its own.
-- Retries 429 and 5xx (and timeouts / connection errors) with exponential backoff and jitter,
-  honouring Retry-After; any other error status raises OpenFDAError naming the status and the
+- Transport: one requests Session whose adapter retries with urllib3's Retry: 429 and 5xx, read
+  and connect errors (GET is idempotent), exponential backoff with jitter, honouring Retry-After
+  (capped at max_delay). Any other error status raises OpenFDAError naming the status and the
   API's own message. openFDA answers 404 NOT_FOUND for a search with no matches: that is an empty
   result, not an error.
 """
@@ -14,12 +15,13 @@ import json
 import logging
 import random
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from datetime import date, timedelta
+from urllib.parse import urlencode
 
+import requests
 from django.conf import settings
+from requests.adapters import HTTPAdapter
+from urllib3.util.retry import Retry
 
 log = logging.getLogger(__name__)
 
@@ -27,10 +29,39 @@ MAX_LIMIT = 1000
 MAX_SKIP = 25000
 ENFORCEMENT = "/drug/enforcement.json"
 LABEL = "/drug/label.json"
+RETRY_STATUSES = frozenset([429, *range(500, 600)])
 
 
 class OpenFDAError(RuntimeError):
     """openFDA refused the request or kept failing after the retries."""
+
+
+class _Retry(Retry):
+    """urllib3's Retry with this client's backoff: base * 2**(n-1) after the n-th failure, capped at
+    backoff_max, jittered within [d/2, d] so concurrent clients spread out, and never shorter than
+    Retry-After (itself capped at backoff_max). `sleeper` is the client's (tests record the delays)."""
+
+    sleeper = staticmethod(time.sleep)
+
+    def get_backoff_time(self) -> float:
+        failures = len(self.history)
+        if failures == 0:
+            return 0.0
+        delay = min(self.backoff_max, self.backoff_factor * 2 ** (failures - 1))
+        return delay / 2 + random.uniform(0, delay / 2)
+
+    def sleep(self, response=None) -> None:
+        delay = self.get_backoff_time()
+        retry_after = self.get_retry_after(response) if response is not None else None
+        if retry_after is not None and self.respect_retry_after_header:
+            delay = max(delay, min(retry_after, self.backoff_max))
+        if self.history:
+            last = self.history[-1]
+            log.warning("openFDA %s (attempt %d/%d); retrying in %.2fs",
+                        f"HTTP {last.status}" if last.status else type(last.error).__name__,
+                        len(self.history), len(self.history) + (self.total or 0), delay)
+        if delay > 0:
+            self.sleeper(delay)
 
 
 class OpenFDAClient:
@@ -40,13 +71,19 @@ class OpenFDAClient:
         self.api_key = settings.UNSAY_OPENFDA_API_KEY if api_key is None else api_key
         self.timeout = timeout or settings.UNSAY_OPENFDA_TIMEOUT
         self.attempts = attempts
-        self.base_delay = base_delay
-        self.max_delay = max_delay
-        self.sleep = sleep
         if not 1 <= page_size <= MAX_LIMIT:
             raise ValueError(f"page_size must be between 1 and {MAX_LIMIT} (openFDA's limit cap).")
         self.page_size = page_size
-        self.requests = 0
+        retry_class = type("ClientRetry", (_Retry,), {"sleeper": staticmethod(sleep)})
+        retry = retry_class(total=attempts - 1, connect=None, read=None, status=None, other=0,
+                            allowed_methods={"GET"}, status_forcelist=RETRY_STATUSES, backoff_factor=base_delay,
+                            backoff_max=max_delay, respect_retry_after_header=True, raise_on_status=False,
+                            raise_on_redirect=True)
+        self.session = requests.Session()
+        self.session.headers["User-Agent"] = "unsay (recall ingestion)"
+        adapter = HTTPAdapter(max_retries=retry)
+        self.session.mount("http://", adapter)
+        self.session.mount("https://", adapter)
 
     # -- one request -------------------------------------------------------------------------
     def get(self, path: str, params: dict) -> dict:
@@ -54,41 +91,29 @@ class OpenFDAClient:
         query = dict(params)
         if self.api_key:
             query["api_key"] = self.api_key
-        url = f"{self.base_url}{path}?" + urllib.parse.urlencode(query, safe=':[]+"')
+        url = f"{self.base_url}{path}?" + urlencode(query, safe=':[]+"')
         shown = url.replace(self.api_key, "***") if self.api_key else url
-        last_problem = ""
-        for attempt in range(1, self.attempts + 1):
-            self.requests += 1
-            retry_after = None
-            try:
-                with urllib.request.urlopen(url, timeout=self.timeout) as response:
-                    body = response.read()
+        try:  # (urllib3 percent-encodes the brackets and quotes on the wire; openFDA decodes them)
+            response = self.session.get(url, timeout=self.timeout)
+        except requests.RequestException as exc:  # connect/read errors after the retries
+            problem = str(exc).replace(self.api_key, "***") if self.api_key else str(exc)
+            raise OpenFDAError(f"openFDA still failing after {self.attempts} attempts for {shown}: "
+                               f"{type(exc).__name__}: {problem[:300]}") from None
+        with response:
+            if response.status_code == 200:
                 try:
-                    return json.loads(body)
+                    return response.json()
                 except ValueError as exc:
                     raise OpenFDAError(f"openFDA returned a body that is not JSON for {shown}: {exc}") from exc
-            except urllib.error.HTTPError as exc:
-                payload = _error_payload(exc)
-                if exc.code == 404 and payload.get("code") == "NOT_FOUND":
-                    return {"meta": {"results": {"skip": 0, "limit": 0, "total": 0}}, "results": []}
-                if exc.code != 429 and exc.code < 500:
-                    raise OpenFDAError(
-                        f"openFDA refused {shown}: HTTP {exc.code} {payload.get('code', '')} "
-                        f"{payload.get('message', exc.reason)}".strip()
-                    ) from exc
-                retry_after = _retry_after_seconds(exc.headers.get("Retry-After") if exc.headers else None)
-                last_problem = f"HTTP {exc.code} {payload.get('message', exc.reason)}"
-            except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
-                last_problem = f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}"
-            if attempt == self.attempts:
-                break
-            delay = min(self.max_delay, self.base_delay * 2 ** (attempt - 1))
-            delay = delay / 2 + random.uniform(0, delay / 2)  # jitter: concurrent clients spread out
-            if retry_after is not None:
-                delay = max(delay, min(retry_after, self.max_delay))
-            log.warning("openFDA %s (attempt %d/%d); retrying in %.2fs", last_problem, attempt, self.attempts, delay)
-            self.sleep(delay)
-        raise OpenFDAError(f"openFDA still failing after {self.attempts} attempts for {shown}: {last_problem}")
+            payload = _error_payload(response)
+            if response.status_code == 404 and payload.get("code") == "NOT_FOUND":
+                return {"meta": {"results": {"skip": 0, "limit": 0, "total": 0}}, "results": []}
+            message = payload.get("message", response.reason)
+            if response.status_code in RETRY_STATUSES:
+                raise OpenFDAError(f"openFDA still failing after {self.attempts} attempts for {shown}: "
+                                   f"HTTP {response.status_code} {message}")
+            raise OpenFDAError(f"openFDA refused {shown}: HTTP {response.status_code} "
+                               f"{payload.get('code', '')} {message}".replace("  ", " ").strip())
 
     # -- paging ------------------------------------------------------------------------------
     def iter_pages(self, path: str, search: str | None = None, sort: str | None = None):
@@ -176,16 +201,9 @@ def _total(page: dict) -> int:
         return len(page.get("results") or [])
 
 
-def _error_payload(exc: urllib.error.HTTPError) -> dict:
+def _error_payload(response) -> dict:
     try:
-        body = json.loads(exc.read() or b"{}")
-        return body.get("error") or {}
-    except (ValueError, AttributeError, OSError):
+        body = response.json()
+        return (body.get("error") if isinstance(body, dict) else None) or {}
+    except ValueError:
         return {}
-
-
-def _retry_after_seconds(value) -> float | None:
-    try:
-        return max(0.0, float(value))
-    except (TypeError, ValueError):
-        return None

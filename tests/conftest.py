@@ -1,5 +1,6 @@
 """Test session setup: the test profile (hashing embeddings allowed, fast hasher) is set before
-Django loads, and the embedded PostgreSQL is started by settings on import."""
+Django loads; the embedded PostgreSQL starts on the session's first database connection
+(unsay_site.embedded_backend)."""
 
 import os
 

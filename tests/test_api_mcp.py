@@ -37,7 +37,7 @@ def real_recall(tmp_path, hashing_embeddings, monkeypatch):
     """The real D-0326-2019 record(s) ingested; a synthetic patient of North dispensed its lot."""
     from django.core.management import call_command
 
-    monkeypatch.setenv("UNSAY_SWEEP_ON_SUPERSESSION", "0")  # the test sweeps explicitly
+    monkeypatch.setattr("django.conf.settings.UNSAY_SWEEP_ON_SUPERSESSION", False)  # the test sweeps explicitly
     with zipfile.ZipFile(FIXTURES / "drug-enforcement-2021-04-28.json.zip") as archive:
         data = json.loads(archive.read(archive.namelist()[0]))
     records = [r for r in data["results"] if r.get("recall_number") == RECALL]

@@ -28,7 +28,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture
 def real_slice(tmp_path, hashing_embeddings, monkeypatch):
     """Every valsartan record of the real 2021 openFDA file (the demo recall among them)."""
-    monkeypatch.setenv("UNSAY_SWEEP_ON_SUPERSESSION", "0")  # ingest: first versions only, nothing to sweep
+    monkeypatch.setattr("django.conf.settings.UNSAY_SWEEP_ON_SUPERSESSION", False)  # ingest: nothing to sweep
     with zipfile.ZipFile(FIXTURES / "drug-enforcement-2021-04-28.json.zip") as archive:
         data = json.loads(archive.read(archive.namelist()[0]))
     records = [r for r in data["results"] if "valsartan" in r["product_description"].lower()]
@@ -36,7 +36,7 @@ def real_slice(tmp_path, hashing_embeddings, monkeypatch):
     path.write_text(json.dumps({"meta": data.get("meta", {}), "results": records}))
     call_command("ingest_recalls", "--file", str(path), "--no-progress", stdout=io.StringIO())
     call_command("seed_demo", stdout=io.StringIO())
-    monkeypatch.delenv("UNSAY_SWEEP_ON_SUPERSESSION")
+    monkeypatch.setattr("django.conf.settings.UNSAY_SWEEP_ON_SUPERSESSION", None)
 
 
 def test_escalation_to_review_to_dispatch(real_slice, people, client, settings, monkeypatch):  # noqa: F811
@@ -55,7 +55,7 @@ def test_escalation_to_review_to_dispatch(real_slice, people, client, settings, 
 
     # The real trigger path: escalate commits, the listener enqueues, the task sweeps.
     monkeypatch.setattr(tasks.sweep_facts, "delay", lambda fact_ids: tasks.sweep_facts(fact_ids))
-    monkeypatch.setenv("UNSAY_SWEEP_ON_SUPERSESSION", "1")  # opt-in when Celery is eager (no Redis)
+    monkeypatch.setattr("django.conf.settings.UNSAY_SWEEP_ON_SUPERSESSION", True)  # opt-in when Celery is eager
     escalate(DEMO_RECALL_NUMBER, "Class I", lot=DEMO_LOT, by="test")
 
     run = SweepRun.objects.get(trigger=SweepRun.Trigger.SUPERSESSION)

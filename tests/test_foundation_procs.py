@@ -59,7 +59,7 @@ def test_bad_configuration_stops_start_up_naming_the_variable():
         "primary": "UNSAY_PRIMARY_REGION='aws-eu-west-1' is not in UNSAY_REGIONS",
         "secret": "SECRET_KEY is required when UNSAY_PROFILE=production",
         "debug": "UNSAY_DEBUG='maybe' is not a boolean",
-        "profile": "UNSAY_PROFILE='staging' is not one of: demo, production, test",
+        "profile": "UNSAY_PROFILE='staging' is not one of: demo, local, production, test",
         "dbscheme": "DATABASE_URL scheme 'mysql' is not supported",
         "provider_dim": "UNSAY_EMBEDDING_DIM=512 but UNSAY_EMBEDDINGS=local produces 384-dimensional vectors",
         "column_dim": "UNSAY_EMBEDDING_DIM=512 but memory_fact.embedding is vector(384)",

@@ -75,7 +75,7 @@ def _patient(ref, subject, lot):
 
 def test_brand_new_recalls_correct_every_reassured_patient_and_notify_the_rest(bulk, hashing_embeddings,
                                                                                monkeypatch):
-    monkeypatch.setenv("UNSAY_SWEEP_ON_SUPERSESSION", "0")  # the sweep is run below, synchronously
+    monkeypatch.setattr("django.conf.settings.UNSAY_SWEEP_ON_SUPERSESSION", False)  # swept below, synchronously
     before, after = bulk
     chosen, subjects = _choose(before, after)
     per_drug: dict[str, int] = {}

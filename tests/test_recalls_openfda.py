@@ -10,7 +10,7 @@ import zipfile
 from datetime import date
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import parse_qs, urlparse
+from urllib.parse import parse_qs, unquote, urlparse
 
 import pytest
 from botocore.stub import Stubber
@@ -48,7 +48,7 @@ class ReplayServer:
                 pass
 
             def do_GET(self):
-                server.requests.append(self.path)
+                server.requests.append(unquote(self.path))  # as sent; the client may percent-encode
                 if server.delay:
                     time.sleep(server.delay)
                 if server.failures:

@@ -47,7 +47,7 @@ def dispatch_not_enqueued(monkeypatch):
 
 @pytest.fixture
 def no_auto_sweep(monkeypatch):
-    monkeypatch.setenv("UNSAY_SWEEP_ON_SUPERSESSION", "0")
+    monkeypatch.setattr("django.conf.settings.UNSAY_SWEEP_ON_SUPERSESSION", False)
 
 
 @pytest.fixture
@@ -154,7 +154,7 @@ def test_the_supersession_listener_sweeps_after_commit(world, monkeypatch):
         tasks.sweep_facts(fact_ids)
 
     monkeypatch.setattr(tasks.sweep_facts, "delay", fake_delay)
-    monkeypatch.setenv("UNSAY_SWEEP_ON_SUPERSESSION", "1")  # opt-in when Celery is eager (no Redis)
+    monkeypatch.setattr("django.conf.settings.UNSAY_SWEEP_ON_SUPERSESSION", True)  # opt-in when Celery is eager
     result = escalate()  # the listener fires on commit of the new version
 
     assert enqueued == [sorted([result.previous.id, result.fact.id])]  # retracted and new version
@@ -346,7 +346,7 @@ def test_one_escalation_of_a_whole_recall_enqueues_one_sweep(world, monkeypatch)
         assert_claim(recall_claim(multi_lot, lot))
     enqueued = []
     monkeypatch.setattr(tasks.sweep_facts, "delay", lambda fact_ids: enqueued.append(fact_ids))
-    monkeypatch.setenv("UNSAY_SWEEP_ON_SUPERSESSION", "1")
+    monkeypatch.setattr("django.conf.settings.UNSAY_SWEEP_ON_SUPERSESSION", True)
     believed_before = set(Fact.objects.believed().filter(attributes__recall_number=multi_lot)
                           .values_list("id", flat=True))
     assert len(believed_before) == 3
@@ -366,7 +366,7 @@ def test_a_rolled_back_retraction_is_never_announced(world, monkeypatch):
 
     enqueued = []
     monkeypatch.setattr(tasks.sweep_facts, "delay", lambda fact_ids: enqueued.append(fact_ids))
-    monkeypatch.setenv("UNSAY_SWEEP_ON_SUPERSESSION", "1")
+    monkeypatch.setattr("django.conf.settings.UNSAY_SWEEP_ON_SUPERSESSION", True)
     fact = Fact.objects.believed().get(attributes__recall_number=RECALL)
     with pytest.raises(RuntimeError), transaction.atomic():
         retract_in_transaction(fact.fact_key, reason="changed our mind")

@@ -159,7 +159,7 @@ def _check_invariant():
           ("ask", "SYN-P0"), ("publish", "D-0324-2019", {0}, "Class I", "Ongoing"), ("sweep", False),
           ("publish", "D-0324-2019", {0}, "Class I", "Terminated"), ("remove", "SYN-P0")])
 def test_after_any_sweep_every_standing_verdict_is_fresh_and_drafted_once(hashing_embeddings, monkeypatch, sequence):
-    monkeypatch.setenv("UNSAY_SWEEP_ON_SUPERSESSION", "0")  # sweeps are the steps' own
+    monkeypatch.setattr("django.conf.settings.UNSAY_SWEEP_ON_SUPERSESSION", False)  # sweeps are the steps' own
     _reset()
     for step in [*sequence, ("sweep", False)]:
         _apply(step)

@@ -34,7 +34,7 @@ def _record(recall_number):
 
 @pytest.fixture
 def triggers_run_inline(monkeypatch, hashing_embeddings):
-    monkeypatch.setenv("UNSAY_SWEEP_ON_SUPERSESSION", "1")
+    monkeypatch.setattr("django.conf.settings.UNSAY_SWEEP_ON_SUPERSESSION", True)
     monkeypatch.setattr(tasks.sweep_facts, "delay", lambda ids: tasks.sweep_facts(ids))
     monkeypatch.setattr(tasks.sweep_patients, "delay", lambda ids: tasks.sweep_patients(ids))
     monkeypatch.setattr(tasks.dispatch_outbox, "delay", lambda *a, **k: None)

@@ -7,3 +7,9 @@ class UnsaySiteConfig(AppConfig):
 
     def ready(self):
         from . import checks  # noqa: F401  (registers system checks)
+        from .logs import configure
+        from .metrics import register_collector
+
+        configure()
+
+        register_collector()

@@ -7,7 +7,6 @@ our own around database creation so several processes may start at once.
 """
 
 import atexit
-import os
 import warnings
 from pathlib import Path
 
@@ -103,9 +102,27 @@ def _forget_dead_handles(pgdata: Path) -> None:
                 handles.get_and_remove(pid)
 
 
+_ensured: dict[tuple[str, str], dict] = {}
+
+
+def ensure_started_once(pgdata: Path, db_name: str = DEFAULT_DB_NAME) -> dict:
+    """ensure_started, at most once per process for a (data dir, database): the database backend
+    (unsay_site.embedded_backend) calls this on every new connection."""
+    key = (str(Path(pgdata).resolve()), db_name)
+    if key not in _ensured:
+        _ensured[key] = ensure_started(Path(pgdata), db_name)
+    return _ensured[key]
+
+
 def server_pid() -> int | None:
     return _server.get_pid() if _server is not None else None
 
 
 def default_pgdata(base_dir: Path) -> Path:
-    return Path(os.environ.get("UNSAY_PGDATA") or base_dir / "var" / "pgdata")
+    """Where the embedded server keeps its data: settings.UNSAY_PGDATA (from the environment) when
+    settings are configured, else base_dir/var/pgdata (scripts that run before settings)."""
+    from django.conf import settings
+
+    if settings.configured and getattr(settings, "UNSAY_PGDATA", None):
+        return Path(settings.UNSAY_PGDATA)
+    return Path(base_dir) / "var" / "pgdata"

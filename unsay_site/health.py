@@ -145,7 +145,7 @@ def _redacted(url: str) -> str:
 def redis_section() -> dict:
     url = settings.REDIS_URL
     if not url:
-        return {"redis": {"ok": False, "url": None, "error": "REDIS_URL is not set and nothing listens on 6379"}}
+        return {"redis": {"ok": False, "url": None, "error": "REDIS_URL is not set (no broker: tasks run in-process)"}}
     import redis
 
     try:

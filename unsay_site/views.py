@@ -1,6 +1,9 @@
+import hmac
+
+from django.conf import settings
 from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth.decorators import login_required
-from django.http import JsonResponse
+from django.http import HttpResponseForbidden, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
@@ -28,3 +31,20 @@ def status(request):
 @login_required
 def home(request):
     return render(request, "home.html")
+
+
+@never_cache
+@require_GET
+def metrics(request):
+    """Prometheus metrics (unsay_site.metrics): for staff, for a scraper presenting
+    `Authorization: Bearer <UNSAY_METRICS_TOKEN>`, or for anyone when UNSAY_METRICS_PUBLIC is on (a
+    private scrape network). Labels carry no patient data, but volumes are operational detail."""
+    from django_prometheus.exports import ExportToDjangoView
+
+    token = settings.UNSAY_METRICS_TOKEN
+    given = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+    allowed = (settings.UNSAY_METRICS_PUBLIC or request.user.is_staff
+               or bool(token and given and hmac.compare_digest(given.encode(), token.encode())))
+    if not allowed:
+        return HttpResponseForbidden("metrics: staff login or the metrics token required\n")
+    return ExportToDjangoView(request)

@@ -17,7 +17,6 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from unsay_site import demo_setup
-from unsay_site.env import env_int
 
 
 class Command(BaseCommand):
@@ -33,7 +32,7 @@ class Command(BaseCommand):
         if settings.PROFILE == "production":
             raise CommandError("manage.py demo resets the demo logins; run it with UNSAY_PROFILE=demo (make demo).")
         started = time.monotonic()
-        port = port or env_int("UNSAY_PORT", 8000, minimum=1, maximum=65535)
+        port = port or settings.UNSAY_PORT
         if not setup_only and demo_setup.port_listening("127.0.0.1", port):
             raise CommandError(f"Something already listens on 127.0.0.1:{port}; stop it or set UNSAY_PORT.")
         redis_proc = None
@@ -62,7 +61,7 @@ class Command(BaseCommand):
         self.stdout.write(f"Database: {kind}, {db['NAME']} at {where}")
         call_command("migrate", interactive=False, verbosity=0)
         self.stdout.write("Migrated.")
-        self.logins = demo_setup.ensure_demo_users(env.get("UNSAY_DEMO_PASSWORD"))
+        self.logins = demo_setup.ensure_demo_users(settings.UNSAY_DEMO_PASSWORD)
         for username, password in self.logins.items():
             self.stdout.write(f"Login: {username} / {password}")
         if skip_load:

@@ -1,0 +1,51 @@
+"""Structured logs: every line of a request is one JSON object carrying the request id, stdlib log
+lines included; the admin search's ?q= (which can be a patient's name) never reaches a log line."""
+
+import json
+import logging
+
+import pytest
+from django.test import Client
+
+from unsay_site import logs
+
+pytestmark = pytest.mark.django_db
+
+
+def render(records) -> list[dict]:
+    config = logs.formatter("json")
+    formatter = config.pop("()")(**config)
+    return [json.loads(formatter.format(record)) for record in records]
+
+
+def test_request_lines_are_json_with_a_request_id_and_no_query_string(caplog, django_user_model, settings):
+    from patients.models import Patient
+
+    Patient.objects.create(region="aws-us-east-1", display_name="Synthetic Wilhelmina Quist", external_ref="SYN-LOG",
+                           email="wq@example.com", synthetic=True)
+    admin = django_user_model.objects.create_superuser("log-admin", password="x" * 16)
+    client = Client()
+    client.force_login(admin)
+    caplog.set_level(logging.INFO, logger="django_structlog")
+    caplog.set_level(logging.INFO)
+    response = client.get("/admin/patients/patient/", {"q": "Wilhelmina Quist"})
+    assert response.status_code == 200
+    lines = render(caplog.records)
+    finished = [line for line in lines if line["event"] == "request_finished"]
+    assert finished and finished[0]["request"] == "GET /admin/patients/patient/?<query omitted>"
+    assert finished[0]["code"] == 200 and finished[0]["request_id"]
+    assert all("Wilhelmina" not in json.dumps(line) and "wq@example.com" not in json.dumps(line) for line in lines)
+    assert "ip" not in finished[0] and "user_agent" not in finished[0]
+
+
+def test_stdlib_log_lines_carry_the_bound_request_or_task_id(caplog):
+    import structlog
+
+    caplog.set_level(logging.INFO)
+    structlog.contextvars.bind_contextvars(task_id="task-123")
+    try:
+        logging.getLogger("corrections.sweep").info("sweep page %d", 3)
+        [line] = [line for line in render(caplog.records) if line["logger"] == "corrections.sweep"]
+    finally:
+        structlog.contextvars.clear_contextvars()
+    assert line["event"] == "sweep page 3" and line["task_id"] == "task-123" and line["level"] == "info"

@@ -1,0 +1,56 @@
+"""Structured logs (django-structlog): one JSON object per line in production (UNSAY_LOG_FORMAT=json),
+readable key=value lines elsewhere, with the request id (or Celery task id) on every line, including
+lines from the standard `logging` loggers the apps already use.
+
+No patient data: the app logs ids, never names, contacts or letter text (tests/reliability/
+test_no_phi_in_logs.py). The request middleware would log the full path with its query string, and
+the admin's search box puts what was searched for (possibly a name) in `?q=`: `redact` keeps only
+the path. Client IP addresses are not logged (DJANGO_STRUCTLOG_IP_LOGGING_ENABLED = False).
+"""
+
+
+import structlog
+
+SHARED = [
+    structlog.contextvars.merge_contextvars,  # request_id, user_id, task_id bound by django-structlog
+    structlog.stdlib.add_logger_name,
+    structlog.stdlib.add_log_level,
+    structlog.processors.TimeStamper(fmt="iso", utc=True),
+]
+
+
+def redact(logger, method_name, event_dict):
+    """Drop query strings from the request line django-structlog logs ("GET /admin/...?q=<name>")."""
+    request = event_dict.get("request")
+    if isinstance(request, str) and "?" in request:
+        event_dict["request"] = request.split("?", 1)[0] + "?<query omitted>"
+    event_dict.pop("user_agent", None)
+    return event_dict
+
+
+def formatter(fmt: str) -> dict:
+    """A logging.config formatter entry rendering every record (structlog's or stdlib's) as fmt."""
+    renderer = (structlog.processors.JSONRenderer() if fmt == "json"
+                else structlog.dev.ConsoleRenderer(colors=False))
+    return {
+        "()": structlog.stdlib.ProcessorFormatter,
+        "foreign_pre_chain": [*SHARED, redact, structlog.stdlib.ExtraAdder()],
+        "processors": [structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                       structlog.processors.format_exc_info, renderer],
+    }
+
+
+def configure() -> None:
+    """structlog's own loggers hand their events to stdlib logging (the LOGGING formatter renders)."""
+    if structlog.is_configured():
+        return
+    structlog.configure(
+        processors=[structlog.stdlib.filter_by_level, *SHARED, redact,
+                    structlog.stdlib.PositionalArgumentsFormatter(), structlog.processors.StackInfoRenderer(),
+                    structlog.processors.UnicodeDecoder(), structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.stdlib.BoundLogger,
+        cache_logger_on_first_use=True,
+    )
+
+
