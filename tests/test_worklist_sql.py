@@ -71,6 +71,7 @@ def recall_data(hashing_embeddings, django_user_model):
         "reached_after_fail": _patient("SYN-14", "Jo", [on_lot]),
         "other_lot": _patient("SYN-15", "Kim", [{"drug": DRUG, "lot": "3095511"}]),
         "drafted_only": _patient("SYN-16", "Lee"),  # a draft, no dispensing of this recall any more
+        "drafted_classed": _patient("SYN-19", "Lee"),  # the same, the draft carrying its match class
         "contacted_only": _patient("SYN-17", "Max"),
         "other_recall": _patient("SYN-18", "Ned", [{"drug": DRUG, "lot": OTHER_LOT}]),
     }
@@ -83,6 +84,7 @@ def recall_data(hashing_embeddings, django_user_model):
     _draft(p["stale_only"], fact, status="stale", message="cancelled")
     _draft(p["reached_after_fail"], fact, status="approved", message="failed")
     _draft(p["drafted_only"], fact, match="drug", match_class="")
+    _draft(p["drafted_classed"], fact, match="drug", match_class="product_all_lots")
     _draft(p["other_recall"], fact, recall=OTHER_RECALL)
     for key, method, outcome in [("reached", "phone", "reached"), ("posted", "letter", "posted"),
                                  ("not_needed", "phone", "not_needed"), ("wrong_number", "phone", "wrong_number"),
@@ -115,6 +117,10 @@ def test_per_patient_state_in_sql_equals_the_python_definition(recall_data):
     paged = [ln for start in range(0, len(pages), 4) for ln in pages[start:start + 4]]
     assert [(ln.patient.id, ln.match_class, ln.state) for ln in paged] == expected
     assert [len(ln.attempts()) for ln in paged] == [len(ln.attempts()) for ln in definition]
+    klass = {pid: k for pid, k, _ in expected}
+    assert klass[recall_data["drafted_only"].id] == "candidate"
+    assert klass[recall_data["drafted_classed"].id] == "product_all_lots"
+    assert klass[recall_data["contacted_only"].id] == "candidate"
 
 
 def test_report_counts_from_the_group_by_equal_the_rows(recall_data):
@@ -125,12 +131,12 @@ def test_report_counts_from_the_group_by_equal_the_rows(recall_data):
     rows = python["rows"]
     summary = sql["summary"]
     assert summary["exposed"] == len(rows) == Patient.objects.filter(
-        external_ref__in=[f"SYN-{i:02d}" for i in range(1, 18)]).exclude(external_ref="SYN-15").count()
+        external_ref__in=[f"SYN-{i:02d}" for i in range(1, 20) if i not in (15, 18)]).count()
     assert summary["not_reached"] == sum(r["state"] not in ("reached", "notified", "not_needed") for r in rows)
     assert summary["contacted"] == sum(r["state"] not in ("none", "awaiting_review", "rejected") for r in rows)
     assert sum(summary["by_class"].values()) == len(rows)
     f = sql["file"]
-    assert f.pending == Correction.objects.filter(recall_number=RECALL, status="draft").count() == 2
+    assert f.pending == Correction.objects.filter(recall_number=RECALL, status="draft").count() == 3
     assert f.unaccounted_count == summary["not_reached"]
 
 

@@ -437,7 +437,7 @@ def _match_groups(rows):
     from django.db.models.functions import TruncDate
 
     return (rows.order_by().annotate(day=TruncDate("dispensed_at", tzinfo=UTC)).values(*MATCH_INPUTS)
-            .annotate(patients=ArrayAgg("patient_id", distinct=True)))
+            .annotate(patients=ArrayAgg("patient_id")))  # a patient may repeat: harmless
 
 
 def _as_dispensing(group) -> SimpleNamespace:
@@ -561,20 +561,19 @@ def _states_sql(recall_number: str, classes: dict[int, str]) -> tuple[str, list]
     # One row per source (exposure, correction × its message, manual contact), one GROUP BY patient.
     sql = f"""
     WITH src AS (
-        SELECT e.patient_id, e.klass AS e_klass, NULL::text AS c_klass, NULL::timestamptz AS c_created,
-               NULL::bigint AS c_id, NULL::text AS c_status, NULL::text AS m_status, NULL::text AS outcome
+        SELECT e.patient_id, e.klass AS e_klass, NULL::text AS c_status, NULL::text AS m_status,
+               NULL::text AS outcome
         FROM unnest(%s::bigint[], %s::text[]) AS e(patient_id, klass)
         UNION ALL
-        SELECT c.patient_id, NULL, {klass}, c.created, c.id, c.status, m.status, NULL
+        SELECT c.patient_id, NULL, c.status, m.status, NULL
         FROM {q(Correction._meta.db_table)} c
         LEFT JOIN {q(OutboxMessage._meta.db_table)} m ON m.correction_id = c.id
         WHERE c.recall_number = %s
         UNION ALL
-        SELECT a.patient_id, NULL, NULL, NULL, NULL, NULL, NULL, a.outcome
+        SELECT a.patient_id, NULL, NULL, NULL, a.outcome
         FROM {q(ContactAttempt._meta.db_table)} a WHERE a.recall_number = %s),
     flags AS (
-        SELECT patient_id, min(e_klass) AS e_klass,
-               (array_agg(c_klass ORDER BY c_created, c_id) FILTER (WHERE c_id IS NOT NULL))[1] AS c_klass,
+        SELECT patient_id, min(e_klass) AS e_klass, bool_or(c_status IS NOT NULL) AS drafted,
                bool_or(outcome = %s) AS reached, bool_or(outcome = %s) AS posted,
                bool_or(outcome = %s) AS not_needed, bool_or(outcome IN (%s, %s)) AS bad,
                bool_or(c_status = %s) AS sent, bool_or(c_status = %s) AS approved,
@@ -583,7 +582,12 @@ def _states_sql(recall_number: str, classes: dict[int, str]) -> tuple[str, list]
                count(*) FILTER (WHERE c_status = %s) AS pending
         FROM src GROUP BY patient_id),
     state AS (
-        SELECT patient_id, COALESCE(e_klass, c_klass, 'candidate') AS klass,
+        -- Not exposed: the class of the patient's first correction of the recall (evaluated only
+        -- then: COALESCE stops at the first non-null), else a candidate.
+        SELECT patient_id, COALESCE(e_klass, CASE WHEN drafted THEN (
+                   SELECT {klass} FROM {q(Correction._meta.db_table)} c
+                   WHERE c.patient_id = flags.patient_id AND c.recall_number = %s
+                   ORDER BY c.created, c.id LIMIT 1) END, 'candidate') AS klass,
                CASE WHEN reached THEN 'reached'
                     WHEN posted OR sent THEN 'notified'
                     WHEN not_needed THEN 'not_needed'
@@ -595,9 +599,10 @@ def _states_sql(recall_number: str, classes: dict[int, str]) -> tuple[str, list]
                pending
         FROM flags)
     """
-    params = [ids, klasses, Correction.Match.LOT, Correction.Match.ASKED, recall_number, recall_number,
+    params = [ids, klasses, recall_number, recall_number,
               O.REACHED, O.POSTED, O.NOT_NEEDED, O.NOT_REACHED, O.WRONG_NUMBER,
-              S.SENT, S.APPROVED, S.DRAFT, S.REJECTED, M.FAILED, M.UNKNOWN, S.DRAFT]
+              S.SENT, S.APPROVED, S.DRAFT, S.REJECTED, M.FAILED, M.UNKNOWN, S.DRAFT,
+              Correction.Match.LOT, Correction.Match.ASKED, recall_number]
     return sql, params
 
 
