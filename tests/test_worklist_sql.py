@@ -6,6 +6,7 @@ synthetic patients in every match class and every contact state."""
 from datetime import UTC, datetime
 
 import pytest
+from django.urls import reverse
 
 from corrections.models import Correction, OutboxMessage
 from drugs import recall_terms
@@ -148,5 +149,9 @@ def test_the_recall_page_reads_only_its_page(client, people, recall_data):  # no
     assert f"{sum(1 for ln in definition if not ln.accounted)} not yet accounted for" in page
     shown = [ln for ln in definition if f'data-patient="{ln.patient.external_ref}"' in page]
     assert shown == definition[:len(shown)] and len(shown) == min(50, len(definition))
+    first = definition[0].patient.public_id
+    assert f'href="{reverse("worklist:patient_trail", args=[first])}"' in page
+    assert f'action="{reverse("worklist:log_contact", args=[first])}"' in page
+    assert page.count('<select name="outcome"') == len(shown)
     report = client.get(f"/worklist/report/{RECALL}").content.decode()
     assert f'<td id="n-not-reached">{sum(1 for ln in definition if not ln.accounted)}</td>' in report

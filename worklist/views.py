@@ -3,12 +3,15 @@ effectiveness report (page + CSV), sent/approved history and the audit trail by 
 Thin views: a form, one service call, a redirect; reads come from worklist.selectors."""
 
 import csv
+import uuid
 
 from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.loader import render_to_string
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
@@ -21,6 +24,13 @@ from .forms import ContactForm, NoneFoundForm, OpenRecallForm, StepForm
 from .models import ContactAttempt
 
 PATIENTS_PER_PAGE = 50
+
+
+def _url_around(name: str) -> tuple[str, str]:
+    """(before, after) the patient's code in the URL `name`: one reverse for a page of rows."""
+    placeholder = uuid.UUID(int=0)
+    before, after = reverse(name, args=[placeholder]).split(str(placeholder))
+    return before, after
 
 
 def _page_number(request) -> int:
@@ -62,8 +72,12 @@ def recall(request, recall_number):
     # Patients not accounted for come first, a page at a time: a national recall can expose
     # thousands. Counts come from one GROUP BY; only this page's patients are read.
     page = Paginator(f.lines, PATIENTS_PER_PAGE).get_page(request.GET.get("page"))
+    choices = {"methods": ContactAttempt.Method.choices, "outcomes": ContactAttempt.Outcome.choices}
     return render(request, "worklist/recall.html", {
-        "f": f, "page": page, "methods": ContactAttempt.Method.choices, "outcomes": ContactAttempt.Outcome.choices,
+        "f": f, "page": page, **choices,
+        # The same controls and URL shapes on every row: rendered / reversed once per page, not per row.
+        "contact_controls": render_to_string("worklist/_contact_controls.html", choices, request=request),
+        "trail_url": _url_around("worklist:patient_trail"), "contact_url": _url_around("worklist:log_contact"),
         "none_found_form": NoneFoundForm(initial={"recall_number": recall_number}),
         "pending": f.pending, "uncertain": selectors.uncertain_scope(recall_number),
     })
