@@ -118,6 +118,8 @@ def test_per_patient_state_in_sql_equals_the_python_definition(recall_data):
     paged = [ln for start in range(0, len(pages), 4) for ln in pages[start:start + 4]]
     assert [(ln.patient.id, ln.match_class, ln.state) for ln in paged] == expected
     assert [len(ln.attempts()) for ln in paged] == [len(ln.attempts()) for ln in definition]
+    [row] = [r for r in selectors.worklist() if r.recall_number == RECALL]
+    assert row.not_reached == sum(1 for ln in definition if ln.state == "not_reached") == 4
     klass = {pid: k for pid, k, _ in expected}
     assert klass[recall_data["drafted_only"].id] == "candidate"
     assert klass[recall_data["drafted_classed"].id] == "product_all_lots"

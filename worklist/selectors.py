@@ -175,27 +175,31 @@ class WorklistRow:
         return _("Next: %(step)s") % {"step": Step(nxt).label} if nxt else ""
 
 
-def _not_reached_by_recall(numbers=None) -> dict[str, int]:
+def _not_reached_by_recall() -> dict[str, int]:
     """Patients with a failed attempt (send failed or unknown, not reached, wrong number) and no
-    success (reached, letter posted, message sent, no contact needed) for the same recall."""
-    M = OutboxMessage.Status
-    bad: dict[str, set] = {}
-    failed = Correction.objects.filter(message__status__in=[M.FAILED, M.UNKNOWN])
-    manual_bad = ContactAttempt.objects.filter(outcome__in=[ContactAttempt.Outcome.NOT_REACHED,
-                                                            ContactAttempt.Outcome.WRONG_NUMBER])
-    if numbers is not None:
-        failed, manual_bad = failed.filter(recall_number__in=numbers), manual_bad.filter(recall_number__in=numbers)
-    for number, patient in [*failed.values_list("recall_number", "patient_id"),
-                            *manual_bad.values_list("recall_number", "patient_id")]:
-        bad.setdefault(number, set()).add(patient)
-    if not bad:
-        return {}
-    patients = set().union(*bad.values())
-    good = set(ContactAttempt.objects.filter(patient__in=patients, outcome__in=ACCOUNTED_OUTCOMES)
-               .values_list("recall_number", "patient_id"))
-    good |= set(Correction.objects.filter(patient__in=patients, status=Correction.Status.SENT)
-                .values_list("recall_number", "patient_id"))
-    return {n: len([p for p in ps if (n, p) not in good]) for n, ps in bad.items()}
+    success (reached, letter posted, message sent, no contact needed) for the same recall: the
+    not_reached state of _state(), counted per recall in SQL."""
+    from django.db import connection
+
+    q = connection.ops.quote_name
+    C, M, A = (q(m._meta.db_table) for m in (Correction, OutboxMessage, ContactAttempt))
+    MS, O = OutboxMessage.Status, ContactAttempt.Outcome  # noqa: E741
+    sql = f"""
+    WITH bad AS (
+        SELECT c.recall_number, c.patient_id FROM {C} c JOIN {M} m ON m.correction_id = c.id
+        WHERE m.status = ANY(%s)
+        UNION
+        SELECT recall_number, patient_id FROM {A} WHERE outcome = ANY(%s))
+    SELECT b.recall_number, count(*) FROM bad b
+    WHERE NOT EXISTS (SELECT 1 FROM {A} a WHERE a.recall_number = b.recall_number AND a.patient_id = b.patient_id
+                      AND a.outcome = ANY(%s))
+      AND NOT EXISTS (SELECT 1 FROM {C} c WHERE c.recall_number = b.recall_number AND c.patient_id = b.patient_id
+                      AND c.status = %s)
+    GROUP BY b.recall_number"""
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [[MS.FAILED, MS.UNKNOWN], [O.NOT_REACHED, O.WRONG_NUMBER],
+                             [str(o) for o in ACCOUNTED_OUTCOMES], Correction.Status.SENT])
+        return dict(cursor.fetchall())
 
 
 ACCOUNTED_OUTCOMES = [ContactAttempt.Outcome.REACHED, ContactAttempt.Outcome.POSTED,
