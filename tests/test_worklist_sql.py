@@ -157,3 +157,22 @@ def test_the_recall_page_reads_only_its_page(client, people, recall_data):  # no
     assert page.count('<select name="outcome"') == len(shown)
     report = client.get(f"/worklist/report/{RECALL}").content.decode()
     assert f'<td id="n-not-reached">{sum(1 for ln in definition if not ln.accounted)}</td>' in report
+
+
+@pytest.mark.parametrize("days_later", [0, 365 * 20])
+def test_the_follow_up_page_from_sql_equals_the_python_queue(recall_data, days_later):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    now = timezone.now() + timedelta(days=days_later)  # 20 years on: every first attempt is old
+    expected = [(number, ln.patient.id, ln.state, ln.first_attempt_at) for number, ln in
+                selectors.follow_up_queue(now=now)]
+    got = [(g["recall_number"], ln.patient.id, ln.state, ln.first_attempt_at)
+           for g in selectors.follow_up_page(now=now) for ln in g["lines"]]
+    assert got == expected and expected
+    if days_later:  # attempted long ago, not yet accounted for: in the queue without being "not reached"
+        assert {s for _, _, s, _ in expected} > {"not_reached"}
+    capped = selectors.follow_up_page(now=now, per_recall=2)
+    assert all(len(g["lines"]) <= 2 for g in capped)
+    assert sum(g["total"] for g in capped) == len(expected)

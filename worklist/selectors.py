@@ -550,7 +550,7 @@ NOT_ATTEMPTED_STATES = ("none", "awaiting_review", "rejected")
 
 
 def _states_sql(recall_number: str, classes: dict[int, str]) -> tuple[str, list]:
-    """A CTE `state(patient_id, klass, state, pending)`: one row per patient of the recall (exposed
+    """A CTE `state(patient_id, klass, state, pending, first_at)`: one row per patient of the recall (exposed
     ∪ drafted ∪ contacted), its state by the rules of _state() as bool_or flags grouped per patient."""
     from django.db import connection
 
@@ -566,15 +566,18 @@ def _states_sql(recall_number: str, classes: dict[int, str]) -> tuple[str, list]
     sql = f"""
     WITH src AS (
         SELECT e.patient_id, e.klass AS e_klass, NULL::text AS c_status, NULL::text AS m_status,
-               NULL::text AS outcome
+               NULL::text AS outcome, NULL::timestamptz AS att_at
         FROM unnest(%s::bigint[], %s::text[]) AS e(patient_id, klass)
         UNION ALL
-        SELECT c.patient_id, NULL, c.status, m.status, NULL
+        SELECT c.patient_id, NULL, c.status, m.status, NULL,
+               -- a send attempt in the contact log (PatientLine.attempts): reviewed, message released
+               CASE WHEN c.status NOT IN (%s, %s) AND m.status NOT IN (%s, %s)
+                    THEN COALESCE(m.sent_at, c.reviewed_at) END
         FROM {q(Correction._meta.db_table)} c
         LEFT JOIN {q(OutboxMessage._meta.db_table)} m ON m.correction_id = c.id
         WHERE c.recall_number = %s
         UNION ALL
-        SELECT a.patient_id, NULL, NULL, NULL, a.outcome
+        SELECT a.patient_id, NULL, NULL, NULL, a.outcome, a.at
         FROM {q(ContactAttempt._meta.db_table)} a WHERE a.recall_number = %s),
     flags AS (
         SELECT patient_id, min(e_klass) AS e_klass, bool_or(c_status IS NOT NULL) AS drafted,
@@ -583,7 +586,7 @@ def _states_sql(recall_number: str, classes: dict[int, str]) -> tuple[str, list]
                bool_or(c_status = %s) AS sent, bool_or(c_status = %s) AS approved,
                bool_or(c_status = %s) AS draft, bool_or(c_status = %s) AS rejected,
                bool_or(m_status IN (%s, %s)) AS msg_bad,
-               count(*) FILTER (WHERE c_status = %s) AS pending
+               count(*) FILTER (WHERE c_status = %s) AS pending, min(att_at) AS first_at
         FROM src GROUP BY patient_id),
     state AS (
         -- Not exposed: the class of the patient's first correction of the recall (evaluated only
@@ -600,10 +603,10 @@ def _states_sql(recall_number: str, classes: dict[int, str]) -> tuple[str, list]
                     WHEN draft THEN 'awaiting_review'
                     WHEN rejected THEN 'rejected'
                     ELSE 'none' END AS state,
-               pending
+               pending, first_at
         FROM flags)
     """
-    params = [ids, klasses, recall_number, recall_number,
+    params = [ids, klasses, S.DRAFT, S.STALE, M.HELD, M.CANCELLED, recall_number, recall_number,
               O.REACHED, O.POSTED, O.NOT_NEEDED, O.NOT_REACHED, O.WRONG_NUMBER,
               S.SENT, S.APPROVED, S.DRAFT, S.REJECTED, M.FAILED, M.UNKNOWN, S.DRAFT,
               Correction.Match.LOT, Correction.Match.ASKED, recall_number]
@@ -701,11 +704,21 @@ class LinePages:
         start, stop = item.start or 0, min(item.stop if item.stop is not None else self.total, self.total)
         if stop <= start:
             return []
+        if stop - start > 1000:  # a print of every row: one read of the whole recall
+            return list(self)[start:stop]
         page = self.prefetched.get((start, stop - start))
         if page is None:
             page = patient_states(self.recall_number, self.classes, offset=start, limit=stop - start)
+        return self._materialise(page)
+
+    def _materialise(self, page):
         lines = _lines(self.recall_number, {pid: klass for pid, klass, _ in page}, {pid for pid, _, _ in page})
         return [lines[pid] for pid, _, _ in page]
+
+    def __iter__(self):
+        """Every line in order (the CSV, a print of every row): read for the whole recall at once;
+        thousands of ids in an IN list cost more to send than the rows they select."""
+        yield from patient_lines(self.recall_number, exposure=self.classes)
 
 
 @dataclass
@@ -833,6 +846,36 @@ def follow_up_queue(*, now=None) -> list[tuple[str, PatientLine]]:
     return out
 
 
+FOLLOW_UP_SHOWN = 100  # per recall on the follow-up page; the recall page lists every patient
+
+
+def follow_up_page(*, now=None, per_recall: int = FOLLOW_UP_SHOWN) -> list[dict]:
+    """follow_up_queue()'s patients from the per-patient state in SQL, per open recall: the first
+    `per_recall` in its order, materialised, and how many there are in all."""
+    from django.db import connection
+
+    now = now or timezone.now()
+    cutoff = now - timedelta(days=settings.UNSAY_FOLLOW_UP_DAYS)
+    out = []
+    for row in worklist(now=now):
+        if row.closed or row.none_found:
+            continue
+        classes = exposure_classes(row.recall_number)
+        sql, params = _states_sql(row.recall_number, classes)
+        sql += f"""
+        SELECT s.patient_id, s.klass, s.state, count(*) OVER () FROM state s
+        JOIN {connection.ops.quote_name(Patient._meta.db_table)} p ON p.id = s.patient_id
+        WHERE NOT (s.state = ANY(%s)) AND (s.state = 'not_reached' OR COALESCE(s.first_at, %s) <= %s)
+        ORDER BY p.display_name COLLATE "C", p.id LIMIT %s"""
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [*params, list(ACCOUNTED_STATES), row.facts.first_notified, cutoff, per_recall])
+            found = cursor.fetchall()
+        if found:
+            lines = LinePages(row.recall_number, classes, found[0][3])._materialise([r[:3] for r in found])
+            out.append({"recall_number": row.recall_number, "lines": lines, "total": found[0][3]})
+    return out
+
+
 # --- effectiveness report -----------------------------------------------------------------------
 
 REPORT_COLUMNS = ["recall_number", "patient_ref", "patient_name", "match_class", "state", "first_contact_at",
@@ -887,9 +930,9 @@ class ReportRows:
             return self[item:item + 1][0]
         return [report_row(self.recall_number, ln) for ln in self.lines[item]]
 
-    def __iter__(self, chunk: int = 500):
-        for start in range(0, len(self), chunk):
-            yield from self[start:start + chunk]
+    def __iter__(self):
+        for ln in self.lines:
+            yield report_row(self.recall_number, ln)
 
 
 def report_page(recall_number: str, *, now=None, page: int = 1, per_page: int = 50) -> dict:

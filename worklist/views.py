@@ -26,6 +26,15 @@ from .models import ContactAttempt
 PATIENTS_PER_PAGE = 50
 
 
+def _row_controls(request) -> dict:
+    """The same contact controls and URL shapes on every patient row: rendered / reversed once per
+    page, not once per row (a page of 50-100 rows spent most of its time there)."""
+    choices = {"methods": ContactAttempt.Method.choices, "outcomes": ContactAttempt.Outcome.choices}
+    controls = render_to_string("worklist/_contact_controls.html", choices, request=request)
+    return {**choices, "contact_controls": controls,
+            "trail_url": _url_around("worklist:patient_trail"), "contact_url": _url_around("worklist:log_contact")}
+
+
 def _url_around(name: str) -> tuple[str, str]:
     """(before, after) the patient's code in the URL `name`: one reverse for a page of rows."""
     placeholder = uuid.UUID(int=0)
@@ -72,12 +81,8 @@ def recall(request, recall_number):
     # Patients not accounted for come first, a page at a time: a national recall can expose
     # thousands. Counts come from one GROUP BY; only this page's patients are read.
     page = Paginator(f.lines, PATIENTS_PER_PAGE).get_page(request.GET.get("page"))
-    choices = {"methods": ContactAttempt.Method.choices, "outcomes": ContactAttempt.Outcome.choices}
     return render(request, "worklist/recall.html", {
-        "f": f, "page": page, **choices,
-        # The same controls and URL shapes on every row: rendered / reversed once per page, not per row.
-        "contact_controls": render_to_string("worklist/_contact_controls.html", choices, request=request),
-        "trail_url": _url_around("worklist:patient_trail"), "contact_url": _url_around("worklist:log_contact"),
+        "f": f, "page": page, **_row_controls(request),
         "none_found_form": NoneFoundForm(initial={"recall_number": recall_number}),
         "pending": f.pending, "uncertain": selectors.uncertain_scope(recall_number),
     })
@@ -149,8 +154,10 @@ def log_contact(request, code):
 @require_GET
 @pharmacist_required
 def follow_up(request):
-    return render(request, "worklist/follow_up.html", {"items": selectors.follow_up_queue(),
-                                                       "contact_form": ContactForm()})
+    groups = selectors.follow_up_page()
+    return render(request, "worklist/follow_up.html", {
+        "items": [(g["recall_number"], ln) for g in groups for ln in g["lines"]],
+        "more": [g for g in groups if g["total"] > len(g["lines"])], **_row_controls(request)})
 
 
 @require_GET
