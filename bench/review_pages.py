@@ -143,7 +143,8 @@ def main():
              ("report (500 patients)", f"/worklist/report/{RECALLS[2][0]}"),
              ("recall page (8,000 patients)", f"/worklist/recall/{RECALLS[0][0]}"),
              ("recall page (8,000), page 80", f"/worklist/recall/{RECALLS[0][0]}?page=80"),
-             ("report (8,000 patients)", f"/worklist/report/{RECALLS[0][0]}")]
+             ("report (8,000 patients)", f"/worklist/report/{RECALLS[0][0]}"),
+             ("follow-up queue (200 waiting)", "/worklist/follow-up/")]
     p95s = {label: [] for label, _ in pages}
     for run in range(1, args.runs + 1):
         print(f"\nrun {run}/{args.runs}, load average {loadavg()}")
