@@ -556,9 +556,13 @@ def _states_sql(recall_number: str, classes: dict[int, str]) -> tuple[str, list]
 
     S, M, O = Correction.Status, OutboxMessage.Status, ContactAttempt.Outcome  # noqa: E741
     q = connection.ops.quote_name
-    # Array literals built by str.join: adapting 8,000 Python values one by one costs more than the query.
-    ids = "{" + ",".join(map(str, classes)) + "}"
-    klasses = "{" + ",".join(classes.values()) + "}"  # class names are plain identifiers
+    # One id array per class, as literals built by str.join: adapting 8,000 Python values one by one,
+    # or sending a class name beside each id, costs more than the query.
+    by_class = {k: [] for k in CLASS_RANK}
+    for patient_id, klass in classes.items():
+        by_class[klass].append(patient_id)
+    arrays = ["{" + ",".join(map(str, by_class[k])) + "}" for k in CLASS_RANK]
+    exposed = " UNION ALL ".join(f"SELECT unnest(%s::bigint[]), '{k}'" for k in CLASS_RANK)
     has_class = has_match_class_field()
     klass = ("CASE WHEN c.match_class <> '' THEN c.match_class " if has_class else "CASE ") + \
         "WHEN c.match = %s THEN 'probable' WHEN c.match = %s THEN 'asked' ELSE 'candidate' END"
@@ -567,7 +571,7 @@ def _states_sql(recall_number: str, classes: dict[int, str]) -> tuple[str, list]
     WITH src AS (
         SELECT e.patient_id, e.klass AS e_klass, NULL::text AS c_status, NULL::text AS m_status,
                NULL::text AS outcome, NULL::timestamptz AS att_at
-        FROM unnest(%s::bigint[], %s::text[]) AS e(patient_id, klass)
+        FROM ({exposed}) AS e(patient_id, klass)
         UNION ALL
         SELECT c.patient_id, NULL, c.status, m.status, NULL,
                -- a send attempt in the contact log (PatientLine.attempts): reviewed, message released
@@ -606,7 +610,7 @@ def _states_sql(recall_number: str, classes: dict[int, str]) -> tuple[str, list]
                pending, first_at
         FROM flags)
     """
-    params = [ids, klasses, S.DRAFT, S.STALE, M.HELD, M.CANCELLED, recall_number, recall_number,
+    params = [*arrays, S.DRAFT, S.STALE, M.HELD, M.CANCELLED, recall_number, recall_number,
               O.REACHED, O.POSTED, O.NOT_NEEDED, O.NOT_REACHED, O.WRONG_NUMBER,
               S.SENT, S.APPROVED, S.DRAFT, S.REJECTED, M.FAILED, M.UNKNOWN, S.DRAFT,
               Correction.Match.LOT, Correction.Match.ASKED, recall_number]
