@@ -176,3 +176,24 @@ def test_the_follow_up_page_from_sql_equals_the_python_queue(recall_data, days_l
     capped = selectors.follow_up_page(now=now, per_recall=2)
     assert all(len(g["lines"]) <= 2 for g in capped)
     assert sum(g["total"] for g in capped) == len(expected)
+
+
+def test_later_pages_and_out_of_range_pages_show_the_definitions_rows(client, people, recall_data,  # noqa: F811
+                                                                       monkeypatch):
+    from worklist import views
+
+    monkeypatch.setattr(views, "PATIENTS_PER_PAGE", 5)
+    client.force_login(people["pharmacist"])
+    definition = [ln.patient.external_ref for ln in selectors.patient_lines(RECALL)]
+
+    def shown(query):
+        page = client.get(f"/worklist/recall/{RECALL}{query}").content.decode()
+        return [ref for ref in definition if f'data-patient="{ref}"' in page], page
+
+    refs, _ = shown("?page=2")
+    assert refs == definition[5:10]
+    last = (len(definition) - 1) // 5
+    refs, page = shown("?page=999")  # out of range: the last page, as Paginator.get_page gives
+    assert refs == definition[last * 5:] and f"of {len(definition)}" in page
+    report = client.get(f"/worklist/report/{RECALL}?all=1").content.decode()
+    assert all(f"<td>{ref}</td>" in report for ref in definition)
