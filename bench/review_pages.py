@@ -1,6 +1,10 @@
 """Review queue, recall worklist and report pages with 10,000 drafts: p50/p95 latency and HTML size.
 
-    .venv/bin/python bench/review_pages.py [--drafts 10000] [--requests 30]
+    .venv/bin/python bench/review_pages.py [--drafts 10000] [--requests 30] [--runs 3] [--reuse]
+
+--runs N repeats the whole set of requests N times (after one build) and prints, per page, the
+p95 of each run and min / median / max over the runs; the load average is printed before each run.
+--reuse keeps the database of an earlier run with the same --drafts instead of rebuilding it.
 
 Data (own database `unsay_bench_review`, rebuilt each run): three REAL openFDA recalls (tests/
 factories_facts.py), escalated to Class I / kept Class II; synthetic patients, one dispensing row of
@@ -69,7 +73,7 @@ def build(n_drafts: int):
                              dispensed_at=now - timedelta(days=30)) for p in patients])
         corrections = Correction.objects.bulk_create([
             Correction(kind="notice", status="sent" if i % 20 == 0 else "draft", patient=p, region=p.region,
-                       match="lot", recall_number=number, classification=classification,
+                       match="lot", match_class="probable", recall_number=number, classification=classification,
                        severity=CLASS_SEVERITY[classification], new_verdict="stop", new_answer="bench",
                        trigger_fact=fact, drafted_text=f"Bench letter {i} for {p.display_name}. " * 4,
                        dedupe_key=uuid.uuid4().hex, reviewed_by=user if i % 20 == 0 else None,
@@ -90,6 +94,13 @@ def build(n_drafts: int):
     return user, made
 
 
+def loadavg() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "n/a"
+
+
 def measure(client, url, n):
     times, size = [], 0
     client.get(url)  # warm: template loading, first-query plans
@@ -106,34 +117,50 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--drafts", type=int, default=10_000)
     parser.add_argument("--requests", type=int, default=30)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--reuse", action="store_true")
     args = parser.parse_args()
     setup_django(db_name="unsay_bench_review", profile="test", UNSAY_ALLOWED_HOSTS="testserver")
+    from django.contrib.auth import get_user_model
     from django.test import Client
 
     from corrections.models import Correction
 
     started = time.perf_counter()
-    user, made = build(args.drafts)
-    print(f"{describe_machine()}; built {made} drafts ({Correction.objects.filter(status='draft').count()} "
-          f"awaiting review) in {time.perf_counter() - started:.1f} s")
+    if args.reuse and Correction.objects.count() == args.drafts:
+        user, made = get_user_model().objects.get(username="bench-pharmacist"), args.drafts
+    else:
+        user, made = build(args.drafts)
+    print(f"{describe_machine()}; {made} drafts ({Correction.objects.filter(status='draft').count()} "
+          f"awaiting review) ready in {time.perf_counter() - started:.1f} s")
     client = Client()
     client.force_login(user)
+    first = Correction.objects.filter(status="draft", recall_number=RECALLS[0][0]).order_by(
+        "-severity", "created", "id").values_list("id", flat=True)[19]
     pages = [("reference: home page", "/"), ("review queue", "/corrections/review/"), ("worklist", "/worklist/"),
+             ("review queue: htmx more", f"/corrections/review/more/{RECALLS[0][0]}?after={first}"),
              ("recall page (500 patients)", f"/worklist/recall/{RECALLS[2][0]}"),
              ("report (500 patients)", f"/worklist/report/{RECALLS[2][0]}"),
              ("recall page (8,000 patients)", f"/worklist/recall/{RECALLS[0][0]}"),
+             ("recall page (8,000), page 80", f"/worklist/recall/{RECALLS[0][0]}?page=80"),
              ("report (8,000 patients)", f"/worklist/report/{RECALLS[0][0]}"),
-             ("review queue: htmx more", None)]
-    print(f"{'page':32} {'min':>8} {'p50':>8} {'p95':>8} {'max':>8} {'HTML':>10}")
-    for label, url in pages:
-        if url is None:
-            first = Correction.objects.filter(status="draft", recall_number=RECALLS[0][0]).order_by(
-                "-severity", "created", "id").values_list("id", flat=True)[19]
-            url = f"/corrections/review/more/{RECALLS[0][0]}?after={first}"
-        heavy = "8,000" in label  # seconds per request: a few samples say enough
-        times, size = measure(client, url, min(args.requests, 5) if heavy else args.requests)
-        print(f"{label:32} {min(times):7.1f}ms {statistics.median(times):7.1f}ms {percentile(times, 95):7.1f}ms "
-              f"{max(times):7.1f}ms {size / 1024:8.1f}kB")
+             ("follow-up queue (200 waiting)", "/worklist/follow-up/")]
+    p95s = {label: [] for label, _ in pages}
+    for run in range(1, args.runs + 1):
+        print(f"\nrun {run}/{args.runs}, load average {loadavg()}")
+        print(f"{'page':32} {'min':>8} {'p50':>8} {'p95':>8} {'max':>8} {'HTML':>10} {'p95/ref':>8}")
+        ref = None
+        for label, url in pages:
+            times, size = measure(client, url, args.requests)
+            p95 = percentile(times, 95)
+            ref = ref or p95
+            p95s[label].append(p95)
+            print(f"{label:32} {min(times):7.1f}ms {statistics.median(times):7.1f}ms {p95:7.1f}ms "
+                  f"{max(times):7.1f}ms {size / 1024:8.1f}kB {p95 / ref:7.1f}x")
+    print(f"\np95 over {args.runs} run(s) of {args.requests} requests, load average now {loadavg()}")
+    print(f"{'page':32} {'min':>8} {'median':>8} {'max':>8}")
+    for label, values in p95s.items():
+        print(f"{label:32} {min(values):7.1f}ms {statistics.median(values):7.1f}ms {max(values):7.1f}ms")
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from django.conf import settings
-from django.core.mail import EmailMessage
+from django.core.mail import EmailMultiAlternatives
 from django.db import connection, transaction
 from django.utils import timezone
 
@@ -108,8 +108,12 @@ def claim(batch: int = 1, *, worker: str | None = None) -> list[int]:
 def send_email(message: OutboxMessage) -> str:
     if not message.recipient:
         raise PermanentSendError("the patient has no email address on file")
-    email = EmailMessage(subject=message.subject, body=message.body, to=[message.recipient],
-                         headers={"Message-ID": message.message_id})
+    from .drafting import letter_html
+
+    email = EmailMultiAlternatives(subject=message.subject, body=message.body, to=[message.recipient],
+                                   headers={"Message-ID": message.message_id})
+    # The HTML part is built from exactly the reviewed text (drafting.letter_html), never from elsewhere.
+    email.attach_alternative(letter_html(message.body), "text/html")
     try:
         email.send(fail_silently=False)
     except (smtplib.SMTPRecipientsRefused, smtplib.SMTPSenderRefused) as exc:

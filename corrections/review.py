@@ -225,7 +225,7 @@ def bulk_approve(recall_number: str, *, user, ids=None) -> list[Correction]:
 SEVERITY_CLASS = {3: "Class I", 2: "Class II", 1: "Class III"}
 # What a card renders, and nothing else: the queue's size stays proportional to the cards shown.
 CARD_FIELDS = [
-    "public_id", "kind", "status", "match", "recall_number", "classification", "severity", "old_verdict",
+    "public_id", "kind", "status", "match", "match_class", "recall_number", "classification", "severity", "old_verdict",
     "new_verdict", "old_answer", "diff", "drafted_text", "final_text", "created", "rejection_reason",
     "patient__display_name", "patient__external_ref", "patient__preferred_channel", "patient__email",
     "patient__phone", "old_decision__question", "old_decision__decided_at", "trigger_fact__fact_key",
@@ -233,6 +233,16 @@ CARD_FIELDS = [
     "previous_fact__statement", "message__channel", "message__recipient", "message__status",
     "reviewed_by__username",
 ]
+
+
+# What a card says about how sure the match is (drugs.matching.MatchClass). Rows drafted before the
+# sweep recorded a class fall back on `match`: a lot match is probable, a drug-only match a candidate.
+LEGACY_CARD_CLASS = {"lot": "probable", "drug": "candidate"}
+
+
+def card_match_class(correction) -> str:
+    """'confirmed' / 'probable' / 'product_all_lots' / 'candidate', or "" (an answer the patient asked for)."""
+    return correction.match_class or LEGACY_CARD_CLASS.get(correction.match, "")
 
 
 def card_queryset():

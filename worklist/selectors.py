@@ -2,7 +2,7 @@
 each, the deadline, the follow-up queue and the effectiveness report. No writes here."""
 
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
 from django.conf import settings
@@ -42,11 +42,19 @@ def match_class_of(obj) -> str:
 
 
 def match_class_sql():
+    """The correction's match class in SQL: `match_class` when the sweep recorded one, else the
+    legacy mapping of `match` (rows drafted before drugs.matching carry it blank)."""
+    legacy = [When(match=k, then=Value(v)) for k, v in
+              ((Correction.Match.LOT, "probable"), (Correction.Match.ASKED, "asked"))]
     if has_match_class_field():
-        return F("match_class")
-    return Case(*[When(match=k, then=Value(v)) for k, v in
-                  ((Correction.Match.LOT, "probable"), (Correction.Match.DRUG, "candidate"))],
-                default=Value("asked"), output_field=CharField())
+        return Case(When(~Q(match_class=""), then=F("match_class")), *legacy, default=Value("candidate"),
+                    output_field=CharField())
+    return Case(*legacy, default=Value("candidate"), output_field=CharField())
+
+
+def correction_match_class(match_class: str, match: str) -> str:
+    """Python twin of match_class_sql() for a correction read as columns."""
+    return match_class or LEGACY_MATCH_CLASS.get(match, "candidate")
 
 
 # --- recall facts -------------------------------------------------------------------------------
@@ -167,27 +175,31 @@ class WorklistRow:
         return _("Next: %(step)s") % {"step": Step(nxt).label} if nxt else ""
 
 
-def _not_reached_by_recall(numbers=None) -> dict[str, int]:
+def _not_reached_by_recall() -> dict[str, int]:
     """Patients with a failed attempt (send failed or unknown, not reached, wrong number) and no
-    success (reached, letter posted, message sent, no contact needed) for the same recall."""
-    M = OutboxMessage.Status
-    bad: dict[str, set] = {}
-    failed = Correction.objects.filter(message__status__in=[M.FAILED, M.UNKNOWN])
-    manual_bad = ContactAttempt.objects.filter(outcome__in=[ContactAttempt.Outcome.NOT_REACHED,
-                                                            ContactAttempt.Outcome.WRONG_NUMBER])
-    if numbers is not None:
-        failed, manual_bad = failed.filter(recall_number__in=numbers), manual_bad.filter(recall_number__in=numbers)
-    for number, patient in [*failed.values_list("recall_number", "patient_id"),
-                            *manual_bad.values_list("recall_number", "patient_id")]:
-        bad.setdefault(number, set()).add(patient)
-    if not bad:
-        return {}
-    patients = set().union(*bad.values())
-    good = set(ContactAttempt.objects.filter(patient__in=patients, outcome__in=ACCOUNTED_OUTCOMES)
-               .values_list("recall_number", "patient_id"))
-    good |= set(Correction.objects.filter(patient__in=patients, status=Correction.Status.SENT)
-                .values_list("recall_number", "patient_id"))
-    return {n: len([p for p in ps if (n, p) not in good]) for n, ps in bad.items()}
+    success (reached, letter posted, message sent, no contact needed) for the same recall: the
+    not_reached state of _state(), counted per recall in SQL."""
+    from django.db import connection
+
+    q = connection.ops.quote_name
+    C, M, A = (q(m._meta.db_table) for m in (Correction, OutboxMessage, ContactAttempt))
+    MS, O = OutboxMessage.Status, ContactAttempt.Outcome  # noqa: E741
+    sql = f"""
+    WITH bad AS (
+        SELECT c.recall_number, c.patient_id FROM {C} c JOIN {M} m ON m.correction_id = c.id
+        WHERE m.status = ANY(%s)
+        UNION
+        SELECT recall_number, patient_id FROM {A} WHERE outcome = ANY(%s))
+    SELECT b.recall_number, count(*) FROM bad b
+    WHERE NOT EXISTS (SELECT 1 FROM {A} a WHERE a.recall_number = b.recall_number AND a.patient_id = b.patient_id
+                      AND a.outcome = ANY(%s))
+      AND NOT EXISTS (SELECT 1 FROM {C} c WHERE c.recall_number = b.recall_number AND c.patient_id = b.patient_id
+                      AND c.status = %s)
+    GROUP BY b.recall_number"""
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [[MS.FAILED, MS.UNKNOWN], [O.NOT_REACHED, O.WRONG_NUMBER],
+                             [str(o) for o in ACCOUNTED_OUTCOMES], Correction.Status.SENT])
+        return dict(cursor.fetchall())
 
 
 ACCOUNTED_OUTCOMES = [ContactAttempt.Outcome.REACHED, ContactAttempt.Outcome.POSTED,
@@ -396,43 +408,118 @@ class CorrectionRow:
         return Correction.Status(self.status).label
 
 
-CORRECTION_COLUMNS = ["id", "patient_id", "status", "kind", "match", "new_verdict", "reviewed_at",
+CORRECTION_COLUMNS = ["id", "patient_id", "status", "kind", "match", "match_class", "new_verdict", "reviewed_at",
                       "reviewed_by__username", "message__status", "message__channel", "message__recipient",
                       "message__sent_at", "message__attempts"]
 PATIENT_COLUMNS = ["id", "display_name", "external_ref", "public_id", "preferred_channel", "email", "phone"]
+CLASS_RANK = {"confirmed": 0, "probable": 1, "product_all_lots": 2, "candidate": 3}
 
 
 def _exposed_patient_ids(recall_number: str) -> dict[int, str]:
-    """patient id -> strongest match class (drugs.matching, through patients.services exposure)."""
+    """patient id -> strongest match class, the definition: every Exposure that
+    patients.services.exposed_patients_for_recall builds (model instances; the tests' reference)."""
     from patients.services import exposed_patients_for_recall
 
-    rank = {"confirmed": 0, "probable": 1, "product_all_lots": 2, "candidate": 3}
     out: dict[int, str] = {}
     for exposure in exposed_patients_for_recall(recall_number):
         klass = str(exposure.match_class) if exposure.match_class else LEGACY_MATCH_CLASS.get(exposure.match,
                                                                                              "candidate")
         known = out.get(exposure.patient.id)
-        if known is None or rank.get(klass, 9) < rank.get(known, 9):
+        if known is None or CLASS_RANK.get(klass, 9) < CLASS_RANK.get(known, 9):
             out[exposure.patient.id] = klass
     return out
 
 
-def patient_lines(recall_number: str) -> list[PatientLine]:
-    """Every patient exposed to the recall (patients.services.exposure_rows) or drafted or contacted
-    for it, with state. Read as tuples, not model instances, so 10,000 patients stay cheap."""
+# drugs.matching.match() reads only these columns of a dispensing (and the day it was dispensed), so
+# it is asked once per distinct combination instead of once per row: a recall with 8,000 patients
+# on one lot is a handful of calls. The rule itself stays in drugs.matching.
+MATCH_INPUTS = ["drug", "ndc_product", "ndc", "lot", "lot_unknown", "expiry", "day"]
+
+
+def _match_groups(rows):
+    from django.contrib.postgres.aggregates import ArrayAgg
+    from django.db.models.functions import TruncDate
+
+    return (rows.order_by().annotate(day=TruncDate("dispensed_at", tzinfo=UTC)).values(*MATCH_INPUTS)
+            .annotate(patients=ArrayAgg("patient_id")))  # a patient may repeat: harmless
+
+
+def _as_dispensing(group) -> SimpleNamespace:
+    return SimpleNamespace(drug=group["drug"], ndc_product=group["ndc_product"], ndc=group["ndc"], lot=group["lot"],
+                           lot_unknown=group["lot_unknown"], lot_known=not group["lot_unknown"],
+                           expiry=group["expiry"], dispensed_at=group["day"])
+
+
+def exposure_classes(recall_number: str) -> dict[int, str]:
+    """patient id -> strongest match class over every believed fact of the recall: the same rows as
+    patients.services.exposed_patients_for_recall (its exposure_rows per fact; all lots of the recall
+    in one query), grouped in SQL by what drugs.matching.match() reads, match() once per group.
+    tests/test_worklist_sql.py checks it equals _exposed_patient_ids on real recall data."""
+    from drugs import recall_terms
+    from drugs.lots import normalize_lot
+    from drugs.matching import match
+    from patients.models import DispensingRecord
+    from patients.services import exposure_rows
+
+    facts = list(Fact.objects.believed().filter(kind=Fact.Kind.RECALL,
+                                                fact_key__startswith=recall_terms.key_prefix(recall_number))
+                 .defer("embedding").order_by("fact_key"))
+    out: dict[int, str] = {}
+
+    def take(fact, groups):
+        for group in groups:
+            found = match(fact, _as_dispensing(group))
+            if found is None:
+                continue
+            klass = str(found)
+            for patient_id in group["patients"]:
+                known = out.get(patient_id)
+                if known is None or CLASS_RANK[klass] < CLASS_RANK[known]:
+                    out[patient_id] = klass
+
+    lot_facts = [f for f in facts if f.lot and not recall_terms.is_drug_level(f)]
+    for fact in facts:
+        if fact not in lot_facts:
+            rows = exposure_rows(fact)
+            if rows is not None:
+                take(fact, _match_groups(rows))
+    if lot_facts:
+        subjects = {f.subject for f in lot_facts if f.subject}
+        products = set().union(*(recall_terms.products(f) for f in lot_facts))
+        lots = sorted({normalize_lot(f.lot) for f in lot_facts})
+        groups = list(_match_groups(DispensingRecord.objects.filter(
+            Q(drug__in=subjects) | Q(ndc_product__in=products), lot__in=lots + [""])))
+        by_lot: dict[str, list] = {}
+        for group in groups:
+            by_lot.setdefault(group["lot"], []).append(group)
+        unknown = by_lot.get("", [])
+        for fact in lot_facts:
+            lot = normalize_lot(fact.lot)
+            take(fact, (by_lot.get(lot, []) if lot else []) + unknown)
+    return out
+
+
+def _lines(recall_number: str, classes: dict[int, str], patient_ids=None) -> dict[int, PatientLine]:
+    """PatientLines (corrections, outbox state, manual contacts, patient columns) read as tuples;
+    every patient of the recall, or only `patient_ids` (one page)."""
     lines: dict[int, PatientLine] = {}
-    for patient_id, klass in _exposed_patient_ids(recall_number).items():
-        lines[patient_id] = PatientLine(patient_id, klass)
-    for row in (Correction.objects.filter(recall_number=recall_number).order_by("created", "id")
-                .values_list(*CORRECTION_COLUMNS)):
-        (cid, patient_id, status, kind, match, verdict, reviewed_at, reviewer, m_status, m_channel, m_recipient,
-         m_sent_at, m_attempts) = row
+    for patient_id, klass in classes.items():
+        if patient_ids is None or patient_id in patient_ids:
+            lines[patient_id] = PatientLine(patient_id, klass)
+    corrections = Correction.objects.filter(recall_number=recall_number)
+    contacts = ContactAttempt.objects.filter(recall_number=recall_number)
+    if patient_ids is not None:
+        corrections = corrections.filter(patient_id__in=patient_ids)
+        contacts = contacts.filter(patient_id__in=patient_ids)
+    for row in corrections.order_by("created", "id").values_list(*CORRECTION_COLUMNS):
+        (cid, patient_id, status, kind, match, match_class, verdict, reviewed_at, reviewer, m_status, m_channel,
+         m_recipient, m_sent_at, m_attempts) = row
         line = lines.get(patient_id)
         if line is None:
-            line = lines[patient_id] = PatientLine(patient_id, LEGACY_MATCH_CLASS.get(match, "candidate"))
+            line = lines[patient_id] = PatientLine(patient_id, correction_match_class(match_class, match))
         message = MessageRow(m_status, m_channel, m_recipient, m_sent_at, m_attempts) if m_status else None
         line.corrections.append(CorrectionRow(cid, status, kind, verdict, reviewed_at, reviewer or "", message))
-    for a in ContactAttempt.objects.filter(recall_number=recall_number).select_related("by"):
+    for a in contacts.select_related("by").order_by("at", "id"):
         line = lines.get(a.patient_id)
         if line is None:
             line = lines[a.patient_id] = PatientLine(a.patient_id, "candidate")
@@ -441,7 +528,201 @@ def patient_lines(recall_number: str) -> list[PatientLine]:
         lines[values[0]].patient = PatientRow(*values)
     for line in lines.values():
         line.state = _state(line)
-    return sorted(lines.values(), key=lambda ln: (ln.accounted, ln.patient.display_name, ln.patient.id))
+    return lines
+
+
+def _line_order(ln):
+    return (ln.accounted, ln.patient.display_name, ln.patient.id)
+
+
+def patient_lines(recall_number: str, *, exposure=None) -> list[PatientLine]:
+    """Every patient exposed to the recall or drafted or contacted for it, with state, in Python
+    over all of them: the definition (services check their rules on it; the SQL path of
+    patient_states() must agree). `exposure` defaults to exposure_classes()."""
+    classes = exposure_classes(recall_number) if exposure is None else exposure
+    return sorted(_lines(recall_number, classes).values(), key=_line_order)
+
+
+# --- the same per-patient state in SQL: counts by GROUP BY, only the page materialised ----------
+
+ACCOUNTED_STATES = ("reached", "notified", "not_needed")
+NOT_ATTEMPTED_STATES = ("none", "awaiting_review", "rejected")
+
+
+def _states_sql(recall_number: str, classes: dict[int, str]) -> tuple[str, list]:
+    """A CTE `state(patient_id, klass, state, pending, first_at)`: one row per patient of the recall (exposed
+    ∪ drafted ∪ contacted), its state by the rules of _state() as bool_or flags grouped per patient."""
+    from django.db import connection
+
+    S, M, O = Correction.Status, OutboxMessage.Status, ContactAttempt.Outcome  # noqa: E741
+    q = connection.ops.quote_name
+    # One id array per class, as literals built by str.join: adapting 8,000 Python values one by one,
+    # or sending a class name beside each id, costs more than the query.
+    by_class = {k: [] for k in CLASS_RANK}
+    for patient_id, klass in classes.items():
+        by_class[klass].append(patient_id)
+    arrays = ["{" + ",".join(map(str, by_class[k])) + "}" for k in CLASS_RANK]
+    exposed = " UNION ALL ".join(f"SELECT unnest(%s::bigint[]), '{k}'" for k in CLASS_RANK)
+    has_class = has_match_class_field()
+    klass = ("CASE WHEN c.match_class <> '' THEN c.match_class " if has_class else "CASE ") + \
+        "WHEN c.match = %s THEN 'probable' WHEN c.match = %s THEN 'asked' ELSE 'candidate' END"
+    # One row per source (exposure, correction × its message, manual contact), one GROUP BY patient.
+    sql = f"""
+    WITH src AS (
+        SELECT e.patient_id, e.klass AS e_klass, NULL::text AS c_status, NULL::text AS m_status,
+               NULL::text AS outcome, NULL::timestamptz AS att_at
+        FROM ({exposed}) AS e(patient_id, klass)
+        UNION ALL
+        SELECT c.patient_id, NULL, c.status, m.status, NULL,
+               -- a send attempt in the contact log (PatientLine.attempts): reviewed, message released
+               CASE WHEN c.status NOT IN (%s, %s) AND m.status NOT IN (%s, %s)
+                    THEN COALESCE(m.sent_at, c.reviewed_at) END
+        FROM {q(Correction._meta.db_table)} c
+        LEFT JOIN {q(OutboxMessage._meta.db_table)} m ON m.correction_id = c.id
+        WHERE c.recall_number = %s
+        UNION ALL
+        SELECT a.patient_id, NULL, NULL, NULL, a.outcome, a.at
+        FROM {q(ContactAttempt._meta.db_table)} a WHERE a.recall_number = %s),
+    flags AS (
+        SELECT patient_id, min(e_klass) AS e_klass, bool_or(c_status IS NOT NULL) AS drafted,
+               bool_or(outcome = %s) AS reached, bool_or(outcome = %s) AS posted,
+               bool_or(outcome = %s) AS not_needed, bool_or(outcome IN (%s, %s)) AS bad,
+               bool_or(c_status = %s) AS sent, bool_or(c_status = %s) AS approved,
+               bool_or(c_status = %s) AS draft, bool_or(c_status = %s) AS rejected,
+               bool_or(m_status IN (%s, %s)) AS msg_bad,
+               count(*) FILTER (WHERE c_status = %s) AS pending, min(att_at) AS first_at
+        FROM src GROUP BY patient_id),
+    state AS (
+        -- Not exposed: the class of the patient's first correction of the recall (evaluated only
+        -- then: COALESCE stops at the first non-null), else a candidate.
+        SELECT patient_id, COALESCE(e_klass, CASE WHEN drafted THEN (
+                   SELECT {klass} FROM {q(Correction._meta.db_table)} c
+                   WHERE c.patient_id = flags.patient_id AND c.recall_number = %s
+                   ORDER BY c.created, c.id LIMIT 1) END, 'candidate') AS klass,
+               CASE WHEN reached THEN 'reached'
+                    WHEN posted OR sent THEN 'notified'
+                    WHEN not_needed THEN 'not_needed'
+                    WHEN bad OR msg_bad THEN 'not_reached'
+                    WHEN approved THEN 'sending'
+                    WHEN draft THEN 'awaiting_review'
+                    WHEN rejected THEN 'rejected'
+                    ELSE 'none' END AS state,
+               pending, first_at
+        FROM flags)
+    """
+    params = [*arrays, S.DRAFT, S.STALE, M.HELD, M.CANCELLED, recall_number, recall_number,
+              O.REACHED, O.POSTED, O.NOT_NEEDED, O.NOT_REACHED, O.WRONG_NUMBER,
+              S.SENT, S.APPROVED, S.DRAFT, S.REJECTED, M.FAILED, M.UNKNOWN, S.DRAFT,
+              Correction.Match.LOT, Correction.Match.ASKED, recall_number]
+    return sql, params
+
+
+def _page_sql(limit_offset: bool) -> str:
+    from django.db import connection
+
+    return f"""SELECT s.patient_id, s.klass, s.state FROM state s
+    JOIN {connection.ops.quote_name(Patient._meta.db_table)} p ON p.id = s.patient_id
+    ORDER BY s.state = ANY(%s), p.display_name COLLATE "C", p.id""" + (" LIMIT %s OFFSET %s" if limit_offset else "")
+
+
+def patient_states(recall_number: str, classes: dict[int, str], *, offset: int = 0,
+                   limit: int | None = None) -> list[tuple[int, str, str]]:
+    """(patient id, match class, state) in patient_lines() order, a page at a time, from SQL."""
+    from django.db import connection
+
+    sql, params = _states_sql(recall_number, classes)
+    sql += _page_sql(limit is not None)
+    params = [*params, list(ACCOUNTED_STATES), *([limit, offset] if limit is not None else [])]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+
+
+@dataclass
+class StateCounts:
+    """Patients of one recall by (match class, state), from one GROUP BY; the summaries derive from it."""
+
+    cells: dict = field(default_factory=dict)  # (klass, state) -> patients
+    pending: int = 0  # drafts awaiting review
+
+    @property
+    def total(self) -> int:
+        return sum(self.cells.values())
+
+    def count(self, states) -> int:
+        return sum(n for (_klass, state), n in self.cells.items() if state in states)
+
+    def by_class(self) -> dict:
+        out = {}
+        for (klass, _st), n in sorted(self.cells.items(), key=lambda kv: CLASS_RANK.get(kv[0][0], 9)):
+            out[klass] = out.get(klass, 0) + n
+        return out
+
+    def summary(self) -> dict:
+        return {"exposed": self.total, "by_class": self.by_class(),
+                "contacted": self.total - self.count(NOT_ATTEMPTED_STATES),
+                "reached": self.count(["reached"]), "notified": self.count(["notified"]),
+                "not_needed": self.count(["not_needed"]), "not_reached": self.total - self.count(ACCOUNTED_STATES)}
+
+
+def state_counts(recall_number: str, classes: dict[int, str], *, page: tuple[int, int] | None = None):
+    """Counts by (class, state) from one GROUP BY; with page=(offset, limit) the same query also
+    returns that page of (patient id, class, state) (the CTE is computed once). -> (counts, page)"""
+    from django.db import connection
+
+    sql, params = _states_sql(recall_number, classes)
+    sql += " SELECT 0 AS part, NULL::bigint, klass, state, count(*), sum(pending) FROM state GROUP BY klass, state"
+    if page is not None:
+        sql += f" UNION ALL SELECT 1, * , 0, 0 FROM ({_page_sql(True)}) pg"
+        params = [*params, list(ACCOUNTED_STATES), page[1], page[0]]
+    counts, rows = StateCounts(), []
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        for part, patient_id, klass, state, n, pending in cursor.fetchall():
+            if part == 0:
+                counts.cells[(klass, state)] = n
+                counts.pending += int(pending or 0)
+            else:
+                rows.append((patient_id, klass, state))
+    return counts, rows
+
+
+class LinePages:
+    """A recall's patient lines as a lazy sequence for django.core.paginator: count() from the GROUP
+    BY, a slice runs the SQL page query (or takes the page read with the counts) and materialises
+    only those patients."""
+
+    def __init__(self, recall_number: str, classes: dict[int, str], total: int, prefetched=None):
+        self.recall_number, self.classes, self.total = recall_number, classes, total
+        self.prefetched = prefetched or {}  # (offset, limit) -> [(patient id, class, state)]
+
+    def count(self) -> int:
+        return self.total
+
+    def __len__(self) -> int:
+        return self.total
+
+    def __getitem__(self, item):
+        if not isinstance(item, slice):
+            return self[item:item + 1][0]
+        start, stop = item.start or 0, min(item.stop if item.stop is not None else self.total, self.total)
+        if stop <= start:
+            return []
+        if stop - start > 1000:  # a print of every row: one read of the whole recall
+            return list(self)[start:stop]
+        page = self.prefetched.get((start, stop - start))
+        if page is None:
+            page = patient_states(self.recall_number, self.classes, offset=start, limit=stop - start)
+        return self._materialise(page)
+
+    def _materialise(self, page):
+        lines = _lines(self.recall_number, {pid: klass for pid, klass, _ in page}, {pid for pid, _, _ in page})
+        return [lines[pid] for pid, _, _ in page]
+
+    def __iter__(self):
+        """Every line in order (the CSV, a print of every row): read for the whole recall at once;
+        thousands of ids in an IN list cost more to send than the rows they select."""
+        yield from patient_lines(self.recall_number, exposure=self.classes)
 
 
 @dataclass
@@ -495,6 +776,54 @@ def recall_file(recall_number: str, *, now=None) -> RecallFile:
                       deadline_for(facts.first_class1, notify.done_at if notify else None, now=now))
 
 
+@dataclass
+class RecallPage:
+    """What the recall page and the report show: the file's header (facts, work, steps, deadline),
+    counts from one GROUP BY over the per-patient state in SQL, and the patients as lazy pages."""
+
+    facts: RecallFacts
+    work: RecallWork | None
+    steps: dict
+    counts: StateCounts
+    lines: LinePages
+    deadline: Deadline
+
+    recall_number = RecallFile.recall_number
+    none_found = RecallFile.none_found
+    closed = RecallFile.closed
+    step_rows = RecallFile.step_rows
+
+    @property
+    def exposed(self) -> int:
+        return self.counts.total
+
+    @property
+    def unaccounted_count(self) -> int:
+        return self.counts.total - self.counts.count(ACCOUNTED_STATES)
+
+    @property
+    def pending(self) -> int:
+        return self.counts.pending
+
+    def by_class(self) -> dict:
+        return self.counts.by_class()
+
+
+def recall_page(recall_number: str, *, now=None, page: int = 1, per_page: int = 50) -> RecallPage:
+    """The recall's header, its counts and (read in the same query) patients page `page`; any other
+    slice of `lines` is read when asked for."""
+    facts = recall_facts([recall_number]).get(recall_number, RecallFacts(recall_number))
+    work = RecallWork.objects.filter(recall_number=recall_number).select_related("none_found_by").first()
+    steps = {t.step: t for t in RecallTask.objects.filter(work=work).select_related("done_by")} if work else {}
+    notify = steps.get(Step.NOTIFY)
+    classes = exposure_classes(recall_number)
+    window = ((max(page, 1) - 1) * per_page, per_page)
+    counts, rows = state_counts(recall_number, classes, page=window)
+    return RecallPage(facts, work, steps, counts, LinePages(recall_number, classes, counts.total,
+                                                            {(window[0], len(rows)): rows} if rows else None),
+                      deadline_for(facts.first_class1, notify.done_at if notify else None, now=now))
+
+
 def recall_known(recall_number: str) -> bool:
     return (Fact.objects.filter(kind=Fact.Kind.RECALL, fact_key__startswith=f"recall:{recall_number}:").exists()
             or Correction.objects.filter(recall_number=recall_number).exists())
@@ -521,27 +850,61 @@ def follow_up_queue(*, now=None) -> list[tuple[str, PatientLine]]:
     return out
 
 
+FOLLOW_UP_SHOWN = 100  # per recall on the follow-up page; the recall page lists every patient
+
+
+def follow_up_page(*, now=None, per_recall: int = FOLLOW_UP_SHOWN) -> list[dict]:
+    """follow_up_queue()'s patients from the per-patient state in SQL, per open recall: the first
+    `per_recall` in its order, materialised, and how many there are in all."""
+    from django.db import connection
+
+    now = now or timezone.now()
+    cutoff = now - timedelta(days=settings.UNSAY_FOLLOW_UP_DAYS)
+    out = []
+    for row in worklist(now=now):
+        if row.closed or row.none_found:
+            continue
+        classes = exposure_classes(row.recall_number)
+        sql, params = _states_sql(row.recall_number, classes)
+        sql += f"""
+        SELECT s.patient_id, s.klass, s.state, count(*) OVER () FROM state s
+        JOIN {connection.ops.quote_name(Patient._meta.db_table)} p ON p.id = s.patient_id
+        WHERE NOT (s.state = ANY(%s)) AND (s.state = 'not_reached' OR COALESCE(s.first_at, %s) <= %s)
+        ORDER BY p.display_name COLLATE "C", p.id LIMIT %s"""
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [*params, list(ACCOUNTED_STATES), row.facts.first_notified, cutoff, per_recall])
+            found = cursor.fetchall()
+        if found:
+            lines = LinePages(row.recall_number, classes, found[0][3])._materialise([r[:3] for r in found])
+            out.append({"recall_number": row.recall_number, "lines": lines, "total": found[0][3]})
+    return out
+
+
 # --- effectiveness report -----------------------------------------------------------------------
 
 REPORT_COLUMNS = ["recall_number", "patient_ref", "patient_name", "match_class", "state", "first_contact_at",
                   "first_contact_by", "reached_or_notified_at", "reached_or_notified_by", "attempts"]
 
 
+def report_row(recall_number: str, ln: PatientLine) -> dict:
+    log = ln.attempts()
+    first = next((e for e in log if e["at"]), None)
+    ok = next((e for e in log if e["ok"]), None)
+    return {
+        "recall_number": recall_number, "patient_ref": ln.patient.external_ref,
+        "patient_name": ln.patient.display_name, "match_class": ln.match_class, "state": ln.state,
+        "first_contact_at": first["at"].isoformat() if first else "",
+        "first_contact_by": first["by"] if first else "",
+        "reached_or_notified_at": ok["at"].isoformat() if ok and ok["at"] else "",
+        "reached_or_notified_by": ok["by"] if ok else "", "attempts": len(log),
+    }
+
+
 def report(recall_number: str, *, now=None) -> dict:
+    """The report computed in Python over every patient (patient_lines): the definition that
+    report_page()'s SQL counts are tested against."""
     f = recall_file(recall_number, now=now)
-    rows = []
-    for ln in f.lines:
-        log = ln.attempts()
-        first = next((e for e in log if e["at"]), None)
-        ok = ln.reached_entry
-        rows.append({
-            "recall_number": recall_number, "patient_ref": ln.patient.external_ref,
-            "patient_name": ln.patient.display_name, "match_class": ln.match_class, "state": ln.state,
-            "first_contact_at": first["at"].isoformat() if first else "",
-            "first_contact_by": first["by"] if first else "",
-            "reached_or_notified_at": ok["at"].isoformat() if ok and ok["at"] else "",
-            "reached_or_notified_by": ok["by"] if ok else "", "attempts": len(log),
-        })
+    rows = [report_row(recall_number, ln) for ln in f.lines]
     summary = {
         "exposed": len(rows),
         "by_class": f.by_class(),
@@ -552,6 +915,35 @@ def report(recall_number: str, *, now=None) -> dict:
         "not_reached": sum(1 for ln in f.lines if not ln.accounted),
     }
     return {"file": f, "rows": rows, "summary": summary, "columns": REPORT_COLUMNS}
+
+
+class ReportRows:
+    """The report's rows as a lazy sequence (pages of LinePages turned into rows)."""
+
+    def __init__(self, recall_number: str, lines: LinePages):
+        self.recall_number, self.lines = recall_number, lines
+
+    def count(self) -> int:
+        return self.lines.count()
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    def __getitem__(self, item):
+        if not isinstance(item, slice):
+            return self[item:item + 1][0]
+        return [report_row(self.recall_number, ln) for ln in self.lines[item]]
+
+    def __iter__(self):
+        for ln in self.lines:
+            yield report_row(self.recall_number, ln)
+
+
+def report_page(recall_number: str, *, now=None, page: int = 1, per_page: int = 50) -> dict:
+    """The report from the SQL path: summary from the GROUP BY, rows materialised a page at a time."""
+    f = recall_page(recall_number, now=now, page=page, per_page=per_page)
+    return {"file": f, "rows": ReportRows(recall_number, f.lines), "summary": f.counts.summary(),
+            "columns": REPORT_COLUMNS}
 
 
 # --- history and audit by patient ---------------------------------------------------------------

@@ -3,12 +3,15 @@ effectiveness report (page + CSV), sent/approved history and the audit trail by 
 Thin views: a form, one service call, a redirect; reads come from worklist.selectors."""
 
 import csv
+import uuid
 
 from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.loader import render_to_string
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
@@ -21,6 +24,28 @@ from .forms import ContactForm, NoneFoundForm, OpenRecallForm, StepForm
 from .models import ContactAttempt
 
 PATIENTS_PER_PAGE = 50
+
+
+def _row_controls(request) -> dict:
+    """The same contact controls and URL shapes on every patient row: rendered / reversed once per
+    page, not once per row (a page of 50-100 rows spent most of its time there)."""
+    choices = {"methods": ContactAttempt.Method.choices, "outcomes": ContactAttempt.Outcome.choices}
+    controls = render_to_string("worklist/_contact_controls.html", choices, request=request)
+    return {**choices, "contact_controls": controls,
+            "trail_url": _url_around("worklist:patient_trail"), "contact_url": _url_around("worklist:log_contact")}
+
+
+def _url_around(name: str) -> tuple[str, str]:
+    """(before, after) the patient's code in the URL `name`: one reverse for a page of rows."""
+    placeholder = uuid.UUID(int=0)
+    before, after = reverse(name, args=[placeholder]).split(str(placeholder))
+    return before, after
+
+
+def _page_number(request) -> int:
+    """The ?page= asked for, read ahead so the page comes with the counts; Paginator still validates."""
+    value = request.GET.get("page", "")
+    return int(value) if value.isdigit() and int(value) > 0 else 1
 
 
 @require_GET
@@ -50,17 +75,16 @@ def status_json(request):
 @require_GET
 @pharmacist_required
 def recall(request, recall_number):
-    f = selectors.recall_file(recall_number)
-    if not f.lines and not f.work and not selectors.recall_known(recall_number):
+    f = selectors.recall_page(recall_number, page=_page_number(request), per_page=PATIENTS_PER_PAGE)
+    if not f.exposed and not f.work and not selectors.recall_known(recall_number):
         return render(request, "worklist/unknown.html", {"recall_number": recall_number}, status=404)
-    # Patients not accounted for come first (selectors order), a page at a time: a national
-    # recall can expose thousands.
+    # Patients not accounted for come first, a page at a time: a national recall can expose
+    # thousands. Counts come from one GROUP BY; only this page's patients are read.
     page = Paginator(f.lines, PATIENTS_PER_PAGE).get_page(request.GET.get("page"))
     return render(request, "worklist/recall.html", {
-        "f": f, "page": page, "methods": ContactAttempt.Method.choices, "outcomes": ContactAttempt.Outcome.choices,
+        "f": f, "page": page, **_row_controls(request),
         "none_found_form": NoneFoundForm(initial={"recall_number": recall_number}),
-        "pending": sum(1 for ln in f.lines for c in ln.corrections if c.status == Correction.Status.DRAFT),
-        "uncertain": selectors.uncertain_scope(recall_number),
+        "pending": f.pending, "uncertain": selectors.uncertain_scope(recall_number),
     })
 
 
@@ -130,16 +154,20 @@ def log_contact(request, code):
 @require_GET
 @pharmacist_required
 def follow_up(request):
-    return render(request, "worklist/follow_up.html", {"items": selectors.follow_up_queue(),
-                                                       "contact_form": ContactForm()})
+    groups = selectors.follow_up_page()
+    return render(request, "worklist/follow_up.html", {
+        "items": [(g["recall_number"], ln) for g in groups for ln in g["lines"]],
+        "more": [g for g in groups if g["total"] > len(g["lines"])], **_row_controls(request)})
 
 
 @require_GET
 @pharmacist_required
 def report(request, recall_number):
-    data = selectors.report(recall_number)
+    every = bool(request.GET.get("all"))
+    data = selectors.report_page(recall_number, page=1 if every else _page_number(request),
+                                 per_page=PATIENTS_PER_PAGE)
     # ?all=1 prints every row; by default a page at a time (the CSV always has every row).
-    per_page = len(data["rows"]) or 1 if request.GET.get("all") else PATIENTS_PER_PAGE
+    per_page = (len(data["rows"]) or 1) if every else PATIENTS_PER_PAGE
     page = Paginator(data["rows"], per_page).get_page(request.GET.get("page"))
     return render(request, "worklist/report.html", {**data, "f": data["file"], "now": timezone.now(), "page": page})
 
@@ -147,7 +175,7 @@ def report(request, recall_number):
 @require_GET
 @pharmacist_required
 def report_csv(request, recall_number):
-    data = selectors.report(recall_number)
+    data = selectors.report_page(recall_number)
     response = HttpResponse(content_type="text/csv; charset=utf-8")
     safe = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in recall_number)
     response["Content-Disposition"] = f'attachment; filename="recall-{safe}-report.csv"'

@@ -1,0 +1,28 @@
+"""The dispatcher sends email as text + HTML, the HTML part built from exactly the reviewed text
+(an edit shows in both parts). Real sweep drafts of the real D-0315-2019 recall; patients synthetic."""
+
+import pytest
+from django.core import mail
+
+from corrections import dispatch
+from corrections.review import approve
+from tests.test_corrections_review import drafts, people  # noqa: F401 (fixtures)
+from tests.test_sweep import dispatch_not_enqueued, no_auto_sweep, world  # noqa: F401 (fixtures)
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_the_email_carries_the_reviewed_text_as_its_html_part(people, drafts, settings):  # noqa: F811
+    settings.UNSAY_PHARMACY_NAME = "Synthetic Corner Pharmacy"
+    a = drafts["SYN-A"]
+    edited = a.drafted_text.strip() + "\n\nEdited by the pharmacist: bring the pack <and> the box."
+    approve(a.pk, user=people["pharmacist"], final_text=edited)
+    assert dispatch.dispatch_ready().sent == 1
+    [email] = mail.outbox
+    assert email.body == edited
+    [(html, mimetype)] = email.alternatives
+    assert mimetype == "text/html"
+    assert "Edited by the pharmacist: bring the pack &lt;and&gt; the box." in html  # escaped, not raw
+    assert "Synthetic Corner Pharmacy" in html
+    first_paragraph = edited.split("\n\n")[0].strip()
+    assert first_paragraph.splitlines()[0] in html
