@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.db.models.signals import post_migrate
 
 
 class UnsaySiteConfig(AppConfig):
@@ -13,3 +14,18 @@ class UnsaySiteConfig(AppConfig):
         configure()
 
         register_collector()
+        post_migrate.connect(sync_groups_after_migrate, dispatch_uid="unsay_site.sync_groups")
+
+
+def sync_groups_after_migrate(sender, using="default", apps=None, **kwargs):
+    """Groups and their permissions from unsay_site.roles, after every migrate (and test flush), the way
+    django.contrib.auth creates permissions: migrations stay frozen, the table stays the one source.
+    Runs after each app's signal; the last one sees every app's permissions. Idempotent."""
+    from django.apps import apps as global_apps
+    from django.db import router
+
+    from .roles import sync_group_permissions
+
+    if not router.allow_migrate(using, "auth"):
+        return
+    sync_group_permissions(global_apps, using=using)

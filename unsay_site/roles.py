@@ -1,7 +1,6 @@
-"""Who may do what. The groups are created by migrations; this table is the single source.
-
-A later migration that adds models appends to GROUP_PERMISSIONS and runs
-`migrations.RunPython(grant_group_permissions, migrations.RunPython.noop)`.
+"""Who may do what. This table is the single source; a post_migrate receiver (unsay_site.apps)
+creates the groups and grants what it lists after every migrate, so a new model's permission is
+granted by adding it here, with no data migration.
 """
 
 PHARMACIST = "Pharmacist"
@@ -28,7 +27,7 @@ GROUP_PERMISSIONS = {
 }
 
 
-def sync_group_permissions(apps, extra: dict | None = None):
+def sync_group_permissions(apps, extra: dict | None = None, *, using: str = "default"):
     """Create the groups (if missing) and grant what GROUP_PERMISSIONS (plus `extra`) lists that exists."""
     Group = apps.get_model("auth", "Group")
     Permission = apps.get_model("auth", "Permission")
@@ -37,19 +36,8 @@ def sync_group_permissions(apps, extra: dict | None = None):
         for app_label, codenames in apps_.items():
             table.setdefault(group_name, {}).setdefault(app_label, []).extend(codenames)
     for group_name, apps_ in table.items():
-        group, _ = Group.objects.get_or_create(name=group_name)
+        group, _ = Group.objects.using(using).get_or_create(name=group_name)
         for app_label, codenames in apps_.items():
-            perms = Permission.objects.filter(content_type__app_label=app_label, codename__in=codenames)
+            perms = Permission.objects.using(using).filter(content_type__app_label=app_label, codename__in=codenames)
             group.permissions.add(*perms)
 
-
-def grant_group_permissions(apps, schema_editor):
-    """Migration step: create the model permissions now (Django's post_migrate signal would be too
-    late for the grant), then sync the groups to GROUP_PERMISSIONS."""
-    from django.contrib.auth.management import create_permissions
-
-    for app_config in apps.get_app_configs():
-        app_config.models_module = True
-        create_permissions(app_config, apps=apps, verbosity=0)
-        app_config.models_module = None
-    sync_group_permissions(apps)

@@ -3,7 +3,6 @@
 from django.db import migrations
 
 from patients.residency import residency_sql_params
-from unsay_site.roles import grant_group_permissions
 from unsay_site.sqlfiles import RunSQLFile
 
 
@@ -23,7 +22,10 @@ class Migration(migrations.Migration):
             name='dispensingrecord',
             options={'permissions': [('view_exposure', 'Can see which patients a recall exposes')]},
         ),
-        migrations.RunPython(grant_group_permissions, migrations.RunPython.noop),
+        # Frozen (issue #15): groups are synced from unsay_site.roles by a post_migrate receiver
+        # (unsay_site.apps), as django.contrib.auth creates permissions; this step used to replay
+        # today's table from a historical migration.
+        migrations.RunPython(migrations.RunPython.noop, migrations.RunPython.noop),
         # CockroachDB only: patient and dispensing rows REGIONAL BY ROW, homed by the patient's region.
         RunSQLFile("020_patient_residency.sql", params=residency_sql_params),
     ]

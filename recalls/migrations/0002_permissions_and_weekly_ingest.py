@@ -6,7 +6,6 @@ day/time or disable it in the admin. Each run is incremental from the last succe
 
 from django.db import migrations
 
-from unsay_site.roles import grant_group_permissions
 
 TASK_NAME = "recalls: weekly openFDA ingest"
 
@@ -40,6 +39,9 @@ class Migration(migrations.Migration):
         ("contenttypes", "0002_remove_content_type_name"),
     ]
     operations = [
-        migrations.RunPython(grant_group_permissions, migrations.RunPython.noop),
+        # Frozen (issue #15): groups are synced from unsay_site.roles by a post_migrate receiver
+        # (unsay_site.apps), as django.contrib.auth creates permissions; this step used to replay
+        # today's table from a historical migration.
+        migrations.RunPython(migrations.RunPython.noop, migrations.RunPython.noop),
         migrations.RunPython(create_schedule, remove_schedule),
     ]
