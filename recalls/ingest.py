@@ -1,5 +1,8 @@
 """openFDA records -> claims (pure functions: no database, no network).
 
+Why one long module: parsing a record, deriving its identity and building its claims share the
+record's field rules (hashed fields, size bounds, strict dates); they change together.
+
 One enforcement record becomes one fact per (recall, lot) when its code_info names lots, else one
 drug-level fact that says every lot is treated as affected (over-notify rather than under-notify).
 See docs/facts.md for the contract.

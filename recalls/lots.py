@@ -1,5 +1,8 @@
 """What an openFDA recall covers, read from its free-text `code_info` (+ `more_code_info`).
 
+Why one long module: it is one grammar (tokens, lot shapes, expiry forms, window phrases) whose
+rules read each other's state; split apart, each piece would need the others to be understood.
+
 `parse_scope(code_info, more_code_info="") -> LotScope` returns one of three scope kinds:
 
 - ``lots``: the lots the text names, each with the expiry written next to it (ISO ``YYYY-MM`` or

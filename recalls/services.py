@@ -1,5 +1,7 @@
 """Ingestion runs and the demo escalation: the plain functions the command, the Celery task and
-the tests all call.
+the tests all call. Why one long module: a run's lifecycle (start, chunks, quarantine, tallies,
+heartbeat, finish) is one state machine over one IngestRun row. The demo escalation belongs in a
+demo app (issue #15, not moved yet).
 
     ingest_document(document, source=..., kind=...)   -> IngestRun   (any API-shaped JSON)
     ingest_file(path_or_s3_url, ...)                   -> IngestRun   (.json or bulk .json.zip)

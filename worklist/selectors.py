@@ -1,5 +1,9 @@
 """Reads for the recall worklist: the list of recalls, one recall's patients and what was done for
-each, the deadline, the follow-up queue and the effectiveness report. No writes here."""
+each, the deadline, the follow-up queue and the effectiveness report. No writes here.
+
+Why one long module: per-patient state is defined twice on purpose, in Python (`patient_lines`, the
+definition the workflow rules use) and in SQL (`patient_states`, what pages read at 10,000 drafts),
+side by side so a change to one is seen next to the other; tests/test_worklist_sql.py holds them equal."""
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
