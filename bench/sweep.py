@@ -19,7 +19,7 @@ default each also has a unique second valsartan lot, so no two affected decision
 inputs and the sweep must call the reasoner once per decision (the worst case). --shared-inputs drops
 that second lot, so all affected decisions share inputs per question phrasing.
 
-Timed: recalls.services.escalate(..., "Class I") commits, then corrections.sweep.sweep() for the
+Timed: demo.escalation.escalate(..., "Class I") commits, then corrections.sweep.sweep() for the
 superseded fact version (what the after-commit Celery task runs). Prints time to the first committed
 page, time to all drafts written, decisions re-decided per second, reasoner calls, and the plan of
 one stale-set page.
@@ -47,14 +47,14 @@ from corrections.models import Correction, OutboxMessage, SweepRun  # noqa: E402
 from corrections.staleness import Scope, _union  # noqa: E402
 from corrections.sweep import count_stale, sweep  # noqa: E402
 from corrections.tasks import auto_sweep_suppressed  # noqa: E402
+from demo.escalation import escalate  # noqa: E402
 from memory.ask import DispensedRow, decide, premises_for  # noqa: E402
 from memory.models import Fact  # noqa: E402
 from memory.services import inputs_fingerprint  # noqa: E402
 from patients.models import Patient, dispensing_fingerprint  # noqa: E402
-from recalls.services import escalate  # noqa: E402
 
 RECALL, LOT, DRUG = "D-0326-2019", "3069020", "valsartan"
-UNAFFECTED_LOT = "3095511"  # in no recall record (patients/demo.py)
+UNAFFECTED_LOT = "3095511"  # in no recall record (demo/patients.py)
 # Mylan valsartan 40 mg (D-0326-2019's maker): every patient's dispensing carries it, so the
 # drug-level recalls of other makers (Solco, Camber: they list their own NDCs) do not apply.
 NDC = "00378-5814-77"

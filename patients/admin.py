@@ -6,13 +6,12 @@ from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import path
 
+from patients.csvimport import MAX_IMPORT_BYTES, MAX_ROWS, import_dispensing_csv
+from patients.dispensing import delete_dispensing, save_dispensing
+from patients.forms import DispensingImportForm, DispensingRecordForm, PatientForm
+from patients.models import DispensingRecord, Patient
+from patients.services import recall_warning
 from recalls.normalize import normalize_drug_name, normalize_lot, normalize_ndc
-
-from .csvimport import MAX_IMPORT_BYTES, MAX_ROWS, import_dispensing_csv
-from .dispensing import delete_dispensing, save_dispensing
-from .forms import DispensingImportForm, DispensingRecordForm, PatientForm
-from .models import DispensingRecord, Patient
-from .services import recall_warning
 
 DISPENSING_FIELDS = ["scan", "drug", "product_description", "ndc", "lot", "lot_unknown", "expiry", "serial",
                      "quantity", "dispensed_at", "site"]

@@ -10,6 +10,6 @@ class PatientsConfig(AppConfig):
 
         # /health and `manage.py status` show where patient rows live (when health offers sections).
         if hasattr(health, "register_section"):
-            from .services import residency_section
+            from patients.services import residency_section
 
             health.register_section(residency_section)

@@ -14,7 +14,7 @@ dispensing is re-decided (docs/reasoning.md, "Decision inputs").
 from django.db import transaction
 from django.dispatch import Signal
 
-from .models import DispensingChange, DispensingRecord
+from patients.models import DispensingChange, DispensingRecord
 
 # sender=DispensingRecord, changes=[(patient_id, drug), ...] (old and new drug of an edited row)
 dispensing_changed = Signal()

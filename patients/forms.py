@@ -3,10 +3,9 @@ from django.conf import settings
 from django.core.validators import MaxLengthValidator, MinValueValidator
 
 from drugs.gs1 import ScanError, parse_scan
-
-from .csvimport import MAX_IMPORT_BYTES
-from .models import DispensingRecord, Patient
-from .scanning import Entered, apply_scan
+from patients.csvimport import MAX_IMPORT_BYTES
+from patients.models import DispensingRecord, Patient
+from patients.scanning import Entered, apply_scan
 
 SCAN_HELP = (
     "Scan the 2D barcode (GS1 DataMatrix) on the pack: NDC, lot, expiry and serial are read from it. "

@@ -11,8 +11,7 @@ from django.utils import timezone
 from drugs.identity import UNRESOLVED, resolve
 from drugs.lots import normalize_lot
 from drugs.ndc import ndc_product, normalize_ndc
-
-from .text import problem as text_problem
+from patients.text import problem as text_problem
 
 
 def validate_region(value):

@@ -18,9 +18,8 @@ from django.db.models import Q
 from drugs.gs1 import NdcCandidate, Scan
 from drugs.scopes import DRUG_LEVEL
 from memory.models import Fact
+from patients.models import DispensingRecord
 from recalls.normalize import normalize_lot, normalize_ndc
-
-from .models import DispensingRecord
 
 
 @dataclass

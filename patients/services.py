@@ -19,8 +19,7 @@ from drugs import recall_terms
 from drugs.lots import normalize_lot
 from drugs.matching import MatchClass, dispensing_product, match
 from memory.models import Fact
-
-from .models import DispensingRecord, Patient
+from patients.models import DispensingRecord, Patient
 
 
 class Match:

@@ -14,9 +14,8 @@ from django.db import transaction
 from drugs.identity import resolve
 from drugs.ndc import ndc_product, normalize_ndc
 from memory.models import Fact
-
-from .dispensing import create_dispensings
-from .models import DispensingRecord, Patient
+from patients.dispensing import create_dispensings
+from patients.models import DispensingRecord, Patient
 
 # Common generics for unaffected dispensing when no recall names the drug.
 EVERYDAY_DRUGS = ["atorvastatin", "metformin", "lisinopril", "amlodipine", "levothyroxine", "omeprazole",

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views
+from patients import views
 
 app_name = "patients"
 urlpatterns = [

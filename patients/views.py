@@ -2,7 +2,7 @@ from django.contrib.auth.decorators import login_required, permission_required
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from .services import exposed_patients_for_recall
+from patients.services import exposed_patients_for_recall
 
 
 @require_GET

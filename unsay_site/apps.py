@@ -7,9 +7,9 @@ class UnsaySiteConfig(AppConfig):
     verbose_name = "Unsay"
 
     def ready(self):
-        from . import checks  # noqa: F401  (registers system checks)
-        from .logs import configure
-        from .metrics import register_collector
+        from unsay_site import checks  # noqa: F401  (registers system checks)
+        from unsay_site.logs import configure
+        from unsay_site.metrics import register_collector
 
         configure()
 
@@ -24,7 +24,7 @@ def sync_groups_after_migrate(sender, using="default", apps=None, **kwargs):
     from django.apps import apps as global_apps
     from django.db import router
 
-    from .roles import sync_group_permissions
+    from unsay_site.roles import sync_group_permissions
 
     if not router.allow_migrate(using, "auth"):
         return

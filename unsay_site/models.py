@@ -1,6 +1,6 @@
 from django.contrib.auth.models import AbstractUser
 
-from .roles import PHARMACIST
+from unsay_site.roles import PHARMACIST
 
 
 class User(AbstractUser):

@@ -7,8 +7,8 @@ from urllib.parse import urlparse
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from . import logs
-from .env import env_bool, env_choice, env_float, env_int, env_list, env_str
+from unsay_site import logs
+from unsay_site.env import env_bool, env_choice, env_float, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("UNSAY_VAR_DIR", str(BASE_DIR / "var")))
@@ -53,6 +53,7 @@ INSTALLED_APPS = [
     "patients",
     "corrections",
     "worklist",
+    "demo",
 ]
 
 MIDDLEWARE = [
@@ -192,7 +193,7 @@ DATABASES = {"default": _db}
 # --- Redis and Celery -----------------------------------------------------------------------
 # Redis only when REDIS_URL says so: settings probe nothing. Without it Celery runs tasks eagerly,
 # in-process. `make test` sets REDIS_URL to db 15 of the machine's Redis when one answers, and
-# `make demo` finds or starts one (unsay_site.demo_setup) and exports REDIS_URL to its children.
+# `make demo` finds or starts one (demo.setup) and exports REDIS_URL to its children.
 REDIS_URL = env_str("REDIS_URL")
 CELERY_BROKER_URL = REDIS_URL or "memory://"
 CELERY_RESULT_BACKEND = None

@@ -3,8 +3,7 @@ from django.urls import include, path
 
 from memory.api.views import api as api_v1
 from memory.api.views import unknown_route
-
-from . import views
+from unsay_site import views
 
 urlpatterns = [
     path("", views.home, name="home"),

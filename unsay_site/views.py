@@ -8,7 +8,7 @@ from django.shortcuts import render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from .health import cached_report, liveness
+from unsay_site.health import cached_report, liveness
 
 
 @require_GET

@@ -16,7 +16,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
-from unsay_site import demo_setup
+from demo import setup as demo_setup
 
 
 class Command(BaseCommand):

@@ -20,8 +20,8 @@ from datetime import UTC, datetime
 from django.conf import settings
 from django.db import transaction
 
-from .dispensing import save_dispensing
-from .models import DispensingRecord, Patient
+from patients.dispensing import save_dispensing
+from patients.models import DispensingRecord, Patient
 
 DEMO_RECALL_NUMBER = "D-0326-2019"
 DEMO_LOT = "3069020"

@@ -1,6 +1,6 @@
 """manage.py demo_story: the story `make demo` tells (after ingest_recalls --demo and seed_demo).
 
-The demo patients ask in four phrasings, the real recall of their lot (patients/demo.py) is escalated
+The demo patients ask in four phrasings, the real recall of their lot (demo/patients.py) is escalated
 to Class I — FDA classifies a recall, so every lot fact of it gets a new version — the sweep
 re-decides what that escalation made stale (the exposed patients' answers move and are corrected;
 the neighbours on other valsartan lots rest on no fact of this recall and are left alone), and the
@@ -26,11 +26,11 @@ class Command(BaseCommand):
     help = "Demo: patients ask, the demo lot is escalated to Class I, the sweep drafts corrections for review."
 
     def handle(self, *args, **options):
+        from demo.escalation import escalate
+        from demo.patients import DEMO_LOT, DEMO_PATIENT_REFS, DEMO_RECALL_NUMBER
         from memory.ask import ask
         from memory.models import Decision
-        from patients.demo import DEMO_LOT, DEMO_PATIENT_REFS, DEMO_RECALL_NUMBER
         from patients.models import Patient
-        from recalls.services import escalate
 
         patients = list(Patient.objects.filter(external_ref__in=DEMO_PATIENT_REFS).order_by("external_ref"))
         if not patients:

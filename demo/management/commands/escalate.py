@@ -5,8 +5,8 @@
 
 from django.core.management.base import BaseCommand, CommandError
 
+from demo.escalation import escalate
 from recalls.ingest import CLASSIFICATIONS
-from recalls.services import escalate
 
 
 class Command(BaseCommand):

@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand
 
-from patients.demo import DEMO_DRUG, DEMO_LOT, DEMO_RECALL_NUMBER, seed_demo
+from demo.patients import DEMO_DRUG, DEMO_LOT, DEMO_RECALL_NUMBER, seed_demo
 
 
 class Command(BaseCommand):
