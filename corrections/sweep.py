@@ -362,7 +362,7 @@ def _redecide(decision, reasons, decider, run, report, *, dry_run, pending, late
 
 
 def _process_page(ids_after, limit, scope: Scope, decider, run, page_no, *, dry_run,
-                  fact_cache=None) -> tuple[SweepReport, int, int]:
+                  caches=None) -> tuple[SweepReport, int, int]:
     """Lock, re-decide and write one page. Returns (report, last id, rows in page)."""
     report = SweepReport()
     if not dry_run:
@@ -376,7 +376,7 @@ def _process_page(ids_after, limit, scope: Scope, decider, run, page_no, *, dry_
     pending = _pending_corrections(ids, lock=not dry_run)
     calls_before = decider.calls
     if _set_based_page(decisions, reasons, pending, decider, run, page_no, report, dry_run=dry_run,
-                       fact_cache=fact_cache):
+                       caches=caches):
         return _finish_page(report, decider, calls_before, run, ids, page_no)
     drafted_keys: set[str] = set()
     decider.preload({d.patient_id for d in decisions if d.patient_id})
@@ -414,7 +414,7 @@ def _finish_page(report, decider, calls_before, run, ids, page_no):
     return report, ids[-1], len(ids)
 
 
-def _set_based_page(decisions, reasons, pending, decider, run, page_no, report, *, dry_run, fact_cache) -> bool:
+def _set_based_page(decisions, reasons, pending, decider, run, page_no, report, *, dry_run, caches=None) -> bool:
     """The page as a set (corrections.sweep_pages), in a savepoint. False: take the per-decision
     path for this page (refused up front, or anything unusual rolled back)."""
     from . import sweep_pages
@@ -425,13 +425,14 @@ def _set_based_page(decisions, reasons, pending, decider, run, page_no, report, 
             log.info("sweep page %d takes the per-decision path: %s", page_no, why)
         return False
     calls_before = decider.calls
+    caches = caches or sweep_pages.SweepCaches()
     one = SweepReport()
     try:
         with transaction.atomic():
             plans, beliefs = sweep_pages.plan_page(decisions, reasons, decider,
-                                                   fact_cache=fact_cache or sweep_pages.FactCache())
+                                                   fact_cache=caches.facts)
             _maybe_crash("mid_page", page_no)
-            sweep_pages.write_page(plans, beliefs, run, one)
+            sweep_pages.write_page(plans, beliefs, run, one, letters=caches.letters)
     except (DecisionAlreadySuperseded, IntegrityError, sweep_pages.PageFallback) as exc:
         log.info("sweep page %d falls back to the per-decision path: %s", page_no, exc)
     except Exception:  # noqa: BLE001 - the per-decision path records the failure per decision
@@ -682,9 +683,9 @@ def sweep(*, fact_ids=None, patient_ids=None, trigger=SweepRun.Trigger.MANUAL, d
                                       patient_ids=list(scope.patient_ids or []), heartbeat=timezone.now())
         total.run = run
     decider = SharedDecider()
-    from memory.beliefs import FactCache
+    from .sweep_pages import SweepCaches
 
-    fact_cache = FactCache()  # believed fact versions, shared by the set-based pages
+    caches = SweepCaches()  # fact versions and letters, shared by the set-based pages
     after, page_no = 0, 0
     try:
         while True:
@@ -694,7 +695,7 @@ def sweep(*, fact_ids=None, patient_ids=None, trigger=SweepRun.Trigger.MANUAL, d
             else:
                 report, after, rows = run_in_transaction(
                     _process_page, after, page_size, scope, decider, run, page_no, dry_run=False,
-                    fact_cache=fact_cache)
+                    caches=caches)
                 _maybe_crash("after_commit", page_no)
             total.add(report)
             if progress and rows:

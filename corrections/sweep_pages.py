@@ -145,8 +145,9 @@ def _columns(model, *, with_id: bool) -> list[str]:
     return [f.column for f in model._meta.concrete_fields if with_id or not f.primary_key]
 
 
-def write_page(plans: list[Plan], beliefs: PageBeliefs, run, report: SweepReport):
+def write_page(plans: list[Plan], beliefs: PageBeliefs, run, report: SweepReport, *, letters=None):
     """Write every row of the page (see the module docstring). Raises PageFallback / IntegrityError."""
+    letters = letters or Letters()
     now = timezone.now()
     run_id = run.pk if run is not None else None
     old_ids = [p.decision.id for p in plans]
@@ -158,8 +159,8 @@ def write_page(plans: list[Plan], beliefs: PageBeliefs, run, report: SweepReport
             raise PageFallback(f"{len(old_ids) - django_cursor.rowcount} decision(s) of the page no longer standing")
         cursor = django_cursor.cursor  # psycopg's own: COPY, in this transaction
         new_ids = _next_ids(cursor, Decision._meta.db_table, len(plans))
-        letters = [p for p in plans if p.changed and not p.coalesced]
-        correction_ids = iter(_next_ids(cursor, Correction._meta.db_table, len(letters)))
+        drafts = sum(1 for p in plans if p.changed and not p.coalesced)
+        correction_ids = iter(_next_ids(cursor, Correction._meta.db_table, drafts))
 
         decisions, reads, premises, inputs = [], [], [], []
         corrections, messages, audits, redecisions = [], [], [], []
@@ -180,7 +181,7 @@ def write_page(plans: list[Plan], beliefs: PageBeliefs, run, report: SweepReport
             inputs.extend((new_id, dispensing_id, fp) for dispensing_id, fp in sorted(set(o.inputs)))
             if p.changed and not p.coalesced:
                 correction_id = next(correction_ids)
-                corrections.append(_correction_row(correction_id, p, new_id, now, run_id, beliefs))
+                corrections.append(_correction_row(correction_id, p, new_id, now, run_id, beliefs, letters))
                 message, audit = _message_and_audit(correction_id, corrections[-1], p, new_id, now, run_id)
                 messages.append(message)
                 audits.append(audit)
@@ -216,7 +217,7 @@ def _copy_dicts(cursor, model, rows: list[dict], *, with_id: bool):
     _copy(cursor, model, columns, [tuple(row[c] for c in columns) for row in rows])
 
 
-def _correction_row(correction_id, p: Plan, new_id, now, run_id, beliefs: PageBeliefs) -> dict:
+def _correction_row(correction_id, p: Plan, new_id, now, run_id, beliefs: PageBeliefs, letters) -> dict:
     d, o, patient = p.decision, p.outcome, p.decision.patient
     trigger, previous = p.trigger, p.previous
     cause = trigger or previous
@@ -235,10 +236,54 @@ def _correction_row(correction_id, p: Plan, new_id, now, run_id, beliefs: PageBe
         "old_verdict": d.verdict, "old_answer": d.answer, "new_verdict": o.verdict, "new_answer": o.answer,
         "trigger_fact_id": trigger.id if trigger else None, "previous_fact_id": previous.id if previous else None,
         "diff": json.dumps(fact_diff(previous, trigger)),
-        "drafted_text": correction_text(patient, d.verdict, o, cause, previous), "final_text": "",
+        "drafted_text": letters.text(patient, d.verdict, o, cause, previous), "final_text": "",
         "dedupe_key": p.key, "sweep_run_id": run_id, "replaces_id": None, "reviewed_by_id": None,
         "reviewed_at": None, "rejection_reason": "", "created": now, "updated": now,
     }
+
+
+class Letters:
+    """corrections.drafting.correction_text, rendered once per letter that differs only in the name.
+
+    An email letter names the patient once ("Dear <name>,"); the rest depends on the verdicts, the
+    facts and the drug. So the text is rendered with a marker for the name and the marker replaced
+    per patient, after checking, the first time for each letter, that this gives exactly what
+    rendering for that patient gives (if it does not, that letter is rendered per patient). SMS are
+    always rendered per patient: their length limit depends on the name."""
+
+    MARK = "\x00patient\x00"
+
+    def __init__(self):
+        self._texts: dict[tuple, str | None] = {}
+
+    def text(self, patient, old_verdict, outcome, fact, previous) -> str:
+        channel = getattr(patient, "preferred_channel", "") or "email"
+        if channel == "sms":
+            return correction_text(patient, old_verdict, outcome, fact, previous)
+        key = (channel, old_verdict, outcome.verdict, outcome.subject, _version(fact), _version(previous))
+        if key not in self._texts:
+            real = correction_text(patient, old_verdict, outcome, fact, previous)
+            marked = correction_text(SimpleNamespace(display_name=self.MARK, preferred_channel=channel),
+                                     old_verdict, outcome, fact, previous)
+            same = marked.count(self.MARK) == 1 and marked.replace(self.MARK, patient.display_name) == real
+            self._texts[key] = marked if same else None
+            return real
+        marked = self._texts[key]
+        if marked is None:
+            return correction_text(patient, old_verdict, outcome, fact, previous)
+        return marked.replace(self.MARK, patient.display_name)
+
+
+class SweepCaches:
+    """What one sweep's set-based pages share: fact versions read and letters rendered."""
+
+    def __init__(self):
+        self.facts = FactCache()
+        self.letters = Letters()
+
+
+def _version(fact):
+    return (fact.pk, fact.content_hash, fact.retracted_at) if fact is not None else None
 
 
 def _message_and_audit(correction_id, correction: dict, p: Plan, new_id, now, run_id) -> tuple[dict, dict]:

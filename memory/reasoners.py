@@ -30,7 +30,8 @@ from typing import Literal
 import pydantic
 from django.conf import settings
 
-from drugs.matching import MatchClass, match
+from drugs.matching import MatchClass
+from drugs.matching import match as _match_uncached
 from drugs.ndc import ndc_products
 from drugs.recall_terms import CLOSED_STATUSES, classification, describe, is_active, short_product  # noqa: F401 (re-exported)
 
@@ -99,6 +100,32 @@ class ReasonerResult:
 
 
 # --- reading recall facts ---------------------------------------------------------------------
+
+_MATCHES: dict[tuple, object] = {}
+_MATCHES_LIMIT = 200_000
+
+
+def match(fact, row):
+    """drugs.matching.match, remembered per (fact version, what matching reads of the row).
+
+    One decision asks it the same question up to six times (reasoner, then guardrail), and a sweep
+    page asks it for thousands of rows that differ only in their id. Keyed by the fact's id *and*
+    content hash (a version's content never changes; the hash guards against ids reused after a
+    truncation) and by the row's matched attributes; only frozen rows (memory.ask.DispensedRow)
+    are remembered, never a model instance that could change under us."""
+    pk, digest = getattr(fact, "pk", None), getattr(fact, "content_hash", None)
+    params = getattr(row, "__dataclass_params__", None)
+    if pk is None or not digest or params is None or not params.frozen:
+        return _match_uncached(fact, row)
+    key = (pk, digest, row.drug, row.ndc, row.lot, row.lot_unknown, row.expiry, row.dispensed_at)
+    try:
+        return _MATCHES[key]
+    except KeyError:
+        if len(_MATCHES) >= _MATCHES_LIMIT:
+            _MATCHES.clear()
+        found = _MATCHES[key] = _match_uncached(fact, row)
+        return found
+
 
 def is_recall(fact) -> bool:
     return fact.kind == "recall"
