@@ -260,7 +260,7 @@ def clone(base: str, name: str):
     connection.close()
     with _admin() as admin:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{base}"')
+        admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{base}" STRATEGY FILE_COPY')
     use_database(name)
 
 

@@ -91,6 +91,7 @@ class PageBeliefs:
         self._loaded_scopes: set = set()
         self.facts: list[Fact] = []
         self._by_subject: dict[str, list[Fact]] = {}
+        self._by_scope: dict[str, list[Fact]] = {}
         self._semantic: dict[tuple, list] = {}
         self._vectors: dict[str, list] = {}
 
@@ -113,9 +114,16 @@ class PageBeliefs:
                        .order_by("id").values_list("id", flat=True))
         self._subjects, self._loaded_scopes = subjects, scopes
         self.facts = list(self.cache.get_many(ids).values())  # by id
+        self._by_scope = {}
         self._by_subject = {}
         for fact in self.facts:
+            for scope in fact.scopes or ():
+                self._by_scope.setdefault(scope, []).append(fact)
             self._by_subject.setdefault(fact.subject, []).append(fact)
+        # retrieve's exact part orders by (match rank, -asserted_at, id): keep each subject's facts in
+        # (-asserted_at, id) order once, so a decision only partitions them by match rank.
+        for facts in self._by_subject.values():
+            facts.sort(key=lambda f: f.asserted_at, reverse=True)  # stable: ties stay by id
         return self
 
     def patient_drugs(self, patient) -> list[str]:
@@ -130,7 +138,8 @@ class PageBeliefs:
             return []
         if not wanted.issubset(self._loaded_scopes):
             return facts_in_scopes(premises)  # a premise this page did not load: ask the database
-        return [f for f in self.facts if wanted.intersection(f.scopes or ())]
+        found = {f.id: f for scope in wanted for f in self._by_scope.get(scope, ())}
+        return [found[i] for i in sorted(found)]
 
     def retrieve(self, question: str, *, subject=None, lots=None, k: int = 8) -> list[Retrieved]:
         """memory.services.retrieve over the page's facts: ORDER BY match_rank, -asserted_at, id."""
@@ -139,14 +148,13 @@ class PageBeliefs:
         if not subject or subject not in self._subjects:
             return retrieve(question, subject=subject, lots=lots, k=k)
         lots = {lot for lot in (lots or []) if lot}
-        ranked = sorted(self._by_subject.get(subject, ()), key=lambda f: f.id)
-        ranked.sort(key=lambda f: f.asserted_at, reverse=True)  # stable: ties stay by id
-        ranked.sort(key=lambda f: 0 if (f.lot is not None and f.lot in lots) else 1 if f.lot is None else 2)
+        ranked: tuple[list, list, list] = ([], [], [])
+        for fact in self._by_subject.get(subject, ()):
+            ranked[0 if (fact.lot is not None and fact.lot in lots) else 1 if fact.lot is None else 2].append(fact)
         picked = []
-        for fact in ranked[:k]:
-            exact = 0 if (fact.lot is not None and fact.lot in lots) else 1 if fact.lot is None else 2
-            match = ("lot", "drug", "subject")[exact]
-            picked.append(Retrieved(fact, 1.0 if match != "subject" else 0.9, match))
+        for rank, facts in enumerate(ranked):
+            match = ("lot", "drug", "subject")[rank]
+            picked.extend(Retrieved(f, 1.0 if match != "subject" else 0.9, match) for f in facts[:k - len(picked)])
         remaining = k - len(picked)
         if remaining > 0 and question:
             exclude = tuple(r.fact.id for r in picked)
