@@ -285,7 +285,7 @@ def change(case: str) -> list[int]:
     return [old_fact.id, new_fact.id]
 
 
-def one_run(case: str, page_size: int) -> dict:
+def one_run(case: str, page_size: int, profile: bool = False) -> dict:
     load_before = open("/proc/loadavg").read().split()[:3]
     before = max_ids()
     with auto_sweep_suppressed():
@@ -299,8 +299,19 @@ def one_run(case: str, page_size: int) -> dict:
         if not first_page:
             first_page.append(time.monotonic() - t0)
 
+    profiler = None
+    if profile:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
     report = sweep(fact_ids=changed, trigger=SweepRun.Trigger.BENCH, page_size=page_size, progress=progress)
     elapsed = time.monotonic() - t0
+    if profiler is not None:
+        import pstats
+
+        profiler.disable()
+        pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumulative").print_stats(45)
     figures.update({
         "examined": report.examined, "corrected": report.corrected, "reaffirmed": report.reaffirmed,
         "notices": report.notices, "errors": report.errors, "already_handled": report.already_handled,
@@ -333,6 +344,7 @@ def main():
     parser.add_argument("--page-size", type=int, default=200)
     parser.add_argument("--case", choices=["escalation", "new-recall", "both"], default="both")
     parser.add_argument("--runs", type=int, default=3, help="runs per case, each on a fresh copy of the loaded data")
+    parser.add_argument("--profile", action="store_true", help="cProfile the first run's sweep (to stderr)")
     args = parser.parse_args()
     if not 1 <= args.affected <= args.decisions - 1:
         parser.error("--affected must be between 1 and --decisions - 1")
@@ -356,7 +368,7 @@ def main():
         for n in range(args.runs):
             clone(base, work)
             try:
-                figures = one_run(case, args.page_size)
+                figures = one_run(case, args.page_size, profile=args.profile and n == 0)
                 if n == args.runs - 1:
                     print("\nPlan of one stale-set page after the sweep (0 rows left):")
                     print(explain_page(Fact.objects.order_by("-id").values_list("id", flat=True)[:1]))

@@ -119,18 +119,36 @@ def _union(scope: Scope, decision_ids=None, *, standing_only: bool = True, after
 
 
 def stale_decision_ids(*, after: int = 0, limit: int = 1000, scope: Scope | None = None,
-                       lock: bool = False) -> list[int]:
-    """One keyset page of the stale set, ordered by decision id (locked SKIP LOCKED for a sweep page)."""
+                       lock: bool = False, among=None) -> list[int]:
+    """One keyset page of the stale set, ordered by decision id (locked SKIP LOCKED for a sweep page).
+
+    `among`: only these decision ids (the next slice of `all_stale_ids`, read when the sweep began):
+    the page then costs its own size, not the size of the stale set left. Each is checked again
+    here, under the page's lock, so one re-decided meanwhile (or no longer stale) drops out."""
     scope = scope or Scope()
     if not scope.branches():
         return []
-    union, params = _union(scope, after=after)
+    if among is not None and not among:
+        return []
+    union, params = _union(scope, decision_ids=among, after=after)
     sql = (f"SELECT d.id FROM memory_decision d WHERE d.status = 'standing' AND d.id > %s "
            f"AND d.id IN (SELECT decision_id FROM ({union}) AS stale) ORDER BY d.id LIMIT %s")
     if lock:
         sql += " FOR UPDATE OF d SKIP LOCKED"
     with connection.cursor() as cursor:
         cursor.execute(sql, [after, *params, limit])
+        return [row[0] for row in cursor.fetchall()]
+
+
+def all_stale_ids(scope: Scope | None = None) -> list[int]:
+    """Every decision of the stale set now, by id: one pass over the set (a sweep reads it once and
+    then locks it page by page with stale_decision_ids(among=...))."""
+    scope = scope or Scope()
+    if not scope.branches():
+        return []
+    union, params = _union(scope)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT DISTINCT decision_id FROM ({union}) AS stale ORDER BY decision_id", params)
         return [row[0] for row in cursor.fetchall()]
 
 

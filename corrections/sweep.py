@@ -362,15 +362,18 @@ def _redecide(decision, reasons, decider, run, report, *, dry_run, pending, late
 
 
 def _process_page(ids_after, limit, scope: Scope, decider, run, page_no, *, dry_run,
-                  caches=None) -> tuple[SweepReport, int, int]:
-    """Lock, re-decide and write one page. Returns (report, last id, rows in page)."""
+                  caches=None, among=None) -> tuple[SweepReport, int, int]:
+    """Lock, re-decide and write one page. Returns (report, last id, rows in page).
+
+    `among`: the page's slice of the stale set read when the sweep began (its ids are checked again
+    and locked here); None: the next keyset page of the stale set as it is now."""
     report = SweepReport()
     if not dry_run:
         _set_page_snapshot()
     decider.reset()
-    ids = staleness.stale_decision_ids(after=ids_after, limit=limit, scope=scope, lock=not dry_run)
+    ids = staleness.stale_decision_ids(after=ids_after, limit=limit, scope=scope, lock=not dry_run, among=among)
     if not ids:
-        return report, ids_after, 0
+        return report, (among[-1] if among else ids_after), 0
     decisions = list(Decision.objects.filter(id__in=ids).select_related("patient").order_by("id"))
     reasons = _page_reasons(decisions, scope)
     pending = _pending_corrections(ids, lock=not dry_run)
@@ -687,20 +690,31 @@ def sweep(*, fact_ids=None, patient_ids=None, trigger=SweepRun.Trigger.MANUAL, d
 
     caches = SweepCaches()  # fact versions and letters, shared by the set-based pages
     after, page_no = 0, 0
+    # The stale set as the sweep begins, read once; pages lock and re-check their slice of it. Then
+    # keyset pages of the stale set past its last id (usually empty: what went stale meanwhile).
+    planned, position = staleness.all_stale_ids(scope), 0
     try:
         while True:
             page_no += 1
+            among = None
+            if position < len(planned):
+                among = planned[position:position + page_size]
+                position += len(among)
+                after = among[0] - 1
+            elif planned:
+                planned, after = [], planned[-1]  # then onwards, as before: never back over a page
             if dry_run:
-                report, after, rows = _process_page(after, page_size, scope, decider, None, page_no, dry_run=True)
+                report, after, rows = _process_page(after, page_size, scope, decider, None, page_no, dry_run=True,
+                                                    among=among)
             else:
                 report, after, rows = run_in_transaction(
                     _process_page, after, page_size, scope, decider, run, page_no, dry_run=False,
-                    caches=caches)
+                    caches=caches, among=among)
                 _maybe_crash("after_commit", page_no)
             total.add(report)
             if progress and rows:
                 progress(rows)
-            if rows < page_size:
+            if among is None and rows < page_size:
                 break
         if notices:
             notice_no = [0]
