@@ -1,28 +1,32 @@
 """Sweep at scale: N standing decisions, A of them touched by one change to a real recall lot.
 
-    .venv/bin/python bench/sweep.py [--case escalation|new-recall] [--decisions 100000] [--affected 10000]
-                                    [--shared-inputs] [--page-size 200]
+    .venv/bin/python bench/sweep.py [--case escalation|new-recall|both] [--runs 3] [--decisions 100000]
+                                    [--affected 10000] [--shared-inputs] [--page-size 200] [--profile]
 
---case escalation (default): the affected were told "caution" on D-0326-2019 lot 3069020, which is
-escalated to Class I (their load-bearing read is retracted). --case new-recall: D-0326-2019 is not
-ingested at first, so the affected were told "safe"; then its real record is ingested (a brand-new
-recall: nothing is retracted, the affected are found through their premises).
+--case escalation: the affected were told "caution" on D-0326-2019 lot 3069020, which is escalated to
+Class I (their load-bearing read is retracted). --case new-recall: D-0326-2019 is not ingested at
+first, so the affected were told "safe"; then its real record is ingested (a brand-new recall:
+nothing is retracted, the affected are found through their premises). Default: both.
 
 Runs on the embedded PostgreSQL in its own database (UNSAY_DB_NAME, default unsay_bench_sweep) with
-the rules reasoner and hashing embeddings. Set-up (not timed): every valsartan record of the real
-openFDA 2021 file is ingested; N synthetic patients are COPY-loaded with their dispensing; for each
-group of identical inputs the real memory.ask.decide() is run once and its decision + read set is
-COPY-replicated for every patient of the group (what ask() would have written for them).
+the rules reasoner and hashing embeddings. Set-up per case (not timed): every valsartan record of the
+real openFDA 2021 file is ingested; N synthetic patients are COPY-loaded with their dispensing; for
+each group of identical inputs the real memory.ask.decide() is run once and its decision + read set
+is COPY-replicated for every patient of the group (what ask() would have written for them). Each of
+the --runs runs then works on a fresh copy of that database (CREATE DATABASE ... TEMPLATE).
 
 Affected patients were dispensed the demo lot (D-0326-2019 lot 3069020, Class II -> caution); by
 default each also has a unique second valsartan lot, so no two affected decisions have identical
 inputs and the sweep must call the reasoner once per decision (the worst case). --shared-inputs drops
 that second lot, so all affected decisions share inputs per question phrasing.
 
-Timed: recalls.services.escalate(..., "Class I") commits, then corrections.sweep.sweep() for the
-superseded fact version (what the after-commit Celery task runs). Prints time to the first committed
-page, time to all drafts written, decisions re-decided per second, reasoner calls, and the plan of
-one stale-set page.
+Timed: the change commits, then corrections.sweep.sweep() for the changed fact versions (what the
+after-commit Celery task runs), notices included. Then, in the same run on the same database, the
+COPY ceiling: the rows that sweep wrote (decisions, reads, premises, inputs, corrections, outbox,
+audit, redecisions, and the superseding UPDATE) written again by COPY in one committed transaction
+into empty LIKE-copies of the tables (same indexes and unique constraints, no foreign keys).
+Prints per run: re-decisions/s, ceiling re-decisions/s, their ratio, time to the first committed page,
+set-based pages of all pages, load average; then min / median / max over the runs per case.
 """
 
 import argparse
