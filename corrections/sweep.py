@@ -6,6 +6,11 @@ FOR UPDATE SKIP LOCKED, and each page commits on its own: drafts start flowing b
 enumeration ends, two sweeps split the work instead of doubling it, and a killed sweep leaves
 the rest of the set standing for the next one to find (re-decided decisions are superseded, so
 they drop out of the query by themselves).
+
+The stale set is read once when a sweep starts (staleness.all_stale_ids); each page locks and
+re-checks its slice of it. A page is normally written as a set (corrections.sweep_pages: decided in
+memory through memory.ask.decide over the page's beliefs, written with COPY); anything unusual sends
+that page through the per-decision path below (_redecide), which writes the same rows.
 """
 
 import hashlib
