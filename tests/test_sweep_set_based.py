@@ -122,3 +122,41 @@ def test_the_set_based_page_writes_exactly_the_rows_of_the_per_decision_path(has
         assert len(got[table]) == len(expected[table]), table
         for mine, theirs in zip(got[table], expected[table], strict=True):
             assert mine == theirs, table
+
+
+QUESTIONS = ["Is my valsartan safe?", "Has my valsartan been recalled?", "Is my lisinopril safe?",
+             "Is my medicine safe?", "asdf"]
+
+
+def _outcome(o):
+    return (o.verdict, o.answer, o.reasoner, o.subject, [(r.fact.id, r.score, r.match) for r in o.retrieved],
+            sorted(o.load_bearing_ids), o.reasoner_verdict, o.guardrail_override, o.inputs_hash, o.patient_lots,
+            o.premises, o.inputs)
+
+
+def test_decide_gives_the_same_outcome_from_the_database_and_from_a_page(hashing_embeddings, monkeypatch):
+    """memory.ask.decide over DbBeliefs (ask) and over PageBeliefs (a sweep page) on the same data:
+    exact matches, a drug the patient has none of (semantic neighbours fill the list), a question
+    with no drug named, nonsense, an explicit subject, an unrecorded lot, two drugs."""
+    from memory.ask import decide, resolve_subject
+    from memory.beliefs import PageBeliefs
+
+    monkeypatch.setenv("UNSAY_SWEEP_ON_SUPERSESSION", "0")
+    with auto_sweep_suppressed():
+        assert_claim(recall_claim(RECALL, LOT, classification="Class I"))
+        assert_claim(recall_claim(OTHER_RECALL, OTHER_LOT))
+        assert_claim(recall_claim(NEW_RECALL, NEW_LOT))
+        people = [_patient("SYN-21", [LOT]), _patient("SYN-22", [OTHER_LOT, NEW_LOT]), _patient("SYN-23", [None]),
+                  _patient("SYN-24", [UNAFFECTED]), _patient("SYN-25", [])]
+        DispensingRecord.objects.create(patient=people[3], drug="Lisinopril Tablets 10 mg", lot="X1", synthetic=True,
+                                        dispensed_at=datetime(2020, 3, 1, tzinfo=UTC))
+    asked = [(p, q, s) for p in people for q in QUESTIONS for s in (None, "valsartan")]
+    page = PageBeliefs({p.pk for p in people})
+    page.load_facts([(p.pk, resolve_subject(p, q, s, beliefs=page)[0]) for p, q, s in asked])
+    compared = set()
+    for patient, question, subject in asked:
+        from_db = decide(patient, question, subject=subject)
+        from_page = decide(patient, question, subject=subject, beliefs=page)
+        assert _outcome(from_page) == _outcome(from_db), (patient.external_ref, question, subject)
+        compared.add(from_db.verdict)
+    assert {"stop", "caution", "safe", "unknown"} <= compared
