@@ -208,9 +208,10 @@ def _set_page_snapshot():
 # --- one decision ---------------------------------------------------------------------------
 
 
-def _page_reasons(decisions, scope: Scope) -> dict[int, dict]:
-    """decision id -> {"retracted": [fact], "new": [fact], "dispensing": bool} for one page."""
-    reasons = staleness.stale_reasons([d.id for d in decisions], scope)
+def _page_reasons(decisions, scope: Scope, *, raw=None) -> dict[int, dict]:
+    """decision id -> {"retracted": [fact], "new": [fact], "dispensing": bool} for one page.
+    `raw`: staleness.StaleReason lists already read for these decisions."""
+    reasons = raw if raw is not None else staleness.stale_reasons([d.id for d in decisions], scope)
     fact_ids = {r.fact_id for rs in reasons.values() for r in rs if r.fact_id}
     facts = Fact.objects.defer("embedding").in_bulk(list(fact_ids))
     out = {}
@@ -376,11 +377,15 @@ def _process_page(ids_after, limit, scope: Scope, decider, run, page_no, *, dry_
     if not dry_run:
         _set_page_snapshot()
     decider.reset()
-    ids = staleness.stale_decision_ids(after=ids_after, limit=limit, scope=scope, lock=not dry_run, among=among)
+    if among is not None:
+        ids, raw_reasons = staleness.lock_stale_among(among, scope, lock=not dry_run)
+    else:
+        ids = staleness.stale_decision_ids(after=ids_after, limit=limit, scope=scope, lock=not dry_run)
+        raw_reasons = None
     if not ids:
         return report, (among[-1] if among else ids_after), 0
     decisions = list(Decision.objects.filter(id__in=ids).select_related("patient").order_by("id"))
-    reasons = _page_reasons(decisions, scope)
+    reasons = _page_reasons(decisions, scope, raw=raw_reasons)
     pending = _pending_corrections(ids, lock=not dry_run)
     calls_before = decider.calls
     if _set_based_page(decisions, reasons, pending, decider, run, page_no, report, dry_run=dry_run,

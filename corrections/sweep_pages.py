@@ -174,9 +174,9 @@ def write_page(plans: list[Plan], beliefs: PageBeliefs, run, report: SweepReport
                 "guardrail_override": o.guardrail_override, "inputs_hash": o.inputs_hash,
                 "status": Decision.Status.STANDING.value, "replaces_id": d.id, "decided_at": now,
                 "superseded_at": None, "created": now})
-            for spec in o.read_specs():
-                reads.append((new_id, spec.fact.id, spec.fact.fact_key, spec.fact.version, spec.rank, spec.score,
-                              spec.load_bearing))
+            bearing = o.load_bearing_ids  # as Outcome.read_specs, without building ReadSpec objects
+            reads.extend((new_id, r.fact.id, r.fact.fact_key, r.fact.version, rank, r.score, r.fact.id in bearing)
+                         for rank, r in enumerate(o.retrieved, start=1))
             premises.extend((new_id, scope) for scope in sorted(set(o.premises)))
             inputs.extend((new_id, dispensing_id, fp) for dispensing_id, fp in sorted(set(o.inputs)))
             if p.changed and not p.coalesced:
