@@ -1,32 +1,37 @@
 """Sweep at scale: N standing decisions, A of them touched by one change to a real recall lot.
 
-    .venv/bin/python bench/sweep.py [--case escalation|new-recall] [--decisions 100000] [--affected 10000]
-                                    [--shared-inputs] [--page-size 200]
+    .venv/bin/python bench/sweep.py [--case escalation|new-recall|both] [--runs 3] [--decisions 100000]
+                                    [--affected 10000] [--shared-inputs] [--page-size 200] [--profile]
 
---case escalation (default): the affected were told "caution" on D-0326-2019 lot 3069020, which is
-escalated to Class I (their load-bearing read is retracted). --case new-recall: D-0326-2019 is not
-ingested at first, so the affected were told "safe"; then its real record is ingested (a brand-new
-recall: nothing is retracted, the affected are found through their premises).
+--case escalation: the affected were told "caution" on D-0326-2019 lot 3069020, which is escalated to
+Class I (their load-bearing read is retracted). --case new-recall: D-0326-2019 is not ingested at
+first, so the affected were told "safe"; then its real record is ingested (a brand-new recall:
+nothing is retracted, the affected are found through their premises). Default: both.
 
 Runs on the embedded PostgreSQL in its own database (UNSAY_DB_NAME, default unsay_bench_sweep) with
-the rules reasoner and hashing embeddings. Set-up (not timed): every valsartan record of the real
-openFDA 2021 file is ingested; N synthetic patients are COPY-loaded with their dispensing; for each
-group of identical inputs the real memory.ask.decide() is run once and its decision + read set is
-COPY-replicated for every patient of the group (what ask() would have written for them).
+the rules reasoner and hashing embeddings. Set-up per case (not timed): every valsartan record of the
+real openFDA 2021 file is ingested; N synthetic patients are COPY-loaded with their dispensing; for
+each group of identical inputs the real memory.ask.decide() is run once and its decision + read set
+is COPY-replicated for every patient of the group (what ask() would have written for them). Each of
+the --runs runs then works on a fresh copy of that database (CREATE DATABASE ... TEMPLATE).
 
 Affected patients were dispensed the demo lot (D-0326-2019 lot 3069020, Class II -> caution); by
 default each also has a unique second valsartan lot, so no two affected decisions have identical
 inputs and the sweep must call the reasoner once per decision (the worst case). --shared-inputs drops
 that second lot, so all affected decisions share inputs per question phrasing.
 
-Timed: demo.escalation.escalate(..., "Class I") commits, then corrections.sweep.sweep() for the
-superseded fact version (what the after-commit Celery task runs). Prints time to the first committed
-page, time to all drafts written, decisions re-decided per second, reasoner calls, and the plan of
-one stale-set page.
+Timed: the change commits, then corrections.sweep.sweep() for the changed fact versions (what the
+after-commit Celery task runs), notices included. Then, in the same run on the same database, the
+COPY ceiling: the rows that sweep wrote (decisions, reads, premises, inputs, corrections, outbox,
+audit, redecisions, and the superseding UPDATE) written again by COPY in one committed transaction
+into empty LIKE-copies of the tables (same indexes and unique constraints, no foreign keys).
+Prints per run: re-decisions/s, ceiling re-decisions/s, their ratio, time to the first committed page,
+set-based pages of all pages, load average; then min / median / max over the runs per case.
 """
 
 import argparse
 import json
+import statistics
 import sys
 import time
 import uuid
@@ -35,7 +40,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import PROJECT_DIR, setup_django  # noqa: E402
+from _common import PROJECT_DIR, describe_machine, setup_django  # noqa: E402
 
 setup_django(db_name="unsay_bench_sweep", profile="test", UNSAY_SWEEP_ON_SUPERSESSION="0")
 
@@ -187,6 +192,153 @@ def explain_page(fact_ids) -> str:
         return "\n".join(row[0] for row in cursor.fetchall())
 
 
+SWEEP_TABLES = ["memory_decision", "memory_decisionread", "memory_decisionpremise", "memory_decisioninput",
+                "corrections_correction", "corrections_outboxmessage", "corrections_auditevent",
+                "corrections_redecision"]
+
+
+def max_ids() -> dict:
+    with connection.cursor() as cursor:
+        found = {}
+        for table in SWEEP_TABLES:
+            cursor.execute(f"SELECT COALESCE(MAX(id), 0) FROM {table}")
+            found[table] = cursor.fetchone()[0]
+        return found
+
+
+def copy_ceiling(before: dict) -> dict:
+    """The same rows the sweep wrote, written again by COPY in one transaction (timed, committed):
+    the superseding UPDATE of the old decisions, then every new row of the eight tables, COPY'd as
+    bytes into empty copies of those tables (LIKE ... INCLUDING ALL: same indexes and unique
+    constraints; no foreign keys, so this is an upper bound). The copies are dropped afterwards."""
+    raw = connection.connection
+    data = {}
+    with raw.cursor() as cur:
+        for table in SWEEP_TABLES:
+            chunks = []
+            with cur.copy(f"COPY (SELECT * FROM {table} WHERE id > {before[table]} ORDER BY id) TO STDOUT") as copy:
+                chunks.extend(bytes(chunk) for chunk in copy)
+            data[table] = b"".join(chunks)
+        cur.execute("SELECT old_decision_id FROM corrections_redecision WHERE id > %s",
+                    [before["corrections_redecision"]])
+        old_ids = [row[0] for row in cur.fetchall()]
+        for table in SWEEP_TABLES:
+            cur.execute(f"DROP TABLE IF EXISTS ceiling_{table}")
+            cur.execute(f"CREATE TABLE ceiling_{table} (LIKE {table} INCLUDING ALL)")
+    raw.commit()
+    began = time.monotonic()
+    with raw.cursor() as cur:
+        cur.execute("UPDATE memory_decision SET status = 'superseded', superseded_at = superseded_at "
+                    "WHERE id = ANY(%s)", [old_ids])
+        for table in SWEEP_TABLES:
+            with cur.copy(f"COPY ceiling_{table} FROM STDIN") as copy:
+                copy.write(data[table])
+    raw.commit()
+    elapsed = time.monotonic() - began
+    with raw.cursor() as cur:
+        for table in SWEEP_TABLES:
+            cur.execute(f"DROP TABLE ceiling_{table}")
+    raw.commit()
+    return {"ceiling_s": round(elapsed, 3), "ceiling_rows": sum(d.count(b"\n") for d in data.values()) + len(old_ids),
+            "ceiling_redecisions": len(old_ids)}
+
+
+def _admin():
+    import psycopg
+
+    params = dict(connection.get_connection_params())
+    params["dbname"] = "postgres"
+    params.pop("cursor_factory", None)
+    params.pop("context", None)
+    return psycopg.connect(**{k: v for k, v in params.items() if k in (
+        "dbname", "user", "password", "host", "port", "sslmode")}, autocommit=True)
+
+
+def use_database(name: str):
+    connection.close()
+    connection.settings_dict["NAME"] = name
+
+
+def clone(base: str, name: str):
+    use_database(base)
+    connection.close()
+    with _admin() as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{base}" STRATEGY FILE_COPY')
+    use_database(name)
+
+
+def drop(base: str, name: str):
+    use_database(base)
+    with _admin() as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
+
+
+def change(case: str) -> list[int]:
+    """The change whose after-commit trigger hands the sweep these fact ids."""
+    if case == "new-recall":
+        meta, records = valsartan_records()
+        before = set(Fact.objects.values_list("id", flat=True))
+        tmp = PROJECT_DIR / "var" / "bench-sweep-new-recall.json"
+        tmp.write_text(json.dumps({"meta": meta, "results": [r for r in records if r["recall_number"] == RECALL]}))
+        call_command("ingest_recalls", "--file", str(tmp), "--no-progress", verbosity=0)
+        return sorted(set(Fact.objects.values_list("id", flat=True)) - before)
+    [result] = escalate(RECALL, "Class I", lot=LOT, by="bench")
+    old_fact = Fact.objects.get(fact_key=f"recall:{RECALL}:lot:{LOT}", version=result.old_version)
+    new_fact = Fact.objects.get(fact_key=f"recall:{RECALL}:lot:{LOT}", version=result.new_version)
+    return [old_fact.id, new_fact.id]
+
+
+def one_run(case: str, page_size: int, profile: bool = False) -> dict:
+    load_before = open("/proc/loadavg").read().split()[:3]
+    before = max_ids()
+    with auto_sweep_suppressed():
+        t_change = time.monotonic()
+        changed = change(case)
+    t0 = time.monotonic()  # the change has committed
+    figures = {"change_s": round(t0 - t_change, 3), "stale": count_stale(changed)}
+    first_page = []
+
+    def progress(n):
+        if not first_page:
+            first_page.append(time.monotonic() - t0)
+
+    profiler = None
+    if profile:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
+    report = sweep(fact_ids=changed, trigger=SweepRun.Trigger.BENCH, page_size=page_size, progress=progress)
+    elapsed = time.monotonic() - t0
+    if profiler is not None:
+        import pstats
+
+        profiler.disable()
+        pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumulative").print_stats(45)
+    figures.update({
+        "examined": report.examined, "corrected": report.corrected, "reaffirmed": report.reaffirmed,
+        "notices": report.notices, "errors": report.errors, "already_handled": report.already_handled,
+        "reasoner_calls": report.reasoner_calls, "pages": report.pages, "set_based_pages": report.set_pages,
+        "drafts_written": Correction.objects.count(),
+        "outbox_held": OutboxMessage.objects.filter(status="held").count(),
+        "first_page_committed_s": round(first_page[0], 2) if first_page else None,
+        "change_commit_to_all_drafts_s": round(elapsed, 2),
+        "redecided_per_s": round(report.examined / elapsed, 1) if elapsed else None,
+    })
+    figures.update(copy_ceiling(before))
+    figures["ceiling_per_s"] = round(figures["ceiling_redecisions"] / figures["ceiling_s"], 1)
+    figures["ratio"] = round(figures["redecided_per_s"] / figures["ceiling_per_s"], 3)
+    figures["loadavg_before"] = " ".join(load_before)
+    figures["loadavg_after"] = " ".join(open("/proc/loadavg").read().split()[:3])
+    return figures
+
+
+def spread(values) -> str:
+    values = sorted(values)
+    return f"{values[0]} / {statistics.median(values)} / {values[-1]}"
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--decisions", type=int, default=100_000)
@@ -194,60 +346,51 @@ def main():
     parser.add_argument("--shared-inputs", action="store_true",
                         help="affected patients share inputs per phrasing (reasoner calls are shared)")
     parser.add_argument("--page-size", type=int, default=200)
-    parser.add_argument("--case", choices=["escalation", "new-recall"], default="escalation")
+    parser.add_argument("--case", choices=["escalation", "new-recall", "both"], default="both")
+    parser.add_argument("--runs", type=int, default=3, help="runs per case, each on a fresh copy of the loaded data")
+    parser.add_argument("--profile", action="store_true", help="cProfile the first run's sweep (to stderr)")
     args = parser.parse_args()
     if not 1 <= args.affected <= args.decisions - 1:
         parser.error("--affected must be between 1 and --decisions - 1")
 
-    began = time.monotonic()
-    reset()
-    records = ingest_real_facts(PROJECT_DIR / "var" / "bench-sweep-valsartan.json",
-                                without=RECALL if args.case == "new-recall" else None)
-    facts = Fact.objects.count()
-    figures = {"case": args.case, "real_records": records, "facts": facts,
-               **load(args.decisions, args.affected, args.shared_inputs, args.case)}
-    figures["setup_s"] = round(time.monotonic() - began, 1)
-
-    with auto_sweep_suppressed():
-        t_escalate = time.monotonic()
-        if args.case == "new-recall":
-            meta, records = valsartan_records()
-            before = set(Fact.objects.values_list("id", flat=True))
-            tmp = PROJECT_DIR / "var" / "bench-sweep-new-recall.json"
-            tmp.write_text(json.dumps({"meta": meta, "results": [r for r in records if r["recall_number"] == RECALL]}))
-            call_command("ingest_recalls", "--file", str(tmp), "--no-progress", verbosity=0)
-            changed = sorted(set(Fact.objects.values_list("id", flat=True)) - before)
-        else:
-            [result] = escalate(RECALL, "Class I", lot=LOT, by="bench")
-            old_fact = Fact.objects.get(fact_key=f"recall:{RECALL}:lot:{LOT}", version=result.old_version)
-            new_fact = Fact.objects.get(fact_key=f"recall:{RECALL}:lot:{LOT}", version=result.new_version)
-            changed = [old_fact.id, new_fact.id]  # what the after-commit trigger hands the sweep
-    t0 = time.monotonic()  # the change has committed
-    figures["change_s"] = round(t0 - t_escalate, 3)
-    figures["stale"] = count_stale(changed)
-    first_page = []
-
-    def progress(n):
-        if not first_page:
-            first_page.append(time.monotonic() - t0)
-
-    report = sweep(fact_ids=changed, trigger=SweepRun.Trigger.BENCH, page_size=args.page_size,
-                   progress=progress)
-    elapsed = time.monotonic() - t0
-    figures.update({
-        "examined": report.examined, "corrected": report.corrected, "reaffirmed": report.reaffirmed,
-        "notices": report.notices, "errors": report.errors, "reasoner_calls": report.reasoner_calls,
-        "drafts_written": Correction.objects.count(),
-        "outbox_held": OutboxMessage.objects.filter(status="held").count(),
-        "first_page_committed_s": round(first_page[0], 2) if first_page else None,
-        "escalation_commit_to_all_drafts_s": round(elapsed, 1),
-        "redecided_per_s": round(report.examined / elapsed, 1) if elapsed else None,
-        "page_size": args.page_size, "shared_inputs": args.shared_inputs,
-        "engine": connection.vendor, "reasoner": settings.UNSAY_REASONER,
-    })
-    print(json.dumps(figures, indent=2))
-    print("\nPlan of one stale-set page after the sweep (0 rows left):")
-    print(explain_page(changed))
+    base = connection.settings_dict["NAME"]
+    work = f"{base}_run"
+    summary = {}
+    for case in (["escalation", "new-recall"] if args.case == "both" else [args.case]):
+        began = time.monotonic()
+        use_database(base)
+        reset()
+        records = ingest_real_facts(PROJECT_DIR / "var" / "bench-sweep-valsartan.json",
+                                    without=RECALL if case == "new-recall" else None)
+        setup = {"case": case, "real_records": records, "facts": Fact.objects.count(),
+                 **load(args.decisions, args.affected, args.shared_inputs, case),
+                 "page_size": args.page_size, "shared_inputs": args.shared_inputs,
+                 "engine": connection.vendor, "reasoner": settings.UNSAY_REASONER}
+        setup["setup_s"] = round(time.monotonic() - began, 1)
+        print(json.dumps(setup, indent=2), flush=True)
+        runs = []
+        for n in range(args.runs):
+            clone(base, work)
+            try:
+                figures = one_run(case, args.page_size, profile=args.profile and n == 0)
+                if n == args.runs - 1:
+                    print("\nPlan of one stale-set page after the sweep (0 rows left):")
+                    print(explain_page(Fact.objects.order_by("-id").values_list("id", flat=True)[:1]))
+            finally:
+                drop(base, work)
+            print(json.dumps({"case": case, "run": n + 1, **figures}), flush=True)
+            runs.append(figures)
+        summary[case] = {
+            "runs": len(runs),
+            "redecided_per_s min/median/max": spread([r["redecided_per_s"] for r in runs]),
+            "copy_ceiling_per_s min/median/max": spread([r["ceiling_per_s"] for r in runs]),
+            "ratio min/median/max": spread([r["ratio"] for r in runs]),
+            "first_page_committed_s min/median/max": spread([r["first_page_committed_s"] for r in runs]),
+            "set_based_pages/pages": f"{runs[-1]['set_based_pages']}/{runs[-1]['pages']}",
+            "loadavg": [r["loadavg_before"] for r in runs],
+        }
+    print("\nSummary (" + describe_machine() + "):")
+    print(json.dumps(summary, indent=2))
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ A decision is stale when (docs/reasoning.md, "What a decision rests on"):
                       added for the patient since.
 Each branch can be narrowed to the facts or patients that changed (the triggered sweeps); the
 periodic sweep runs all three unnarrowed. Branches drive from the changed side through indexes:
-read_load_bearing, fact_believed_scopes/premise_scope, decision_input_once/dispensing_patient_drug.
+read_bearing_fact_decision, fact_believed_scopes/premise_scope, decision_input_once/dispensing_patient_drug.
 """
 
 from dataclasses import dataclass
@@ -27,40 +27,53 @@ def _any(column: str, values, params: list) -> str:
     return f" AND {column} = ANY(%s)"
 
 
-def _retracted_read(scope, decision_ids, standing) -> tuple[str, list]:
+def _after(column: str, after, params: list) -> str:
+    """`AND column > %s` (the page's keyset, pushed into each branch so a page reads only what is
+    left after the previous one, through (fact, decision) / (scope, decision) indexes)."""
+    if not after:
+        return ""
+    params.append(after)
+    return f" AND {column} > %s"
+
+
+def _retracted_read(scope, decision_ids, standing, after=None) -> tuple[str, list]:
     params: list = []
     sql = ("SELECT r.decision_id AS decision_id, r.fact_id AS fact_id, NULL::bigint AS dispensing_id "
            "FROM memory_decisionread r JOIN memory_fact f ON f.id = r.fact_id "
            "JOIN memory_decision d ON d.id = r.decision_id "
            "WHERE r.load_bearing AND f.retracted_at IS NOT NULL AND " + standing)
-    sql += _any("r.fact_id", scope.fact_ids, params) + _any("d.id", decision_ids, params)
+    sql += (_any("r.fact_id", scope.fact_ids, params) + _any("d.id", decision_ids, params)
+            + _after("r.decision_id", after, params))
     return sql, params
 
 
-def _new_fact(scope, decision_ids, standing) -> tuple[str, list]:
+def _new_fact(scope, decision_ids, standing, after=None) -> tuple[str, list]:
     params: list = []
     sql = ("SELECT p.decision_id AS decision_id, f.id AS fact_id, NULL::bigint AS dispensing_id "
            "FROM memory_fact f CROSS JOIN LATERAL unnest(f.scopes) AS s(scope) "
            "JOIN memory_decisionpremise p ON p.scope = s.scope "
            "JOIN memory_decision d ON d.id = p.decision_id "
            "WHERE f.retracted_at IS NULL AND " + standing)
-    sql += _any("f.id", scope.fact_ids, params) + _any("d.id", decision_ids, params)
+    sql += (_any("f.id", scope.fact_ids, params) + _any("d.id", decision_ids, params)
+            + _after("p.decision_id", after, params))
     sql += (" AND NOT EXISTS (SELECT 1 FROM memory_decisionread r "
             "WHERE r.decision_id = d.id AND r.fact_id = f.id)")
     return sql, params
 
 
-def _dispensing_changed(scope, decision_ids, standing) -> tuple[str, list]:
+def _dispensing_changed(scope, decision_ids, standing, after=None) -> tuple[str, list]:
     params: list = []
     changed = ("SELECT d.id AS decision_id, NULL::bigint AS fact_id, i.dispensing_id AS dispensing_id "
                "FROM memory_decision d JOIN memory_decisioninput i ON i.decision_id = d.id "
                "LEFT JOIN patients_dispensingrecord x ON x.id = i.dispensing_id "
                "WHERE " + standing + " AND (x.id IS NULL OR x.fingerprint <> i.fingerprint)")
-    changed += _any("d.patient_id", scope.patient_ids, params) + _any("d.id", decision_ids, params)
+    changed += (_any("d.patient_id", scope.patient_ids, params) + _any("d.id", decision_ids, params)
+                + _after("d.id", after, params))
     added = ("SELECT d.id, NULL::bigint, x.id FROM memory_decision d "
              "JOIN patients_dispensingrecord x ON x.patient_id = d.patient_id AND x.drug = d.subject "
              "WHERE " + standing + " AND d.subject <> ''")
-    added += _any("d.patient_id", scope.patient_ids, params) + _any("d.id", decision_ids, params)
+    added += (_any("d.patient_id", scope.patient_ids, params) + _any("d.id", decision_ids, params)
+              + _after("d.id", after, params))
     added += (" AND NOT EXISTS (SELECT 1 FROM memory_decisioninput i "
               "WHERE i.decision_id = d.id AND i.dispensing_id = x.id)")
     return f"{changed} UNION ALL {added}", params
@@ -95,29 +108,67 @@ class Scope:
 _STANDING = "d.status = 'standing'"
 
 
-def _union(scope: Scope, decision_ids=None, *, standing_only: bool = True) -> tuple[str, list]:
+def _union(scope: Scope, decision_ids=None, *, standing_only: bool = True, after: int = 0) -> tuple[str, list]:
     parts, params = [], []
     standing = _STANDING if standing_only else "TRUE"
     for name in scope.branches():
-        sql, branch_params = _BRANCHES[name](scope, decision_ids, standing)
+        sql, branch_params = _BRANCHES[name](scope, decision_ids, standing, after)
         parts.append(f"SELECT decision_id, fact_id, dispensing_id, '{name}' AS kind FROM ({sql}) AS {name}")
         params.extend(branch_params)
     return " UNION ALL ".join(parts), params
 
 
 def stale_decision_ids(*, after: int = 0, limit: int = 1000, scope: Scope | None = None,
-                       lock: bool = False) -> list[int]:
-    """One keyset page of the stale set, ordered by decision id (locked SKIP LOCKED for a sweep page)."""
+                       lock: bool = False, among=None) -> list[int]:
+    """One keyset page of the stale set, ordered by decision id (locked SKIP LOCKED for a sweep page).
+
+    `among`: only these decision ids (the next slice of `all_stale_ids`, read when the sweep began):
+    the page then costs its own size, not the size of the stale set left. Each is checked again
+    here, under the page's lock, so one re-decided meanwhile (or no longer stale) drops out."""
     scope = scope or Scope()
     if not scope.branches():
         return []
-    union, params = _union(scope)
+    if among is not None and not among:
+        return []
+    union, params = _union(scope, decision_ids=among, after=after)
     sql = (f"SELECT d.id FROM memory_decision d WHERE d.status = 'standing' AND d.id > %s "
            f"AND d.id IN (SELECT decision_id FROM ({union}) AS stale) ORDER BY d.id LIMIT %s")
     if lock:
         sql += " FOR UPDATE OF d SKIP LOCKED"
     with connection.cursor() as cursor:
         cursor.execute(sql, [after, *params, limit])
+        return [row[0] for row in cursor.fetchall()]
+
+
+def lock_stale_among(among, scope: Scope | None = None, *, lock: bool = True
+                     ) -> tuple[list[int], dict[int, list["StaleReason"]]]:
+    """A sweep page from its slice of `all_stale_ids`: lock those still standing (SKIP LOCKED: what
+    another sweep holds is its work), then say why each is stale, in one union restricted to them.
+    Returns (the locked ids still stale, in id order; their reasons). One union per page instead of
+    two (stale_decision_ids(among=...) + stale_reasons)."""
+    among = sorted({int(i) for i in among})
+    if not among:
+        return [], {}
+    sql = "SELECT id FROM memory_decision WHERE id = ANY(%s) AND status = 'standing' ORDER BY id"
+    if lock:
+        sql += " FOR UPDATE SKIP LOCKED"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [among])
+        locked = [row[0] for row in cursor.fetchall()]
+    reasons = stale_reasons(locked, scope)
+    ids = [i for i in locked if reasons[i]]
+    return ids, {i: reasons[i] for i in ids}
+
+
+def all_stale_ids(scope: Scope | None = None) -> list[int]:
+    """Every decision of the stale set now, by id: one pass over the set (a sweep reads it once and
+    then locks it page by page with stale_decision_ids(among=...))."""
+    scope = scope or Scope()
+    if not scope.branches():
+        return []
+    union, params = _union(scope)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT DISTINCT decision_id FROM ({union}) AS stale ORDER BY decision_id", params)
         return [row[0] for row in cursor.fetchall()]
 
 

@@ -6,6 +6,11 @@ FOR UPDATE SKIP LOCKED, and each page commits on its own: drafts start flowing b
 enumeration ends, two sweeps split the work instead of doubling it, and a killed sweep leaves
 the rest of the set standing for the next one to find (re-decided decisions are superseded, so
 they drop out of the query by themselves).
+
+The stale set is read once when a sweep starts (staleness.all_stale_ids); each page locks and
+re-checks its slice of it. A page is normally written as a set (corrections.sweep_pages: decided in
+memory through memory.ask.decide over the page's beliefs, written with COPY); anything unusual sends
+that page through the per-decision path below (_redecide), which writes the same rows.
 """
 
 import hashlib
@@ -113,13 +118,14 @@ class SweepReport:
     reasoner_calls: int = 0
     errors: int = 0
     pages: int = 0
+    set_pages: int = 0  # pages written by the set-based path (corrections.sweep_pages); not on the run row
     error_text: list[str] = field(default_factory=list)
     preview: list[dict] = field(default_factory=list)  # dry run: what would change
     run: SweepRun | None = None
 
     def add(self, other: "SweepReport"):
         for name in ("examined", "reaffirmed", "corrected", "notices", "already_handled", "reasoner_calls",
-                     "errors", "pages"):
+                     "errors", "pages", "set_pages"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.error_text.extend(other.error_text)
         self.preview.extend(other.preview)
@@ -162,6 +168,13 @@ class SharedDecider:
             rows[pid].append((drug, lot, ndc, at, row_id, fingerprint))
         self._dispensed.update(rows)
 
+    def preload_from(self, beliefs):
+        """The same rows, from a memory.beliefs.PageBeliefs that has read them already."""
+        for pid, records in beliefs.records.items():
+            if pid not in self._dispensed:
+                self._dispensed[pid] = [(r.drug, r.lot, r.ndc, r.dispensed_at, r.id, r.fingerprint)
+                                        for r, _product in records]
+
     def inputs_key(self, patient, question: str, subject: str) -> tuple:
         self.preload([patient.pk])
         dispensed = self._dispensed[patient.pk]
@@ -169,7 +182,8 @@ class SharedDecider:
         contents = frozenset((lot, ndc, at) for d, lot, ndc, at, _i, _f in dispensed if not subject or d == subject)
         return (_question_key(question), subject or "", contents, drugs)
 
-    def decide(self, patient, question: str, subject: str):
+    def decide(self, patient, question: str, subject: str, *, beliefs=None):
+        """(outcome, shared). `beliefs`: what decide() reads from (memory.beliefs; None: the database)."""
         from memory.ask import decide, rebind_inputs
 
         key = self.inputs_key(patient, question, subject)
@@ -179,7 +193,7 @@ class SharedDecider:
             rows = [(i, f) for d, _l, _n, _a, i, f in self._dispensed[patient.pk] if d == subject]
             return rebind_inputs(cached, question, rows), True
         self.calls += 1
-        outcome = decide(patient, question, subject=subject or None, reasoner=self.reasoner)
+        outcome = decide(patient, question, subject=subject or None, reasoner=self.reasoner, beliefs=beliefs)
         self._cache[key] = outcome
         return outcome, False
 
@@ -194,9 +208,10 @@ def _set_page_snapshot():
 # --- one decision ---------------------------------------------------------------------------
 
 
-def _page_reasons(decisions, scope: Scope) -> dict[int, dict]:
-    """decision id -> {"retracted": [fact], "new": [fact], "dispensing": bool} for one page."""
-    reasons = staleness.stale_reasons([d.id for d in decisions], scope)
+def _page_reasons(decisions, scope: Scope, *, raw=None) -> dict[int, dict]:
+    """decision id -> {"retracted": [fact], "new": [fact], "dispensing": bool} for one page.
+    `raw`: staleness.StaleReason lists already read for these decisions."""
+    reasons = raw if raw is not None else staleness.stale_reasons([d.id for d in decisions], scope)
     fact_ids = {r.fact_id for rs in reasons.values() for r in rs if r.fact_id}
     facts = Fact.objects.defer("embedding").in_bulk(list(fact_ids))
     out = {}
@@ -352,22 +367,33 @@ def _redecide(decision, reasons, decider, run, report, *, dry_run, pending, late
         drafted_keys.add(key)  # only once every write of this decision succeeded
 
 
-def _process_page(ids_after, limit, scope: Scope, decider, run, page_no, *, dry_run) -> tuple[SweepReport, int, int]:
-    """Lock, re-decide and write one page. Returns (report, last id, rows in page)."""
+def _process_page(ids_after, limit, scope: Scope, decider, run, page_no, *, dry_run,
+                  caches=None, among=None) -> tuple[SweepReport, int, int]:
+    """Lock, re-decide and write one page. Returns (report, last id, rows in page).
+
+    `among`: the page's slice of the stale set read when the sweep began (its ids are checked again
+    and locked here); None: the next keyset page of the stale set as it is now."""
     report = SweepReport()
     if not dry_run:
         _set_page_snapshot()
     decider.reset()
-    ids = staleness.stale_decision_ids(after=ids_after, limit=limit, scope=scope, lock=not dry_run)
+    if among is not None:
+        ids, raw_reasons = staleness.lock_stale_among(among, scope, lock=not dry_run)
+    else:
+        ids = staleness.stale_decision_ids(after=ids_after, limit=limit, scope=scope, lock=not dry_run)
+        raw_reasons = None
     if not ids:
-        return report, ids_after, 0
+        return report, (among[-1] if among else ids_after), 0
     decisions = list(Decision.objects.filter(id__in=ids).select_related("patient").order_by("id"))
-    reasons = _page_reasons(decisions, scope)
+    reasons = _page_reasons(decisions, scope, raw=raw_reasons)
+    pending = _pending_corrections(ids, lock=not dry_run)
+    calls_before = decider.calls
+    if _set_based_page(decisions, reasons, pending, decider, run, page_no, report, dry_run=dry_run,
+                       caches=caches):
+        return _finish_page(report, decider, calls_before, run, ids, page_no)
     drafted_keys: set[str] = set()
     decider.preload({d.patient_id for d in decisions if d.patient_id})
-    pending = _pending_corrections(ids, lock=not dry_run)
     latest: dict[int, Fact | None] = {}
-    calls_before = decider.calls
     for n, decision in enumerate(decisions):
         if n == len(decisions) // 2:
             _maybe_crash("mid_page", page_no)
@@ -389,12 +415,48 @@ def _process_page(ids_after, limit, scope: Scope, decider, run, page_no, *, dry_
             log.exception("re-deciding decision %s failed", decision.id)
             report.errors += 1
             report.error_text.append(f"decision {decision.id}: {type(exc).__name__}: {exc}")
+    return _finish_page(report, decider, calls_before, run, ids, page_no)
+
+
+def _finish_page(report, decider, calls_before, run, ids, page_no):
     report.reasoner_calls += decider.calls - calls_before
     report.pages += 1
     if run is not None:
         _save_run_progress(run, report, last_id=ids[-1])
     _maybe_crash("before_commit", page_no)
     return report, ids[-1], len(ids)
+
+
+def _set_based_page(decisions, reasons, pending, decider, run, page_no, report, *, dry_run, caches=None) -> bool:
+    """The page as a set (corrections.sweep_pages), in a savepoint. False: take the per-decision
+    path for this page (refused up front, or anything unusual rolled back)."""
+    from . import sweep_pages
+
+    why = sweep_pages.per_decision_reason(decider, decisions, pending, dry_run=dry_run)
+    if why:
+        if not dry_run:
+            log.info("sweep page %d takes the per-decision path: %s", page_no, why)
+        return False
+    calls_before = decider.calls
+    caches = caches or sweep_pages.SweepCaches()
+    one = SweepReport()
+    try:
+        with transaction.atomic():
+            plans, beliefs = sweep_pages.plan_page(decisions, reasons, decider,
+                                                   fact_cache=caches.facts)
+            _maybe_crash("mid_page", page_no)
+            sweep_pages.write_page(plans, beliefs, run, one, letters=caches.letters)
+    except (DecisionAlreadySuperseded, IntegrityError, sweep_pages.PageFallback) as exc:
+        log.info("sweep page %d falls back to the per-decision path: %s", page_no, exc)
+    except Exception:  # noqa: BLE001 - the per-decision path records the failure per decision
+        log.exception("sweep page %d falls back to the per-decision path", page_no)
+    else:
+        one.set_pages = 1
+        report.add(one)
+        return True
+    decider.calls = calls_before  # what the per-decision path calls is what counts
+    decider.reset()
+    return False
 
 
 def _save_run_progress(run: SweepRun, delta: SweepReport, *, last_id: int | None = None):
@@ -501,9 +563,14 @@ _MATCH_RANK = {"confirmed": 0, "probable": 1, "product_all_lots": 2, "candidate"
 
 def match_class_for(patient, subject: str, facts) -> str:
     """The strongest drugs.matching class between these recall facts and the patient's dispensing."""
+    rows = list(patient.dispensings.filter(drug=subject)) if subject else []
+    return strongest_match(rows, facts)
+
+
+def strongest_match(rows, facts) -> str:
+    """The strongest drugs.matching class between these facts and these dispensing rows."""
     from drugs.matching import match
 
-    rows = list(patient.dispensings.filter(drug=subject)) if subject else []
     found = {str(m) for fact in facts if fact is not None for row in rows if (m := match(fact, row))}
     return min(found, key=_MATCH_RANK.get, default="")
 
@@ -629,20 +696,35 @@ def sweep(*, fact_ids=None, patient_ids=None, trigger=SweepRun.Trigger.MANUAL, d
                                       patient_ids=list(scope.patient_ids or []), heartbeat=timezone.now())
         total.run = run
     decider = SharedDecider()
+    from .sweep_pages import SweepCaches
+
+    caches = SweepCaches()  # fact versions and letters, shared by the set-based pages
     after, page_no = 0, 0
+    # The stale set as the sweep begins, read once; pages lock and re-check their slice of it. Then
+    # keyset pages of the stale set past its last id (usually empty: what went stale meanwhile).
+    planned, position = staleness.all_stale_ids(scope), 0
     try:
         while True:
             page_no += 1
+            among = None
+            if position < len(planned):
+                among = planned[position:position + page_size]
+                position += len(among)
+                after = among[0] - 1
+            elif planned:
+                planned, after = [], planned[-1]  # then onwards, as before: never back over a page
             if dry_run:
-                report, after, rows = _process_page(after, page_size, scope, decider, None, page_no, dry_run=True)
+                report, after, rows = _process_page(after, page_size, scope, decider, None, page_no, dry_run=True,
+                                                    among=among)
             else:
                 report, after, rows = run_in_transaction(
-                    _process_page, after, page_size, scope, decider, run, page_no, dry_run=False)
+                    _process_page, after, page_size, scope, decider, run, page_no, dry_run=False,
+                    caches=caches, among=among)
                 _maybe_crash("after_commit", page_no)
             total.add(report)
             if progress and rows:
                 progress(rows)
-            if rows < page_size:
+            if among is None and rows < page_size:
                 break
         if notices:
             notice_no = [0]

@@ -26,10 +26,11 @@ from drugs.identity import resolve as resolve_identity
 from drugs.scopes import DRUG_LEVEL, dispensing_scopes
 from unsay_site.retry import run_in_transaction
 
+from .beliefs import DbBeliefs
 from .guardrail import apply_guardrail
-from .models import Decision, Fact, UsageCounter
+from .models import Decision, UsageCounter
 from .reasoners import AskContext, RulesReasoner, get_reasoner
-from .services import ReadSpec, Retrieved, facts_in_scopes, inputs_fingerprint, record_decision, retrieve
+from .services import ReadSpec, Retrieved, inputs_fingerprint, record_decision
 
 log = logging.getLogger(__name__)
 
@@ -62,11 +63,11 @@ def _words(text: str) -> str:
     return " " + " ".join(re.sub(r"[^a-z]+", " ", (text or "").lower()).split()) + " "
 
 
-def patient_drugs(patient) -> list[str]:
-    return sorted(set(patient.dispensings.values_list("drug", flat=True)))
+def patient_drugs(patient, beliefs=None) -> list[str]:
+    return (beliefs or DbBeliefs()).patient_drugs(patient)
 
 
-def resolve_subject(patient, question: str, subject: str | None = None) -> tuple[str | None, str]:
+def resolve_subject(patient, question: str, subject: str | None = None, *, beliefs=None) -> tuple[str | None, str]:
     """(subject, "") or (None, question to ask back). Subjects are drug identity keys (drugs.identity).
 
     An explicit subject wins; else the medicine the question names (a patient's drug with exactly
@@ -77,7 +78,7 @@ def resolve_subject(patient, question: str, subject: str | None = None) -> tuple
 
     if subject:
         return resolve_identity(subject).key or subject.strip().lower(), ""
-    drugs = patient_drugs(patient)
+    drugs = patient_drugs(patient, beliefs)
     named = find_ingredients(question or "")
     if named:
         key = "+".join(named)
@@ -138,9 +139,7 @@ class DispensedRow:
 
 
 def dispensed_rows(patient, subject: str) -> list[DispensedRow]:
-    rows = patient.dispensings.filter(drug=subject).order_by("id").values_list(
-        "id", "lot", "ndc", "dispensed_at", "fingerprint", "drug", "lot_unknown", "expiry")
-    return [DispensedRow(*row) for row in rows]
+    return DbBeliefs().dispensed_rows(patient, subject)
 
 
 def premises_for(subject: str, rows: list[DispensedRow]) -> list[str]:
@@ -152,25 +151,25 @@ def premises_for(subject: str, rows: list[DispensedRow]) -> list[str]:
     return sorted(scopes)
 
 
-def build_context(patient, question: str, subject: str, *, rows: list[DispensedRow] | None = None,
-                  in_scope: list[Fact] | None = None, drugs: list[str] | None = None) -> AskContext:
-    """Everything the reasoner sees. `rows`, `in_scope` and `drugs` may be handed in by a caller
-    that read them for many decisions at once (the sweep); otherwise they are read here.
+def build_context(patient, question: str, subject: str, *, beliefs=None) -> AskContext:
+    """Everything the reasoner sees, read through `beliefs` (memory.beliefs: the database by
+    default; a sweep page hands in what it read for all its decisions at once).
 
     The read set is every believed fact in the decision's premises (so a fact asserted later in one
     of them is exactly "a fact this decision did not take into account"), then retrieved context."""
-    rows = dispensed_rows(patient, subject) if rows is None else rows
+    beliefs = beliefs or DbBeliefs()
+    rows = beliefs.dispensed_rows(patient, subject)
     premises = premises_for(subject, rows)
-    if in_scope is None:
-        in_scope = facts_in_scopes(premises)
+    in_scope = beliefs.facts_in_scopes(premises)
     lots = sorted({row.lot for row in rows} - {""})
     retrieved = [Retrieved(f, 1.0, "lot" if f.lot else "drug") for f in in_scope]
     seen = {f.id for f in in_scope}
     # Context only (never load-bearing unless a reasoner cites it): other lots and recalls of the
     # drug, then semantic neighbours of the question.
-    retrieved += [r for r in retrieve(question, subject=subject, lots=lots, k=RETRIEVE_K) if r.fact.id not in seen]
+    retrieved += [r for r in beliefs.retrieve(question, subject=subject, lots=lots, k=RETRIEVE_K)
+                  if r.fact.id not in seen]
     return AskContext(question=question, subject=subject, patient_lots=lots,
-                      patient_drugs=patient_drugs(patient) if drugs is None else drugs,
+                      patient_drugs=beliefs.patient_drugs(patient),
                       retrieved=retrieved, patient_ndcs=sorted({row.ndc for row in rows}),
                       premises=premises, dispensed=list(rows),
                       inputs=[(row.id, row.fingerprint) for row in rows])
@@ -197,15 +196,18 @@ def _finish(ctx: AskContext, result) -> Outcome:
 
 # --- contract ---------------------------------------------------------------------------------
 
-def decide(patient, question, *, subject=None, reasoner=None, client=None) -> Outcome:
+def decide(patient, question, *, subject=None, reasoner=None, client=None, beliefs=None) -> Outcome:
     """Resolve the subject, retrieve, run the reasoner, apply the guardrail. Writes no decision.
+
+    What it reads comes from `beliefs` (memory.beliefs.DbBeliefs by default; the sweep's set-based
+    page hands in a PageBeliefs): the same logic either way.
 
     A model reasoner's call is counted against the caps first (the sweep's re-decisions count under
     `client`, default the internal scope); past a cap the rules reasoner answers, marked as such."""
-    resolved, question_back = resolve_subject(patient, question, subject)
+    resolved, question_back = resolve_subject(patient, question, subject, beliefs=beliefs)
     if resolved is None:
         return _unknown_outcome(question_back)
-    ctx = build_context(patient, question, resolved)
+    ctx = build_context(patient, question, resolved, beliefs=beliefs)
     chosen = get_reasoner(reasoner)
     if chosen.uses_model:
         granted, why = reserve_model_call(client)

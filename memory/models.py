@@ -165,7 +165,10 @@ class DecisionRead(models.Model):
         indexes = [
             # Used by the sweep's stale-set join.
             models.Index(fields=["fact_key", "fact_version"], name="read_fact_version"),
-            models.Index(fields=["fact"], condition=Q(load_bearing=True), name="read_load_bearing"),
+            # Used by the stale set's retracted_read branch: a fact's load-bearing reads from a page's
+            # keyset on (corrections.staleness), so pages stop re-reading the whole stale set.
+            models.Index(fields=["fact", "decision"], condition=Q(load_bearing=True),
+                         name="read_bearing_fact_decision"),
         ]
         ordering = ["rank"]
 

@@ -30,7 +30,8 @@ from typing import Literal
 import pydantic
 from django.conf import settings
 
-from drugs.matching import MatchClass, match
+from drugs.matching import MatchClass
+from drugs.matching import match as _match_uncached
 from drugs.ndc import ndc_products
 from drugs.recall_terms import CLOSED_STATUSES, classification, describe, is_active, short_product  # noqa: F401 (re-exported)
 
@@ -84,6 +85,9 @@ class AskContext:
     dispensed: list = field(default_factory=list)
     # (dispensing id, fingerprint) per row: recorded with the decision (memory.DecisionInput).
     inputs: list[tuple[int, str]] = field(default_factory=list)
+    # What the rules below found per (rule, fact id) for this context: the reasoner and the guardrail
+    # ask the same questions of the same facts.
+    memo: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def has_dispensing(self) -> bool:
@@ -99,6 +103,32 @@ class ReasonerResult:
 
 
 # --- reading recall facts ---------------------------------------------------------------------
+
+_MATCHES: dict[tuple, object] = {}
+_MATCHES_LIMIT = 200_000
+
+
+def match(fact, row):
+    """drugs.matching.match, remembered per (fact version, what matching reads of the row).
+
+    One decision asks it the same question up to six times (reasoner, then guardrail), and a sweep
+    page asks it for thousands of rows that differ only in their id. Keyed by the fact's id *and*
+    content hash (a version's content never changes; the hash guards against ids reused after a
+    truncation) and by the row's matched attributes; only frozen rows (memory.ask.DispensedRow)
+    are remembered, never a model instance that could change under us."""
+    pk, digest = getattr(fact, "pk", None), getattr(fact, "content_hash", None)
+    params = getattr(row, "__dataclass_params__", None)
+    if pk is None or not digest or params is None or not params.frozen:
+        return _match_uncached(fact, row)
+    key = (pk, digest, row.drug, row.ndc, row.lot, row.lot_unknown, row.expiry, row.dispensed_at)
+    try:
+        return _MATCHES[key]
+    except KeyError:
+        if len(_MATCHES) >= _MATCHES_LIMIT:
+            _MATCHES.clear()
+        found = _MATCHES[key] = _match_uncached(fact, row)
+        return found
+
 
 def is_recall(fact) -> bool:
     return fact.kind == "recall"
@@ -126,6 +156,24 @@ def _before_closure(fact, ctx: AskContext) -> bool:
     return any(row.dispensed_at is None or row.dispensed_at.date().isoformat() <= closed_on for row in ctx.dispensed)
 
 
+def _remembered(rule):
+    """Remember rule(fact, ctx) in ctx.memo by fact id (a context's facts and rows do not change)."""
+
+    @functools.wraps(rule)
+    def remembered(fact, ctx):
+        fact_id = getattr(fact, "pk", None)
+        memo = getattr(ctx, "memo", None)
+        if fact_id is None or memo is None:
+            return rule(fact, ctx)
+        key = (rule.__name__, fact_id)
+        if key not in memo:
+            memo[key] = rule(fact, ctx)
+        return memo[key]
+
+    return remembered
+
+
+@_remembered
 def drug_level_applies(fact, ctx: AskContext) -> bool:
     """A drug-level recall (no lot: all lots, or none named) for the subject — or for the NDC product
     dispensed — applies unless it lists its products and every dispensing of the drug to this
@@ -145,6 +193,7 @@ def drug_level_applies(fact, ctx: AskContext) -> bool:
     return any(not ndc or ndc[:10] in products for ndc in ctx.patient_ndcs)
 
 
+@_remembered
 def on_patient_lot(fact, ctx: AskContext) -> bool:
     """A recall of a lot this patient received: same drug and lot, or same NDC product and lot."""
     if not (is_recall(fact) and fact.lot):
@@ -154,6 +203,7 @@ def on_patient_lot(fact, ctx: AskContext) -> bool:
     return (fact.subject == ctx.subject and fact.lot in ctx.patient_lots) or _shares_scope(fact, ctx, lot_level=True)
 
 
+@_remembered
 def lot_unknown_candidates(fact, ctx: AskContext) -> bool:
     """A recall of some lots of this drug, and a dispensing of it whose lot was not recorded: the
     pack may be from a recalled lot (a candidate for the pharmacist, never "safe")."""

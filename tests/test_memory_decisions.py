@@ -95,7 +95,7 @@ def test_the_indexes_the_sweep_and_replay_need_exist():
         cursor.execute("SELECT indexname, indexdef FROM pg_indexes WHERE tablename IN "
                        "('memory_fact', 'memory_decision', 'memory_decisionread')")
         indexes = dict(cursor.fetchall())
-    assert "(fact_id) WHERE load_bearing" in indexes["read_load_bearing"]
+    assert "(fact_id, decision_id) WHERE load_bearing" in indexes["read_bearing_fact_decision"]
     assert "WHERE ((status)::text = 'standing'" in indexes["decision_standing"]
     assert "(fact_key, asserted_at)" in indexes["fact_key_asserted"]
     hnsw = indexes["fact_believed_embedding_hnsw"]

@@ -1,0 +1,162 @@
+"""The set-based sweep page (corrections.sweep_pages) writes exactly the rows the per-decision path
+writes, ids included, on the same data: real openFDA recall facts (tests/factories_facts.py),
+synthetic patients.
+
+The world is built twice from empty tables with their sequences restarted, so every id before the
+sweep is equal; then it is swept per decision (UNSAY_SWEEP_SET_BASED=0) the first time and set-based
+the second. Every row of every table the sweep writes is compared, timestamps and public ids (uuid4)
+aside. The changes cover the three stale branches: an escalation (retracted read), a dispensing
+edit (dispensing changed) and a brand-new recall of a lot patients hold (new fact), with patients who
+share inputs (one reasoner call), several decisions per patient (coalesced letters), SMS and email,
+an unrecorded lot, and a second sweep whose pages hold undelivered drafts (those pages fall back).
+"""
+
+from datetime import UTC, datetime
+
+import pytest
+from django.db import connection
+
+from corrections.models import Correction
+from corrections.sweep import sweep
+from corrections.tasks import auto_sweep_suppressed
+from memory.ask import ask
+from memory.services import assert_claim
+from patients.dispensing import save_dispensing
+from patients.models import DispensingRecord, Patient
+from tests.factories_facts import recall_claim
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+DRUG = "Valsartan Tablets USP 40 mg"
+RECALL, LOT = "D-0315-2019", "3061169"          # real: Class II, Mylan valsartan
+OTHER_RECALL, OTHER_LOT = "D-0324-2019", "3063780"
+NEW_RECALL, NEW_LOT = "D-0326-2019", "3069020"  # real; asserted only after the patients asked
+UNAFFECTED = "3095511"
+TABLES = ["memory_decision", "memory_decisionread", "memory_decisionpremise", "memory_decisioninput",
+          "corrections_correction", "corrections_outboxmessage", "corrections_auditevent",
+          "corrections_redecision", "corrections_sweeprun", "memory_fact"]
+SKIPPED = {"public_id"}
+
+
+def _patient(ref, lots, channel="email"):
+    patient = Patient.objects.create(region="aws-us-east-1", display_name=f"Synthetic {ref}", external_ref=ref,
+                                     email=f"{ref.lower()}@example.com", phone="+15555550100",
+                                     preferred_channel=channel, synthetic=True)
+    for lot in lots:
+        DispensingRecord.objects.create(patient=patient, drug=DRUG, lot=lot or "", lot_unknown=not lot,
+                                        synthetic=True, dispensed_at=datetime(2019, 1, 5, tzinfo=UTC))
+    return patient
+
+
+def _restart():
+    tables = [t for t in connection.introspection.django_table_names(only_existing=True)
+              if not t.startswith(("django_", "auth_"))]
+    with connection.cursor() as cursor:
+        cursor.execute(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE")
+
+
+def _story(page_size: int) -> list:
+    """Build the world, change it three ways, sweep twice. Returns the two sweep reports."""
+    _restart()
+    with auto_sweep_suppressed():
+        assert_claim(recall_claim(RECALL, LOT))
+        assert_claim(recall_claim(OTHER_RECALL, OTHER_LOT))
+        people = [
+            _patient("SYN-01", [LOT]), _patient("SYN-02", [LOT], "sms"), _patient("SYN-03", [LOT]),
+            _patient("SYN-04", [OTHER_LOT]), _patient("SYN-05", [OTHER_LOT, NEW_LOT]),
+            _patient("SYN-06", [UNAFFECTED]), _patient("SYN-07", [None]), _patient("SYN-08", [LOT, OTHER_LOT]),
+            _patient("SYN-09", [NEW_LOT], "sms"), _patient("SYN-10", [NEW_LOT]), _patient("SYN-11", [UNAFFECTED]),
+        ]
+        for n, patient in enumerate(people):
+            ask(patient, "Is my valsartan safe?")
+            if n % 3 == 0:
+                ask(patient, "Has my valsartan been recalled?")
+        reports = []
+        assert_claim(recall_claim(RECALL, LOT, classification="Class I"), reason="escalated to Class I")
+        row = DispensingRecord.objects.get(patient=people[5])
+        row.lot = OTHER_LOT
+        save_dispensing(row, actor="test")
+        reports.append(sweep(page_size=page_size))
+        assert_claim(recall_claim(NEW_RECALL, NEW_LOT))
+        assert_claim(recall_claim(OTHER_RECALL, OTHER_LOT, classification="Class I"), reason="escalated")
+        reports.append(sweep(page_size=page_size))
+    return reports
+
+
+def _rows() -> dict:
+    found = {}
+    with connection.cursor() as cursor:
+        for table in TABLES:
+            cursor.execute(f"SELECT * FROM {table} ORDER BY id")
+            names = [c.name for c in cursor.description]
+            found[table] = [
+                {name: ("<time>" if isinstance(value, datetime) else value)
+                 for name, value in zip(names, row, strict=True) if name not in SKIPPED}
+                for row in cursor.fetchall()]
+    return found
+
+
+def _summary(reports):
+    return [(r.examined, r.corrected, r.reaffirmed, r.notices, r.already_handled, r.reasoner_calls, r.errors)
+            for r in reports]
+
+
+def test_the_set_based_page_writes_exactly_the_rows_of_the_per_decision_path(hashing_embeddings, monkeypatch):
+    monkeypatch.setenv("UNSAY_SWEEP_ON_SUPERSESSION", "0")
+    monkeypatch.setenv("UNSAY_SWEEP_SET_BASED", "0")
+    per_decision = _story(page_size=3)
+    expected = _rows()
+    assert sum(r.set_pages for r in per_decision) == 0
+
+    monkeypatch.setenv("UNSAY_SWEEP_SET_BASED", "1")
+    set_based = _story(page_size=3)
+    got = _rows()
+
+    # The story exercises what it claims: letters, coalescing, shared inputs, reaffirmations.
+    assert sum(r.set_pages for r in set_based) >= 2
+    assert Correction.objects.filter(kind="correction").count() >= 4
+    assert any(r["shared"] for r in got["corrections_redecision"])
+    assert any(r["outcome"] == "reaffirmed" for r in got["corrections_redecision"])
+    assert _summary(set_based) == _summary(per_decision)
+    for table in TABLES:
+        assert len(got[table]) == len(expected[table]), table
+        for mine, theirs in zip(got[table], expected[table], strict=True):
+            assert mine == theirs, table
+
+
+QUESTIONS = ["Is my valsartan safe?", "Has my valsartan been recalled?", "Is my lisinopril safe?",
+             "Is my medicine safe?", "asdf"]
+
+
+def _outcome(o):
+    return (o.verdict, o.answer, o.reasoner, o.subject, [(r.fact.id, r.score, r.match) for r in o.retrieved],
+            sorted(o.load_bearing_ids), o.reasoner_verdict, o.guardrail_override, o.inputs_hash, o.patient_lots,
+            o.premises, o.inputs)
+
+
+def test_decide_gives_the_same_outcome_from_the_database_and_from_a_page(hashing_embeddings, monkeypatch):
+    """memory.ask.decide over DbBeliefs (ask) and over PageBeliefs (a sweep page) on the same data:
+    exact matches, a drug the patient has none of (semantic neighbours fill the list), a question
+    with no drug named, nonsense, an explicit subject, an unrecorded lot, two drugs."""
+    from memory.ask import decide, resolve_subject
+    from memory.beliefs import PageBeliefs
+
+    monkeypatch.setenv("UNSAY_SWEEP_ON_SUPERSESSION", "0")
+    with auto_sweep_suppressed():
+        assert_claim(recall_claim(RECALL, LOT, classification="Class I"))
+        assert_claim(recall_claim(OTHER_RECALL, OTHER_LOT))
+        assert_claim(recall_claim(NEW_RECALL, NEW_LOT))
+        people = [_patient("SYN-21", [LOT]), _patient("SYN-22", [OTHER_LOT, NEW_LOT]), _patient("SYN-23", [None]),
+                  _patient("SYN-24", [UNAFFECTED]), _patient("SYN-25", [])]
+        DispensingRecord.objects.create(patient=people[3], drug="Lisinopril Tablets 10 mg", lot="X1", synthetic=True,
+                                        dispensed_at=datetime(2020, 3, 1, tzinfo=UTC))
+    asked = [(p, q, s) for p in people for q in QUESTIONS for s in (None, "valsartan")]
+    page = PageBeliefs({p.pk for p in people})
+    page.load_facts([(p.pk, resolve_subject(p, q, s, beliefs=page)[0]) for p, q, s in asked])
+    compared = set()
+    for patient, question, subject in asked:
+        from_db = decide(patient, question, subject=subject)
+        from_page = decide(patient, question, subject=subject, beliefs=page)
+        assert _outcome(from_page) == _outcome(from_db), (patient.external_ref, question, subject)
+        compared.add(from_db.verdict)
+    assert {"stop", "caution", "safe", "unknown"} <= compared
