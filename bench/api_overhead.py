@@ -35,9 +35,10 @@ def main():
     from django.core.management import call_command
     from django.test import Client
 
-    from memory.api import services
-    from memory.keys import issue_key
-    from memory.models import ApiClient, ApiKey, ClientPatient, Fact
+    from api import services
+    from ask.keys import issue_key
+    from ask.models import ApiClient, ApiKey, ClientPatient
+    from memory.models import Fact
     from patients.dispensing import save_dispensing
     from patients.models import DispensingRecord, Patient
 

@@ -23,9 +23,10 @@ setup_django(db_name="unsay_bench_ask", profile="test")
 from django.db import connection  # noqa: E402
 from django.test import override_settings  # noqa: E402
 
+from ask.models import UsageCounter  # noqa: E402
+from ask.services import ask, decide, reserve_model_call  # noqa: E402
 from demo.patients import DEMO_PATIENT_REFS, seed_demo  # noqa: E402
-from memory.ask import ask, decide, reserve_model_call  # noqa: E402
-from memory.models import Fact, UsageCounter  # noqa: E402
+from memory.models import Fact  # noqa: E402
 from patients.models import Patient  # noqa: E402
 from recalls.services import ingest_demo  # noqa: E402
 

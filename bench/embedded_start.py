@@ -21,7 +21,7 @@ CHILD = """
 import json, sys, time
 from pathlib import Path
 began = time.monotonic()
-from unsay_site import embedded
+from core import embedded
 embedded.ensure_started(Path(sys.argv[1]), "bench")
 print(json.dumps({"seconds": time.monotonic() - began}))
 if len(sys.argv) > 2:

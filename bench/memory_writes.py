@@ -139,8 +139,8 @@ def main():
 
     get_provider().embed_one("warm up")  # load the model (local) before timing
     conflicts = ConflictCounter()
-    logging.getLogger("unsay_site.retry").addHandler(conflicts)
-    logging.getLogger("unsay_site.retry").setLevel(logging.INFO)
+    logging.getLogger("core.retry").addHandler(conflicts)
+    logging.getLogger("core.retry").setLevel(logging.INFO)
     run = uuid.uuid4().hex[:8]
     print(f"# memory_writes on {describe_machine()}; embeddings={get_provider().name}; run {run}")
 

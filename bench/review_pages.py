@@ -35,6 +35,7 @@ def build(n_drafts: int):
     from django.contrib.auth.models import Group
     from django.db import connection
 
+    from core.roles import PHARMACIST
     from corrections.models import CLASS_SEVERITY, Correction, OutboxMessage
     from memory.embeddings import HashingEmbedding, reset_provider
     from memory.models import Fact
@@ -42,7 +43,6 @@ def build(n_drafts: int):
     from patients.models import DispensingRecord, Patient
     from recalls.normalize import normalize_lot
     from tests.factories_facts import recall_claim
-    from unsay_site.roles import PHARMACIST
     from worklist.models import ContactAttempt
 
     reset_provider(HashingEmbedding(settings.UNSAY_EMBEDDING_DIM))

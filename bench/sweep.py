@@ -11,7 +11,7 @@ nothing is retracted, the affected are found through their premises). Default: b
 Runs on the embedded PostgreSQL in its own database (UNSAY_DB_NAME, default unsay_bench_sweep) with
 the rules reasoner and hashing embeddings. Set-up per case (not timed): every valsartan record of the
 real openFDA 2021 file is ingested; N synthetic patients are COPY-loaded with their dispensing; for
-each group of identical inputs the real memory.ask.decide() is run once and its decision + read set
+each group of identical inputs the real ask.services.decide() is run once and its decision + read set
 is COPY-replicated for every patient of the group (what ask() would have written for them). Each of
 the --runs runs then works on a fresh copy of that database (CREATE DATABASE ... TEMPLATE).
 
@@ -48,12 +48,12 @@ from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 
+from ask.services import DispensedRow, decide, premises_for  # noqa: E402
 from corrections.models import Correction, OutboxMessage, SweepRun  # noqa: E402
 from corrections.staleness import Scope, _union  # noqa: E402
 from corrections.sweep import count_stale, sweep  # noqa: E402
 from corrections.tasks import auto_sweep_suppressed  # noqa: E402
 from demo.escalation import escalate  # noqa: E402
-from memory.ask import DispensedRow, decide, premises_for  # noqa: E402
 from memory.models import Fact  # noqa: E402
 from memory.services import inputs_fingerprint  # noqa: E402
 from patients.models import Patient, dispensing_fingerprint  # noqa: E402

@@ -5,7 +5,7 @@ here they are read-only."""
 from django.contrib import admin, messages
 from django.utils.html import format_html
 
-from unsay_site.admin_base import ReadOnlyAdmin
+from core.admin_base import ReadOnlyAdmin
 
 from . import dispatch
 from .models import AuditEvent, Correction, OutboxMessage, Redecision, SweepRun

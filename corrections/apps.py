@@ -14,3 +14,8 @@ class CorrectionsConfig(AppConfig):
         if enqueue_sweep_after_supersessions not in supersession_batch_listeners:
             supersession_batch_listeners.append(enqueue_sweep_after_supersessions)
         dispensing_changed.connect(enqueue_sweep_after_dispensing, dispatch_uid="corrections.sweep_after_dispensing")
+        from recalls.signals import facts_written_report
+
+        from .tasks import report_triggered_sweeps
+
+        facts_written_report.connect(report_triggered_sweeps, dispatch_uid="corrections.report_sweeps")

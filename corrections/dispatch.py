@@ -26,7 +26,7 @@ from django.core.mail import EmailMultiAlternatives
 from django.db import connection, transaction
 from django.utils import timezone
 
-from unsay_site.env import env_int
+from core.env import env_int
 
 from .models import AuditEvent, Correction, OutboxMessage
 from .review import require_reviewer

@@ -2,14 +2,14 @@
 
 Nothing is written. The recall's believed fact versions are copied in memory with the new
 classification, and each standing decision that rests on them is re-decided with the same
-memory.ask.decide() (same retrieval, same reasoner, same guardrail) through a reasoner wrapper that
+ask.services.decide() (same retrieval, same reasoner, same guardrail) through a reasoner wrapper that
 shows the reasoner the hypothetical versions instead of the stored ones.
 """
 
 import copy
 
+from ask.reasoners import get_reasoner
 from memory.models import Decision, Fact
-from memory.reasoners import get_reasoner
 from memory.services import Retrieved
 
 from .sweep import SharedDecider, SweepReport, _exposed, _patients_who_asked, worsened

@@ -9,8 +9,8 @@ from django.db import models, transaction
 from django.db.models import Count, Max, Min, Q
 from django.utils import timezone
 
+from core.retry import run_in_transaction
 from memory.models import Decision, Fact
-from unsay_site.retry import run_in_transaction
 
 from .models import AuditEvent, Correction, OutboxMessage, Redecision
 

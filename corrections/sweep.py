@@ -9,7 +9,7 @@ they drop out of the query by themselves).
 
 The stale set is read once when a sweep starts (staleness.all_stale_ids); each page locks and
 re-checks its slice of it. A page is normally written as a set (corrections.sweep_pages: decided in
-memory through memory.ask.decide over the page's beliefs, written with COPY); anything unusual sends
+memory through ask.services.decide over the page's beliefs, written with COPY); anything unusual sends
 that page through the per-decision path below (_redecide), which writes the same rows.
 """
 
@@ -24,11 +24,11 @@ from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from core.env import env_int, env_str
+from core.retry import run_in_transaction
 from drugs.recall_terms import is_active, severity  # the one reading of a recall (issue #11)
 from memory.models import Decision, Fact
 from memory.services import DecisionAlreadySuperseded
-from unsay_site.env import env_int, env_str
-from unsay_site.retry import run_in_transaction
 
 from . import staleness
 from .drafting import correction_text, fact_diff, notice_text
@@ -137,7 +137,7 @@ class SweepReport:
 
 
 class SharedDecider:
-    """Calls memory.ask.decide, sharing one result between decisions whose inputs are identical.
+    """Calls ask.services.decide, sharing one result between decisions whose inputs are identical.
 
     The reasoner sees (question, subject, the patient's lots and NDCs of that drug, the patient's drugs, the
     believed facts retrieved). Within one page the sweep reads a single snapshot (REPEATABLE READ),
@@ -169,7 +169,7 @@ class SharedDecider:
         self._dispensed.update(rows)
 
     def preload_from(self, beliefs):
-        """The same rows, from a memory.beliefs.PageBeliefs that has read them already."""
+        """The same rows, from a ask.beliefs.PageBeliefs that has read them already."""
         for pid, records in beliefs.records.items():
             if pid not in self._dispensed:
                 self._dispensed[pid] = [(r.drug, r.lot, r.ndc, r.dispensed_at, r.id, r.fingerprint)
@@ -183,8 +183,8 @@ class SharedDecider:
         return (_question_key(question), subject or "", contents, drugs)
 
     def decide(self, patient, question: str, subject: str, *, beliefs=None):
-        """(outcome, shared). `beliefs`: what decide() reads from (memory.beliefs; None: the database)."""
-        from memory.ask import decide, rebind_inputs
+        """(outcome, shared). `beliefs`: what decide() reads from (ask.beliefs; None: the database)."""
+        from ask.services import decide, rebind_inputs
 
         key = self.inputs_key(patient, question, subject)
         cached = self._cache.get(key)
@@ -346,7 +346,7 @@ def _redecide(decision, reasons, decider, run, report, *, dry_run, pending, late
             })
             drafted_keys.add(key)
         return
-    from memory.ask import record_outcome
+    from ask.services import record_outcome
 
     new_decision = record_outcome(outcome, patient=decision.patient, question=decision.question, replaces=decision)
     if changed and not coalesced:

@@ -4,8 +4,8 @@ One locked page of the stale set (corrections.sweep._process_page has already re
 their stale reasons and pending drafts) is handled in two steps inside the page's one transaction:
 
   plan_page   read the page's dispensing and candidate believed facts in a few queries
-              (memory.beliefs.PageBeliefs), then decide every decision in memory through the same
-              memory.ask.decide the ask path uses, and work out each decision's letter exactly as
+              (ask.beliefs.PageBeliefs), then decide every decision in memory through the same
+              ask.services.decide the ask path uses, and work out each decision's letter exactly as
               corrections.sweep._redecide does (trigger, dedupe key, coalescing);
   write_page  supersede the page's decisions in one UPDATE guarded by status = 'standing' (the
               row count must be the page's size), take ids with nextval over generate_series, and
@@ -28,11 +28,11 @@ from types import SimpleNamespace
 from django.db import connection
 from django.utils import timezone
 
+from ask.beliefs import FactCache, PageBeliefs
+from ask.reasoners import get_reasoner
+from core.env import env_bool
 from drugs.recall_terms import severity
-from memory.beliefs import FactCache, PageBeliefs
 from memory.models import Decision, DecisionInput, DecisionPremise, DecisionRead
-from memory.reasoners import get_reasoner
-from unsay_site.env import env_bool
 
 from .drafting import correction_text, fact_diff
 from .models import AuditEvent, Correction, OutboxMessage, Redecision
@@ -87,7 +87,7 @@ def plan_page(decisions, reasons, decider, *, fact_cache: FactCache) -> tuple[li
     """Decide the page in memory. Reads: dispensing (1 query), believed fact ids (1), fact rows not
     cached yet (0-1), the latest version of each retracted read (per page), semantic neighbours
     per distinct question when the exact matches leave room, and the dedupe keys (1)."""
-    from memory.ask import resolve_subject
+    from ask.services import resolve_subject
 
     beliefs = PageBeliefs({d.patient_id for d in decisions}, cache=fact_cache)
     decider.preload_from(beliefs)

@@ -7,7 +7,7 @@ import threading
 from celery import shared_task
 from django.db import OperationalError
 
-from unsay_site.retry import RetriesExhausted
+from core.retry import RetriesExhausted
 
 log = logging.getLogger(__name__)
 _local = threading.local()
@@ -142,3 +142,8 @@ def describe_triggered_sweeps(since) -> str:
     if settings.CELERY_TASK_ALWAYS_EAGER:
         return "Sweep: nothing to re-decide or notify."
     return "Sweep: queued for the Celery worker; watch /recalls/ops/ (or `manage.py sweep --dry-run`)."
+
+
+def report_triggered_sweeps(sender, since, **kwargs) -> str:
+    """Receiver of recalls.signals.facts_written_report."""
+    return describe_triggered_sweeps(since)

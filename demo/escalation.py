@@ -4,12 +4,12 @@ real reclassifications arrive through ingestion."""
 
 from dataclasses import dataclass
 
+from core.retry import run_in_transaction
 from drugs import recall_terms
 from drugs.lots import normalize_lot
 from memory.models import Fact
 from memory.services import prepare_claims, write_claims
 from recalls.ingest import CLASSIFICATIONS, ESCALATION_SOURCE, RecallClaim, recall_statement
-from unsay_site.retry import run_in_transaction
 
 
 @dataclass

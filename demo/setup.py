@@ -16,7 +16,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 
-from unsay_site.roles import PHARMACIST, PHARMACY_STAFF, sync_group_permissions
+from core.roles import PHARMACIST, PHARMACY_STAFF, sync_group_permissions
 
 DEMO_USERS = {"pharmacist": PHARMACIST, "staff": PHARMACY_STAFF}
 
@@ -176,7 +176,7 @@ def wait_for_health(url: str, *, timeout: float = 90.0, proc: subprocess.Popen |
 def wait_for_report(*, timeout: float = 30.0, until=lambda report: True) -> dict:
     """Build the staff status report in this process until `until(report)` holds; returns it. On
     timeout raises RuntimeError(message, last_report)."""
-    from unsay_site.health import health_report
+    from core.health import health_report
 
     deadline = time.monotonic() + timeout
     report = {}

@@ -8,13 +8,9 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
-from unsay_site.admin_base import ReadOnlyAdmin
-
-from . import (
-    admin_ask,  # noqa: F401  (registers the ask API's admin)
-    replay,
-)
-from .models import Decision, DecisionRead, Fact
+from core.admin_base import ReadOnlyAdmin
+from memory import replay
+from memory.models import Decision, DecisionRead, Fact
 
 
 class BelievedFilter(admin.SimpleListFilter):

@@ -129,7 +129,7 @@ class LocalMiniLM(EmbeddingProvider):
 
     def _load(self):
         if self._model is None:
-            from .minilm import load_engine
+            from memory.minilm import load_engine
 
             self._model = load_engine(self.engine_choice, settings.UNSAY_MODEL_DIR)
         return self._model

@@ -14,8 +14,8 @@ from datetime import UTC, datetime
 from django.db import DatabaseError, connection
 from django.utils import timezone
 
-from . import services
-from .models import Decision
+from memory import services
+from memory.models import Decision
 
 BITEMPORAL = "bitemporal"
 MVCC = "mvcc"

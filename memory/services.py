@@ -11,7 +11,7 @@ Decisions
     record_decision(..., reads=[ReadSpec...])       -> Decision  (decision + read set, one transaction)
     replay_decision(decision_id)                    -> dict
 
-Every multi-statement write runs through unsay_site.retry.run_in_transaction.
+Every multi-statement write runs through core.retry.run_in_transaction.
 """
 
 import hashlib
@@ -24,11 +24,10 @@ from django.db.models import Case, IntegerField, Q, Value, When
 from django.utils import timezone
 from pgvector.django import CosineDistance
 
+from core.retry import run_in_transaction
 from drugs.scopes import claim_ndc_products, fact_scopes
-from unsay_site.retry import run_in_transaction
-
-from .embeddings import get_provider, to_sql_vector
-from .models import Decision, DecisionInput, DecisionPremise, DecisionRead, Fact
+from memory.embeddings import get_provider, to_sql_vector
+from memory.models import Decision, DecisionInput, DecisionPremise, DecisionRead, Fact
 
 
 @dataclass
@@ -147,7 +146,7 @@ def write_claims(prepared: PreparedClaims, indexes, *, at: datetime | None = Non
                  reason: str = "") -> list[AssertResult]:
     """Write the prepared claims at `indexes` inside the caller's transaction, so a caller can make
     several claims and retractions (one recall record) commit or fail together. Wrap the outermost
-    transaction in unsay_site.retry.run_in_transaction(..., retry_unique_violations=True).
+    transaction in core.retry.run_in_transaction(..., retry_unique_violations=True).
 
     On PostgreSQL the changed claims are written as a set (`_write_versions`: advisory locks in key
     order, one locking read, one INSERT ... SELECT), in rounds when a key is named more than once, so

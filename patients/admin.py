@@ -6,12 +6,14 @@ from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import path
 
+from drugs.identity import resolve
+from drugs.lots import normalize_lot
+from drugs.ndc import normalize_ndc
 from patients.csvimport import MAX_IMPORT_BYTES, MAX_ROWS, import_dispensing_csv
 from patients.dispensing import delete_dispensing, save_dispensing
 from patients.forms import DispensingImportForm, DispensingRecordForm, PatientForm
 from patients.models import DispensingRecord, Patient
 from patients.services import recall_warning
-from recalls.normalize import normalize_drug_name, normalize_lot, normalize_ndc
 
 DISPENSING_FIELDS = ["scan", "drug", "product_description", "ndc", "lot", "lot_unknown", "expiry", "serial",
                      "quantity", "dispensed_at", "site"]
@@ -95,7 +97,7 @@ class DispensingRecordAdmin(admin.ModelAdmin):
             match |= Q(lot_unknown=True)
         if lot := normalize_lot(term):
             match |= Q(lot=lot)
-        if drug := normalize_drug_name(term):
+        if drug := resolve(term).key:
             match |= Q(drug=drug)
         try:
             match |= Q(ndc=normalize_ndc(term))

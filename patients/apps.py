@@ -6,7 +6,7 @@ class PatientsConfig(AppConfig):
     verbose_name = "Patients and dispensing"
 
     def ready(self):
-        from unsay_site import health
+        from core import health
 
         # /health and `manage.py status` show where patient rows live (when health offers sections).
         if hasattr(health, "register_section"):

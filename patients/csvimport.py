@@ -28,12 +28,12 @@ from datetime import UTC, date, datetime, time
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 
+from core.retry import run_in_transaction
 from drugs.gs1 import GROUP_SEPARATOR, ScanError, parse_scan
 from patients.dispensing import create_dispensings
 from patients.models import DispensingRecord, Patient
 from patients.scanning import Entered, apply_scan
 from patients.text import problem as text_problem
-from unsay_site.retry import run_in_transaction
 
 REQUIRED_COLUMNS = ["patient_ref", "dispensed_at", "quantity"]
 OPTIONAL_COLUMNS = ["drug", "product_description", "ndc", "lot", "lot_unknown", "expiry", "serial", "scan", "site"]

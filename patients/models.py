@@ -181,7 +181,7 @@ class DispensingRecord(models.Model):
             ),
         ]
         permissions = [
-            # Granted to pharmacists (unsay_site.roles): the list of patients a recall touches.
+            # Granted to pharmacists (core.roles): the list of patients a recall touches.
             ("view_exposure", "Can see which patients a recall exposes"),
         ]
 

@@ -16,10 +16,11 @@ from datetime import date
 from django.db.models import Q
 
 from drugs.gs1 import NdcCandidate, Scan
+from drugs.lots import normalize_lot
+from drugs.ndc import normalize_ndc
 from drugs.scopes import DRUG_LEVEL
 from memory.models import Fact
 from patients.models import DispensingRecord
-from recalls.normalize import normalize_lot, normalize_ndc
 
 
 @dataclass

@@ -239,5 +239,5 @@ def _leaseholder_regions(rows) -> dict:
 
 
 def residency_section() -> dict:
-    """Section for unsay_site.health (registered in PatientsConfig.ready)."""
+    """Section for core.health (registered in PatientsConfig.ready)."""
     return {"residency": residency_report()}

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from unsay_site.admin_base import ReadOnlyAdmin
+from core.admin_base import ReadOnlyAdmin
 
 from .models import IngestRun, QuarantinedRecord, RecallRecord
 

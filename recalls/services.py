@@ -37,6 +37,7 @@ from django.db import connections
 from django.db.models import Q
 from django.utils import timezone
 
+from core.retry import run_in_transaction
 from drugs import recall_terms
 from memory.embeddings import get_provider
 from memory.models import Fact
@@ -47,7 +48,6 @@ from memory.services import (
     retract_in_transaction,
     write_claims,
 )
-from unsay_site.retry import run_in_transaction
 
 from . import archive
 from .ingest import (

@@ -18,10 +18,11 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
+from ask.keys import issue_key, revoke_keys
+from ask.models import ApiClient, ApiKey, ClientPatient
 from corrections.sweep import sweep
 from demo.escalation import escalate
-from memory.keys import issue_key, revoke_keys
-from memory.models import ApiClient, ApiKey, ClientPatient, Decision
+from memory.models import Decision
 from patients.dispensing import save_dispensing
 from patients.models import DispensingRecord, Patient
 from tests.factories_facts import FIXTURES
@@ -215,7 +216,7 @@ def test_mcp_over_streamable_http_ask_escalate_check_get_decision(real_recall, a
 
 
 def test_a_tool_failure_answers_a_neutral_sentence_and_logs_the_detail(real_recall, monkeypatch, caplog):
-    from memory.api import mcp_server, services
+    from api import mcp_server, services
 
     def broken(*args, **kwargs):
         raise RuntimeError('connection to server at "db.internal" (10.0.0.5), user "unsay" failed')

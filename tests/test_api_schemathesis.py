@@ -16,8 +16,8 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from memory.keys import issue_key
-from memory.models import ApiClient, ApiKey, ClientPatient
+from ask.keys import issue_key
+from ask.models import ApiClient, ApiKey, ClientPatient
 from memory.services import assert_claim
 from patients.dispensing import save_dispensing
 from patients.models import DispensingRecord, Patient
@@ -65,7 +65,7 @@ def test_the_live_api_matches_its_openapi_document(api_world, live_server, who):
 def test_docs_openapi_json_is_up_to_date():
     from django.conf import settings as django_settings
 
-    from memory.management.commands.export_openapi import rendered
+    from api.management.commands.export_openapi import rendered
 
     checked_in = (django_settings.BASE_DIR / "docs" / "openapi.json").read_text()
     assert checked_in == rendered(), "docs/openapi.json is stale: run `manage.py export_openapi`"

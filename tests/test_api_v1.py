@@ -10,8 +10,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.utils import timezone
 
-from memory.keys import issue_key, revoke_keys
-from memory.models import ApiClient, ApiKey, ClientPatient, Decision
+from ask.keys import issue_key, revoke_keys
+from ask.models import ApiClient, ApiKey, ClientPatient
+from memory.models import Decision
 from memory.services import assert_claim, retract_claim
 from patients.dispensing import dispensing_changed, save_dispensing
 from patients.models import DispensingChange, DispensingRecord, Patient
@@ -201,7 +202,7 @@ def test_requests_are_limited_per_key_across_processes_by_a_database_counter(cli
     assert 1 <= int(limited["Retry-After"]) <= 60
     # another key has its own allowance
     assert get(client, f"/recalls/{RECALL}/exposure", world["keys"]["pharmacist"]).status_code == 200
-    from memory.models import UsageCounter
+    from ask.models import UsageCounter
 
     north_key = ApiKey.objects.get(pharmacist_scope=False, client__name="North", kind="pharmacy")
     assert UsageCounter.objects.get(scope=f"apikey:{north_key.pk}").n == 3

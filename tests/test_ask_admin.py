@@ -6,8 +6,8 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.messages import get_messages
 
-from memory.keys import hash_secret
-from memory.models import ApiClient, ApiKey, ClientPatient
+from ask.keys import hash_secret
+from ask.models import ApiClient, ApiKey, ClientPatient
 from patients.models import Patient
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -21,14 +21,14 @@ def admin_client(client):
 
 def test_creating_a_key_shows_the_secret_once_and_stores_only_its_hash(admin_client):
     north = ApiClient.objects.create(name="North")
-    response = admin_client.post("/admin/memory/apikey/add/", {"client": north.pk, "kind": "pharmacy", "name": "till"},
+    response = admin_client.post("/admin/ask/apikey/add/", {"client": north.pk, "kind": "pharmacy", "name": "till"},
                                  follow=True)
     assert response.status_code == 200
     shown = " ".join(str(m) for m in get_messages(response.wsgi_request))
     secret = re.search(r"(usk_\S+)", shown).group(1)
     key = ApiKey.objects.get()
     assert key.key_hash == hash_secret(secret) and key.prefix == secret[:12]
-    again = admin_client.get(f"/admin/memory/apikey/{key.pk}/change/").content.decode()
+    again = admin_client.get(f"/admin/ask/apikey/{key.pk}/change/").content.decode()
     assert secret not in again and key.prefix in again
 
 
@@ -37,17 +37,17 @@ def test_a_patient_key_for_another_clients_patient_is_refused(admin_client):
     patient = Patient.objects.create(region="aws-us-east-1", display_name="Synthetic F", external_ref="SYN-F1",
                                      synthetic=True)
     ClientPatient.objects.create(client=south, patient=patient)
-    response = admin_client.post("/admin/memory/apikey/add/",
+    response = admin_client.post("/admin/ask/apikey/add/",
                                  {"client": north.pk, "kind": "patient", "patient": patient.pk, "name": "app"})
     assert response.status_code == 200 and "does not belong to client North" in response.content.decode()
     assert not ApiKey.objects.exists()
 
 
 def test_the_revoke_action_revokes_and_the_key_stops_working(admin_client, client):
-    from memory.keys import issue_key
+    from ask.keys import issue_key
 
     key, secret = issue_key(ApiClient.objects.create(name="North"))
-    response = admin_client.post("/admin/memory/apikey/", {"action": "revoke", "_selected_action": [key.pk]})
+    response = admin_client.post("/admin/ask/apikey/", {"action": "revoke", "_selected_action": [key.pk]})
     assert response.status_code == 302
     key.refresh_from_db()
     assert key.revoked_at is not None
@@ -57,14 +57,14 @@ def test_the_revoke_action_revokes_and_the_key_stops_working(admin_client, clien
 
 
 def test_the_admin_issues_keys_through_the_key_service_with_the_pharmacist_scope(admin_client, monkeypatch):
-    import memory.admin_ask
-    from memory import keys
+    import ask.admin
+    from ask import keys
 
     calls = []
     real = keys.issue_key
-    monkeypatch.setattr(memory.admin_ask, "issue_key", lambda *a, **k: calls.append(k) or real(*a, **k))
+    monkeypatch.setattr(ask.admin, "issue_key", lambda *a, **k: calls.append(k) or real(*a, **k))
     north = ApiClient.objects.create(name="North")
-    response = admin_client.post("/admin/memory/apikey/add/",
+    response = admin_client.post("/admin/ask/apikey/add/",
                                  {"client": north.pk, "kind": "pharmacy", "name": "rph", "pharmacist_scope": "on"},
                                  follow=True)
     assert response.status_code == 200 and calls and calls[0]["pharmacist"] is True
@@ -73,6 +73,6 @@ def test_the_admin_issues_keys_through_the_key_service_with_the_pharmacist_scope
     patient = Patient.objects.create(region="aws-us-east-1", display_name="Synthetic P", external_ref="SYN-P1",
                                      synthetic=True)
     ClientPatient.objects.create(client=north, patient=patient)
-    refused = admin_client.post("/admin/memory/apikey/add/", {"client": north.pk, "kind": "patient",
+    refused = admin_client.post("/admin/ask/apikey/add/", {"client": north.pk, "kind": "patient",
                                                               "patient": patient.pk, "pharmacist_scope": "on"})
     assert "cannot have the pharmacist scope" in refused.content.decode() and ApiKey.objects.count() == 1

@@ -6,9 +6,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from memory.keys import hash_secret, revoke_keys
-from memory.keys import issue_key as create_api_key
-from memory.models import ApiClient, ApiKey, ClientPatient, Decision
+from ask.keys import hash_secret, revoke_keys
+from ask.keys import issue_key as create_api_key
+from ask.models import ApiClient, ApiKey, ClientPatient
+from memory.models import Decision
 from memory.services import assert_claim
 from patients.models import DispensingRecord, Patient
 from tests.factories_facts import recall_claim

@@ -8,10 +8,10 @@ import pytest
 from botocore.stub import ANY, Stubber
 from django.test import override_settings
 
-from memory import ask as ask_module
-from memory.ask import ask, reserve_model_call, usage_report
-from memory.models import ApiClient, UsageCounter
-from memory.reasoners import TOOL_NAME, BedrockReasoner
+from ask import services as ask_module
+from ask.models import ApiClient, UsageCounter
+from ask.reasoners import TOOL_NAME, BedrockReasoner
+from ask.services import ask, reserve_model_call, usage_report
 from memory.services import assert_claim
 from patients.models import DispensingRecord, Patient
 from tests.factories_facts import recall_claim
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 CONSUMER = """
 import sys, time
 from types import SimpleNamespace
-from memory.ask import reserve_model_call
+from ask.services import reserve_model_call
 start, attempts, client_id = float(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 time.sleep(max(0.0, start - time.time()))
 client = SimpleNamespace(pk=client_id)
@@ -138,7 +138,7 @@ def test_health_shows_model_usage_against_the_caps(client, django_user_model):
 @override_settings(UNSAY_MODEL_DAILY_CAP=0)
 def test_re_decisions_outside_ask_are_capped_too(bedrock, patient):
     """The sweep re-decides through decide(); a model call there counts against the same caps."""
-    from memory.ask import decide
+    from ask.services import decide
 
     outcome = decide(patient, "Is my valsartan safe?")
     assert outcome.reasoner == "rules/1 (model cap reached: daily cap)" and outcome.verdict == "caution"
@@ -147,7 +147,7 @@ def test_re_decisions_outside_ask_are_capped_too(bedrock, patient):
 
 @override_settings(UNSAY_MODEL_DAILY_CAP=10)
 def test_a_model_re_decision_is_counted(bedrock, patient):
-    from memory.ask import decide
+    from ask.services import decide
 
     bedrock.add_response("converse", answer(patient.hit.id), {"modelId": "m", "system": ANY, "messages": ANY,
                                                               "toolConfig": ANY, "inferenceConfig": ANY})

@@ -5,13 +5,13 @@ from datetime import UTC, datetime
 
 import pytest
 
-from memory.ask import Outcome, ask, decide, record_outcome, resolve_subject
+from ask.reasoners import ReasonerResult
+from ask.services import Outcome, ask, decide, record_outcome, resolve_subject
+from core.retry import run_in_transaction
 from memory.models import DecisionRead, Fact
-from memory.reasoners import ReasonerResult
 from memory.services import assert_claim
 from patients.models import DispensingRecord, Patient
 from tests.factories_facts import recall_claim
-from unsay_site.retry import run_in_transaction
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -207,7 +207,7 @@ def test_ask_records_the_read_set_with_versions_ranks_and_fingerprint(hashing_em
 def test_a_fact_retracted_while_the_model_thinks_is_never_recorded_as_read(hashing_embeddings, monkeypatch):
     """The model path decides outside the transaction; the record step share-locks the reads and
     re-decides with the rules if one was retracted meanwhile (so the sweep can't miss the decision)."""
-    from memory import ask as ask_module
+    from ask import services as ask_module
 
     assert_claim(recall_claim("D-0315-2019", "3061169"))
     patient = make_patient("SYN-S1", [("valsartan", "3061169")])

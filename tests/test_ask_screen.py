@@ -6,11 +6,11 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 
+from core.roles import PHARMACIST, PHARMACY_STAFF
 from memory.models import Decision
 from memory.services import assert_claim
 from patients.models import DispensingRecord, Patient
 from tests.factories_facts import recall_claim
-from unsay_site.roles import PHARMACIST, PHARMACY_STAFF
 
 pytestmark = pytest.mark.django_db(transaction=True)
 URL = "/memory/ask/"

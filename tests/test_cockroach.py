@@ -149,7 +149,7 @@ import json, django
 django.setup()
 import psycopg
 from django.db import connection
-from unsay_site.retry import RetriesExhausted, run_in_transaction
+from core.retry import RetriesExhausted, run_in_transaction
 
 with connection.cursor() as c:
     c.execute("CREATE TABLE IF NOT EXISTS retry_probe (id INT PRIMARY KEY, n INT NOT NULL)")

@@ -13,10 +13,10 @@ from botocore.stub import ANY, Stubber
 from django.core import mail
 from django.core.management import call_command
 
+from ask.services import ask
 from corrections import dispatch, tasks
 from corrections.models import Correction, OutboxMessage, Redecision, SweepRun
 from corrections.sweep import count_stale
-from memory.ask import ask
 from memory.models import Decision, DecisionRead, Fact
 from tests.factories_facts import FIXTURES
 from tests.test_corrections_review import people  # noqa: F401 (fixture)

@@ -3,11 +3,11 @@
 import pytest
 from django.apps import apps
 
+from core.roles import PHARMACIST, PHARMACY_STAFF, sync_group_permissions
 from corrections.models import AuditEvent, Correction, OutboxMessage
 from corrections.review import recall_dashboard
 from corrections.sweep import sweep
 from tests.test_sweep import RECALL, dispatch_not_enqueued, escalate, no_auto_sweep, world  # noqa: F401 (fixtures)
-from unsay_site.roles import PHARMACIST, PHARMACY_STAFF, sync_group_permissions
 
 pytestmark = pytest.mark.django_db(transaction=True)
 HTMX = {"HX-Request": "true"}

@@ -9,9 +9,9 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from core import health
+from core.roles import PHARMACIST, PHARMACY_STAFF
 from demo.management.commands import load_demo
-from unsay_site import health
-from unsay_site.roles import PHARMACIST, PHARMACY_STAFF
 
 
 @pytest.fixture(autouse=True)
@@ -174,7 +174,7 @@ def test_home_renders_the_layout_with_nav_htmx_and_csrf_header(client):
     from unsay_site.templatetags.unsay import url_or
     assert f'href="{url_or("recalls:ops", "/recalls/ops/")}"' in html
     # Pharmacist screens are not offered to someone who would only get a 403 there.
-    for name, path in [("memory:ask", "/memory/ask/"), ("corrections:queue", "/corrections/review/")]:
+    for name, path in [("ask:ask", "/memory/ask/"), ("corrections:queue", "/corrections/review/")]:
         assert f'href="{url_or(name, path)}"' not in html
     assert "htmx" in html and "<script" in html
     assert 'hx-headers=\'{"x-csrftoken": "' in html
@@ -184,12 +184,12 @@ def test_home_renders_the_layout_with_nav_htmx_and_csrf_header(client):
     user.groups.add(Group.objects.get_or_create(name="Pharmacist")[0])
     from django.apps import apps
 
-    from unsay_site.roles import sync_group_permissions
+    from core.roles import sync_group_permissions
     sync_group_permissions(apps)
     user = get_user_model().objects.get(pk=user.pk)  # fresh permission cache
     client.force_login(user)
     html = client.get("/").content.decode()
-    for name, path in [("memory:ask", "/memory/ask/"), ("corrections:queue", "/corrections/review/")]:
+    for name, path in [("ask:ask", "/memory/ask/"), ("corrections:queue", "/corrections/review/")]:
         assert f'href="{url_or(name, path)}"' in html
 
 

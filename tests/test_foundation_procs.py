@@ -74,7 +74,7 @@ CHILD = """
 import json, os, sys, time
 from pathlib import Path
 pgdata, start_at = Path(sys.argv[1]), float(sys.argv[2])
-from unsay_site import embedded
+from core import embedded
 import psycopg
 time.sleep(max(0.0, start_at - time.time()))  # all children call ensure_started at the same instant
 began = time.monotonic()

@@ -8,7 +8,7 @@ import psycopg
 import pytest
 from django.db import OperationalError, connection
 
-from unsay_site.retry import RetriesExhausted, run_in_transaction
+from core.retry import RetriesExhausted, run_in_transaction
 
 
 @pytest.fixture

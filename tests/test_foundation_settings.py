@@ -1,9 +1,9 @@
-"""Typed environment parsing (unsay_site.env) and DATABASE_URL handling, in-process."""
+"""Typed environment parsing (core.env) and DATABASE_URL handling, in-process."""
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from unsay_site.env import env_bool, env_choice, env_float, env_int, env_list, env_str
+from core.env import env_bool, env_choice, env_float, env_int, env_list, env_str
 from unsay_site.settings import _database_from_url
 
 

@@ -5,10 +5,10 @@ from django.apps import apps
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 
+from core.retry import run_in_transaction
+from core.roles import sync_group_permissions
 from memory.models import Fact
 from memory.services import Claim, ReadSpec, assert_claim, record_decision
-from unsay_site.retry import run_in_transaction
-from unsay_site.roles import sync_group_permissions
 
 
 def recall(statement, number="D-0123-2021"):

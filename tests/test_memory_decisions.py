@@ -7,6 +7,7 @@ from django.db import IntegrityError, connection
 from django.db.models import Q
 from django.test.utils import CaptureQueriesContext
 
+from core.retry import run_in_transaction
 from memory.models import Decision, DecisionRead, Fact
 from memory.services import (
     Claim,
@@ -17,7 +18,6 @@ from memory.services import (
     record_decision,
     retract_claim,
 )
-from unsay_site.retry import run_in_transaction
 
 
 def fact(key, statement="recall"):

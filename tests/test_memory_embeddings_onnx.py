@@ -8,7 +8,7 @@ from django.test import override_settings
 
 from memory import minilm
 from memory.embeddings import HashingEmbedding, LocalMiniLM, build_provider
-from memory.management.commands.export_embedding_model import sample_statements
+from recalls.management.commands.export_embedding_model import sample_statements
 
 
 @pytest.fixture(autouse=True)

@@ -11,9 +11,9 @@ from django.core.management import CommandError, call_command
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from core.retry import run_in_transaction
 from memory import replay
 from memory.services import Claim, ReadSpec, assert_claim, beliefs_at, record_decision, retract_claim
-from unsay_site.retry import run_in_transaction
 
 from .procs import run_python
 

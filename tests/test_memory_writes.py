@@ -10,9 +10,9 @@ from django.db import connection, connections
 from django.db.models import F
 from django.utils import timezone
 
+from core.retry import run_in_transaction
 from memory.models import DecisionRead, Fact
 from memory.services import Claim, ReadSpec, assert_claim, assert_claims, record_decision, retract_claim
-from unsay_site.retry import run_in_transaction
 
 from .procs import start_python
 
@@ -184,7 +184,7 @@ PROCESS_WRITER = """
 import json, os, sys, threading, time
 from django.db import connections
 from memory.services import Claim, ReadSpec, assert_claim, record_decision
-from unsay_site.retry import run_in_transaction
+from core.retry import run_in_transaction
 
 proc, threads, keys = int(os.environ["W_PROC"]), int(os.environ["W_THREADS"]), int(os.environ["W_KEYS"])
 go_file = os.environ["W_GO"]

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from ask.services import ask, decide
 from corrections.models import Correction
 from corrections.sweep import count_stale, sweep
-from memory.ask import ask, decide
 from memory.models import Decision, Fact
 from patients.models import DispensingRecord, Patient
 from recalls.ingest import Malformed, parse_enforcement

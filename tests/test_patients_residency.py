@@ -9,11 +9,11 @@ from datetime import UTC, datetime
 import pytest
 from django.test import override_settings
 
+from core import health
+from core.sqlfiles import run_sql_file
 from patients.models import DispensingRecord, Patient
 from patients.residency import region_case_sql, residency_sql_params
 from patients.services import residency_report
-from unsay_site import health
-from unsay_site.sqlfiles import run_sql_file
 
 
 class FakeCursor:

@@ -8,10 +8,10 @@ from django.apps import apps as django_apps
 from django.contrib.auth.models import Group
 from django.core.files.uploadedfile import SimpleUploadedFile
 
+from core.roles import PHARMACIST, PHARMACY_STAFF, sync_group_permissions
 from memory.services import Claim, assert_claim
 from patients.models import DispensingRecord, Patient
 from unsay_site.models import User
-from unsay_site.roles import PHARMACIST, PHARMACY_STAFF, sync_group_permissions
 
 ROLES = ["anonymous", "outsider", "staff", "pharmacist", "superuser"]
 LOGIN = "/admin/login/"

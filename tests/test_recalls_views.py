@@ -8,9 +8,9 @@ import pytest
 from django.contrib.auth.models import Group
 from django.utils import timezone
 
+from core.roles import PHARMACIST
 from memory.models import Fact
 from recalls.models import IngestRun, QuarantinedRecord
-from unsay_site.roles import PHARMACIST
 
 FIXTURES = Path(__file__).parent / "fixtures" / "openfda"
 

@@ -1,11 +1,11 @@
-"""Groups are kept in step with unsay_site.roles.GROUP_PERMISSIONS by a post_migrate receiver, not by
+"""Groups are kept in step with core.roles.GROUP_PERMISSIONS by a post_migrate receiver, not by
 historical data migrations (issue #15: migrations must not replay today's table)."""
 
 import pytest
 from django.contrib.auth.models import Group
 from django.core.management import call_command
 
-from unsay_site import roles
+from core import roles
 
 
 @pytest.mark.django_db(transaction=True)

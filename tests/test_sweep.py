@@ -10,9 +10,9 @@ from datetime import UTC, datetime
 import pytest
 from django.core.management import call_command
 
+from ask.services import ask
 from corrections.models import AuditEvent, Correction, OutboxMessage, Redecision, SweepRun
 from corrections.sweep import count_stale, sweep
-from memory.ask import ask
 from memory.models import Decision, Fact
 from memory.services import assert_claim
 from patients.models import DispensingRecord, Patient
@@ -312,16 +312,16 @@ def test_in_eager_mode_the_after_commit_sweep_is_opt_in(settings, monkeypatch):
 
 
 def test_a_decision_that_fails_to_re_decide_is_recorded_and_left_standing(world, no_auto_sweep, monkeypatch):
-    import memory.ask
+    import ask.services
 
-    real_decide = memory.ask.decide
+    real_decide = ask.services.decide
 
     def flaky(patient, question, **kwargs):
         if patient.external_ref == "SYN-A":
             raise RuntimeError("reasoner unavailable")
         return real_decide(patient, question, **kwargs)
 
-    monkeypatch.setattr(memory.ask, "decide", flaky)
+    monkeypatch.setattr(ask.services, "decide", flaky)
     escalate()
     report = sweep()
 
@@ -332,7 +332,7 @@ def test_a_decision_that_fails_to_re_decide_is_recorded_and_left_standing(world,
     failed.refresh_from_db()
     assert failed.status == Decision.Status.STANDING and count_stale() == 1  # the next sweep retries it
 
-    monkeypatch.setattr(memory.ask, "decide", real_decide)
+    monkeypatch.setattr(ask.services, "decide", real_decide)
     assert sweep().examined == 1 and count_stale() == 0
 
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from ask.services import ask
 from corrections.models import Correction, OutboxMessage, Redecision, SweepRun
 from corrections.review import approve
 from corrections.sweep import count_stale
-from memory.ask import ask
 from memory.models import Decision
 from tests.procs import manage, start_python
 from tests.test_corrections_review import people  # noqa: F401 (fixture)

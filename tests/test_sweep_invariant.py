@@ -22,10 +22,10 @@ from django.db import connection
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from ask.services import ask, decide
 from corrections import sweep as sweep_module
 from corrections.models import Correction
 from corrections.sweep import count_stale, sweep
-from memory.ask import ask, decide
 from memory.models import Decision, Fact
 from memory.services import assert_claims, retract_claim
 from patients.dispensing import delete_dispensing, save_dispensing

@@ -16,10 +16,10 @@ from datetime import UTC, datetime
 import pytest
 from django.db import connection
 
+from ask.services import ask
 from corrections.models import Correction
 from corrections.sweep import sweep
 from corrections.tasks import auto_sweep_suppressed
-from memory.ask import ask
 from memory.services import assert_claim
 from patients.dispensing import save_dispensing
 from patients.models import DispensingRecord, Patient
@@ -135,11 +135,11 @@ def _outcome(o):
 
 
 def test_decide_gives_the_same_outcome_from_the_database_and_from_a_page(hashing_embeddings, monkeypatch):
-    """memory.ask.decide over DbBeliefs (ask) and over PageBeliefs (a sweep page) on the same data:
+    """ask.services.decide over DbBeliefs (ask) and over PageBeliefs (a sweep page) on the same data:
     exact matches, a drug the patient has none of (semantic neighbours fill the list), a question
     with no drug named, nonsense, an explicit subject, an unrecorded lot, two drugs."""
-    from memory.ask import decide, resolve_subject
-    from memory.beliefs import PageBeliefs
+    from ask.beliefs import PageBeliefs
+    from ask.services import decide, resolve_subject
 
     monkeypatch.setenv("UNSAY_SWEEP_ON_SUPERSESSION", "0")
     with auto_sweep_suppressed():

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from ask.services import ask
 from corrections import tasks
 from corrections.models import Correction, SweepRun
-from memory.ask import ask
 from memory.models import Decision
 from patients.dispensing import save_dispensing
 from patients.models import DispensingChange, DispensingRecord, Patient

@@ -18,13 +18,13 @@ class UnsaySiteConfig(AppConfig):
 
 
 def sync_groups_after_migrate(sender, using="default", apps=None, **kwargs):
-    """Groups and their permissions from unsay_site.roles, after every migrate (and test flush), the way
+    """Groups and their permissions from core.roles, after every migrate (and test flush), the way
     django.contrib.auth creates permissions: migrations stay frozen, the table stays the one source.
     Runs after each app's signal; the last one sees every app's permissions. Idempotent."""
     from django.apps import apps as global_apps
     from django.db import router
 
-    from unsay_site.roles import sync_group_permissions
+    from core.roles import sync_group_permissions
 
     if not router.allow_migrate(using, "auth"):
         return

@@ -14,7 +14,7 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "unsay_site.settings")
 django_app = get_asgi_application()
 
-from memory.api.mcp_server import MCP_PATH, http_app  # noqa: E402  (needs the settings loaded above)
+from api.mcp_server import MCP_PATH, http_app  # noqa: E402  (needs the settings loaded above)
 
 mcp_app = http_app()
 

@@ -42,8 +42,9 @@ class UnsayCollector:
         return [_family(*spec) for spec in METRICS]
 
     def collect(self):
+        from ask.models import UsageCounter
         from corrections.models import Correction, OutboxMessage, Redecision
-        from memory.models import Decision, UsageCounter
+        from memory.models import Decision
         from recalls.models import IngestRun
 
         families = {spec[0]: _family(*spec) for spec in METRICS}

@@ -1,6 +1,6 @@
 from django.contrib.auth.models import AbstractUser
 
-from unsay_site.roles import PHARMACIST
+from core.roles import PHARMACIST
 
 
 class User(AbstractUser):

@@ -7,8 +7,8 @@ from urllib.parse import urlparse
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from core.env import env_bool, env_choice, env_float, env_int, env_list, env_str
 from unsay_site import logs
-from unsay_site.env import env_bool, env_choice, env_float, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("UNSAY_VAR_DIR", str(BASE_DIR / "var")))
@@ -51,8 +51,10 @@ INSTALLED_APPS = [
     "memory",
     "recalls",
     "patients",
+    "ask",
     "corrections",
     "worklist",
+    "api",
     "demo",
 ]
 

@@ -1,8 +1,8 @@
 from django.contrib import admin
 from django.urls import include, path
 
-from memory.api.views import api as api_v1
-from memory.api.views import unknown_route
+from api.views import api as api_v1
+from api.views import unknown_route
 from unsay_site import views
 
 urlpatterns = [
@@ -11,7 +11,7 @@ urlpatterns = [
     path("status", views.status, name="status"),
     path("metrics", views.metrics, name="metrics"),
     path("admin/", admin.site.urls),
-    path("memory/", include("memory.urls")),
+    path("memory/", include("ask.urls")),
     path("recalls/", include("recalls.urls")),
     path("patients/", include("patients.urls")),
     path("corrections/", include("corrections.urls")),

@@ -8,13 +8,13 @@ from django.shortcuts import render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from unsay_site.health import cached_report, liveness
+from core.health import cached_report, liveness
 
 
 @require_GET
 @never_cache
 def health(request):
-    """Public liveness: up or down only, from a cached, bounded check (see unsay_site.health)."""
+    """Public liveness: up or down only, from a cached, bounded check (see core.health)."""
     answer = liveness()
     return JsonResponse({"status": answer["status"]}, status=200 if answer["ok"] else 503)
 

@@ -4,8 +4,8 @@ naming the user. Rules that refuse a change raise WorkflowError with a sentence 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.utils import timezone
 
+from core.retry import run_in_transaction
 from corrections.review import can_review
-from unsay_site.retry import run_in_transaction
 
 from . import selectors
 from .models import STEP_ORDER, ContactAttempt, RecallTask, RecallWork, Step, WorkEvent

@@ -3,7 +3,7 @@
 from django.db import migrations, models
 
 from patients.residency import residency_sql_params
-from unsay_site.sqlfiles import RunSQLFile
+from core.sqlfiles import RunSQLFile
 
 
 def copy_patient_regions(apps, schema_editor):

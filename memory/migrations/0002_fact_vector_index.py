@@ -1,6 +1,6 @@
 from django.db import migrations
 
-from unsay_site.sqlfiles import RunSQLFile
+from core.sqlfiles import RunSQLFile
 
 
 class Migration(migrations.Migration):

@@ -3,7 +3,7 @@
 from django.db import migrations
 
 from patients.residency import residency_sql_params
-from unsay_site.sqlfiles import RunSQLFile
+from core.sqlfiles import RunSQLFile
 
 
 
@@ -22,7 +22,7 @@ class Migration(migrations.Migration):
             name='dispensingrecord',
             options={'permissions': [('view_exposure', 'Can see which patients a recall exposes')]},
         ),
-        # Frozen (issue #15): groups are synced from unsay_site.roles by a post_migrate receiver
+        # Frozen (issue #15): groups are synced from core.roles by a post_migrate receiver
         # (unsay_site.apps), as django.contrib.auth creates permissions; this step used to replay
         # today's table from a historical migration.
         migrations.RunPython(migrations.RunPython.noop, migrations.RunPython.noop),

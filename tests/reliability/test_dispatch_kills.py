@@ -17,11 +17,11 @@ import pytest
 from django.apps import apps
 from django.contrib.auth.models import Group
 
+from core.roles import PHARMACIST, sync_group_permissions
 from corrections import dispatch
 from corrections.models import AuditEvent, Correction, OutboxMessage
 from patients.models import Patient
 from tests.procs import PROJECT_DIR, subprocess_env
-from unsay_site.roles import PHARMACIST, sync_group_permissions
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 

@@ -12,8 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from django.db import DatabaseError, connection
 
+from core.health import CachedCheck
 from tests.reliability.servers import gunicorn
-from unsay_site.health import CachedCheck
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -92,7 +92,7 @@ def test_one_refresh_at_a_time_and_others_answer_the_cached_value_at_once():
 
 
 def test_a_database_that_does_not_answer_is_down_within_the_timeout(monkeypatch):
-    from unsay_site import health
+    from core import health
 
     class Refusing:
         vendor = "postgresql"

@@ -11,6 +11,7 @@ import pytest
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
+from core import embedded
 from corrections.dispatch import dispatch_ready
 from corrections.models import Correction
 from corrections.review import approve
@@ -20,7 +21,6 @@ from recalls.services import ingest_document
 from tests.reliability.openfda_records import unique_good_records
 from tests.test_corrections_review import people  # noqa: F401 (fixture)
 from tests.test_sweep import dispatch_not_enqueued, escalate, no_auto_sweep, world  # noqa: F401 (fixtures)
-from unsay_site import embedded
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

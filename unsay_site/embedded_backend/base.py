@@ -1,7 +1,7 @@
 """Database backend for the embedded default database (ENGINE "unsay_site.embedded_backend").
 
 PostgreSQL's own backend, except that the first connection a process opens starts (or attaches to)
-the embedded PostgreSQL 18 + pgvector server from `unsay_site.embedded` and fills in its Unix socket
+the embedded PostgreSQL 18 + pgvector server from `core.embedded` and fills in its Unix socket
 directory and port. Importing settings therefore starts nothing: `manage.py help`, `check`,
 `makemigrations --check` and a settings import in a test never touch a database or spawn a process.
 """
@@ -9,7 +9,7 @@ directory and port. Importing settings therefore starts nothing: `manage.py help
 from django.conf import settings
 from django.db.backends.postgresql import base
 
-from unsay_site import embedded
+from core import embedded
 
 
 class DatabaseWrapper(base.DatabaseWrapper):

@@ -1,5 +1,5 @@
 """Groups Pharmacist and Pharmacy staff with their permissions: now created and kept in step with
-unsay_site.roles.GROUP_PERMISSIONS by a post_migrate receiver (unsay_site.apps), after Django has
+core.roles.GROUP_PERMISSIONS by a post_migrate receiver (unsay_site.apps), after Django has
 created every app's permissions. This migration no longer imports live code; it keeps its place in
 the graph and its backwards step."""
 
@@ -21,7 +21,7 @@ class Migration(migrations.Migration):
         ("auth", "0012_alter_user_first_name_max_length"),
         ("contenttypes", "0002_remove_content_type_name"),
     ]
-    operations = [# Frozen (issue #15): groups are synced from unsay_site.roles by a post_migrate receiver
+    operations = [# Frozen (issue #15): groups are synced from core.roles by a post_migrate receiver
         # (unsay_site.apps), as django.contrib.auth creates permissions; this step used to replay
         # today's table from a historical migration.
         migrations.RunPython(migrations.RunPython.noop, backwards)]

@@ -26,9 +26,9 @@ class Command(BaseCommand):
     help = "Demo: patients ask, the demo lot is escalated to Class I, the sweep drafts corrections for review."
 
     def handle(self, *args, **options):
+        from ask.services import ask
         from demo.escalation import escalate
         from demo.patients import DEMO_LOT, DEMO_PATIENT_REFS, DEMO_RECALL_NUMBER
-        from memory.ask import ask
         from memory.models import Decision
         from patients.models import Patient
 

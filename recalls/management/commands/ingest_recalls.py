@@ -41,7 +41,7 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         from django.utils import timezone
 
-        from corrections.tasks import describe_triggered_sweeps
+        from recalls.signals import report_lines
 
         started = timezone.now()
         bar = None
@@ -90,4 +90,5 @@ class Command(BaseCommand):
                 reasons[reason] = reasons.get(reason, 0) + 1
             for reason, count in sorted(reasons.items(), key=lambda kv: -kv[1])[:10]:
                 self.stdout.write(f"  quarantined {count}: {reason}")
-        self.stdout.write(describe_triggered_sweeps(started))
+        for line in report_lines(self.__class__, started):
+            self.stdout.write(line)

@@ -4,7 +4,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from unsay_site.health import health_report
+from core.health import health_report
 
 
 def _lines(value, prefix=""):

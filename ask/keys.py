@@ -15,7 +15,7 @@ import secrets
 from django.db import transaction
 from django.utils import timezone
 
-from .models import ApiKey, ClientPatient
+from ask.models import ApiKey, ClientPatient
 
 SECRET_PREFIX = "usk_"
 MAX_SECRET_LENGTH = 200  # a bearer value longer than any secret we issue is refused unhashed

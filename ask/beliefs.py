@@ -1,14 +1,14 @@
 """What a decision reads, behind one interface: the database (ask) or a page read as a set (the sweep).
 
-    DbBeliefs()                       each read is a query (memory.ask.decide's default)
+    DbBeliefs()                       each read is a query (ask.services.decide's default)
     PageBeliefs(patient_ids, ...)     a sweep page's dispensing and candidate believed facts, read in a
                                       few queries; every read after that is in memory
 
-Both answer the same four questions with the same ordering, so memory.ask.decide gives the same
+Both answer the same four questions with the same ordering, so ask.services.decide gives the same
 Outcome whichever it is handed (tests/test_sweep_set_based.py checks the rows written are equal):
 
     patient_drugs(patient)                       sorted drug identity keys dispensed to the patient
-    dispensed_rows(patient, subject)             memory.ask.DispensedRow per row of the drug, by id
+    dispensed_rows(patient, subject)             ask.services.DispensedRow per row of the drug, by id
     facts_in_scopes(premises)                    believed facts sharing a scope, by id
     retrieve(question, subject=, lots=, k=)      memory.services.retrieve's list, same order
 
@@ -19,8 +19,8 @@ versions believed in its snapshot, so a cache of loaded versions can be shared a
 
 from django.db.models import Q
 
-from .models import Fact
-from .services import Retrieved, facts_in_scopes, retrieve, semantic_neighbours
+from memory.models import Fact
+from memory.services import Retrieved, facts_in_scopes, retrieve, semantic_neighbours
 
 _ROW_COLUMNS = ("id", "lot", "ndc", "dispensed_at", "fingerprint", "drug", "lot_unknown", "expiry")
 
@@ -32,7 +32,7 @@ class DbBeliefs:
         return sorted(set(patient.dispensings.values_list("drug", flat=True)))
 
     def dispensed_rows(self, patient, subject: str) -> list:
-        from .ask import DispensedRow
+        from ask.services import DispensedRow
 
         rows = patient.dispensings.filter(drug=subject).order_by("id").values_list(*_ROW_COLUMNS)
         return [DispensedRow(*row) for row in rows]
@@ -71,9 +71,8 @@ class PageBeliefs:
     read per distinct (question, k, excluded) and remembered for the page."""
 
     def __init__(self, patient_ids, *, cache: FactCache | None = None):
+        from ask.services import DispensedRow
         from patients.models import DispensingRecord
-
-        from .ask import DispensedRow
 
         self.cache = cache or FactCache()
         self._rows: dict[tuple[int, str], list] = {}
@@ -160,7 +159,7 @@ class PageBeliefs:
             exclude = tuple(r.fact.id for r in picked)
             key = (question, remaining, exclude)
             if key not in self._semantic:
-                from .embeddings import get_provider
+                from memory.embeddings import get_provider
 
                 if question not in self._vectors:
                     self._vectors[question] = get_provider().embed_one(question)

@@ -10,10 +10,9 @@ from django.shortcuts import render
 from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_http_methods
 
+from ask.forms import AskForm
+from ask.services import ask
 from patients.models import Patient
-
-from .ask import ask
-from .forms import AskForm
 
 PATIENT_SEARCH_LIMIT = 20
 

@@ -4,10 +4,9 @@ Imported from memory/admin.py."""
 from django import forms
 from django.contrib import admin, messages
 
-from unsay_site.admin_base import ReadOnlyAdmin
-
-from .keys import check_key_scope, issue_key, revoke_keys
-from .models import ApiClient, ApiKey, ClientPatient, UsageCounter
+from ask.keys import check_key_scope, issue_key, revoke_keys
+from ask.models import ApiClient, ApiKey, ClientPatient, UsageCounter
+from core.admin_base import ReadOnlyAdmin
 
 
 class ClientPatientInline(admin.TabularInline):

@@ -1,5 +1,5 @@
 """The MCP server (official `mcp` SDK, MCPServer): tools ask, check, get_decision and replay over
-memory/api/services.py, the same functions the HTTP API calls.
+api/services.py, the same functions the HTTP API calls.
 
 Identity comes only from the bearer token: the HTTP request's Authorization header (streamable
 HTTP at /mcp, mounted beside Django in unsay_site/asgi.py), or, over stdio (`manage.py mcp`),
@@ -21,9 +21,9 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 
-from .. import keys
-from . import problems, services
-from .schemas import CheckOut, DecisionOut, ReplayOut
+from api import problems, services
+from api.schemas import CheckOut, DecisionOut, ReplayOut
+from ask import keys
 
 log = logging.getLogger(__name__)
 

@@ -1,8 +1,8 @@
 from django.urls import path
 
-from . import views
+from ask import views
 
-app_name = "memory"
+app_name = "ask"
 urlpatterns = [
     path("ask/", views.ask_screen, name="ask"),
 ]

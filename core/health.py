@@ -172,7 +172,7 @@ def celery_section() -> dict:
     if not _redis_answers(settings.REDIS_URL):
         # Without this, Celery's control client would keep retrying the broker connection.
         return {"celery": {"workers": [], "error": "broker unreachable"}}
-    from unsay_site.celery import app
+    from celery import current_app as app  # the project's app (unsay_site/__init__.py loads it)
 
     # ping, not inspect().stats(): one broadcast, answered by every live worker within the timeout.
     replies = app.control.ping(timeout=CELERY_PING_TIMEOUT) or []

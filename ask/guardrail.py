@@ -11,7 +11,7 @@ the facts that forced it become load-bearing.
 
 from dataclasses import dataclass, field
 
-from .reasoners import (
+from ask.reasoners import (
     AskContext,
     ReasonerResult,
     RulesReasoner,

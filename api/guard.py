@@ -6,7 +6,7 @@ import json
 
 from django.conf import settings
 
-from . import problems
+from api import problems
 
 JSON_TYPES = ("application/json",)
 

@@ -34,8 +34,7 @@ from drugs.matching import MatchClass
 from drugs.matching import match as _match_uncached
 from drugs.ndc import ndc_products
 from drugs.recall_terms import CLOSED_STATUSES, classification, describe, is_active, short_product  # noqa: F401 (re-exported)
-
-from .services import Retrieved
+from memory.services import Retrieved
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +69,7 @@ DO_NOT_STOP_ABRUPTLY = {
 
 @dataclass
 class AskContext:
-    """Everything a reasoner may look at. Built by memory.ask; reasoners never query the database."""
+    """Everything a reasoner may look at. Built by ask.services; reasoners never query the database."""
 
     question: str
     subject: str
@@ -81,7 +80,7 @@ class AskContext:
     patient_ndcs: list[str] = field(default_factory=list)
     # The scopes the decision rests on (drugs.scopes); a fact sharing a lot-level one is on the patient's lot.
     premises: list[str] = field(default_factory=list)
-    # memory.ask.DispensedRow per dispensing row of the subject (drugs.matching reads them).
+    # ask.services.DispensedRow per dispensing row of the subject (drugs.matching reads them).
     dispensed: list = field(default_factory=list)
     # (dispensing id, fingerprint) per row: recorded with the decision (memory.DecisionInput).
     inputs: list[tuple[int, str]] = field(default_factory=list)
@@ -114,7 +113,7 @@ def match(fact, row):
     One decision asks it the same question up to six times (reasoner, then guardrail), and a sweep
     page asks it for thousands of rows that differ only in their id. Keyed by the fact's id *and*
     content hash (a version's content never changes; the hash guards against ids reused after a
-    truncation) and by the row's matched attributes; only frozen rows (memory.ask.DispensedRow)
+    truncation) and by the row's matched attributes; only frozen rows (ask.services.DispensedRow)
     are remembered, never a model instance that could change under us."""
     pk, digest = getattr(fact, "pk", None), getattr(fact, "content_hash", None)
     params = getattr(row, "__dataclass_params__", None)

@@ -11,7 +11,7 @@ from datetime import datetime
 import pydantic
 from fhir.resources.R4B.medicationdispense import MedicationDispense
 
-from . import problems
+from api import problems
 
 NDC_SYSTEM = "http://hl7.org/fhir/sid/ndc"
 

@@ -1,5 +1,5 @@
 """RFC 9457 problem details. Every refusal of the API is a Problem; the MCP server turns the same
-exceptions into a neutral sentence (memory/api/mcp_server.py)."""
+exceptions into a neutral sentence (api/mcp_server.py)."""
 
 import json
 

@@ -22,15 +22,15 @@ from django.db import connection
 from django.db.models import F
 from django.utils import timezone
 
+from ask.beliefs import DbBeliefs
+from ask.guardrail import apply_guardrail
+from ask.models import UsageCounter
+from ask.reasoners import AskContext, RulesReasoner, get_reasoner
+from core.retry import run_in_transaction
 from drugs.identity import resolve as resolve_identity
 from drugs.scopes import DRUG_LEVEL, dispensing_scopes
-from unsay_site.retry import run_in_transaction
-
-from .beliefs import DbBeliefs
-from .guardrail import apply_guardrail
-from .models import Decision, UsageCounter
-from .reasoners import AskContext, RulesReasoner, get_reasoner
-from .services import ReadSpec, Retrieved, inputs_fingerprint, record_decision
+from memory.models import Decision
+from memory.services import ReadSpec, Retrieved, inputs_fingerprint, record_decision
 
 log = logging.getLogger(__name__)
 
@@ -152,7 +152,7 @@ def premises_for(subject: str, rows: list[DispensedRow]) -> list[str]:
 
 
 def build_context(patient, question: str, subject: str, *, beliefs=None) -> AskContext:
-    """Everything the reasoner sees, read through `beliefs` (memory.beliefs: the database by
+    """Everything the reasoner sees, read through `beliefs` (ask.beliefs: the database by
     default; a sweep page hands in what it read for all its decisions at once).
 
     The read set is every believed fact in the decision's premises (so a fact asserted later in one
@@ -199,7 +199,7 @@ def _finish(ctx: AskContext, result) -> Outcome:
 def decide(patient, question, *, subject=None, reasoner=None, client=None, beliefs=None) -> Outcome:
     """Resolve the subject, retrieve, run the reasoner, apply the guardrail. Writes no decision.
 
-    What it reads comes from `beliefs` (memory.beliefs.DbBeliefs by default; the sweep's set-based
+    What it reads comes from `beliefs` (ask.beliefs.DbBeliefs by default; the sweep's set-based
     page hands in a PageBeliefs): the same logic either way.
 
     A model reasoner's call is counted against the caps first (the sweep's re-decisions count under

@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from memory.ask import ask
+from ask.services import ask
 from patients.models import Patient
 
 

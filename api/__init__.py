@@ -7,5 +7,5 @@
     views.py      the NinjaAPI under /api/v1/ (thin: each endpoint calls one service)
     mcp_server.py the MCP tools over the same services (streamable HTTP in asgi.py, stdio in `manage.py mcp`)
 
-Identity comes only from the bearer token (memory.keys.verify_key), never from a body or argument.
+Identity comes only from the bearer token (ask.keys.verify_key), never from a body or argument.
 """

@@ -10,7 +10,7 @@ DEFAULT = Path(settings.BASE_DIR) / "docs" / "openapi.json"
 
 
 def rendered() -> str:
-    from memory.api.views import openapi_document
+    from api.views import openapi_document
 
     return json.dumps(openapi_document(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 

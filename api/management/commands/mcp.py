@@ -7,7 +7,7 @@ import sys
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from memory.keys import verify_key
+from ask.keys import verify_key
 
 
 class Command(BaseCommand):
@@ -20,7 +20,7 @@ class Command(BaseCommand):
             raise CommandError("UNSAY_MCP_API_KEY is not an active API key (unknown or revoked).")
         from django.db import connection
 
-        from memory.api.mcp_server import server
+        from api.mcp_server import server
 
         connection.close()  # tools open their own per-thread connections
         print("unsay MCP server on stdio", file=sys.stderr)

@@ -3,7 +3,7 @@ verified ApiKey (identity from the bearer token only) and raises problems.Proble
 
     authenticate(secret) -> ApiKey                         401 unless an active key
     take_request(key)                                      429 past UNSAY_API_RATE_PER_MINUTE (database-counted)
-    ask(key, question, *, subject, patient_ref) -> Decision   model calls count against memory.ask's caps
+    ask(key, question, *, subject, patient_ref) -> Decision   model calls count against ask.services's caps
     visible_decision(key, public_id) -> Decision           404 for another client's (or patient's) decision
     decision_detail(decision) -> dict                      verdict, status, reads, premises, inputs, corrections
     check(key, public_ids) -> list[dict]                   still standing? if not, what changed
@@ -21,18 +21,18 @@ from django.db import connection
 from django.db.models import Q
 from django.utils import timezone
 
+from api import problems
+from ask import keys
+from ask import services as ask_module
+from ask.models import ApiKey, ClientPatient, UsageCounter
+from core.retry import run_in_transaction
 from corrections.models import Correction
+from memory.models import Decision, Fact
+from memory.replay import bitemporal_route
 from patients.dispensing import save_dispensing
 from patients.forms import DispensingRecordForm
 from patients.models import DispensingRecord, Patient
 from patients.services import exposed_patients_for_recall, recall_warning
-from unsay_site.retry import run_in_transaction
-
-from .. import ask as ask_module
-from .. import keys
-from ..models import ApiKey, ClientPatient, Decision, Fact, UsageCounter
-from ..replay import bitemporal_route
-from . import problems
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ def authenticate(secret: str | None) -> ApiKey:
 
 def take_request(key: ApiKey, *, now=None) -> None:
     """Count one request for this key in the current minute, across every process (one conditional
-    upsert, as memory.ask counts model calls); refuse past the limit."""
+    upsert, as ask.services counts model calls); refuse past the limit."""
     now = now or timezone.now()
     window = now.replace(second=0, microsecond=0)
     limit = settings.UNSAY_API_RATE_PER_MINUTE
