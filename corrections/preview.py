@@ -12,7 +12,8 @@ from ask.reasoners import get_reasoner
 from memory.models import Decision, Fact
 from memory.services import Retrieved
 
-from .sweep import SharedDecider, SweepReport, _exposed, _patients_who_asked, worsened
+from .notices import exposed_patients_of, patients_who_asked
+from .redecide import SharedDecider, SweepReport, worsened
 
 
 class HypotheticalReasoner:
@@ -80,8 +81,8 @@ def preview_escalation(recall_number: str, classification: str, lot: str | None 
         before = Fact.objects.defer("embedding").get(pk=fact_id)
         if not worsened(before, twin):
             continue
-        exposed = _exposed(twin)
-        asked = _patients_who_asked([e[0].id for e in exposed], twin)
+        exposed = exposed_patients_of(twin)
+        asked = patients_who_asked([e[0].id for e in exposed], twin)
         for patient, match, _match_class in exposed:
             if patient.id not in asked:
                 outcome, _shared = decider.decide(patient, f"Is my {twin.subject} safe?", twin.subject)

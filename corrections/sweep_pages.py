@@ -36,13 +36,13 @@ from memory.models import Decision, DecisionInput, DecisionPremise, DecisionRead
 
 from .drafting import correction_text, fact_diff
 from .models import AuditEvent, Correction, OutboxMessage, Redecision
-from .sweep import (
+from .redecide import (
     LIVE_STATUSES,
     SWEEP_ACTOR,
     SweepReport,
-    _change_token,
-    _pick_trigger,
+    change_token,
     dedupe_key,
+    pick_trigger,
     strongest_match,
 )
 
@@ -99,9 +99,9 @@ def plan_page(decisions, reasons, decider, *, fact_cache: FactCache) -> tuple[li
     latest: dict = {}
     plans = []
     for d in decisions:
-        previous, trigger = _pick_trigger(reasons[d.id], latest)
+        previous, trigger = pick_trigger(reasons[d.id], latest)
         outcome, shared = decider.decide(d.patient, d.question, d.subject, beliefs=beliefs)
-        token = _change_token(trigger, previous, outcome)
+        token = change_token(trigger, previous, outcome)
         if trigger is None and previous is None:
             bearing = [r.fact for r in outcome.retrieved if r.fact.id in outcome.load_bearing_ids]
             trigger = max(bearing, key=lambda f: (severity(f), f.id), default=None)

@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from ask.services import ask, decide
-from corrections import sweep as sweep_module
+from corrections import faults
 from corrections.models import Correction
 from corrections.sweep import count_stale, sweep
 from memory.models import Decision, Fact
@@ -114,19 +114,19 @@ class _Died(BaseException):
 
 def _killed_sweep():
     """A sweep that dies in its first page: the page's transaction rolls back, as after a SIGKILL."""
-    real = sweep_module._maybe_crash
+    real = faults.maybe_crash
 
     def die(point, page):
         if point == "mid_page":
             raise _Died()
 
-    sweep_module._maybe_crash = die
+    faults.maybe_crash = die
     try:
         sweep()
     except _Died:
         pass
     finally:
-        sweep_module._maybe_crash = real
+        faults.maybe_crash = real
 
 
 def _check_invariant():

@@ -1,0 +1,29 @@
+"""Fault injection for crash-replay tests: UNSAY_SWEEP_CRASH_AT=<point>:<page> SIGKILLs the sweep there.
+
+Read from the environment at call time on purpose: the tests start real sweep processes with it set."""
+
+import logging
+import os
+import signal
+
+from core.env import env_str
+
+log = logging.getLogger(__name__)
+
+
+def crash_point():
+    """UNSAY_SWEEP_CRASH_AT=<point>:<page>, e.g. before_commit:3 — SIGKILL ourselves there."""
+    raw = env_str("UNSAY_SWEEP_CRASH_AT", "")
+    if not raw:
+        return None
+    point, _, page = raw.partition(":")
+    if point not in {"mid_page", "before_commit", "after_commit", "mid_notices"}:
+        raise ValueError(f"UNSAY_SWEEP_CRASH_AT={raw!r}: unknown point {point!r}.")
+    return point, int(page or 1)
+
+
+def maybe_crash(point: str, page: int):
+    target = crash_point()
+    if target and target == (point, page):
+        log.warning("UNSAY_SWEEP_CRASH_AT reached (%s:%d): killing this process", point, page)
+        os.kill(os.getpid(), signal.SIGKILL)

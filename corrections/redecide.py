@@ -1,0 +1,338 @@
+"""One stale decision: re-decide it through ask.services.decide (shared between decisions with identical
+inputs), and draft a correction where the verdict moved (per-decision path; corrections.sweep_pages writes
+the same rows for a whole page)."""
+
+import hashlib
+from dataclasses import dataclass, field
+
+from django.db import connection
+from django.utils import timezone
+
+from drugs.recall_terms import is_active, severity  # the one reading of a recall (issue #11)
+from memory.models import Fact
+
+from . import staleness
+from .drafting import correction_text, fact_diff
+from .models import AuditEvent, Correction, OutboxMessage, Redecision, SweepRun
+from .staleness import Scope
+
+SWEEP_ACTOR = "sweep"
+
+
+LIVE_STATUSES = {Correction.Status.DRAFT, Correction.Status.APPROVED, Correction.Status.SENT}
+
+
+def worsened(before: Fact | None, after: Fact | None) -> bool:
+    """A recall got worse for patients: more severe class, or back to active."""
+    if after is None or after.kind != Fact.Kind.RECALL or not is_active(after):
+        return False
+    if before is None or not is_active(before):
+        return True
+    return severity(after) > severity(before)
+
+
+def latest_version(fact: Fact) -> Fact | None:
+    """Follow superseded_by to the version believed now (None if the chain ends in a bare retraction)."""
+    current = fact
+    seen = 0
+    while current.retracted_at is not None:
+        if not current.superseded_by_id or seen > 1000:
+            return None
+        current = Fact.objects.defer("embedding").get(pk=current.superseded_by_id)
+        seen += 1
+    return current
+
+
+def dedupe_key(*parts) -> str:
+    return hashlib.sha256(":".join(str(p) for p in parts).encode()).hexdigest()
+
+
+def question_key(question: str) -> str:
+    return " ".join(question.lower().split())
+
+
+@dataclass
+class SweepReport:
+    examined: int = 0
+    reaffirmed: int = 0
+    corrected: int = 0
+    notices: int = 0
+    already_handled: int = 0
+    reasoner_calls: int = 0
+    errors: int = 0
+    pages: int = 0
+    set_pages: int = 0  # pages written by the set-based path (corrections.sweep_pages); not on the run row
+    error_text: list[str] = field(default_factory=list)
+    preview: list[dict] = field(default_factory=list)  # dry run: what would change
+    run: SweepRun | None = None
+
+    def add(self, other: "SweepReport"):
+        for name in ("examined", "reaffirmed", "corrected", "notices", "already_handled", "reasoner_calls",
+                     "errors", "pages", "set_pages"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.error_text.extend(other.error_text)
+        self.preview.extend(other.preview)
+
+    def summary(self) -> str:
+        return (f"examined {self.examined}, reaffirmed {self.reaffirmed}, corrected {self.corrected}, "
+                f"notices drafted {self.notices}, already handled {self.already_handled}, "
+                f"reasoner calls {self.reasoner_calls}, errors {self.errors}")
+
+
+class SharedDecider:
+    """Calls ask.services.decide, sharing one result between decisions whose inputs are identical.
+
+    The reasoner sees (question, subject, the patient's lots and NDCs of that drug, the patient's drugs, the
+    believed facts retrieved). Within one page the sweep reads a single snapshot (REPEATABLE READ),
+    so the retrieval is a function of the first four; the key is exactly those four.
+    """
+
+    def __init__(self, reasoner=None):
+        self.calls = 0
+        self.reasoner = reasoner  # None: the configured one (UNSAY_REASONER)
+        self._cache: dict[tuple, object] = {}
+        self._dispensed: dict[int, frozenset] = {}
+
+    def reset(self):
+        self._cache.clear()
+        self._dispensed.clear()
+
+    def preload(self, patient_ids):
+        from patients.models import DispensingRecord
+
+        rows: dict[int, list] = {pid: [] for pid in patient_ids if pid not in self._dispensed}
+        if not rows:
+            return
+        # Lots, NDCs (drug-level recalls are narrowed by NDC product) and dispensing dates (closed
+        # drug-level recalls) are inputs; ids and fingerprints are what the decision records.
+        for pid, drug, lot, ndc, at, row_id, fingerprint in DispensingRecord.objects.filter(
+                patient_id__in=list(rows)).values_list("patient_id", "drug", "lot", "ndc", "dispensed_at", "id",
+                                                       "fingerprint"):
+            rows[pid].append((drug, lot, ndc, at, row_id, fingerprint))
+        self._dispensed.update(rows)
+
+    def preload_from(self, beliefs):
+        """The same rows, from a ask.beliefs.PageBeliefs that has read them already."""
+        for pid, records in beliefs.records.items():
+            if pid not in self._dispensed:
+                self._dispensed[pid] = [(r.drug, r.lot, r.ndc, r.dispensed_at, r.id, r.fingerprint)
+                                        for r, _product in records]
+
+    def inputs_key(self, patient, question: str, subject: str) -> tuple:
+        self.preload([patient.pk])
+        dispensed = self._dispensed[patient.pk]
+        drugs = frozenset(d for d, *_ in dispensed)
+        contents = frozenset((lot, ndc, at) for d, lot, ndc, at, _i, _f in dispensed if not subject or d == subject)
+        return (question_key(question), subject or "", contents, drugs)
+
+    def decide(self, patient, question: str, subject: str, *, beliefs=None):
+        """(outcome, shared). `beliefs`: what decide() reads from (ask.beliefs; None: the database)."""
+        from ask.services import decide, rebind_inputs
+
+        key = self.inputs_key(patient, question, subject)
+        cached = self._cache.get(key)
+        if cached is not None:
+            # Same verdict and reads; the dispensing rows it rests on are this patient's own.
+            rows = [(i, f) for d, _l, _n, _a, i, f in self._dispensed[patient.pk] if d == subject]
+            return rebind_inputs(cached, question, rows), True
+        self.calls += 1
+        outcome = decide(patient, question, subject=subject or None, reasoner=self.reasoner, beliefs=beliefs)
+        self._cache[key] = outcome
+        return outcome, False
+
+
+def set_page_snapshot():
+    if connection.vendor == "postgresql":
+        # One snapshot per page: identical inputs really do see identical beliefs.
+        with connection.cursor() as cursor:
+            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+
+
+def page_reasons(decisions, scope: Scope, *, raw=None) -> dict[int, dict]:
+    """decision id -> {"retracted": [fact], "new": [fact], "dispensing": bool} for one page.
+    `raw`: staleness.StaleReason lists already read for these decisions."""
+    reasons = raw if raw is not None else staleness.stale_reasons([d.id for d in decisions], scope)
+    fact_ids = {r.fact_id for rs in reasons.values() for r in rs if r.fact_id}
+    facts = Fact.objects.defer("embedding").in_bulk(list(fact_ids))
+    out = {}
+    for decision_id, rs in reasons.items():
+        out[decision_id] = {
+            "retracted": [facts[r.fact_id] for r in rs if r.kind == staleness.RETRACTED_READ],
+            "new": [facts[r.fact_id] for r in rs if r.kind == staleness.NEW_FACT],
+            "dispensing": any(r.kind == staleness.DISPENSING_CHANGED for r in rs),
+        }
+    return out
+
+
+def pick_trigger(reasons: dict, latest: dict) -> tuple[Fact | None, Fact | None]:
+    """(previous, trigger): what the patient's answer rested on and what is believed now, the most
+    severe change first. A retracted read pairs with its current version; a new fact has no
+    previous; a dispensing change alone has neither. `latest` caches latest_version per page."""
+    pairs = []
+    for old in reasons["retracted"]:
+        if old.id not in latest:
+            latest[old.id] = latest_version(old)
+        pairs.append((old, latest[old.id]))
+    pairs.extend((None, new) for new in reasons["new"])
+    if not pairs:
+        return None, None
+    pairs.sort(key=lambda p: (severity(p[1]), is_active(p[1]), (p[1] or p[0]).id), reverse=True)
+    return pairs[0]
+
+
+def pending_corrections(decision_ids, *, lock: bool) -> dict[int, Correction]:
+    """Drafts (or approved but unsent corrections) that produced these decisions, by decision id:
+    the patient has not heard them yet. One query per page."""
+    qs = Correction.objects.select_for_update(of=("self",)) if lock else Correction.objects
+    found = (qs.select_related("old_decision", "previous_fact").defer("previous_fact__embedding")
+             .filter(new_decision_id__in=list(decision_ids),
+                     status__in=[Correction.Status.DRAFT, Correction.Status.APPROVED]))
+    return {c.new_decision_id: c for c in found}
+
+
+def mark_stale(correction: Correction, *, replaced_by: Correction | None = None, run=None, note="") -> bool:
+    """Stale a draft before it is sent. Returns False when its message is already out of our hands."""
+    cancelled = OutboxMessage.objects.filter(
+        correction=correction, status__in=[OutboxMessage.Status.HELD, OutboxMessage.Status.READY]
+    ).update(status=OutboxMessage.Status.CANCELLED, last_error="stale: superseded before sending")
+    has_message = OutboxMessage.objects.filter(correction=correction).exists()
+    if has_message and not cancelled:
+        return False
+    before = {"status": correction.status}
+    correction.status = Correction.Status.STALE
+    correction.save(update_fields=["status", "updated"])
+    AuditEvent.objects.create(actor_label=SWEEP_ACTOR, action=AuditEvent.Action.STALE, correction=correction,
+                              sweep_run=run, before=before, after={"status": correction.status}, note=note)
+    return True
+
+
+def write_draft(*, kind, patient, match, trigger, previous, old_decision, new_decision, old_verdict, old_answer,
+                 new_verdict, new_answer, key, text, run, replaces=None, match_class="") -> Correction:
+    attrs = ((trigger or previous).attributes or {}) if (trigger or previous) else {}
+    correction = Correction.objects.create(
+        kind=kind, patient=patient, region=patient.region, match=match, match_class=match_class,
+        recall_number=attrs.get("recall_number", ""),
+        classification=attrs.get("classification", ""), severity=severity(trigger or previous),
+        old_decision=old_decision, new_decision=new_decision, old_verdict=old_verdict, old_answer=old_answer,
+        new_verdict=new_verdict, new_answer=new_answer, trigger_fact=trigger, previous_fact=previous,
+        diff=fact_diff(previous, trigger), drafted_text=text, dedupe_key=key, sweep_run=run, replaces=replaces,
+    )
+    channel = patient.preferred_channel
+    recipient = patient.phone if channel == "sms" else patient.email
+    OutboxMessage.objects.create(
+        correction=correction, region=patient.region, channel=channel, recipient=recipient or "",
+        subject=f"Update about your {correction.recall_number and 'recalled ' or ''}medicine"[:200],
+        body=text, dedupe_key=key, status=OutboxMessage.Status.HELD,
+    )
+    AuditEvent.objects.create(
+        actor_label=SWEEP_ACTOR, action=AuditEvent.Action.DRAFTED, correction=correction, decision=new_decision,
+        sweep_run=run, before={"verdict": old_verdict}, after={"verdict": new_verdict, "status": correction.status},
+    )
+    return correction
+
+
+def change_token(trigger, previous, outcome) -> str:
+    """What changed, for the dedupe key: the fact version believed now, a bare retraction, or the
+    dispensing the new decision rests on."""
+    if trigger is not None:
+        return str(trigger.id)
+    if previous is not None:
+        return f"retracted-{previous.id}"
+    return f"inputs-{outcome.inputs_hash}"
+
+
+def redecide(decision, reasons, decider, run, report, *, dry_run, pending, latest, drafted_keys):
+    previous, trigger = pick_trigger(reasons, latest)
+    outcome, shared = decider.decide(decision.patient, decision.question, decision.subject)
+    token = change_token(trigger, previous, outcome)
+    # A dispensing change has no fact of its own: the letter is about the most severe fact the new
+    # answer rests on.
+    if trigger is None and previous is None:
+        bearing = [r.fact for r in outcome.retrieved if r.fact.id in outcome.load_bearing_ids]
+        trigger = max(bearing, key=lambda f: (severity(f), f.id), default=None)
+    recall_number = ((trigger or previous).attributes or {}).get("recall_number", "") if (trigger or previous) else ""
+    # If this decision came from a correction the patient has not received yet, that draft goes
+    # stale, and the comparison is with what the patient was actually told before it.
+    replaced = None
+    if pending is not None and (dry_run or mark_stale(pending, run=run, note=f"decision {decision.id} re-decided")):
+        replaced = pending
+    told = replaced.old_decision if replaced else decision
+    told_verdict = replaced.old_verdict if replaced else decision.verdict
+    told_answer = replaced.old_answer if replaced else decision.answer
+    if replaced is not None and replaced.previous_fact_id:
+        previous = replaced.previous_fact
+    changed = outcome.verdict != told_verdict
+    # One live draft per patient, drug, new verdict and change, however many decisions they hold.
+    key = dedupe_key("correction", decision.patient_id, decision.subject, outcome.verdict, token)
+    coalesced = False
+    if changed:
+        earlier = None if key in drafted_keys else Correction.objects.filter(dedupe_key=key).values_list(
+            "status", flat=True).first()
+        if key in drafted_keys or earlier in LIVE_STATUSES:
+            coalesced = True
+        elif earlier is not None:  # that draft went stale or was rejected: this is a new message
+            key = dedupe_key(key, "decision", decision.id)
+    report.examined += 1
+    if changed:
+        report.corrected += 1
+    else:
+        report.reaffirmed += 1
+    if dry_run:
+        if not coalesced:
+            report.preview.append({
+                "decision": decision.id, "patient": str(decision.patient), "question": decision.question,
+                "old_verdict": told_verdict, "new_verdict": outcome.verdict, "changed": changed,
+                "recall_number": recall_number,
+            })
+            drafted_keys.add(key)
+        return
+    from ask.services import record_outcome
+
+    new_decision = record_outcome(outcome, patient=decision.patient, question=decision.question, replaces=decision)
+    if changed and not coalesced:
+        text = correction_text(decision.patient, told_verdict, outcome, trigger or previous, previous)
+        write_draft(kind=Correction.Kind.CORRECTION, patient=decision.patient, match=Correction.Match.ASKED,
+                     trigger=trigger, previous=previous, old_decision=told, new_decision=new_decision,
+                     old_verdict=told_verdict, old_answer=told_answer, new_verdict=outcome.verdict,
+                     new_answer=outcome.answer, key=key, text=text, run=run, replaces=replaced,
+                     match_class=match_class_for(decision.patient, decision.subject,
+                                                 [r.fact for r in outcome.retrieved
+                                                  if r.fact.id in outcome.load_bearing_ids]))
+    Redecision.objects.create(
+        old_decision=decision, new_decision=new_decision,
+        outcome=Redecision.Outcome.CORRECTED if changed else Redecision.Outcome.REAFFIRMED,
+        recall_number=recall_number, trigger_fact=trigger, sweep_run=run, shared=shared or coalesced,
+    )
+    if changed:
+        drafted_keys.add(key)  # only once every write of this decision succeeded
+
+
+def match_class_for(patient, subject: str, facts) -> str:
+    """The strongest drugs.matching class between these recall facts and the patient's dispensing."""
+    rows = list(patient.dispensings.filter(drug=subject)) if subject else []
+    return strongest_match(rows, facts)
+
+
+def strongest_match(rows, facts) -> str:
+    """The strongest drugs.matching class between these facts and these dispensing rows."""
+    from drugs.matching import match
+
+    found = {str(m) for fact in facts if fact is not None for row in rows if (m := match(fact, row))}
+    return min(found, key=_MATCH_RANK.get, default="")
+
+
+def save_run_progress(run: SweepRun, delta: SweepReport, *, last_id: int | None = None):
+    from django.db.models import F
+
+    values = {name: F(name) + getattr(delta, name) for name in (
+        "examined", "reaffirmed", "corrected", "notices", "already_handled", "reasoner_calls", "errors", "pages")}
+    values["heartbeat"] = timezone.now()
+    if last_id is not None:
+        values["last_decision_id"] = last_id
+    if delta.error_text:
+        run.error_text = (run.error_text + "\n" + "\n".join(delta.error_text)).strip()[-10000:]
+        values["error_text"] = run.error_text
+    SweepRun.objects.filter(pk=run.pk).update(**values)
+
+
+_MATCH_RANK = {"confirmed": 0, "probable": 1, "product_all_lots": 2, "candidate": 3}
