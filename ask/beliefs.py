@@ -10,7 +10,7 @@ Outcome whichever it is handed (tests/test_sweep_set_based.py checks the rows wr
     patient_drugs(patient)                       sorted drug identity keys dispensed to the patient
     dispensed_rows(patient, subject)             ask.services.DispensedRow per row of the drug, by id
     facts_in_scopes(premises)                    believed facts sharing a scope, by id
-    retrieve(question, subject=, lots=, k=)      memory.services.retrieve's list, same order
+    retrieve(question, subject=, lots=, k=)      memory.retrieval.retrieve's list, same order
 
 A page reads one snapshot (the sweep sets REPEATABLE READ), so what it loads is what each query
 would have returned. Fact versions are immutable but for their retraction, and a page only uses the
@@ -20,7 +20,7 @@ versions believed in its snapshot, so a cache of loaded versions can be shared a
 from django.db.models import Q
 
 from memory.models import Fact
-from memory.services import Retrieved, facts_in_scopes, retrieve, semantic_neighbours
+from memory.retrieval import Retrieved, facts_in_scopes, retrieve, semantic_neighbours
 
 _ROW_COLUMNS = ("id", "lot", "ndc", "dispensed_at", "fingerprint", "drug", "lot_unknown", "expiry")
 
@@ -141,7 +141,7 @@ class PageBeliefs:
         return [found[i] for i in sorted(found)]
 
     def retrieve(self, question: str, *, subject=None, lots=None, k: int = 8) -> list[Retrieved]:
-        """memory.services.retrieve over the page's facts: ORDER BY match_rank, -asserted_at, id."""
+        """memory.retrieval.retrieve over the page's facts: ORDER BY match_rank, -asserted_at, id."""
         if k <= 0:
             return []
         if not subject or subject not in self._subjects:

@@ -34,7 +34,7 @@ from drugs.matching import MatchClass
 from drugs.matching import match as _match_uncached
 from drugs.ndc import ndc_products
 from drugs.recall_terms import CLOSED_STATUSES, classification, describe, is_active, short_product  # noqa: F401 (re-exported)
-from memory.services import Retrieved
+from memory.retrieval import Retrieved
 
 log = logging.getLogger(__name__)
 

@@ -29,8 +29,9 @@ from ask.reasoners import AskContext, RulesReasoner, get_reasoner
 from core.retry import run_in_transaction
 from drugs.identity import resolve as resolve_identity
 from drugs.scopes import DRUG_LEVEL, dispensing_scopes
+from memory.decisions import ReadSpec, inputs_fingerprint, record_decision
 from memory.models import Decision
-from memory.services import ReadSpec, Retrieved, inputs_fingerprint, record_decision
+from memory.retrieval import Retrieved
 
 log = logging.getLogger(__name__)
 

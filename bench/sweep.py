@@ -54,8 +54,8 @@ from corrections.staleness import Scope, _union  # noqa: E402
 from corrections.sweep import count_stale, sweep  # noqa: E402
 from corrections.tasks import auto_sweep_suppressed  # noqa: E402
 from demo.escalation import escalate  # noqa: E402
+from memory.decisions import inputs_fingerprint  # noqa: E402
 from memory.models import Fact  # noqa: E402
-from memory.services import inputs_fingerprint  # noqa: E402
 from patients.models import Patient, dispensing_fingerprint  # noqa: E402
 
 RECALL, LOT, DRUG = "D-0326-2019", "3069020", "valsartan"

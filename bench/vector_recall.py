@@ -69,7 +69,7 @@ PLANNER = {
 def top_k(vector, k, *, mode, ef_search=None):
     from django.db import connection, transaction
 
-    from memory.services import semantic_neighbours
+    from memory.retrieval import semantic_neighbours
 
     with transaction.atomic():
         with connection.cursor() as cursor:

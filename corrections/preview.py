@@ -10,7 +10,7 @@ import copy
 
 from ask.reasoners import get_reasoner
 from memory.models import Decision, Fact
-from memory.services import Retrieved
+from memory.retrieval import Retrieved
 
 from .notices import exposed_patients_of, patients_who_asked
 from .redecide import SharedDecider, SweepReport, worsened

@@ -22,8 +22,8 @@ from django.utils import timezone
 
 from core.env import env_int
 from core.retry import run_in_transaction
+from memory.decisions import DecisionAlreadySuperseded
 from memory.models import Decision, Fact
-from memory.services import DecisionAlreadySuperseded
 
 from . import faults, staleness
 from .models import SweepRun

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from django.db import DatabaseError, connection
 from django.utils import timezone
 
-from memory import services
+from memory import decisions, services
 from memory.models import Decision
 
 BITEMPORAL = "bitemporal"
@@ -96,10 +96,10 @@ def replay_at(at: datetime, *, fact_key: str | None = None, subject: str | None 
 
 
 def replay_decision_routes(decision_id: int) -> dict:
-    """services.replay_decision (the read set as stored, content then, what is retracted now) plus both
+    """decisions.replay_decision (the read set as stored, content then, what is retracted now) plus both
     routes' view of the read keys at the decision's instant."""
     try:
-        replay = services.replay_decision(decision_id)
+        replay = decisions.replay_decision(decision_id)
     except Decision.DoesNotExist:
         raise ValueError(f"No decision with id {decision_id}.") from None
     decision = replay["decision"]

@@ -1,13 +1,18 @@
-"""The memory app's public interface. Other apps write and read facts and decisions only through here.
+"""The fact store's write path: claims become versions (asserted, retracted, superseded) in one transaction,
+and supersessions are announced after commit. Reads are memory.retrieval, decisions memory.decisions;
+other apps use these three modules and never memory's tables directly.
 
-Writing facts
+Why longer than ~400 lines: the batched PostgreSQL path and the CockroachDB path of one write share
+its locking, belief-time and announcement rules, which must change together.
+
+Writing facts (here)
     assert_claim(claim) / assert_claims([claims])  -> AssertResult(s)
     retract_claim(fact_key, reason=..., by=...)     -> Fact | None
     prepare_claims + write_claims / retract_in_transaction: the same, several in ONE caller transaction
-Reading facts
+Reading facts (memory.retrieval; beliefs_at here)
     retrieve(question, subject=..., lots=..., k=8)  -> list[Retrieved]
     beliefs_at(at, fact_key=..., subject=...)       -> QuerySet[Fact]
-Decisions
+Decisions (memory.decisions)
     record_decision(..., reads=[ReadSpec...])       -> Decision  (decision + read set, one transaction)
     replay_decision(decision_id)                    -> dict
 
@@ -20,14 +25,12 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 
 from django.db import connection, transaction
-from django.db.models import Case, IntegerField, Q, Value, When
 from django.utils import timezone
-from pgvector.django import CosineDistance
 
 from core.retry import run_in_transaction
 from drugs.scopes import claim_ndc_products, fact_scopes
 from memory.embeddings import get_provider, to_sql_vector
-from memory.models import Decision, DecisionInput, DecisionPremise, DecisionRead, Fact
+from memory.models import Fact
 
 
 @dataclass
@@ -394,6 +397,8 @@ def retract_in_transaction(fact_key: str, *, reason: str, by: str = "", at: date
 # supersession_batch_listeners: once per committed transaction, with all its [(old_id, new_id), ...]
 # (the sweep registers here, so one recall record or one escalation enqueues one sweep, not one per lot).
 supersession_listeners = []
+
+
 supersession_batch_listeners = []
 
 
@@ -435,62 +440,6 @@ def _supersessions_of_this_transaction() -> list:
     return batch.pairs
 
 
-@dataclass
-class Retrieved:
-    fact: Fact
-    score: float
-    match: str  # "lot", "drug", "subject", "semantic"
-
-
-def retrieve(question: str, *, subject: str | None = None, lots=None, k: int = 8) -> list[Retrieved]:
-    """Up to k believed facts: exact structured matches first (this patient's lots, then
-    drug-level facts for the subject, then other facts on the subject), then semantic neighbours
-    by cosine distance. Never returns a retracted version."""
-    if k <= 0:
-        return []
-    lots = [lot for lot in (lots or []) if lot]
-    picked: list[Retrieved] = []
-    if subject or lots:
-        exact = (
-            Fact.objects.believed()
-            .filter(Q(subject=subject) if subject else Q(lot__in=lots))
-            .defer("embedding")
-            .annotate(
-                match_rank=Case(
-                    *([When(lot__in=lots, then=Value(0))] if lots else []),
-                    When(lot__isnull=True, then=Value(1)),
-                    default=Value(2),
-                    output_field=IntegerField(),
-                )
-            )
-            .order_by("match_rank", "-asserted_at", "id")[:k]
-        )
-        for fact in exact:
-            match = ("lot", "drug", "subject")[fact.match_rank]
-            picked.append(Retrieved(fact, 1.0 if match != "subject" else 0.9, match))
-    remaining = k - len(picked)
-    if remaining > 0 and question:
-        vector = get_provider().embed_one(question)
-        neighbours = semantic_neighbours(vector, remaining, exclude_ids=[r.fact.id for r in picked])
-        picked.extend(Retrieved(f, round(1.0 - float(f.distance), 6), "semantic") for f in neighbours)
-    return picked
-
-
-def semantic_neighbours(vector, k: int, *, exclude_ids=()):
-    """The k believed facts nearest to `vector` by cosine distance, each annotated with `distance`.
-
-    The `retracted_at IS NULL` filter matches the partial vector index (HNSW on PostgreSQL, whose
-    connections set hnsw.iterative_scan=strict_order so the filtered top-k still yields k rows).
-    """
-    qs = Fact.objects.believed()
-    if connection.vendor == "cockroachdb":
-        # The vector index's prefix column must be pinned for CockroachDB to use it.
-        qs = qs.extra(where=["believed = true"])
-    if exclude_ids:
-        qs = qs.exclude(id__in=list(exclude_ids))
-    return qs.defer("embedding").annotate(distance=CosineDistance("embedding", vector)).order_by("distance")[:k]
-
-
 def beliefs_at(at: datetime, *, fact_key: str | None = None, subject: str | None = None):
     """The fact versions we believed at instant `at` (bitemporal route: works whatever MVCC GC has done)."""
     qs = Fact.objects.believed_at(at).defer("embedding")
@@ -499,113 +448,3 @@ def beliefs_at(at: datetime, *, fact_key: str | None = None, subject: str | None
     if subject:
         qs = qs.filter(subject=subject)
     return qs.order_by("fact_key", "version")
-
-
-@dataclass
-class ReadSpec:
-    fact: Fact
-    rank: int
-    score: float
-    load_bearing: bool = False
-
-
-def inputs_fingerprint(question: str, patient_lots, fact_versions) -> str:
-    """Identical inputs (question, this patient's lots, fact versions read) give identical fingerprints."""
-    payload = json.dumps(
-        {"q": " ".join(question.lower().split()), "lots": sorted(set(patient_lots)),
-         "facts": sorted(fact_versions)},
-        separators=(",", ":"),
-    )
-    return hashlib.sha256(payload.encode()).hexdigest()
-
-
-def record_decision(*, question: str, verdict: str, answer: str, reasoner: str, reads: list[ReadSpec],
-                    patient=None, subject: str = "", reasoner_verdict: str = "", guardrail_override: str = "",
-                    inputs_hash: str = "", replaces: Decision | None = None, at: datetime | None = None,
-                    premises=(), inputs=()) -> Decision:
-    """Write a decision and its whole read set atomically. If `replaces` is given it must still be
-    standing; it becomes superseded and the new decision points to it.
-
-    `premises`: the scopes whose believed facts the decision took into account (drugs.scopes);
-    `inputs`: (dispensing id, fingerprint) of every dispensing row of the drug it used. Both are
-    what the sweep's stale set joins on when a fact is asserted or a dispensing changes later.
-
-    Runs inside the caller's transaction when there is one (the sweep writes decision, correction
-    and outbox together); callers at the top level should wrap it in run_in_transaction.
-    """
-    if verdict not in Decision.Verdict.values:
-        raise ValueError(f"Unknown verdict {verdict!r}.")
-    reads = list(reads)
-    for spec in reads:
-        if spec.fact is None or spec.fact.pk is None:
-            raise ValueError("Every read must name a stored fact version.")
-    now = at or timezone.now()
-    with transaction.atomic():
-        if replaces is not None:
-            updated = Decision.objects.filter(pk=replaces.pk, status=Decision.Status.STANDING).update(
-                status=Decision.Status.SUPERSEDED, superseded_at=now)
-            if updated != 1:
-                raise DecisionAlreadySuperseded(f"Decision {replaces.pk} is no longer standing.")
-        decision = Decision.objects.create(
-            patient=patient, region=getattr(patient, "region", "") or "", question=question, subject=subject,
-            verdict=verdict, answer=answer, reasoner=reasoner, reasoner_verdict=reasoner_verdict,
-            guardrail_override=guardrail_override, inputs_hash=inputs_hash, replaces=replaces, decided_at=now,
-        )
-        DecisionRead.objects.bulk_create([
-            DecisionRead(decision=decision, fact=r.fact, fact_key=r.fact.fact_key, fact_version=r.fact.version,
-                         rank=r.rank, score=r.score, load_bearing=r.load_bearing)
-            for r in reads
-        ])
-        DecisionPremise.objects.bulk_create(
-            [DecisionPremise(decision=decision, scope=scope) for scope in sorted(set(premises))])
-        DecisionInput.objects.bulk_create(
-            [DecisionInput(decision=decision, dispensing_id=dispensing_id, fingerprint=fingerprint)
-             for dispensing_id, fingerprint in sorted(set(inputs))])
-    return decision
-
-
-def facts_in_scopes(scopes) -> list[Fact]:
-    """Every believed fact that shares a scope with `scopes` (GIN index fact_believed_scopes).
-    A decision reads all of them: its premises say it took exactly these into account."""
-    scopes = sorted(set(scopes))
-    if not scopes:
-        return []
-    return list(Fact.objects.believed().filter(scopes__overlap=scopes).defer("embedding").order_by("id"))
-
-
-class DecisionAlreadySuperseded(Exception):
-    """Another process re-decided this decision first (two sweeps racing)."""
-
-
-def replay_decision(decision_id: int) -> dict:
-    """The read set as it was at decision time: each fact version's content then, whether it
-    is retracted now (when, why, by which version) and what the key's believed version says now."""
-    decision = Decision.objects.select_related("patient").get(pk=decision_id)
-    reads_qs = decision.reads.select_related("fact", "fact__superseded_by").defer(
-        "fact__embedding", "fact__superseded_by__embedding").order_by("rank")
-    reads = list(reads_qs)
-    believed_now = {
-        f.fact_key: f
-        for f in Fact.objects.believed().filter(fact_key__in={r.fact_key for r in reads}).defer("embedding")
-    }
-    rows = []
-    for read in reads:
-        fact = read.fact
-        current = believed_now.get(read.fact_key)
-        rows.append({
-            "rank": read.rank, "fact_id": fact.id, "fact_key": read.fact_key, "version": read.fact_version,
-            "load_bearing": read.load_bearing, "score": read.score, "statement": fact.statement,
-            "attributes": fact.attributes, "asserted_at": fact.asserted_at, "retracted_at": fact.retracted_at,
-            "retraction_reason": fact.retraction_reason,
-            "believed_at_decision": fact.asserted_at <= decision.decided_at
-            and (fact.retracted_at is None or fact.retracted_at > decision.decided_at),
-            "retracted_now": fact.retracted_at is not None,
-            "superseded_by_version": fact.superseded_by.version if fact.superseded_by_id else None,
-            "believed_now_version": current.version if current else None,
-            "believed_now_statement": current.statement if current else None,
-        })
-    return {
-        "decision": decision,
-        "reads": rows,
-        "stale": any(r["retracted_now"] for r in rows if r["load_bearing"]),
-    }

@@ -72,7 +72,7 @@ class RecallClaim(Claim):
         """The statement with its lot number masked: every lot of one recall embeds as one text
         (17,685 facts of the 2023 part are 3,874 texts, so first ingest costs 4.6x fewer model
         calls). A lot number carries no meaning for the model; lots are matched exactly, never by
-        vector (memory.services.retrieve puts the patient's lots first). The statement keeps the lot."""
+        vector (memory.retrieval.retrieve puts the patient's lots first). The statement keeps the lot."""
         if self.lot:
             return self.statement.replace(f" lot {self.lot} by ", " lot by ", 1)
         return self.statement

@@ -8,16 +8,9 @@ from django.db.models import Q
 from django.test.utils import CaptureQueriesContext
 
 from core.retry import run_in_transaction
+from memory.decisions import DecisionAlreadySuperseded, ReadSpec, inputs_fingerprint, record_decision
 from memory.models import Decision, DecisionRead, Fact
-from memory.services import (
-    Claim,
-    DecisionAlreadySuperseded,
-    ReadSpec,
-    assert_claim,
-    inputs_fingerprint,
-    record_decision,
-    retract_claim,
-)
+from memory.services import Claim, assert_claim, retract_claim
 
 
 def fact(key, statement="recall"):

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from core.retry import run_in_transaction
 from memory import replay
-from memory.services import Claim, ReadSpec, assert_claim, beliefs_at, record_decision, retract_claim
+from memory.decisions import ReadSpec, record_decision
+from memory.services import Claim, assert_claim, beliefs_at, retract_claim
 
 from .procs import run_python
 

@@ -6,7 +6,8 @@ from django.db import connection, transaction
 
 from memory.embeddings import to_sql_vector
 from memory.models import Fact
-from memory.services import Claim, assert_claim, retract_claim, retrieve, semantic_neighbours
+from memory.retrieval import retrieve, semantic_neighbours
+from memory.services import Claim, assert_claim, retract_claim
 
 
 def recall(key, subject, lot, statement):

@@ -1,7 +1,8 @@
 import pytest
 
 from memory.models import Fact
-from memory.services import Claim, assert_claim, retrieve
+from memory.retrieval import retrieve
+from memory.services import Claim, assert_claim
 
 
 def claim(key="recall:D-1:lot:A1", classification="Class II", lot="A1"):

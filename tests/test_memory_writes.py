@@ -11,8 +11,9 @@ from django.db.models import F
 from django.utils import timezone
 
 from core.retry import run_in_transaction
+from memory.decisions import ReadSpec, record_decision
 from memory.models import DecisionRead, Fact
-from memory.services import Claim, ReadSpec, assert_claim, assert_claims, record_decision, retract_claim
+from memory.services import Claim, assert_claim, assert_claims, retract_claim
 
 from .procs import start_python
 
@@ -183,7 +184,8 @@ def test_128_writers_on_128_distinct_keys_all_land(hashing_embeddings):
 PROCESS_WRITER = """
 import json, os, sys, threading, time
 from django.db import connections
-from memory.services import Claim, ReadSpec, assert_claim, record_decision
+from memory.decisions import ReadSpec, record_decision
+from memory.services import Claim, assert_claim
 from core.retry import run_in_transaction
 
 proc, threads, keys = int(os.environ["W_PROC"]), int(os.environ["W_THREADS"]), int(os.environ["W_KEYS"])
