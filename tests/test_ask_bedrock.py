@@ -8,7 +8,7 @@ import boto3
 import pytest
 from botocore.stub import ANY, Stubber
 
-from ask.reasoners import TOOL_NAME, BedrockReasoner
+from ask.bedrock import TOOL_NAME, BedrockReasoner
 from ask.services import decide
 from memory.services import assert_claim
 from patients.models import DispensingRecord, Patient
@@ -96,7 +96,7 @@ def test_a_citation_of_an_unseen_fact_id_is_dropped_and_logged(runtime, valsarta
         {"verdict": "caution", "answer": "Lot 3061169 is recalled (D-0315-2019).", "cited_fact_ids": [hit.id, 987654]}),
         EXPECTED)
 
-    with caplog.at_level(logging.WARNING, logger="ask.reasoners"):
+    with caplog.at_level(logging.WARNING, logger="ask.bedrock"):
         outcome = decide(patient, "Is my valsartan safe?", reasoner=BedrockReasoner(client=client, model_id=MODEL))
 
     assert outcome.reasoner == f"bedrock:{MODEL}" and outcome.load_bearing_ids == {hit.id}
@@ -146,7 +146,7 @@ def test_a_model_saying_safe_with_an_active_recall_on_their_lot_is_overridden(ru
     ({"verdict": "fine", "answer": "Fine.", "cited_fact_ids": []}, "verdict: Input should be"),
 ])
 def test_the_reply_is_validated_by_the_same_model_that_gives_the_tool_schema(runtime, valsartan_patient, payload, why):
-    from ask.reasoners import TOOL_SCHEMA, VerdictReply
+    from ask.bedrock import TOOL_SCHEMA, VerdictReply
 
     assert TOOL_SCHEMA == VerdictReply.model_json_schema() and TOOL_SCHEMA["required"] == [
         "verdict", "answer", "cited_fact_ids"]

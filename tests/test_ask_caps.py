@@ -9,8 +9,8 @@ from botocore.stub import ANY, Stubber
 from django.test import override_settings
 
 from ask import services as ask_module
+from ask.bedrock import TOOL_NAME, BedrockReasoner
 from ask.models import ApiClient, UsageCounter
-from ask.reasoners import TOOL_NAME, BedrockReasoner
 from ask.services import ask, reserve_model_call, usage_report
 from memory.services import assert_claim
 from patients.models import DispensingRecord, Patient
