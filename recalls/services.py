@@ -1,14 +1,12 @@
-"""Ingestion runs and the demo escalation: the plain functions the command, the Celery task and
-the tests all call. Why one long module: a run's lifecycle (start, chunks, quarantine, tallies,
-heartbeat, finish) is one state machine over one IngestRun row. The demo escalation belongs in a
-demo app (issue #15, not moved yet).
+"""Ingestion runs: the plain functions the command, the Celery task and the tests all call. Why one
+long module: a run's lifecycle (start, chunks, quarantine, tallies, heartbeat, finish) is one state
+machine over one IngestRun row. (The demo's escalation is demo.escalation.)
 
     ingest_document(document, source=..., kind=...)   -> IngestRun   (any API-shaped JSON)
     ingest_file(path_or_s3_url, ...)                   -> IngestRun   (.json or bulk .json.zip)
     ingest_from_api(since, until=None, labels=False)   -> IngestRun   (fetch, archive, ingest)
     ingest_incremental()                               -> IngestRun   (from the last successful API run)
     ingest_demo()                                      -> IngestRun   (tests/fixtures/openfda/demo-slice.json)
-    escalate(recall_number, classification, lot=None)  -> list[Escalation]
 
 Facts are written only through memory.services.assert_claims / retract_claim, so every supersession
 (new version or retraction) reaches memory's supersession hooks after commit; that is where the
