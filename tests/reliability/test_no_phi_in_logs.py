@@ -2,13 +2,15 @@
 concurrent sweep's "already handled" unique violation, letter text "Dear <name>, ..." included;
 the ask screen put names in URLs; demo_story printed names. This runs the story (ingest with a bad
 record, ask, sweep, a concurrent sweep's duplicate insert, approve, dispatch, the ask screen's
-search) with every application logger at DEBUG and reads the database server's own log."""
+search, a CSV import with errors, an admin search by name) with every application logger at DEBUG
+and reads the database server's own log."""
 
 import copy
 import logging
 
 import pytest
 from django.conf import settings
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import IntegrityError, transaction
 
 from core import embedded
@@ -61,6 +63,18 @@ def test_the_whole_story_logs_no_patient_name_or_contact(client, world, people, 
     dispatch_ready()
     client.force_login(people["pharmacist"])
     assert client.post("/memory/ask/", {"q": "Synthetic"}).status_code == 200
+    # A CSV import with a bad row for a real patient (the row is refused, the reason is shown), and an
+    # admin search by a patient's name: neither may put the name or contact into a log line.
+    patient = Patient.objects.exclude(email="").first()
+    people["pharmacist"].is_staff = True  # the admin's pages
+    people["pharmacist"].save(update_fields=["is_staff"])
+    client.force_login(people["pharmacist"])
+    csv = (f"patient_ref,drug,product_description,ndc,lot,expiry,quantity,dispensed_at,site\n"
+           f"{patient.external_ref},valsartan,{patient.display_name} {patient.email},12345,,,0,2099-01-01,\n")
+    upload = SimpleUploadedFile("dispensing.csv", csv.encode(), content_type="text/csv")
+    refused = client.post("/admin/patients/dispensingrecord/import/", {"file": upload})
+    assert refused.status_code == 400 and "Bad NDC" in refused.content.decode()  # refused, explained
+    assert client.get("/admin/patients/patient/", {"q": patient.display_name}).status_code == 200
 
     app_lines = [record.getMessage() for record in caplog.records]
     database_lines = log_path.read_text(errors="replace")[start:].splitlines() if log_path.exists() else []
