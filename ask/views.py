@@ -1,10 +1,7 @@
 """The pharmacist's ask screen: pick a patient, ask, see the verdict and the exact fact versions it read."""
 
-import functools
 import uuid
 
-from django.contrib.auth.views import redirect_to_login
-from django.core.exceptions import PermissionDenied
 from django.db.models import Q
 from django.shortcuts import render
 from django.urls import NoReverseMatch, reverse
@@ -12,21 +9,13 @@ from django.views.decorators.http import require_http_methods
 
 from ask.forms import AskForm
 from ask.services import ask
+from core.roles import ASK_SCREEN, requires_permission
 from patients.models import Patient
 
 PATIENT_SEARCH_LIMIT = 20
 
 
-def pharmacist_required(view):
-    """Pharmacist group or superuser; anonymous users go to the login page, anyone else gets 403."""
-    @functools.wraps(view)
-    def wrapper(request, *args, **kwargs):
-        if not request.user.is_authenticated:
-            return redirect_to_login(request.get_full_path())
-        if not getattr(request.user, "is_pharmacist", False):
-            raise PermissionDenied("Only pharmacists may use the ask screen.")
-        return view(request, *args, **kwargs)
-    return wrapper
+ask_screen_required = requires_permission(ASK_SCREEN, "Only pharmacists may use the ask screen.")
 
 
 def search_patients(query: str):
@@ -63,7 +52,7 @@ def _search_query(request) -> str:
 
 
 @require_http_methods(["GET", "POST"])
-@pharmacist_required
+@ask_screen_required
 def ask_screen(request):
     query = _search_query(request)
     searching = request.method == "POST" and "q" in request.POST and "question" not in request.POST

@@ -3,6 +3,8 @@ creates the groups and grants what it lists after every migrate, so a new model'
 granted by adding it here, with no data migration.
 """
 
+import functools
+
 PHARMACIST = "Pharmacist"
 PHARMACY_STAFF = "Pharmacy staff"
 
@@ -19,7 +21,7 @@ GROUP_PERMISSIONS = {
         "patients": ["add_patient", "change_patient", "view_patient",
                      "add_dispensingrecord", "change_dispensingrecord", "view_dispensingrecord",
                      "view_exposure"],
-        "memory": ["view_fact", "view_decision", "view_decisionread"],
+        "memory": ["view_fact", "view_decision", "view_decisionread", "ask_for_patient"],
         "corrections": ["view_correction", "review_correction", "view_outboxmessage", "view_sweeprun",
                         "view_auditevent", "view_redecision"],
         "recalls": ["view_ingestrun", "view_quarantinedrecord"],
@@ -41,3 +43,29 @@ def sync_group_permissions(apps, extra: dict | None = None, *, using: str = "def
             perms = Permission.objects.using(using).filter(content_type__app_label=app_label, codename__in=codenames)
             group.permissions.add(*perms)
 
+
+
+# One permission per screen, checked one way (requires_permission). The home page offers a link only
+# to someone who holds its screen's permission.
+ASK_SCREEN = "memory.ask_for_patient"
+REVIEW_SCREEN = "corrections.review_correction"  # review queue, recall worklist
+EXPOSURE_SCREEN = "patients.view_exposure"
+OPERATIONS_SCREEN = "recalls.view_ingestrun"
+
+
+def requires_permission(permission: str, refusal: str):
+    """A view decorator: anonymous users go to the login page; a user without `permission` gets a 403
+    page that says `refusal`. Checked on every request (no cached role)."""
+    from django.contrib.auth.views import redirect_to_login
+    from django.core.exceptions import PermissionDenied
+
+    def decorator(view):
+        @functools.wraps(view)
+        def wrapper(request, *args, **kwargs):
+            if not request.user.is_authenticated:
+                return redirect_to_login(request.get_full_path())
+            if not request.user.has_perm(permission):
+                raise PermissionDenied(refusal)
+            return view(request, *args, **kwargs)
+        return wrapper
+    return decorator

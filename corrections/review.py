@@ -10,11 +10,12 @@ from django.db.models import Count, Max, Min, Q
 from django.utils import timezone
 
 from core.retry import run_in_transaction
+from core.roles import REVIEW_SCREEN
 from memory.models import Decision, Fact
 
 from .models import AuditEvent, Correction, OutboxMessage, Redecision
 
-REVIEW_PERMISSION = "corrections.review_correction"
+REVIEW_PERMISSION = REVIEW_SCREEN  # the screen and the action check the same permission
 
 
 def can_review(user) -> bool:

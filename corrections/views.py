@@ -1,7 +1,6 @@
 """Pharmacist review: a queue of drafts, per-card htmx actions (each also works as a plain POST +
 redirect), bulk approve per recall with a confirmation step, and a per-recall dashboard."""
 
-from functools import wraps
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -11,6 +10,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect, reswap, retarget
 
+from core.roles import REVIEW_SCREEN, requires_permission
+
 from . import review
 from .forms import BulkApproveForm, EditForm, RejectForm
 from .models import Correction, SweepRun
@@ -18,17 +19,7 @@ from .models import Correction, SweepRun
 HTMX_STOP_POLLING = 286
 
 
-def pharmacist_required(view):
-    """Logged in and holding corrections.review_correction, else 403 (checked on every request)."""
-
-    @wraps(view)
-    @login_required
-    def wrapper(request, *args, **kwargs):
-        if not review.can_review(request.user):
-            raise PermissionDenied("Only pharmacists may review corrections.")
-        return view(request, *args, **kwargs)
-
-    return wrapper
+reviewer_required = requires_permission(REVIEW_SCREEN, "Only pharmacists may review corrections.")
 
 
 def _draft(code) -> Correction:
@@ -76,13 +67,13 @@ def _sms_limit(correction) -> int | None:
 
 
 @require_GET
-@pharmacist_required
+@reviewer_required
 def queue(request):
     return render(request, "corrections/queue.html", {"groups": review.review_queue(), "review_base": _review_base()})
 
 
 @require_GET
-@pharmacist_required
+@reviewer_required
 def more_hx(request, recall_number):
     """The next page of one recall's cards (htmx "more"), with its own "more" button if any remain."""
     after = request.GET.get("after", "")
@@ -117,14 +108,14 @@ def _act(request, correction, action, done: str):
 
 
 @require_POST
-@pharmacist_required
+@reviewer_required
 def approve(request, code):
     correction = _draft(code)
     return _act(request, correction, lambda: review.approve(correction.pk, user=request.user), "Approved")
 
 
 @require_http_methods(["GET", "POST"])
-@pharmacist_required
+@reviewer_required
 def edit(request, code):
     correction = _draft(code)
     limit = _sms_limit(correction)
@@ -145,7 +136,7 @@ def edit(request, code):
 
 
 @require_http_methods(["GET", "POST"])
-@pharmacist_required
+@reviewer_required
 def reject(request, code):
     correction = _draft(code)
     if request.method == "POST":
@@ -165,7 +156,7 @@ def reject(request, code):
 
 
 @require_POST
-@pharmacist_required
+@reviewer_required
 def use_current_contact(request, code):
     correction = _draft(code)
     return _act(request, correction, lambda: review.use_current_contact(correction.pk, user=request.user),
@@ -173,7 +164,7 @@ def use_current_contact(request, code):
 
 
 @require_http_methods(["GET", "POST"])
-@pharmacist_required
+@reviewer_required
 def bulk_approve(request, recall_number):
     drafts = list(Correction.objects.pending_review().filter(recall_number=recall_number)
                   .select_related("patient").review_order())
@@ -196,7 +187,7 @@ def bulk_approve(request, recall_number):
 
 
 @require_GET
-@pharmacist_required
+@reviewer_required
 def dashboard(request):
     return render(request, "corrections/dashboard.html", {"rows": review.recall_dashboard()})
 

@@ -142,6 +142,8 @@ class Decision(models.Model):
             models.Index(fields=["patient", "subject", "decided_at"], name="decision_patient_subject"),
             models.Index(fields=["inputs_hash", "decided_at"], name="decision_inputs"),
         ]
+        # The ask screen's permission (core.roles.ASK_SCREEN): asking records a decision for a patient.
+        permissions = [("ask_for_patient", "Can ask whether a patient's medicine is safe (ask screen)")]
 
     def __str__(self):
         return f"{self.verdict} for {self.patient_id}: {self.question[:40]}"

@@ -1,13 +1,12 @@
-from django.contrib.auth.decorators import login_required, permission_required
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from core.roles import EXPOSURE_SCREEN, requires_permission
 from patients.services import exposed_patients_for_recall
 
 
 @require_GET
-@login_required
-@permission_required("patients.view_exposure", raise_exception=True)
+@requires_permission(EXPOSURE_SCREEN, "Only pharmacists may see which patients a recall touches.")
 def exposure(request):
     """Which patients a recall touches, and why (lot or drug match). Pharmacists only."""
     recall_number = request.GET.get("recall", "").strip().upper()

@@ -16,7 +16,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from corrections.models import Correction
-from corrections.views import pharmacist_required
+from corrections.views import reviewer_required
 from patients.models import Patient
 
 from . import selectors, services
@@ -49,7 +49,7 @@ def _page_number(request) -> int:
 
 
 @require_GET
-@pharmacist_required
+@reviewer_required
 def home(request):
     form = OpenRecallForm(request.GET or None)
     if form.is_bound and form.is_valid():
@@ -65,7 +65,7 @@ def home(request):
 
 
 @require_GET
-@pharmacist_required
+@reviewer_required
 def status_json(request):
     status = selectors.deadline_status()
     status["next_due_at"] = status["next_due_at"].isoformat() if status["next_due_at"] else None
@@ -73,7 +73,7 @@ def status_json(request):
 
 
 @require_GET
-@pharmacist_required
+@reviewer_required
 def recall(request, recall_number):
     f = selectors.recall_page(recall_number, page=_page_number(request), per_page=PATIENTS_PER_PAGE)
     if not f.exposed and not f.work and not selectors.recall_known(recall_number):
@@ -93,7 +93,7 @@ def _back(recall_number):
 
 
 @require_POST
-@pharmacist_required
+@reviewer_required
 def step(request):
     form = StepForm(request.POST)
     if not form.is_valid():
@@ -112,7 +112,7 @@ def step(request):
 
 
 @require_POST
-@pharmacist_required
+@reviewer_required
 def none_found(request):
     form = NoneFoundForm(request.POST)
     if not form.is_valid():
@@ -129,7 +129,7 @@ def none_found(request):
 
 
 @require_POST
-@pharmacist_required
+@reviewer_required
 def log_contact(request, code):
     patient = get_object_or_404(Patient, public_id=code)
     form = ContactForm(request.POST)
@@ -152,7 +152,7 @@ def log_contact(request, code):
 
 
 @require_GET
-@pharmacist_required
+@reviewer_required
 def follow_up(request):
     groups = selectors.follow_up_page()
     return render(request, "worklist/follow_up.html", {
@@ -161,7 +161,7 @@ def follow_up(request):
 
 
 @require_GET
-@pharmacist_required
+@reviewer_required
 def report(request, recall_number):
     every = bool(request.GET.get("all"))
     data = selectors.report_page(recall_number, page=1 if every else _page_number(request),
@@ -173,7 +173,7 @@ def report(request, recall_number):
 
 
 @require_GET
-@pharmacist_required
+@reviewer_required
 def report_csv(request, recall_number):
     data = selectors.report_page(recall_number)
     response = HttpResponse(content_type="text/csv; charset=utf-8")
@@ -187,7 +187,7 @@ def report_csv(request, recall_number):
 
 
 @require_GET
-@pharmacist_required
+@reviewer_required
 def history(request):
     before = request.GET.get("before", "")
     items, more = selectors.sent_history(before_id=int(before) if before.isdigit() else None)
@@ -195,7 +195,7 @@ def history(request):
 
 
 @require_GET
-@pharmacist_required
+@reviewer_required
 def patient_trail(request, code):
     patient = get_object_or_404(Patient, public_id=code)
     return render(request, "worklist/patient.html", {"patient": patient, "trail": selectors.patient_trail(patient)})
