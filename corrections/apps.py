@@ -6,13 +6,12 @@ class CorrectionsConfig(AppConfig):
     verbose_name = "Sweeps, corrections and outbox"
 
     def ready(self):
-        from memory.services import supersession_batch_listeners
+        from memory.signals import facts_changed
         from patients.dispensing import dispensing_changed
 
         from .tasks import enqueue_sweep_after_dispensing, enqueue_sweep_after_supersessions
 
-        if enqueue_sweep_after_supersessions not in supersession_batch_listeners:
-            supersession_batch_listeners.append(enqueue_sweep_after_supersessions)
+        facts_changed.connect(enqueue_sweep_after_supersessions, dispatch_uid="corrections.sweep_after_facts")
         dispensing_changed.connect(enqueue_sweep_after_dispensing, dispatch_uid="corrections.sweep_after_dispensing")
         from recalls.signals import facts_written_report
 

@@ -24,8 +24,8 @@ def auto_sweep_suppressed():
         _local.suppressed = previous
 
 
-def enqueue_sweep_after_supersessions(pairs: list[tuple[int, int | None]]):
-    """memory.services.supersession_batch_listeners hook: memory calls it once per committed
+def enqueue_sweep_after_supersessions(sender=None, pairs=(), **kwargs):
+    """Receiver of memory.signals.facts_changed: memory sends it once per committed
     transaction with every (retracted version, successor) pair, so the task never runs before the
     new versions are visible (or after a rollback), and one recall record or escalation is one sweep.
 
@@ -76,7 +76,7 @@ def enqueue_sweep_after_dispensing(sender=None, changes=(), **kwargs):
 
 def enqueue_sweep_after_supersession(old_fact_id: int, new_fact_id: int | None):
     """One supersession (the per-version hook's shape)."""
-    enqueue_sweep_after_supersessions([(old_fact_id, new_fact_id)])
+    enqueue_sweep_after_supersessions(pairs=[(old_fact_id, new_fact_id)])
 
 
 # Only named transient failures are retried; the sweep itself is idempotent, so a retry is safe.

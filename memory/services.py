@@ -31,6 +31,7 @@ from core.retry import run_in_transaction
 from drugs.scopes import claim_ndc_products, fact_scopes
 from memory.embeddings import get_provider, to_sql_vector
 from memory.models import Fact
+from memory.signals import facts_changed
 
 
 @dataclass
@@ -392,43 +393,30 @@ def retract_in_transaction(fact_key: str, *, reason: str, by: str = "", at: date
     return fact
 
 
-# Hooks called after commit whenever a version is retracted; memory does not import their owners.
-# supersession_listeners: once per retracted version, with (old_fact_id, new_fact_id_or_None).
-# supersession_batch_listeners: once per committed transaction, with all its [(old_id, new_id), ...]
-# (the sweep registers here, so one recall record or one escalation enqueues one sweep, not one per lot).
-supersession_listeners = []
-
-
-supersession_batch_listeners = []
-
-
 def _notify_superseded(old: Fact | None, new: Fact | None):
     """Announce a retraction (old, new-or-None) or, for a brand-new key, a creation (None, new):
     a new fact can break a standing decision's premise just as a retraction breaks a read."""
     if old is None and new is None:
         return
     pair = (old.id if old else None, new.id if new else None)
-    if old is not None:
-        for listener in supersession_listeners:
-            transaction.on_commit(lambda listener=listener: listener(*pair))
-    if supersession_batch_listeners:
-        if connection.in_atomic_block:
-            _supersessions_of_this_transaction().append(pair)
-        else:  # autocommit: the write has already committed
-            _SupersessionBatch([pair])()
+    if connection.in_atomic_block:
+        _supersessions_of_this_transaction().append(pair)
+    else:  # autocommit: the write has already committed
+        _SupersessionBatch([pair])()
 
 
 class _SupersessionBatch:
-    """An on_commit callback carrying the transaction's supersessions. Django drops it on rollback
-    (and with a rolled-back savepoint it was registered in), so a retraction that did not commit is
-    never announced."""
+    """An on_commit callback carrying the transaction's supersessions, sent as memory.signals.facts_changed.
+    Django drops it on rollback (and with a rolled-back savepoint it was registered in), so a
+    retraction that did not commit is never announced. The transaction's one batch is found among its
+    on_commit callbacks: Django keeps no other per-transaction state we could hang it on."""
 
     def __init__(self, pairs=None):
         self.pairs = pairs or []
 
     def __call__(self):
-        for listener in list(supersession_batch_listeners):
-            listener(list(self.pairs))
+        if self.pairs:
+            facts_changed.send(sender=Fact, pairs=list(self.pairs))
 
 
 def _supersessions_of_this_transaction() -> list:

@@ -14,6 +14,7 @@ from core.retry import run_in_transaction
 from memory.decisions import ReadSpec, record_decision
 from memory.models import DecisionRead, Fact
 from memory.services import Claim, assert_claim, assert_claims, retract_claim
+from memory.signals import facts_changed
 
 from .procs import start_python
 
@@ -88,16 +89,16 @@ def test_retract_claim_records_the_reason_and_leaves_nothing_believed(hashing_em
 
 @pytest.mark.django_db(transaction=True)
 def test_supersession_listeners_hear_after_commit(hashing_embeddings):
-    from memory import services
 
     heard = []
-    services.supersession_listeners.append(lambda old, new: heard.append((old, new)))
+    listen = _retractions_into(heard)
+    facts_changed.connect(listen, weak=False)
     try:
         v1 = assert_claim(note("note:listen", "one")).fact
         v2 = assert_claim(note("note:listen", "two")).fact
         retract_claim("note:listen", reason="gone")
     finally:
-        services.supersession_listeners.pop()
+        facts_changed.disconnect(listen)
     assert heard == [(v1.id, v2.id), (v2.id, None)]
 
 
@@ -255,3 +256,10 @@ def test_4_processes_x_16_threads_racing_on_4_keys(hashing_embeddings, tmp_path)
     assert DecisionRead.objects.count() == 64
     assert_no_orphaned_reads()
     assert Fact.objects.filter(asserted_at__gt=timezone.now()).count() == 0
+
+
+def _retractions_into(heard: list):
+    """A memory.signals.facts_changed receiver keeping the retractions, (old, new-or-None), in order."""
+    def receiver(sender, pairs, **kwargs):
+        heard.extend(pair for pair in pairs if pair[0] is not None)
+    return receiver

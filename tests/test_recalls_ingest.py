@@ -15,8 +15,8 @@ import pytest
 from django.core.management import call_command
 
 from demo.escalation import escalate
-from memory import services as memory_services
 from memory.models import Fact
+from memory.signals import facts_changed
 from recalls.ingest import HASHED_FIELDS, recall_fact_key
 from recalls.lots import extract_lots, mentions_all_lots, parse_scope, scope_terms
 from recalls.models import IngestRun, QuarantinedRecord, RecallRecord
@@ -178,11 +178,12 @@ def test_lots_dropped_from_an_amended_recall_are_retracted_with_a_reason(hashing
     assert dropped
     ingest_document(_doc([old[number]]))
     seen = []
-    memory_services.supersession_listeners.append(lambda old_id, new_id: seen.append((old_id, new_id)))
+    listen = _retractions_into(seen)
+    facts_changed.connect(listen, weak=False)
     try:
         run = ingest_document(_doc([new[number]]))
     finally:
-        memory_services.supersession_listeners.pop()
+        facts_changed.disconnect(listen)
     # A surviving lot is re-versioned only if it became (un)certain: the 2021 text splits 10107747 at
     # openFDA's 4,000-character re-wrap (recalls.lots: flagged uncertain), the 2023 text does not.
     old_scope, new_scope = parse_scope(old[number]["code_info"]), parse_scope(new[number]["code_info"])
@@ -239,11 +240,12 @@ def test_escalate_versions_the_real_recall_and_notifies_the_sweep_hook(hashing_e
     facts = list(Fact.objects.filter(attributes__recall_number=record["recall_number"]).order_by("fact_key"))
     lot = facts[0].lot
     seen = []
-    memory_services.supersession_listeners.append(lambda old_id, new_id: seen.append((old_id, new_id)))
+    listen = _retractions_into(seen)
+    facts_changed.connect(listen, weak=False)
     try:
         results = escalate(record["recall_number"], "Class I", lot=lot, by="test")
     finally:
-        memory_services.supersession_listeners.pop()
+        facts_changed.disconnect(listen)
     (result,) = results
     assert (result.old_version, result.new_version) == (1, 2)
     assert (result.old_classification, result.new_classification) == ("Class II", "Class I")
@@ -342,3 +344,10 @@ def test_a_run_whose_heartbeat_stopped_is_marked_abandoned_when_the_next_run_sta
         assert row.status == IngestRun.Status.FAILED and row.finished and "abandoned" in row.error
     live.refresh_from_db()
     assert live.status == IngestRun.Status.RUNNING and not live.error
+
+
+def _retractions_into(heard: list):
+    """A memory.signals.facts_changed receiver keeping the retractions, (old, new-or-None), in order."""
+    def receiver(sender, pairs, **kwargs):
+        heard.extend(pair for pair in pairs if pair[0] is not None)
+    return receiver
