@@ -28,12 +28,13 @@ from django.utils import timezone
 
 from core.env import env_int
 
+from . import audit, transitions
 from .models import AuditEvent, Correction, OutboxMessage
 from .review import require_reviewer
 
 log = logging.getLogger(__name__)
 
-DISPATCH_ACTOR = "dispatcher"
+DISPATCH_ACTOR = audit.DISPATCHER
 
 
 class TransientSendError(Exception):
@@ -186,9 +187,9 @@ def _finish_sent(message_id: int, worker: str, provider_id: str) -> bool:
         message = OutboxMessage.objects.select_related("correction").get(pk=message_id)
         Correction.objects.filter(pk=message.correction_id).update(status=Correction.Status.SENT,
                                                                     updated=timezone.now())
-        AuditEvent.objects.create(actor_label=DISPATCH_ACTOR, action=AuditEvent.Action.SENT,
-                                  correction_id=message.correction_id, before={"status": "sending"},
-                                  after={"status": "sent", "provider_id": provider_id, "attempts": message.attempts})
+        audit.record(AuditEvent.Action.SENT, by=DISPATCH_ACTOR, correction=message.correction_id,
+                     before={"status": "sending"},
+                     after={"status": "sent", "provider_id": provider_id, "attempts": message.attempts})
     return True
 
 
@@ -200,14 +201,24 @@ def _finish_failed(message: OutboxMessage, worker: str, exc: Exception, *, trans
     else:
         values["status"] = OutboxMessage.Status.READY
         values["next_attempt_at"] = timezone.now() + timedelta(seconds=backoff_seconds(message.attempts))
+    transitions.check(OutboxMessage, OutboxMessage.Status.SENDING, values["status"])
     with transaction.atomic():
         OutboxMessage.objects.filter(pk=message.pk, status=OutboxMessage.Status.SENDING,
                                      claimed_by=worker).update(**values)
-        AuditEvent.objects.create(actor_label=DISPATCH_ACTOR, action=AuditEvent.Action.SEND_FAILED,
-                                  correction_id=message.correction_id, before={"status": "sending"},
-                                  after={"status": values["status"], "attempts": message.attempts,
-                                         "error": values["last_error"]})
+        audit.record(AuditEvent.Action.SEND_FAILED, by=DISPATCH_ACTOR, correction=message.correction_id,
+                     before={"status": "sending"},
+                     after={"status": values["status"], "attempts": message.attempts, "error": values["last_error"]})
     return values["status"]
+
+
+def _cancel_claimed(message: OutboxMessage):
+    """Rejected or staled after approval: never send; undo our claim into cancelled, audited."""
+    reason = f"correction is {message.correction.status}"
+    with transaction.atomic():
+        if OutboxMessage.objects.filter(pk=message.pk, status=OutboxMessage.Status.SENDING).update(
+                status=OutboxMessage.Status.CANCELLED, last_error=reason):
+            audit.record(AuditEvent.Action.CANCELLED, by=DISPATCH_ACTOR, correction=message.correction_id,
+                         before={"status": "sending"}, after={"status": "cancelled"}, note=reason)
 
 
 def dispatch_ready(batch: int | None = None, *, sms_client=None, worker: str | None = None) -> DispatchResult:
@@ -222,9 +233,7 @@ def dispatch_ready(batch: int | None = None, *, sms_client=None, worker: str | N
         result.claimed += len(ids)
         for message in OutboxMessage.objects.filter(pk__in=ids).select_related("correction").order_by("id"):
             if message.correction.status != Correction.Status.APPROVED:
-                # Rejected or staled after approval: never send; undo our claim into cancelled.
-                OutboxMessage.objects.filter(pk=message.pk, status=OutboxMessage.Status.SENDING).update(
-                    status=OutboxMessage.Status.CANCELLED, last_error=f"correction is {message.correction.status}")
+                _cancel_claimed(message)
                 continue
             try:
                 provider_id = send(message, sms_client=sms_client)
@@ -254,9 +263,8 @@ def flag_unknown_outcomes(*, older_than_seconds: int | None = None) -> int:
                     status=OutboxMessage.Status.UNKNOWN,
                     last_error="claimed but no send result recorded: check with the provider before resending") != 1:
                 continue
-            AuditEvent.objects.create(actor_label=DISPATCH_ACTOR, action=AuditEvent.Action.SEND_UNKNOWN,
-                                      correction_id=message.correction_id, before={"status": "sending"},
-                                      after={"status": "unknown", "claimed_by": message.claimed_by})
+            audit.record(AuditEvent.Action.SEND_UNKNOWN, by=DISPATCH_ACTOR, correction=message.correction_id,
+                         before={"status": "sending"}, after={"status": "unknown", "claimed_by": message.claimed_by})
             flagged += 1
     return flagged
 
@@ -299,9 +307,9 @@ def requeue(message_id: int, *, user, note: str = "") -> OutboxMessage:
         message.claimed_at, message.claimed_by, message.last_error = None, "", ""
         message.save(update_fields=["channel", "recipient", "status", "attempts", "next_attempt_at", "claimed_at",
                                     "claimed_by", "last_error"])
-        AuditEvent.objects.create(
-            actor=user, actor_label=user.get_username(), action=AuditEvent.Action.REQUEUED,
-            correction_id=message.correction_id, before=before,
+        transitions.check(OutboxMessage, before["status"], OutboxMessage.Status.READY)
+        audit.record(
+            AuditEvent.Action.REQUEUED, by=user, correction=message.correction_id, before=before,
             after={"status": "ready", "channel": channel, "recipient": recipient,
                    "recipient_changed": recipient != before["recipient"] or channel != before["channel"]},
             note=note[:500])

@@ -234,6 +234,7 @@ class AuditEvent(models.Model):
         SEND_UNKNOWN = "send_unknown", "Send outcome unknown"
         RECIPIENT = "recipient", "Recipient re-resolved to the patient's current contact"
         REQUEUED = "requeued", "Requeued by a pharmacist"
+        CANCELLED = "cancelled", "Cancelled before sending (its correction was no longer approved)"
 
     at = models.DateTimeField(auto_now_add=True)
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,

@@ -11,12 +11,12 @@ from django.utils import timezone
 from drugs.recall_terms import is_active, severity  # the one reading of a recall (issue #11)
 from memory.models import Fact
 
-from . import staleness
+from . import audit, staleness, transitions
 from .drafting import correction_text, fact_diff
 from .models import AuditEvent, Correction, OutboxMessage, Redecision, SweepRun
 from .staleness import Scope
 
-SWEEP_ACTOR = "sweep"
+SWEEP_ACTOR = audit.SWEEP
 
 
 LIVE_STATUSES = {Correction.Status.DRAFT, Correction.Status.APPROVED, Correction.Status.SENT}
@@ -199,10 +199,11 @@ def mark_stale(correction: Correction, *, replaced_by: Correction | None = None,
     if has_message and not cancelled:
         return False
     before = {"status": correction.status}
+    transitions.check(Correction, correction.status, Correction.Status.STALE)
     correction.status = Correction.Status.STALE
     correction.save(update_fields=["status", "updated"])
-    AuditEvent.objects.create(actor_label=SWEEP_ACTOR, action=AuditEvent.Action.STALE, correction=correction,
-                              sweep_run=run, before=before, after={"status": correction.status}, note=note)
+    audit.record(AuditEvent.Action.STALE, by=SWEEP_ACTOR, correction=correction, sweep_run=run, before=before,
+                 after={"status": correction.status}, note=note)
     return True
 
 
@@ -224,10 +225,9 @@ def write_draft(*, kind, patient, match, trigger, previous, old_decision, new_de
         subject=f"Update about your {correction.recall_number and 'recalled ' or ''}medicine"[:200],
         body=text, dedupe_key=key, status=OutboxMessage.Status.HELD,
     )
-    AuditEvent.objects.create(
-        actor_label=SWEEP_ACTOR, action=AuditEvent.Action.DRAFTED, correction=correction, decision=new_decision,
-        sweep_run=run, before={"verdict": old_verdict}, after={"verdict": new_verdict, "status": correction.status},
-    )
+    audit.record(AuditEvent.Action.DRAFTED, by=SWEEP_ACTOR, correction=correction, decision=new_decision,
+                 sweep_run=run, before={"verdict": old_verdict},
+                 after={"verdict": new_verdict, "status": correction.status})
     return correction
 
 

@@ -13,6 +13,7 @@ from core.retry import run_in_transaction
 from core.roles import REVIEW_SCREEN
 from memory.models import Decision, Fact
 
+from . import audit, transitions
 from .models import AuditEvent, Correction, OutboxMessage, Redecision
 
 REVIEW_PERMISSION = REVIEW_SCREEN  # the screen and the action check the same permission
@@ -125,15 +126,15 @@ def approve(correction_id: int, *, user, final_text: str | None = None) -> Corre
         if message.channel == "sms" and sms_too_long(text):
             raise InvalidReview(sms_too_long(text))
         correction.final_text = final_text.strip() if edited else ""
+        transitions.check(Correction, correction.status, Correction.Status.APPROVED)
         correction.status = Correction.Status.APPROVED
         correction.reviewed_by = user
         correction.reviewed_at = timezone.now()
         correction.save(update_fields=["final_text", "status", "reviewed_by", "reviewed_at", "updated"])
         OutboxMessage.objects.filter(correction=correction, status=OutboxMessage.Status.HELD).update(
             status=OutboxMessage.Status.READY, body=correction.text, next_attempt_at=timezone.now())
-        AuditEvent.objects.create(actor=user, actor_label=user.get_username(),
-                                  action=AuditEvent.Action.EDITED if edited else AuditEvent.Action.APPROVED,
-                                  correction=correction, before=before, after=_snapshot(correction))
+        audit.record(AuditEvent.Action.EDITED if edited else AuditEvent.Action.APPROVED, by=user,
+                     correction=correction, before=before, after=_snapshot(correction))
         _enqueue_dispatch()
         return correction
 
@@ -149,6 +150,7 @@ def reject(correction_id: int, *, user, reason: str) -> Correction:
     def _reject():
         correction = _lock_draft(correction_id)
         before = _snapshot(correction)
+        transitions.check(Correction, correction.status, Correction.Status.REJECTED)
         correction.status = Correction.Status.REJECTED
         correction.rejection_reason = reason
         correction.reviewed_by = user
@@ -156,8 +158,8 @@ def reject(correction_id: int, *, user, reason: str) -> Correction:
         correction.save(update_fields=["status", "rejection_reason", "reviewed_by", "reviewed_at", "updated"])
         OutboxMessage.objects.filter(correction=correction).exclude(status=OutboxMessage.Status.SENT).update(
             status=OutboxMessage.Status.CANCELLED, last_error=f"rejected: {reason}"[:2000])
-        AuditEvent.objects.create(actor=user, actor_label=user.get_username(), action=AuditEvent.Action.REJECTED,
-                                  correction=correction, before=before, after=_snapshot(correction), note=reason)
+        audit.record(AuditEvent.Action.REJECTED, by=user, correction=correction, before=before,
+                     after=_snapshot(correction), note=reason)
         return correction
 
     return run_in_transaction(_reject)
@@ -181,9 +183,8 @@ def use_current_contact(correction_id: int, *, user) -> Correction:
             correction.save(update_fields=["drafted_text", "final_text", "updated"])
         message.channel, message.recipient, message.body = channel, address, correction.text
         message.save(update_fields=["channel", "recipient", "body"])
-        AuditEvent.objects.create(actor=user, actor_label=user.get_username(), action=AuditEvent.Action.RECIPIENT,
-                                  correction=correction, before=before,
-                                  after={"channel": channel, "recipient": address, "text": correction.text})
+        audit.record(AuditEvent.Action.RECIPIENT, by=user, correction=correction, before=before,
+                     after={"channel": channel, "recipient": address, "text": correction.text})
         return correction
 
     return run_in_transaction(_use)

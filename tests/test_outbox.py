@@ -146,3 +146,8 @@ def test_a_message_staled_after_claim_is_cancelled_not_sent(people, drafts):  # 
     result = dispatch.dispatch_ready()
     assert result.sent == 0 and mail.outbox == []
     assert OutboxMessage.objects.get(correction=drafts["SYN-A"]).status == "cancelled"
+    # The cancel is a state change like any other: audited, by the dispatcher, with the reason.
+    [event] = AuditEvent.objects.filter(correction=drafts["SYN-A"], action=AuditEvent.Action.CANCELLED)
+    assert (event.actor_label, event.before, event.after) == ("dispatcher", {"status": "sending"},
+                                                               {"status": "cancelled"})
+    assert event.note == "correction is stale"
