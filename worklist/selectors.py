@@ -854,7 +854,7 @@ def follow_up_queue(*, now=None) -> list[tuple[str, PatientLine]]:
     return out
 
 
-FOLLOW_UP_SHOWN = 100  # per recall on the follow-up page; the recall page lists every patient
+FOLLOW_UP_SHOWN = 50  # per recall on the follow-up page, as a recall page shows 50; the recall page pages through all
 
 
 def follow_up_page(*, now=None, per_recall: int = FOLLOW_UP_SHOWN) -> list[dict]:
