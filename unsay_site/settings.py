@@ -1,5 +1,6 @@
 """Django settings for Unsay. Everything comes from the environment (UNSAY_*, DATABASE_URL,
-REDIS_URL, SECRET_KEY) with safe defaults; bad values stop start-up naming the variable."""
+REDIS_URL, SECRET_KEY) with safe defaults; bad values stop start-up naming the variable. Long on
+purpose: every environment read lives here, so `override_settings` and `manage.py check` see them all."""
 
 from pathlib import Path
 from urllib.parse import urlparse
