@@ -173,16 +173,24 @@ def wait_for_health(url: str, *, timeout: float = 90.0, proc: subprocess.Popen |
     raise RuntimeError(f"{url} did not answer within {timeout}s: {last_error}")
 
 
-def wait_for_report(*, timeout: float = 30.0, until=lambda report: True) -> dict:
-    """Build the staff status report in this process until `until(report)` holds; returns it. On
-    timeout raises RuntimeError(message, last_report)."""
-    from core.health import health_report
+def wait_for_report(env: dict, *, timeout: float = 30.0, until=lambda report: True) -> dict:
+    """Build the staff status report (`manage.py status --json`) in a child with the demo's
+    environment until `until(report)` holds; returns it. A child, not this process: this process read
+    REDIS_URL at import, before the demo chose its Redis, so its own report would say no Redis and no
+    workers. On timeout raises RuntimeError(message, last_report)."""
+    import json
 
     deadline = time.monotonic() + timeout
     report = {}
     while time.monotonic() < deadline:
-        report = health_report()
-        if until(report):
+        try:
+            done = subprocess.run([sys.executable, str(settings.BASE_DIR / "manage.py"), "status", "--json"],
+                                  cwd=settings.BASE_DIR, env=env, capture_output=True, text=True,
+                                  timeout=max(1.0, deadline - time.monotonic()))
+            report = json.loads(done.stdout or "{}")
+        except (subprocess.TimeoutExpired, json.JSONDecodeError):
+            pass
+        if report and until(report):
             return report
         time.sleep(0.5)
     raise RuntimeError(f"condition not met within {timeout}s", report)

@@ -96,7 +96,8 @@ class Command(BaseCommand):
             demo_setup.wait_for_health(f"{base}/health", proc=children["web"])
             # /health only says up or down; the details come from the same report staff see at /status.
             try:  # the worker takes a few seconds more; say so rather than hide it
-                health = demo_setup.wait_for_report(timeout=30, until=lambda report: report["celery"].get("workers"))
+                health = demo_setup.wait_for_report(env, timeout=30,
+                                                     until=lambda report: report["celery"].get("workers"))
             except RuntimeError as exc:
                 health = exc.args[1] if len(exc.args) > 1 else {}
                 self.stderr.write("Celery worker not seen after 30s; the web server is up anyway.")
