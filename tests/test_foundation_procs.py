@@ -210,5 +210,8 @@ def test_demo_runs_web_worker_and_beat_and_ctrl_c_stops_them_all():
         seen.append(lines.get())
     output = "".join(seen)
     assert "Stopped: web exit 0, worker exit 0, beat exit 0." in output, output[-3000:]
+    # The banner reports the Redis and worker the demo runs with, not the parent's import-time view.
+    [banner] = [line for line in output.splitlines() if "Unsay demo is up" in line]
+    assert "Redis ok=True" in banner and "workers: none yet" not in banner, banner
     time.sleep(0.5)
     assert not [c for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
