@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from django.db import connection
 from django.utils import timezone
 
+from drugs.matching import CERTAINTY_RANK
 from drugs.recall_terms import is_active, severity  # the one reading of a recall (issue #11)
 from memory.models import Fact
 
@@ -318,7 +319,7 @@ def strongest_match(rows, facts) -> str:
     from drugs.matching import match
 
     found = {str(m) for fact in facts if fact is not None for row in rows if (m := match(fact, row))}
-    return min(found, key=_MATCH_RANK.get, default="")
+    return min(found, key=CERTAINTY_RANK.get, default="")
 
 
 def save_run_progress(run: SweepRun, delta: SweepReport, *, last_id: int | None = None):
@@ -334,5 +335,3 @@ def save_run_progress(run: SweepRun, delta: SweepReport, *, last_id: int | None 
         values["error_text"] = run.error_text
     SweepRun.objects.filter(pk=run.pk).update(**values)
 
-
-_MATCH_RANK = {"confirmed": 0, "probable": 1, "product_all_lots": 2, "candidate": 3}

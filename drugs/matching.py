@@ -44,6 +44,10 @@ class MatchClass(StrEnum):
                 "candidate": "Candidate (ingredients only, no lot information)"}[self.value]
 
 
+# Most certain first: the strongest of several matches is the one with the lowest rank.
+CERTAINTY_RANK = {klass.value: rank for rank, klass in enumerate(MatchClass)}
+
+
 def lot_known(dispensing) -> bool:
     return bool(getattr(dispensing, "lot", "")) and getattr(dispensing, "lot_known", True) is not False
 

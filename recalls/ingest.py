@@ -424,13 +424,14 @@ def recall_claims(parsed: ParsedRecall, *, subject: str, ndcs: list, identity: d
     scope = parsed.scope
     lots = parsed.lots if scope == "lot" else [None]
     identity = parsed.identity if identity is None else identity
-    named = ndcs_in_text(" ".join(parsed.raw.get(name) or "" for name in TEXT_FIELDS
-                                  if isinstance(parsed.raw.get(name), str)))
+    # The record's NDC products, once per record (a recall may list thousands of lots).
+    listed = ndc_products(ndcs)
+    named = ndc_products(ndcs_in_text(" ".join(parsed.raw.get(name) or "" for name in TEXT_FIELDS
+                                               if isinstance(parsed.raw.get(name), str))))
+    products = {"ndc_products": sorted(listed), "named_ndc_products": sorted(named & listed)}
     claims = []
     for lot in lots:
-        attributes = dict(parsed.attributes, scope=scope, ndcs=list(ndcs),
-                          ndc_products=sorted(ndc_products(ndcs)),
-                          named_ndc_products=sorted(ndc_products(named) & ndc_products(ndcs)), **identity)
+        attributes = dict(parsed.attributes, scope=scope, ndcs=list(ndcs), **products, **identity)
         claims.append(RecallClaim(
             fact_key=recall_fact_key(parsed.recall_number, lot), kind="recall", subject=subject, lot=lot,
             statement=recall_statement(attributes, lot, all_lots=parsed.all_lots), source=ENFORCEMENT_SOURCE,

@@ -15,6 +15,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from corrections.models import CLASS_SEVERITY, Correction, OutboxMessage, Redecision
+from drugs.matching import CERTAINTY_RANK
 from memory.models import Fact
 from patients.models import Patient
 
@@ -416,7 +417,6 @@ CORRECTION_COLUMNS = ["id", "patient_id", "status", "kind", "match", "match_clas
                       "reviewed_by__username", "message__status", "message__channel", "message__recipient",
                       "message__sent_at", "message__attempts"]
 PATIENT_COLUMNS = ["id", "display_name", "external_ref", "public_id", "preferred_channel", "email", "phone"]
-CLASS_RANK = {"confirmed": 0, "probable": 1, "product_all_lots": 2, "candidate": 3}
 
 
 def _exposed_patient_ids(recall_number: str) -> dict[int, str]:
@@ -429,7 +429,7 @@ def _exposed_patient_ids(recall_number: str) -> dict[int, str]:
         klass = str(exposure.match_class) if exposure.match_class else LEGACY_MATCH_CLASS.get(exposure.match,
                                                                                              "candidate")
         known = out.get(exposure.patient.id)
-        if known is None or CLASS_RANK.get(klass, 9) < CLASS_RANK.get(known, 9):
+        if known is None or CERTAINTY_RANK.get(klass, 9) < CERTAINTY_RANK.get(known, 9):
             out[exposure.patient.id] = klass
     return out
 
@@ -478,7 +478,7 @@ def exposure_classes(recall_number: str) -> dict[int, str]:
             klass = str(found)
             for patient_id in group["patients"]:
                 known = out.get(patient_id)
-                if known is None or CLASS_RANK[klass] < CLASS_RANK[known]:
+                if known is None or CERTAINTY_RANK[klass] < CERTAINTY_RANK[known]:
                     out[patient_id] = klass
 
     lot_facts = [f for f in facts if f.lot and not recall_terms.is_drug_level(f)]
@@ -562,11 +562,11 @@ def _states_sql(recall_number: str, classes: dict[int, str]) -> tuple[str, list]
     q = connection.ops.quote_name
     # One id array per class, as literals built by str.join: adapting 8,000 Python values one by one,
     # or sending a class name beside each id, costs more than the query.
-    by_class = {k: [] for k in CLASS_RANK}
+    by_class = {k: [] for k in CERTAINTY_RANK}
     for patient_id, klass in classes.items():
         by_class[klass].append(patient_id)
-    arrays = ["{" + ",".join(map(str, by_class[k])) + "}" for k in CLASS_RANK]
-    exposed = " UNION ALL ".join(f"SELECT unnest(%s::bigint[]), '{k}'" for k in CLASS_RANK)
+    arrays = ["{" + ",".join(map(str, by_class[k])) + "}" for k in CERTAINTY_RANK]
+    exposed = " UNION ALL ".join(f"SELECT unnest(%s::bigint[]), '{k}'" for k in CERTAINTY_RANK)
     has_class = has_match_class_field()
     klass = ("CASE WHEN c.match_class <> '' THEN c.match_class " if has_class else "CASE ") + \
         "WHEN c.match = %s THEN 'probable' WHEN c.match = %s THEN 'asked' ELSE 'candidate' END"
@@ -658,7 +658,7 @@ class StateCounts:
 
     def by_class(self) -> dict:
         out = {}
-        for (klass, _st), n in sorted(self.cells.items(), key=lambda kv: CLASS_RANK.get(kv[0][0], 9)):
+        for (klass, _st), n in sorted(self.cells.items(), key=lambda kv: CERTAINTY_RANK.get(kv[0][0], 9)):
             out[klass] = out.get(klass, 0) + n
         return out
 
