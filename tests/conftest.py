@@ -47,3 +47,21 @@ def pytest_sessionfinish(session, exitstatus):
         redis.Redis.from_url(url, socket_timeout=1).flushdb()
     except Exception:  # Redis gone: nothing to clean
         pass
+
+
+@pytest.fixture
+def browser():
+    """Headless Debian Chromium through chromedriver (tests/test_browser_*.py; they skip without it)."""
+    import shutil
+
+    webdriver = pytest.importorskip("selenium.webdriver")
+    options = webdriver.ChromeOptions()
+    options.binary_location = "/usr/bin/chromium"
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                "--window-size=1280,1100"):
+        options.add_argument(arg)
+    driver_path = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+    driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=driver_path))
+    driver.set_page_load_timeout(30)
+    yield driver
+    driver.quit()

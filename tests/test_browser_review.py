@@ -2,7 +2,6 @@
 subprocess on 127.0.0.1, on this session's test database). Skipped without /usr/bin/chromium;
 CI must `apt-get install -y chromium chromium-driver` for it to run."""
 
-import shutil
 import socket
 import subprocess
 import sys
@@ -55,19 +54,6 @@ def live_server_url(tmp_path):
     server.terminate()
     server.wait(timeout=10)
 
-
-@pytest.fixture
-def browser():
-    webdriver = pytest.importorskip("selenium.webdriver")
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
-        options.add_argument(arg)
-    driver_path = shutil.which("chromedriver") or "/usr/bin/chromedriver"
-    driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=driver_path))
-    driver.set_page_load_timeout(30)
-    yield driver
-    driver.quit()
 
 
 def _wait(condition, timeout=30):

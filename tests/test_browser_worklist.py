@@ -4,7 +4,6 @@ against pytest-django's live_server: worklist -> recall page (deadline) -> revie
 reached -> steps -> close -> report + CSV. And the 409 / 400 paths show an explaining card.
 Screenshots go to docs/screenshots/. Skipped without /usr/bin/chromium."""
 
-import shutil
 import time
 from pathlib import Path
 
@@ -25,20 +24,6 @@ pytestmark = [
                        reason="needs /usr/bin/chromium (apt-get install chromium chromium-driver)"),
 ]
 
-
-@pytest.fixture
-def browser():
-    webdriver = pytest.importorskip("selenium.webdriver")
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                "--window-size=1280,1100"):
-        options.add_argument(arg)
-    driver_path = shutil.which("chromedriver") or "/usr/bin/chromedriver"
-    driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=driver_path))
-    driver.set_page_load_timeout(30)
-    yield driver
-    driver.quit()
 
 
 def _wait(condition, timeout=20):
