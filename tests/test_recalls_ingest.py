@@ -94,6 +94,25 @@ def test_reingesting_the_same_snapshot_writes_nothing_and_embeds_nothing(hashing
     assert Fact.objects.count() == facts_before
 
 
+
+def test_a_no_op_reingest_parses_no_record_and_a_changed_one_is_parsed(hashing_embeddings, monkeypatch):
+    """The no-op path compares the raw record's hash before parsing (issue #14: a re-ingest must run at
+    thousands of records/s); a changed record and a duplicate still go through the full parse."""
+    import recalls.services as services
+
+    records = _sartans(6)
+    ingest_document(_doc(records))
+    parsed = []
+    real = services.parse_enforcement
+    monkeypatch.setattr(services, "parse_enforcement", lambda raw: parsed.append(raw["recall_number"]) or real(raw))
+    again = ingest_document(_doc(records))
+    assert parsed == [] and again.unchanged == len(records)
+    changed = copy.deepcopy(records)
+    changed[0]["status"] = "Terminated" if changed[0]["status"] != "Terminated" else "Ongoing"
+    run = ingest_document(_doc(changed + [copy.deepcopy(changed[1])]))
+    assert parsed == [changed[0]["recall_number"], changed[1]["recall_number"]]  # the changed one, the duplicate
+    assert run.new_versions >= 1 and run.unchanged == len(records)  # 5 at sight + the duplicate of an unchanged one
+
 def _changed_only(fields):
     """Recall numbers whose old and new records differ in exactly `fields` (compared raw)."""
     old, new = _by_number(OLD), _by_number(NEW)

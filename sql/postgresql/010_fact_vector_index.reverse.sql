@@ -1,1 +1,0 @@
-DROP INDEX IF EXISTS fact_believed_embedding_hnsw;
