@@ -51,7 +51,7 @@ class Patient(models.Model):
         SMS = "sms", "SMS"
 
     public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
-    # Home region drives REGIONAL BY ROW residency on CockroachDB (sql/); required, never defaulted.
+    # Home region drives REGIONAL BY ROW residency on CockroachDB (migration 0002); required, never defaulted.
     region = models.CharField(max_length=40, validators=[validate_region])
     display_name = models.CharField(max_length=200)
     email = models.EmailField(blank=True)
@@ -139,7 +139,7 @@ class DispensingRecord(models.Model):
                            help_text="Normalised exactly as recall lots are; empty only when lot_unknown.")
     # A dispensing whose lot was not recorded: matched by drug and product only (never by lot), and
     # shown as "unknown". Never an empty lot on its own (a check constraint holds both together).
-    # db_default as well: rows loaded by raw SQL (bench COPY, sql/) get the same values as the ORM's.
+    # db_default as well: rows loaded by raw SQL (bench COPY) get the same values as the ORM's.
     lot_unknown = models.BooleanField(
         default=False, db_default=False, verbose_name="lot unknown",
         help_text="Tick only when the lot cannot be read from the pack or was not recorded.")

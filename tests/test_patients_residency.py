@@ -1,19 +1,22 @@
-"""Residency: the CockroachDB SQL rendered from settings, and the report /health shows.
+"""Residency: the CockroachDB SQL the migrations run, and the report /health shows.
 
-No CockroachDB here: the SQL is checked as rendered for a fake multi-region cockroach connection
-(what would be executed, in order); the report is checked on PostgreSQL.
+No CockroachDB here: the SQL is checked as executed for a fake cockroach connection whose database
+has (or has not) regions, in order; the report is checked on PostgreSQL.
 """
 
+import importlib
 from datetime import UTC, datetime
 
 import pytest
-from django.test import override_settings
 
 from core import health
-from core.sqlfiles import run_sql_file
+from core.migration_ops import region_case, run_engine_sql
 from patients.models import DispensingRecord, Patient
-from patients.residency import region_case_sql, residency_sql_params
 from patients.services import residency_report
+
+PATIENTS_0002 = importlib.import_module("patients.migrations.0002_exposure_permission_residency")
+CORRECTIONS_0003 = importlib.import_module("corrections.migrations.0003_region_for_residency")
+MEMORY_0002 = importlib.import_module("memory.migrations.0002_fact_vector_index")
 
 
 class FakeCursor:
@@ -27,48 +30,45 @@ class FakeCursor:
         return False
 
     def execute(self, sql, params=None):
-        assert sql == "SELECT count(*) FROM [SHOW REGIONS FROM DATABASE]"
+        assert sql == 'SELECT region, "primary" FROM [SHOW REGIONS FROM DATABASE] ORDER BY region'
 
-    def fetchone(self):
-        return (self.regions,)
+    def fetchall(self):  # SHOW REGIONS sorts by name; the primary is flagged
+        return [(r, r == self.regions[0]) for r in sorted(self.regions)]
 
 
 class FakeConnection:
-    vendor = "cockroachdb"
-
-    def __init__(self, regions):
+    def __init__(self, regions, vendor="cockroachdb"):
         self.regions = regions
+        self.vendor = vendor
+        self.probes = 0
 
     def cursor(self):
+        self.probes += 1
         return FakeCursor(self.regions)
 
 
 class RecordingSchemaEditor:
-    def __init__(self, regions=3):
-        self.connection = FakeConnection(regions)
+    def __init__(self, regions=("us-east1", "us-west1", "europe-west1"), vendor="cockroachdb"):
+        self.connection = FakeConnection(list(regions), vendor)
         self.executed = []
 
     def execute(self, sql):
         self.executed.append(sql)
 
 
-def test_the_case_lists_exactly_the_configured_regions():
-    assert region_case_sql() == (
-        "CASE region WHEN 'aws-us-east-1' THEN 'aws-us-east-1' WHEN 'aws-eu-west-1' THEN 'aws-eu-west-1' "
-        "WHEN 'aws-ap-southeast-1' THEN 'aws-ap-southeast-1' END")
-    with override_settings(UNSAY_REGIONS=["us-east1", "europe-west1"]):
-        assert residency_sql_params()["region_case"] == (
-            "CASE region WHEN 'us-east1' THEN 'us-east1' WHEN 'europe-west1' THEN 'europe-west1' END")
-    with override_settings(UNSAY_REGIONS=[]), pytest.raises(ValueError, match="UNSAY_REGIONS is empty"):
-        region_case_sql()
+def test_the_case_lists_exactly_the_given_regions():
+    assert region_case(["us-east1", "europe-west1"]) == (
+        "CASE region WHEN 'us-east1' THEN 'us-east1' WHEN 'europe-west1' THEN 'europe-west1' END")
+    assert region_case(["o'brien"], otherwise="us-east1") == (
+        "CASE region WHEN 'o''brien' THEN 'o''brien' ELSE 'us-east1' END")
 
 
 def test_on_a_multi_region_cockroachdb_both_tables_become_regional_by_row_homed_by_region():
-    editor = RecordingSchemaEditor(regions=3)
-    with override_settings(UNSAY_REGIONS=["us-east1", "us-west1", "europe-west1"]):
-        run_sql_file("020_patient_residency.sql", editor, params=residency_sql_params)
-    case = "CASE region WHEN 'us-east1' THEN 'us-east1' WHEN 'us-west1' THEN 'us-west1' " \
-           "WHEN 'europe-west1' THEN 'europe-west1' END"
+    editor = RecordingSchemaEditor()
+    run_engine_sql(editor, PATIENTS_0002.FORWARD)
+    # The database's regions, in SHOW REGIONS' (name) order, read once for the whole migration.
+    case = "CASE region WHEN 'europe-west1' THEN 'europe-west1' WHEN 'us-east1' THEN 'us-east1' " \
+           "WHEN 'us-west1' THEN 'us-west1' END"
     assert editor.executed == [
         f"ALTER TABLE patients_patient ADD COLUMN IF NOT EXISTS home crdb_internal_region NOT NULL AS ({case}) STORED",
         "ALTER TABLE patients_patient SET LOCALITY REGIONAL BY ROW AS home",
@@ -76,16 +76,30 @@ def test_on_a_multi_region_cockroachdb_both_tables_become_regional_by_row_homed_
         f"AS ({case}) STORED",
         "ALTER TABLE patients_dispensingrecord SET LOCALITY REGIONAL BY ROW AS home",
     ]
-    reverse = RecordingSchemaEditor(regions=3)
-    run_sql_file("020_patient_residency.sql", reverse, reverse=True, params=residency_sql_params)
+    assert editor.connection.probes == 1
+    reverse = RecordingSchemaEditor()
+    run_engine_sql(reverse, PATIENTS_0002.REVERSE)
     assert reverse.executed[-1] == "ALTER TABLE patients_patient DROP COLUMN IF EXISTS home"
     assert len(reverse.executed) == 4
 
 
 def test_a_cockroachdb_without_regions_skips_every_region_statement():
-    editor = RecordingSchemaEditor(regions=0)
-    run_sql_file("020_patient_residency.sql", editor, params=residency_sql_params)
-    assert editor.executed == []
+    editor = RecordingSchemaEditor(regions=())
+    assert run_engine_sql(editor, PATIENTS_0002.FORWARD) == []
+    # The fact table's vector index needs no regions; only its GLOBAL locality is skipped.
+    editor = RecordingSchemaEditor(regions=())
+    run_engine_sql(editor, MEMORY_0002.FORWARD)
+    assert [s.split(" ON ")[0] for s in editor.executed] == [
+        "ALTER TABLE memory_fact ADD COLUMN IF NOT EXISTS believed BOOL NOT NULL AS (retracted_at IS NULL) STORED",
+        "CREATE VECTOR INDEX IF NOT EXISTS fact_believed_embedding_vec"]
+
+
+def test_postgresql_runs_only_its_own_statements():
+    editor = RecordingSchemaEditor(vendor="postgresql")
+    assert run_engine_sql(editor, PATIENTS_0002.FORWARD) == []
+    run_engine_sql(editor, MEMORY_0002.FORWARD)
+    assert len(editor.executed) == 1 and "USING hnsw" in editor.executed[0]
+    assert editor.connection.probes == 0
 
 
 @pytest.mark.django_db
@@ -136,10 +150,9 @@ def test_a_refused_probe_is_reported_and_leaves_the_transaction_usable(monkeypat
 
 
 def test_decisions_drafts_and_messages_are_homed_with_their_patient_on_cockroachdb():
-    editor = RecordingSchemaEditor(regions=3)
-    with override_settings(UNSAY_REGIONS=["us-east1", "europe-west1"], UNSAY_PRIMARY_REGION="us-east1"):
-        run_sql_file("030_patient_named_rows_residency.sql", editor, params=residency_sql_params)
-    case = "CASE region WHEN 'us-east1' THEN 'us-east1' WHEN 'europe-west1' THEN 'europe-west1'"
+    editor = RecordingSchemaEditor(regions=("us-east1", "europe-west1"))
+    run_engine_sql(editor, CORRECTIONS_0003.FORWARD)
+    case = "CASE region WHEN 'europe-west1' THEN 'europe-west1' WHEN 'us-east1' THEN 'us-east1'"
     executed = "\n".join(editor.executed)
     # A decision asked for no patient (region '') goes to the primary region; drafts always name one.
     assert f"memory_decision ADD COLUMN IF NOT EXISTS home crdb_internal_region NOT NULL AS ({case} " \
@@ -148,4 +161,4 @@ def test_decisions_drafts_and_messages_are_homed_with_their_patient_on_cockroach
         assert f"{table} ADD COLUMN IF NOT EXISTS home crdb_internal_region NOT NULL AS ({case} END) STORED" in executed
         assert f"ALTER TABLE {table} SET LOCALITY REGIONAL BY ROW AS home" in executed
     assert "ALTER TABLE memory_decision SET LOCALITY REGIONAL BY ROW AS home" in executed
-    assert not RecordingSchemaEditor(regions=0).executed
+    assert "{{" not in executed

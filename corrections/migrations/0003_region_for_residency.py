@@ -2,8 +2,32 @@
 
 from django.db import migrations, models
 
-from patients.residency import residency_sql_params
-from core.sqlfiles import RunSQLFile
+from core.migration_ops import REGION_CASE, REGION_CASE_OR_PRIMARY, EngineSQL
+
+# CockroachDB only: rows that name a patient live in that patient's home region, like the patient
+# row itself (patients 0002): decisions, correction drafts and outbox messages. Each carries a plain
+# `region` copied from the patient; `home` maps it to the database region enum. A decision asked for
+# no patient has region '' and is homed in the primary region. Skipped on a database without regions.
+FORWARD = {"cockroachdb": [
+    f"ALTER TABLE memory_decision ADD COLUMN IF NOT EXISTS home crdb_internal_region NOT NULL "
+    f"AS ({REGION_CASE_OR_PRIMARY}) STORED",
+    "ALTER TABLE memory_decision SET LOCALITY REGIONAL BY ROW AS home",
+    f"ALTER TABLE corrections_correction ADD COLUMN IF NOT EXISTS home crdb_internal_region NOT NULL "
+    f"AS ({REGION_CASE}) STORED",
+    "ALTER TABLE corrections_correction SET LOCALITY REGIONAL BY ROW AS home",
+    f"ALTER TABLE corrections_outboxmessage ADD COLUMN IF NOT EXISTS home crdb_internal_region NOT NULL "
+    f"AS ({REGION_CASE}) STORED",
+    "ALTER TABLE corrections_outboxmessage SET LOCALITY REGIONAL BY ROW AS home",
+]}
+# Back to one home for all rows (the primary region), then drop the computed columns.
+REVERSE = {"cockroachdb": [
+    "ALTER TABLE corrections_outboxmessage SET LOCALITY REGIONAL BY TABLE IN PRIMARY REGION",
+    "ALTER TABLE corrections_outboxmessage DROP COLUMN IF EXISTS home",
+    "ALTER TABLE corrections_correction SET LOCALITY REGIONAL BY TABLE IN PRIMARY REGION",
+    "ALTER TABLE corrections_correction DROP COLUMN IF EXISTS home",
+    "ALTER TABLE memory_decision SET LOCALITY REGIONAL BY TABLE IN PRIMARY REGION",
+    "ALTER TABLE memory_decision DROP COLUMN IF EXISTS home",
+]}
 
 
 def copy_patient_regions(apps, schema_editor):
@@ -36,6 +60,5 @@ class Migration(migrations.Migration):
             field=models.CharField(blank=True, editable=False, max_length=40),
         ),
         migrations.RunPython(copy_patient_regions, migrations.RunPython.noop),
-        # CockroachDB only: decisions, drafts and messages homed with their patient (REGIONAL BY ROW).
-        RunSQLFile("030_patient_named_rows_residency.sql", params=residency_sql_params),
+        EngineSQL(FORWARD, REVERSE),
     ]

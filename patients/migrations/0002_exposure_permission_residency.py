@@ -2,10 +2,28 @@
 
 from django.db import migrations
 
-from patients.residency import residency_sql_params
-from core.sqlfiles import RunSQLFile
+from core.migration_ops import REGION_CASE, EngineSQL
 
-
+# CockroachDB only: patients and their dispensing rows live in the patient's home region (REGIONAL BY
+# ROW). REGIONAL BY ROW AS needs a NOT NULL column of the database's region enum, so `home` is
+# computed from the app's plain `region` column by a CASE over the database's regions (filled in
+# when the migration runs, core.migration_ops); a region outside them gives NULL, which NOT NULL
+# refuses, so a row can never land in an unintended place. Skipped on a database without regions.
+FORWARD = {"cockroachdb": [
+    f"ALTER TABLE patients_patient ADD COLUMN IF NOT EXISTS home crdb_internal_region NOT NULL "
+    f"AS ({REGION_CASE}) STORED",
+    "ALTER TABLE patients_patient SET LOCALITY REGIONAL BY ROW AS home",
+    f"ALTER TABLE patients_dispensingrecord ADD COLUMN IF NOT EXISTS home crdb_internal_region NOT NULL "
+    f"AS ({REGION_CASE}) STORED",
+    "ALTER TABLE patients_dispensingrecord SET LOCALITY REGIONAL BY ROW AS home",
+]}
+# Back to one home for all rows (the primary region), then drop the computed column.
+REVERSE = {"cockroachdb": [
+    "ALTER TABLE patients_dispensingrecord SET LOCALITY REGIONAL BY TABLE IN PRIMARY REGION",
+    "ALTER TABLE patients_dispensingrecord DROP COLUMN IF EXISTS home",
+    "ALTER TABLE patients_patient SET LOCALITY REGIONAL BY TABLE IN PRIMARY REGION",
+    "ALTER TABLE patients_patient DROP COLUMN IF EXISTS home",
+]}
 
 
 class Migration(migrations.Migration):
@@ -26,6 +44,5 @@ class Migration(migrations.Migration):
         # (unsay_site.apps), as django.contrib.auth creates permissions; this step used to replay
         # today's table from a historical migration.
         migrations.RunPython(migrations.RunPython.noop, migrations.RunPython.noop),
-        # CockroachDB only: patient and dispensing rows REGIONAL BY ROW, homed by the patient's region.
-        RunSQLFile("020_patient_residency.sql", params=residency_sql_params),
+        EngineSQL(FORWARD, REVERSE),
     ]
