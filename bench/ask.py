@@ -26,9 +26,9 @@ from django.test import override_settings  # noqa: E402
 from ask.models import UsageCounter  # noqa: E402
 from ask.services import ask, decide, reserve_model_call  # noqa: E402
 from demo.patients import DEMO_PATIENT_REFS, seed_demo  # noqa: E402
+from demo.slice import ingest_demo  # noqa: E402
 from memory.models import Fact  # noqa: E402
 from patients.models import Patient  # noqa: E402
-from recalls.services import ingest_demo  # noqa: E402
 
 if not Fact.objects.exists():
     ingest_demo()

@@ -45,9 +45,9 @@ from django.db import connection  # noqa: E402
 from api import create_api_key  # noqa: E402
 from ask.models import ApiClient, ClientPatient  # noqa: E402
 from demo.patients import DEMO_PATIENT_REFS, seed_demo  # noqa: E402
+from demo.slice import ingest_demo  # noqa: E402
 from memory.models import Fact  # noqa: E402
 from patients.models import Patient  # noqa: E402
-from recalls.services import ingest_demo  # noqa: E402
 
 if not Fact.objects.exists():
     ingest_demo()

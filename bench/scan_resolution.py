@@ -26,6 +26,7 @@ setup_django(db_name="unsay_bench_scan")
 
 from django.core.management import call_command  # noqa: E402
 
+from demo.slice import DEMO_SLICE  # noqa: E402
 from drugs.gs1 import gtin_for_ndc, ndc_candidates  # noqa: E402
 from memory.models import Fact  # noqa: E402
 from patients.scanning import known_products  # noqa: E402
@@ -48,7 +49,7 @@ def main():
     args = parser.parse_args()
     if not Fact.objects.filter(kind=Fact.Kind.RECALL).exists():
         began = time.monotonic()
-        source = ["--file", args.file] if args.file else ["--demo"]
+        source = ["--file", args.file or str(DEMO_SLICE)]
         call_command("ingest_recalls", *source, "--no-progress", verbosity=0)
         print(f"ingested {args.file or 'the demo slice'} in {time.monotonic() - began:.0f} s")
     believed = Fact.objects.believed().filter(kind=Fact.Kind.RECALL).count()

@@ -20,8 +20,6 @@ class SweepRun(models.Model):
         DISPENSING = "dispensing", "After a dispensing change"
         BEAT = "beat", "Periodic (beat)"
         MANUAL = "manual", "manage.py sweep"
-        DEMO = "demo", "Demo story"
-        BENCH = "bench", "Benchmark"
 
     class Status(models.TextChoices):
         RUNNING = "running", "Running"

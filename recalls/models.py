@@ -7,7 +7,6 @@ class IngestRun(models.Model):
     class Source(models.TextChoices):
         FILE = "file", "File"
         API = "api", "openFDA API"
-        DEMO = "demo", "Demo slice"
 
     class Kind(models.TextChoices):
         ENFORCEMENT = "enforcement", "Drug enforcement (recalls)"

@@ -1,12 +1,11 @@
 """Ingestion runs: the plain functions the command, the Celery task and the tests all call. Why one
 long module: a run's lifecycle (start, chunks, quarantine, tallies, heartbeat, finish) is one state
-machine over one IngestRun row. (The demo's escalation is demo.escalation.)
+machine over one IngestRun row. (The demo's slice and escalation are demo.slice and demo.escalation.)
 
     ingest_document(document, source=..., kind=...)   -> IngestRun   (any API-shaped JSON)
     ingest_file(path_or_s3_url, ...)                   -> IngestRun   (.json or bulk .json.zip)
     ingest_from_api(since, until=None, labels=False)   -> IngestRun   (fetch, archive, ingest)
     ingest_incremental()                               -> IngestRun   (from the last successful API run)
-    ingest_demo()                                      -> IngestRun   (tests/fixtures/openfda/demo-slice.json)
 
 Facts are written only through memory.services.assert_claims / retract_claim, so every supersession
 (new version or retraction) reaches memory's supersession hooks after commit; that is where the
@@ -28,7 +27,6 @@ import zlib
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from datetime import date, timedelta
-from pathlib import Path
 
 from django.conf import settings
 from django.db import connections
@@ -56,6 +54,7 @@ from .ingest import (
     recall_claims,
     record_hash,
     storable,
+    unstorable_text,
 )
 from .models import IngestRun, QuarantinedRecord, RecallRecord
 from .openfda import OpenFDAClient
@@ -63,7 +62,6 @@ from .openfda import OpenFDAClient
 log = logging.getLogger(__name__)
 
 CHUNK = 200  # records per batch: one believed-facts query and one embedding call per chunk
-DEMO_SLICE = Path(settings.BASE_DIR) / "tests" / "fixtures" / "openfda" / "demo-slice.json"
 INCREMENTAL_OVERLAP_DAYS = 14  # re-read the tail of the last window: late-published records cost nothing if unchanged
 INITIAL_WINDOW_DAYS = 90
 
@@ -220,10 +218,6 @@ def ingest_file(location, *, kind=IngestRun.Kind.ENFORCEMENT, source=IngestRun.S
     run = start_run(source=source, kind=kind, source_ref=str(location), trigger=trigger,
                     snapshot_location=str(location))
     return ingest_document(document, run=run, progress=progress, workers=workers)
-
-
-def ingest_demo(*, trigger="command", progress=None, workers=1) -> IngestRun:
-    return ingest_file(DEMO_SLICE, source=IngestRun.Source.DEMO, trigger=trigger, progress=progress, workers=workers)
 
 
 def ingest_from_api(since: date, until: date | None = None, *, labels=False, client: OpenFDAClient | None = None,
@@ -384,7 +378,8 @@ class RecallIngester:
     def ingest_chunk(self, records) -> Tally:
         run = Tally()
         numbers = {raw["recall_number"].strip() for raw in records
-                   if isinstance(raw, dict) and isinstance(raw.get("recall_number"), str)}
+                   if isinstance(raw, dict) and isinstance(raw.get("recall_number"), str)
+                   and unstorable_text(raw["recall_number"]) is None}  # NUL or a lone surrogate: parse quarantines it
         held = {number: (digest, version) for number, digest, version in RecallRecord.objects.filter(
             recall_number__in=numbers).values_list("recall_number", "record_hash", "identity_version")}
         prepared = []

@@ -12,6 +12,7 @@ from django.core.management.base import CommandError
 from core import health
 from core.roles import PHARMACIST, PHARMACY_STAFF
 from demo.management.commands import load_demo
+from demo.slice import DEMO_SLICE
 
 
 @pytest.fixture(autouse=True)
@@ -157,7 +158,7 @@ def test_load_demo_runs_steps_in_order_and_skips_missing_commands(monkeypatch):
 
 def test_load_demo_lists_the_three_app_steps_in_order():
     assert [name for name, _ in load_demo.STEPS] == ["ingest_recalls", "seed_demo", "demo_story"]
-    assert load_demo.STEPS[0][1] == ["--demo"]
+    assert load_demo.STEPS[0][1] == ["--file", str(DEMO_SLICE)] and DEMO_SLICE.is_file()
 
 
 @pytest.mark.django_db

@@ -6,6 +6,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 
+from demo.slice import DEMO_SLICE
 from memory import minilm
 from memory.embeddings import HashingEmbedding, LocalMiniLM, build_provider
 from recalls.management.commands.export_embedding_model import sample_statements
@@ -18,7 +19,7 @@ def fresh_engines(monkeypatch):
 
 
 def test_onnx_vectors_equal_torch_vectors_on_real_recall_statements(settings):
-    texts = sample_statements(limit=64)
+    texts = sample_statements(DEMO_SLICE, limit=64)
     texts.append(" ".join(texts))  # far past 256 tokens: both must truncate at the same place
     assert len(texts) > 60 and any(" lot " in t for t in texts)
     onnx = minilm.OnnxMiniLM(minilm.ensure_onnx_model(settings.UNSAY_MODEL_DIR)).encode(texts)

@@ -6,8 +6,10 @@ from pathlib import Path
 
 from django.core.management import call_command
 
+from demo.slice import DEMO_SLICE
+
 FIXTURES = Path(__file__).parent / "fixtures" / "openfda"
-SLICE = FIXTURES / "demo-slice.json"
+SLICE = DEMO_SLICE
 
 
 def _canonical(record):

@@ -10,6 +10,7 @@ import zipfile
 
 import pytest
 
+from demo.slice import DEMO_SLICE
 from memory.models import Fact
 from recalls.ingest import Malformed, parse_enforcement, parse_openfda_date
 from recalls.models import IngestRun, QuarantinedRecord, RecallRecord
@@ -91,8 +92,8 @@ def test_every_recall_number_in_the_real_fixtures_passes_the_pattern():
     from recalls.ingest import RECALL_NUMBER_PATTERN
 
     numbers = {r["recall_number"] for path in (OLD, NEW) for r in records(path) if r["recall_number"]}
-    for name in ("drug-enforcement-recent-sample.json", "demo-slice.json"):
-        numbers |= {r["recall_number"] for r in json.loads((OLD.parent / name).read_text())["results"]}
+    for path in (OLD.parent / "drug-enforcement-recent-sample.json", DEMO_SLICE):
+        numbers |= {r["recall_number"] for r in json.loads(path.read_text())["results"]}
     assert len(numbers) > 13000
     assert [n for n in numbers if not RECALL_NUMBER_PATTERN.fullmatch(n)] == []
 

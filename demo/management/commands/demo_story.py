@@ -57,7 +57,7 @@ class Command(BaseCommand):
                 self.stdout.write(f"Escalated {r.fact_key} (the demo patients' lot): {state}")
         self.stdout.write(f"Escalated {DEMO_RECALL_NUMBER} to Class I: {len(results)} lot fact(s) of the recall.")
 
-        report = sweep(trigger=SweepRun.Trigger.DEMO)
+        report = sweep(trigger=SweepRun.Trigger.MANUAL)
         waiting = Correction.objects.pending_review().filter(recall_number=DEMO_RECALL_NUMBER).count()
         self.stdout.write(self.style.SUCCESS(
             f"Sweep: examined {report.examined}, corrected {report.corrected}, reaffirmed {report.reaffirmed}, "

@@ -3,10 +3,12 @@
 from django.core.management import call_command, get_commands
 from django.core.management.base import BaseCommand
 
+from demo.slice import DEMO_SLICE
+
 # In order: recalls and labels first (ingestion), then synthetic patients who were dispensed the
 # recalled lots, then the story (ask, escalate a recall, sweep, print counts).
 STEPS = [
-    ("ingest_recalls", ["--demo"]),
+    ("ingest_recalls", ["--file", str(DEMO_SLICE)]),
     ("seed_demo", []),
     ("demo_story", []),
 ]

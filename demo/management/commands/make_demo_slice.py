@@ -1,4 +1,4 @@
-"""Build tests/fixtures/openfda/demo-slice.json from the real fixtures (records unmodified).
+"""Build demo/data/demo-slice.json from the real fixtures in tests/fixtures/openfda/ (records unmodified).
 
 All sartan records (valsartan, losartan, irbesartan named in the product, its openfda generic name
 or the reason for recall) of the 2021 bulk file, the 149 recent-sample
@@ -11,11 +11,14 @@ import random
 import re
 from pathlib import Path
 
+from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from recalls.services import DEMO_SLICE, load_document
+from demo.slice import DEMO_SLICE
+from recalls.services import load_document
 
-FIXTURES = DEMO_SLICE.parent
+# A maintainer's build step, not run time: the slice is cut from the real snapshots the tests keep.
+FIXTURES = Path(settings.BASE_DIR) / "tests" / "fixtures" / "openfda"
 SARTAN = re.compile(r"valsartan|losartan|irbesartan", re.I)
 
 

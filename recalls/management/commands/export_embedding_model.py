@@ -21,14 +21,20 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--force", action="store_true", help="Export again even if the file exists.")
         parser.add_argument("--no-verify", action="store_true", help="Skip the comparison with torch.")
+        parser.add_argument("--sample", metavar="FILE",
+                            help="openFDA JSON or bulk .json.zip whose recall statements are compared "
+                                 "(default: the believed recall facts in the database).")
 
-    def handle(self, *args, force=False, no_verify=False, **options):
+    def handle(self, *args, force=False, no_verify=False, sample=None, **options):
         started = time.perf_counter()
         path = minilm.ensure_onnx_model(settings.UNSAY_MODEL_DIR, force=force)
         self.stdout.write(f"{path} ({path.stat().st_size / 1e6:.1f} MB) ready in {time.perf_counter() - started:.1f}s")
         if no_verify:
             return
-        texts = sample_statements()
+        texts = sample_statements(sample) if sample else believed_statements()
+        if not texts:
+            self.stdout.write("no recall statements to compare with torch: ingest recalls first, or pass --sample FILE")
+            return
         engines = [minilm.OnnxMiniLM(path), minilm.TorchMiniLM()]
         vectors, rates = [], []
         for engine in engines:
@@ -43,13 +49,21 @@ class Command(BaseCommand):
                           f"({rates[0] / rates[1]:.2f}x)")
 
 
-def sample_statements(limit: int = 64) -> list[str]:
-    """Statements of the demo slice's real recall records, as ingestion writes them."""
+def believed_statements(limit: int = 64) -> list[str]:
+    """Statements of believed recall facts, exactly as ingestion wrote them."""
+    from memory.models import Fact
+
+    facts = Fact.objects.believed().filter(kind="recall").order_by("id")
+    return list(facts.values_list("statement", flat=True)[:limit])
+
+
+def sample_statements(location, limit: int = 64) -> list[str]:
+    """Statements ingestion would write for the real recall records in an openFDA file."""
     from recalls.ingest import parse_enforcement, recall_statement
-    from recalls.services import DEMO_SLICE, load_document
+    from recalls.services import load_document
 
     out = []
-    for record in load_document(str(DEMO_SLICE))["results"]:
+    for record in load_document(str(location))["results"]:
         try:
             parsed = parse_enforcement(record)
         except Exception:  # a malformed record is the quarantine's business, not this sample's

@@ -4,7 +4,7 @@
     manage.py ingest_recalls --since 2026-01-01   fetch report_date >= since from the API (archived first)
     manage.py ingest_recalls --labels --since D   the same for drug labels (effective_time)
     manage.py ingest_recalls --labels --file PATH
-    manage.py ingest_recalls --demo               the demo slice (tests/fixtures/openfda/demo-slice.json)
+    (the demo's own slice: manage.py ingest_recalls --file demo/data/demo-slice.json, run by load_demo)
 """
 
 from datetime import date
@@ -31,7 +31,6 @@ class Command(BaseCommand):
         source = parser.add_mutually_exclusive_group(required=True)
         source.add_argument("--file", help="API response JSON, bulk download .json.zip, or archived snapshot.")
         source.add_argument("--since", type=_date, help="Fetch from the openFDA API from this date (YYYY-MM-DD).")
-        source.add_argument("--demo", action="store_true", help="Ingest the demo slice.")
         parser.add_argument("--until", type=_date, help="With --since: last date to fetch (default today).")
         parser.add_argument("--labels", action="store_true", help="Drug labels instead of recalls.")
         parser.add_argument("--workers", type=int, default=4,
@@ -59,11 +58,7 @@ class Command(BaseCommand):
 
         kind = IngestRun.Kind.LABEL if options["labels"] else IngestRun.Kind.ENFORCEMENT
         try:
-            if options["demo"]:
-                if options["labels"]:
-                    raise CommandError("--demo ingests recalls only.")
-                run = services.ingest_demo(progress=progress, workers=options["workers"])
-            elif options["file"]:
+            if options["file"]:
                 run = services.ingest_file(options["file"], kind=kind, progress=progress,
                                            workers=options["workers"])
             else:
