@@ -26,8 +26,6 @@ from django.core.mail import EmailMultiAlternatives
 from django.db import connection, transaction
 from django.utils import timezone
 
-from core.env import env_int
-
 from . import audit, transitions
 from .models import AuditEvent, Correction, OutboxMessage
 from .review import require_reviewer
@@ -46,15 +44,15 @@ class PermanentSendError(Exception):
 
 
 def max_attempts() -> int:
-    return env_int("UNSAY_OUTBOX_MAX_ATTEMPTS", 5, minimum=1)
+    return settings.UNSAY_OUTBOX_MAX_ATTEMPTS
 
 
 def claim_timeout() -> int:
-    return env_int("UNSAY_OUTBOX_CLAIM_TIMEOUT", 300, minimum=1)
+    return settings.UNSAY_OUTBOX_CLAIM_TIMEOUT
 
 
 def backoff_seconds(attempt: int) -> int:
-    base = env_int("UNSAY_OUTBOX_BACKOFF", 30, minimum=0)
+    base = settings.UNSAY_OUTBOX_BACKOFF
     return min(3600, base * 2 ** max(0, attempt - 1))
 
 

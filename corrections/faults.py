@@ -1,19 +1,19 @@
 """Fault injection for crash-replay tests: UNSAY_SWEEP_CRASH_AT=<point>:<page> SIGKILLs the sweep there.
 
-Read from the environment at call time on purpose: the tests start real sweep processes with it set."""
+settings.UNSAY_SWEEP_CRASH_AT, set in the environment of the real sweep processes the tests start."""
 
 import logging
 import os
 import signal
 
-from core.env import env_str
+from django.conf import settings
 
 log = logging.getLogger(__name__)
 
 
 def crash_point():
     """UNSAY_SWEEP_CRASH_AT=<point>:<page>, e.g. before_commit:3 — SIGKILL ourselves there."""
-    raw = env_str("UNSAY_SWEEP_CRASH_AT", "")
+    raw = settings.UNSAY_SWEEP_CRASH_AT
     if not raw:
         return None
     point, _, page = raw.partition(":")

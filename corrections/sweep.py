@@ -17,10 +17,10 @@ module is the run loop only: notices are corrections.notices, fault injection co
 import logging
 from datetime import timedelta
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from core.env import env_int
 from core.retry import run_in_transaction
 from memory.decisions import DecisionAlreadySuperseded
 from memory.models import Decision, Fact
@@ -154,14 +154,14 @@ def _set_based_page(decisions, reasons, pending, decider, run, page_no, report, 
 def abandon_dead_runs() -> int:
     """Runs still 'running' whose heartbeat stopped (the process was killed): mark them failed so the
     operations page stops showing them as live. Their work is not lost: the stale set still has it."""
-    cutoff = timezone.now() - timedelta(seconds=env_int("UNSAY_SWEEP_HEARTBEAT_TIMEOUT", 600, minimum=1))
+    cutoff = timezone.now() - timedelta(seconds=settings.UNSAY_SWEEP_HEARTBEAT_TIMEOUT)
     return SweepRun.objects.filter(status=SweepRun.Status.RUNNING, heartbeat__lt=cutoff).update(
         status=SweepRun.Status.FAILED, finished=timezone.now(),
         error_text="abandoned: no heartbeat (process killed?); a later sweep picks up its remaining work")
 
 
 def page_size_default() -> int:
-    return env_int("UNSAY_SWEEP_PAGE_SIZE", 200, minimum=1, maximum=10000)
+    return settings.UNSAY_SWEEP_PAGE_SIZE
 
 
 def sweep(*, fact_ids=None, patient_ids=None, trigger=SweepRun.Trigger.MANUAL, dry_run=False, page_size=None,

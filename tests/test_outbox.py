@@ -72,7 +72,7 @@ def test_sms_goes_through_sns(people, drafts, sns):  # noqa: F811
 
 def test_transient_failures_back_off_then_give_up(people, drafts, sns, monkeypatch):  # noqa: F811
     client, stubber = sns
-    monkeypatch.setenv("UNSAY_OUTBOX_MAX_ATTEMPTS", "2")
+    monkeypatch.setattr("django.conf.settings.UNSAY_OUTBOX_MAX_ATTEMPTS", 2)
     notice = drafts["SYN-D"]
     approve(notice.pk, user=people["pharmacist"])
     stubber.add_client_error("publish", service_error_code="Throttling", http_status_code=400)

@@ -244,6 +244,17 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": UNSAY_CELERY_VISIBILITY
 # None (unset) = on unless Celery is eager, decided when a trigger fires.
 UNSAY_SWEEP_ON_SUPERSESSION = env_bool("UNSAY_SWEEP_ON_SUPERSESSION", None)
 
+# --- Sweep and outbox (corrections/) -------------------------------------------------------------
+UNSAY_SWEEP_PAGE_SIZE = env_int("UNSAY_SWEEP_PAGE_SIZE", 200, minimum=1, maximum=10000)
+# Pages decided in memory and written by COPY (corrections/sweep_pages.py); off = per decision, same rows.
+UNSAY_SWEEP_SET_BASED = env_bool("UNSAY_SWEEP_SET_BASED", True)
+UNSAY_SWEEP_HEARTBEAT_TIMEOUT = env_int("UNSAY_SWEEP_HEARTBEAT_TIMEOUT", 600, minimum=1)
+# Tests only: <point>:<page> SIGKILLs a sweep process there (corrections/faults.py, crash-replay tests).
+UNSAY_SWEEP_CRASH_AT = env_str("UNSAY_SWEEP_CRASH_AT", "")
+UNSAY_OUTBOX_MAX_ATTEMPTS = env_int("UNSAY_OUTBOX_MAX_ATTEMPTS", 5, minimum=1)
+UNSAY_OUTBOX_CLAIM_TIMEOUT = env_int("UNSAY_OUTBOX_CLAIM_TIMEOUT", 300, minimum=1)
+UNSAY_OUTBOX_BACKOFF = env_int("UNSAY_OUTBOX_BACKOFF", 30, minimum=0)
+
 # --- Regions --------------------------------------------------------------------------------
 UNSAY_REGIONS = env_list("UNSAY_REGIONS", ["aws-us-east-1", "aws-eu-west-1", "aws-ap-southeast-1"])
 UNSAY_PRIMARY_REGION = env_str("UNSAY_PRIMARY_REGION", UNSAY_REGIONS[0] if UNSAY_REGIONS else "")
