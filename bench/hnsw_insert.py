@@ -35,6 +35,7 @@ VARIANTS = {
     "halfvec m8 ef32": "USING hnsw ((embedding::halfvec(384)) halfvec_cosine_ops) WITH (m = 8, ef_construction = 32)",
     "vector m12 ef40": "USING hnsw (embedding vector_cosine_ops) WITH (m = 12, ef_construction = 40)",
     "vector m16 ef32": "USING hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 32)",
+    "halfvec m12 ef40": "USING hnsw ((embedding::halfvec(384)) halfvec_cosine_ops) WITH (m = 12, ef_construction = 40)",
 }
 
 SCRIPT = """\\set n random(1, 1000000000000)
