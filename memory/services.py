@@ -21,17 +21,23 @@ Every multi-statement write runs through core.retry.run_in_transaction.
 
 import hashlib
 import json
+import logging
+import random
+import time
 from dataclasses import dataclass, field
 from datetime import date, datetime
 
-from django.db import connection, transaction
+from django.conf import settings
+from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
-from core.retry import run_in_transaction
+from core.retry import RetriesExhausted, is_retryable, run_in_transaction
 from drugs.scopes import claim_ndc_products, fact_scopes
 from memory.embeddings import get_provider, to_sql_vector
 from memory.models import Fact
 from memory.signals import facts_changed
+
+_retry_log = logging.getLogger("core.retry")
 
 
 @dataclass
@@ -107,14 +113,41 @@ def assert_claims(claims: list[Claim], *, at: datetime | None = None, reason: st
     those, then each claim commits (or fails) in its own retried transaction."""
     prepared = prepare_claims(claims)
     results = list(prepared.unchanged.get(i) for i in range(len(claims)))
+    alone = connection.vendor == "postgresql" and not connection.in_atomic_block
     for i in prepared.vectors:
-        results[i] = run_in_transaction(
-            lambda i=i: write_claims(prepared, [i], at=at, reason=reason)[0], retry_unique_violations=True
-        )
+        if alone:
+            results[i] = _write_alone(prepared, i, at, reason)
+        else:
+            results[i] = run_in_transaction(
+                lambda i=i: write_claims(prepared, [i], at=at, reason=reason)[0], retry_unique_violations=True
+            )
     if on_result:
         for r in results:
             on_result(r)
     return results
+
+
+def _write_alone(prepared: "PreparedClaims", i: int, at, reason) -> AssertResult:
+    """One claim in a transaction of its own (PostgreSQL, autocommit connection): `_write_versions`
+    with BEGIN riding in its first message and COMMIT in its last, so a new version costs two round
+    trips instead of four. Retried like core.retry.run_in_transaction(retry_unique_violations=True);
+    a failed attempt is rolled back before the next."""
+    attempts = settings.UNSAY_RETRY_ATTEMPTS
+    for attempt in range(1, attempts + 1):
+        try:
+            return _write_versions(prepared, [i], at, reason, own_transaction=True)[0]
+        except DatabaseError as exc:
+            if not is_retryable(exc, retry_unique_violations=True):
+                raise
+            if attempt == attempts:
+                raise RetriesExhausted(f"transaction still conflicting after {attempts} attempts: {exc}") from exc
+            delay = min(1.0, 0.01 * (2 ** (attempt - 1)))
+            delay = delay / 2 + random.uniform(0, delay / 2)  # jitter so racing writers spread out
+            # Logged where run_in_transaction logs its retries, so one handler counts both.
+            _retry_log.info("transaction conflict (%s), attempt %d/%d, retrying in %.3fs",
+                            getattr(exc.__cause__, "sqlstate", None), attempt, attempts, delay)
+            time.sleep(delay)
+    raise AssertionError("unreachable")
 
 
 @dataclass
@@ -202,11 +235,38 @@ def write_claims(prepared: PreparedClaims, indexes, *, at: datetime | None = Non
     return [results[pos] for pos in range(len(indexes))]
 
 
-def _write_versions(prepared: PreparedClaims, indexes: list[int], at, reason) -> list[AssertResult]:
+def _write_versions(prepared: PreparedClaims, indexes: list[int], at, reason, *,
+                    own_transaction: bool = False) -> list[AssertResult]:
     """_write_version for claims of distinct keys, as a set (PostgreSQL): the same rows, the same
     checks, in three round trips whatever the number of claims (locks + locking read; retirements +
     inserts; nothing else). Each round trip sends two statements in one simple-protocol message
-    (Django's client-side binding); under READ COMMITTED each statement still takes its own snapshot."""
+    (Django's client-side binding); under READ COMMITTED each statement still takes its own snapshot.
+    own_transaction (an autocommit connection, see _write_alone): BEGIN and COMMIT ride in the first
+    and last message, and anything that fails in between is rolled back here."""
+    if not own_transaction:
+        return _write_versions_sent(prepared, indexes, at, reason, "", "")
+    try:
+        return _write_versions_sent(prepared, indexes, at, reason, "BEGIN;", ";COMMIT")
+    except BaseException:
+        raw = connection.connection
+        if raw is not None and raw.info.transaction_status.name != "IDLE":
+            with connection.cursor() as cursor:
+                cursor.execute("ROLLBACK")
+        raise
+
+
+def _rows_of(cursor) -> list:
+    """The row sets of a multi-statement execute, in order (statements that return none skipped)."""
+    out = []
+    while True:
+        if cursor.description is not None:
+            out.append(cursor.fetchall())
+        if not cursor.nextset():
+            return out
+
+
+def _write_versions_sent(prepared: PreparedClaims, indexes: list[int], at, reason, begin: str,
+                         commit: str) -> list[AssertResult]:
     claims = [prepared.claims[i] for i in indexes]
     keys = [c.fact_key for c in claims]
     columns = _fact_columns("b")
@@ -219,7 +279,7 @@ def _write_versions(prepared: PreparedClaims, indexes: list[int], at, reason) ->
         # belief must not start before the last one ended. Each key also draws its new version's id
         # here, so a retirement can name its successor in the same UPDATE (the FK is deferred).
         cursor.execute(
-            "SELECT pg_advisory_xact_lock(hashtextextended('memory_fact:' || k, 0))"
+            begin + "SELECT pg_advisory_xact_lock(hashtextextended('memory_fact:' || k, 0))"
             ' FROM (SELECT k FROM unnest(%s::text[]) AS k ORDER BY k COLLATE "C" OFFSET 0) AS ordered;'
             f"""
             SELECT k.fact_key AS key, nextval((SELECT pg_get_serial_sequence('memory_fact', 'id'))::regclass) AS new_id,
@@ -232,8 +292,7 @@ def _write_versions(prepared: PreparedClaims, indexes: list[int], at, reason) ->
                 WHERE fact_key = k.fact_key AND retracted_at IS NULL FOR UPDATE
             ) AS b ON true
             """, [keys, keys])
-        cursor.nextset()
-        current = {row[0]: (row[1], row[2], row[3:] if row[3] is not None else None) for row in cursor.fetchall()}
+        current = {row[0]: (row[1], row[2], row[3:] if row[3] is not None else None) for row in _rows_of(cursor)[-1]}
         plan, retire, rows = [], [], []
         id_at = _FACT_NAMES.index("id")
         hash_at, asserted_at = _FACT_NAMES.index("content_hash"), _FACT_NAMES.index("asserted_at")
@@ -289,12 +348,12 @@ def _write_versions(prepared: PreparedClaims, indexes: list[int], at, reason) ->
                     valid_to timestamptz, asserted_at timestamptz, asserted_by text, embedding text, scopes jsonb)
                 ORDER BY c.ord
                 RETURNING {_fact_columns('memory_fact')}
-                """, ([json.dumps(retire)] if retire else []) + [json.dumps(rows)])
-            while True:
-                for row in cursor.fetchall():
+                """ + commit, ([json.dumps(retire)] if retire else []) + [json.dumps(rows)])
+            for row_set in _rows_of(cursor):
+                for row in row_set:
                     written[row[id_at]] = _fact_from_row(row)
-                if not cursor.nextset():
-                    break
+        elif commit:
+            cursor.execute("COMMIT")
     out = []
     for status, previous, new_id in plan:
         if status == "unchanged":
