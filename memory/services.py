@@ -30,6 +30,7 @@ from datetime import date, datetime
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
+from psycopg import pq
 
 from core.retry import RetriesExhausted, is_retryable, run_in_transaction
 from drugs.scopes import claim_ndc_products, fact_scopes
@@ -259,7 +260,8 @@ def _rows_of(cursor) -> list:
     """The row sets of a multi-statement execute, in order (statements that return none skipped)."""
     out = []
     while True:
-        if cursor.description is not None:
+        # Not cursor.description, which builds a Column per column on every access.
+        if cursor.pgresult is not None and cursor.pgresult.status == pq.ExecStatus.TUPLES_OK:
             out.append(cursor.fetchall())
         if not cursor.nextset():
             return out
