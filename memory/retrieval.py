@@ -3,12 +3,9 @@ index over believed versions only), and every believed fact in a set of scopes (
 
 from dataclasses import dataclass
 
-from django.conf import settings
 from django.db import connection
 from django.db.models import Case, IntegerField, Q, Value, When
-from django.db.models.functions import Cast
-from pgvector import HalfVector
-from pgvector.django import CosineDistance, HalfVectorField
+from pgvector.django import CosineDistance
 
 from memory.embeddings import get_provider
 from memory.models import Fact
@@ -60,9 +57,6 @@ def semantic_neighbours(vector, k: int, *, exclude_ids=()):
 
     The `retracted_at IS NULL` filter matches the partial vector index (HNSW on PostgreSQL, whose
     connections set hnsw.iterative_scan=strict_order so the filtered top-k still yields k rows).
-    On PostgreSQL that index is over `embedding::halfvec(n)` (memory migration 0010: half the
-    index's size and insert cost), so the order is by that same expression; `distance` is still
-    the full-precision distance, so scores are unchanged.
     """
     qs = Fact.objects.believed()
     if connection.vendor == "cockroachdb":
@@ -70,12 +64,7 @@ def semantic_neighbours(vector, k: int, *, exclude_ids=()):
         qs = qs.extra(where=["believed = true"])
     if exclude_ids:
         qs = qs.exclude(id__in=list(exclude_ids))
-    qs = qs.defer("embedding").annotate(distance=CosineDistance("embedding", vector))
-    if connection.vendor == "postgresql":
-        half = HalfVectorField(dimensions=settings.UNSAY_EMBEDDING_DIM)
-        qs = qs.annotate(index_distance=CosineDistance(Cast("embedding", half), HalfVector(vector)))
-        return qs.order_by("index_distance")[:k]
-    return qs.order_by("distance")[:k]
+    return qs.defer("embedding").annotate(distance=CosineDistance("embedding", vector)).order_by("distance")[:k]
 
 
 def facts_in_scopes(scopes) -> list[Fact]:

@@ -1,15 +1,13 @@
 """The PostgreSQL write path of issue #14 (session 4): a lone assert sends BEGIN and COMMIT inside its
-statements' messages and builds its Fact rows from RETURNING; the vector index is over the halfvec
-cast while retrieve() still reports full-precision distances."""
+statements' messages and builds its Fact rows from RETURNING instead of reading them back."""
 
 from datetime import timedelta
 
 import pytest
-from django.db import connection, transaction
+from django.db import connection
 from django.utils import timezone
 
 from memory.models import Fact
-from memory.retrieval import semantic_neighbours
 from memory.services import Claim, assert_claim
 
 pytestmark = pytest.mark.skipif(connection.vendor != "postgresql", reason="the PostgreSQL write path")
@@ -55,25 +53,3 @@ def test_a_refused_belief_instant_rolls_back_and_releases_the_key(hashing_embedd
     assert idle()  # the explicit BEGIN was rolled back, the advisory lock with it
     assert list(Fact.objects.filter(fact_key="note:back").values_list("version", flat=True)) == [1]
     assert assert_claim(note("note:back", "second")).status == "versioned"
-
-
-@pytest.mark.django_db(transaction=True)
-def test_neighbours_use_the_halfvec_index_and_report_full_precision_distance(hashing_embeddings):
-    texts = [f"valsartan tablets lot {i} recalled for impurity {i % 7}" for i in range(300)]
-    for text in texts:
-        assert_claim(note(f"note:n{texts.index(text)}", text))
-    query = hashing_embeddings.embed_one("valsartan impurity recall")
-    with transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute("SET LOCAL enable_seqscan = off")
-            cursor.execute("SET LOCAL enable_sort = off")
-        plan = semantic_neighbours(query, 8).explain()
-        hits = list(semantic_neighbours(query, 8))
-    assert "fact_believed_embedding_hnsw" in plan, plan
-    assert len(hits) == 8
-    with connection.cursor() as cursor:
-        from memory.embeddings import to_sql_vector
-        cursor.execute("SELECT id, embedding <=> %s::vector FROM memory_fact WHERE id = ANY(%s)",
-                       [to_sql_vector(query), [h.id for h in hits]])
-        exact = dict(cursor.fetchall())
-    assert all(abs(h.distance - exact[h.id]) < 1e-9 for h in hits)
