@@ -114,7 +114,8 @@ def assert_claims(claims: list[Claim], *, at: datetime | None = None, reason: st
     those, then each claim commits (or fails) in its own retried transaction."""
     prepared = prepare_claims(claims)
     results = list(prepared.unchanged.get(i) for i in range(len(claims)))
-    alone = connection.vendor == "postgresql" and not connection.in_atomic_block
+    # Only on an autocommit connection: _write_alone's own BEGIN/COMMIT must not end a caller's transaction.
+    alone = connection.vendor == "postgresql" and not connection.in_atomic_block and connection.get_autocommit()
     for i in prepared.vectors:
         if alone:
             results[i] = _write_alone(prepared, i, at, reason)
