@@ -244,4 +244,6 @@ def column_dimension() -> int | None:
 
 
 def to_sql_vector(vector) -> str:
-    return "[" + ",".join(f"{x:.7g}" for x in vector) + "]"
+    # map(str.format) gives the same text as an f-string per element in about half the time; this runs
+    # once per fact version written (issue #14).
+    return "[" + ",".join(map("{:.7g}".format, vector)) + "]"
