@@ -7,7 +7,8 @@ memory_fact that differ only in their vector index, interleaved round by round o
     .venv/bin/python bench/hnsw_insert.py --seconds 30 --prefill 20000
 
 Variants: no vector index (the ceiling in the same run), HNSW on vector(384) (also m 12/40, m 16/32) and on the
-halfvec(384) cast, each at pgvector's default m=16/ef_construction=64 and at m=8/ef_construction=32.
+halfvec(384) cast, each at pgvector's default m=16/ef_construction=64 and at m=8/ef_construction=32
+(halfvec also at m 12/40 and m 10/32: measured in session 4, not adopted, docs/benchmarks.md).
 Each table is prefilled with --prefill rows (index built after the fill) so inserts walk a real
 graph. Vectors: hashing embeddings of real recall statements (the cost of an insert depends on
 the dimension and the graph, not on the model). Prints tps per variant per round, then
@@ -35,6 +36,8 @@ VARIANTS = {
     "halfvec m8 ef32": "USING hnsw ((embedding::halfvec(384)) halfvec_cosine_ops) WITH (m = 8, ef_construction = 32)",
     "vector m12 ef40": "USING hnsw (embedding vector_cosine_ops) WITH (m = 12, ef_construction = 40)",
     "vector m16 ef32": "USING hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 32)",
+    "halfvec m12 ef40": "USING hnsw ((embedding::halfvec(384)) halfvec_cosine_ops) WITH (m = 12, ef_construction = 40)",
+    "halfvec m10 ef32": "USING hnsw ((embedding::halfvec(384)) halfvec_cosine_ops) WITH (m = 10, ef_construction = 32)",
 }
 
 SCRIPT = """\\set n random(1, 1000000000000)

@@ -66,18 +66,50 @@ PLANNER = {
 }
 
 
+def halfvec_order_neighbours(vector, k, *, exclude_ids=()):
+    """semantic_neighbours ordered by `embedding::halfvec(n)`, the expression a halfvec build
+    (--index halfvec,m,ef_construction) indexes, so the planner can use it; `distance` stays the
+    full-precision distance. retrieve() itself orders by the vector (the build memory 0006 made)."""
+    from django.db.models.functions import Cast
+    from pgvector import HalfVector
+    from pgvector.django import CosineDistance, HalfVectorField
+
+    from memory.models import Fact
+
+    qs = Fact.objects.believed().exclude(id__in=list(exclude_ids)).defer("embedding")
+    qs = qs.annotate(distance=CosineDistance("embedding", vector),
+                     index_distance=CosineDistance(Cast("embedding", HalfVectorField(dimensions=len(vector))),
+                                                   HalfVector(vector)))
+    return qs.order_by("index_distance")[:k]
+
+
+NEIGHBOURS = {}
+
+
 def top_k(vector, k, *, mode, ef_search=None):
     from django.db import connection, transaction
 
-    from memory.retrieval import semantic_neighbours
+    from memory.embeddings import to_sql_vector
 
+    semantic_neighbours = NEIGHBOURS["fn"]
+
+    if mode == "exact":
+        # The reference: every believed row, full-precision cosine distance, no index (whatever
+        # expression the index and retrieve() use, e.g. the halfvec cast).
+        with transaction.atomic():
+            with connection.cursor() as cursor:
+                cursor.execute("SET LOCAL enable_indexscan = off")
+                started = time.perf_counter()
+                cursor.execute("SELECT id, embedding <=> %s::vector AS d FROM memory_fact WHERE retracted_at IS NULL"
+                               " ORDER BY d, id LIMIT %s", [to_sql_vector(vector), k])
+                return cursor.fetchall(), time.perf_counter() - started, False
     with transaction.atomic():
         with connection.cursor() as cursor:
             for statement in PLANNER[mode]:
                 cursor.execute(statement)
             if ef_search:
                 cursor.execute(f"SET LOCAL hnsw.ef_search = {int(ef_search)}")
-        plan = semantic_neighbours(vector, k).explain() if mode != "exact" else ""
+        plan = semantic_neighbours(vector, k).explain()
         started = time.perf_counter()
         hits = [(f.id, f.distance) for f in semantic_neighbours(vector, k)]
         return hits, time.perf_counter() - started, "fact_believed_embedding_hnsw" in plan
@@ -118,8 +150,9 @@ def main():
     parser.add_argument("--k", type=int, default=8)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--index", default="",
-                        help="m,ef_construction: rebuild the HNSW index with these before inserting "
-                             "(default: leave the migrated index as it is)")
+                        help="[halfvec,]m,ef_construction: rebuild the HNSW index with these before inserting "
+                             "(default: leave the migrated index as it is). A halfvec build is queried by "
+                             "the same cast (halfvec_order_neighbours); retrieve() orders by the vector")
     parser.add_argument("--phase1-only", action="store_true", help="stop after phase 1 (no amended texts to embed)")
     parser.add_argument("--ef-search", default="40",
                         help="comma-separated hnsw.ef_search values (40 is pgvector's default)")
@@ -131,7 +164,9 @@ def main():
 
     from memory.embeddings import get_provider
     from memory.models import Fact
+    from memory.retrieval import semantic_neighbours
 
+    NEIGHBOURS["fn"] = semantic_neighbours
     provider = get_provider()
     statements = load_statements()
     rng = random.Random(args.seed)
@@ -147,11 +182,16 @@ def main():
     with connection.cursor() as cursor:
         cursor.execute("TRUNCATE memory_fact CASCADE")
         if args.index:
-            m, ef_construction = (int(v) for v in args.index.split(","))
+            parts = args.index.split(",")
+            half = parts[0] == "halfvec"
+            m, ef_construction = (int(v) for v in parts[-2:])
+            column = f"(embedding::halfvec({len(vectors[0])})) halfvec_cosine_ops" if half else \
+                "embedding vector_cosine_ops"
+            if half:
+                NEIGHBOURS["fn"] = halfvec_order_neighbours
             cursor.execute("DROP INDEX IF EXISTS fact_believed_embedding_hnsw")
-            cursor.execute("CREATE INDEX fact_believed_embedding_hnsw ON memory_fact USING hnsw "
-                           f"(embedding vector_cosine_ops) WITH (m = {m}, ef_construction = {ef_construction}) "
-                           "WHERE retracted_at IS NULL")
+            cursor.execute(f"CREATE INDEX fact_believed_embedding_hnsw ON memory_fact USING hnsw ({column}) "
+                           f"WITH (m = {m}, ef_construction = {ef_construction}) WHERE retracted_at IS NULL")
         cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'fact_believed_embedding_hnsw'")
         print(f"  index: {cursor.fetchone()[0]}")
     now = timezone.now()
@@ -189,6 +229,7 @@ def main():
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE memory_fact")
     measure("2. half re-versioned", queries, args.k, ef_values=ef_values)
+    measure("2b. same, HNSW forced", queries, args.k, ef_values=ef_values, mode="forced")
 
     # Phase 3: 90% of what is believed is retracted outright.
     believed_ids = list(Fact.objects.believed().values_list("id", flat=True))

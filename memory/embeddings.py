@@ -74,10 +74,10 @@ _NO_LOCK = contextlib.nullcontext()
 
 
 def _checked(vector, dimension, name):
-    vector = [float(x) for x in vector]
+    vector = list(map(float, vector))
     if len(vector) != dimension:
         raise EmbeddingError(f"{name} returned {len(vector)} dimensions, expected {dimension}.")
-    norm = math.sqrt(sum(x * x for x in vector))
+    norm = math.hypot(*vector)  # in C: this check runs once per text embedded
     if not math.isfinite(norm) or norm == 0:
         raise EmbeddingError(f"{name} returned a zero or non-finite vector.")
     if abs(norm - 1.0) > 1e-3:
@@ -107,7 +107,7 @@ class HashingEmbedding(EmbeddingProvider):
                 digest = hashlib.blake2b(feature.encode(), digest_size=8).digest()
                 index = int.from_bytes(digest[:4], "little") % self.dimension
                 vec[index] += 1.0 if digest[4] & 1 else -1.0
-            norm = math.sqrt(sum(x * x for x in vec)) or 1.0
+            norm = math.hypot(*vec) or 1.0
             if norm == 1.0 and not any(vec):
                 vec[0] = 1.0
             out.append([x / norm for x in vec])
@@ -244,4 +244,6 @@ def column_dimension() -> int | None:
 
 
 def to_sql_vector(vector) -> str:
-    return "[" + ",".join(f"{x:.7g}" for x in vector) + "]"
+    # map(str.format) gives the same text as an f-string per element in about half the time; this runs
+    # once per fact version written (issue #14).
+    return "[" + ",".join(map("{:.7g}".format, vector)) + "]"

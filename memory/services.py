@@ -21,17 +21,24 @@ Every multi-statement write runs through core.retry.run_in_transaction.
 
 import hashlib
 import json
+import logging
+import random
+import time
 from dataclasses import dataclass, field
 from datetime import date, datetime
 
-from django.db import connection, transaction
+from django.conf import settings
+from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
+from psycopg import pq
 
-from core.retry import run_in_transaction
+from core.retry import RetriesExhausted, is_retryable, run_in_transaction
 from drugs.scopes import claim_ndc_products, fact_scopes
 from memory.embeddings import get_provider, to_sql_vector
 from memory.models import Fact
 from memory.signals import facts_changed
+
+_retry_log = logging.getLogger("core.retry")
 
 
 @dataclass
@@ -107,14 +114,42 @@ def assert_claims(claims: list[Claim], *, at: datetime | None = None, reason: st
     those, then each claim commits (or fails) in its own retried transaction."""
     prepared = prepare_claims(claims)
     results = list(prepared.unchanged.get(i) for i in range(len(claims)))
+    # Only on an autocommit connection: _write_alone's own BEGIN/COMMIT must not end a caller's transaction.
+    alone = connection.vendor == "postgresql" and not connection.in_atomic_block and connection.get_autocommit()
     for i in prepared.vectors:
-        results[i] = run_in_transaction(
-            lambda i=i: write_claims(prepared, [i], at=at, reason=reason)[0], retry_unique_violations=True
-        )
+        if alone:
+            results[i] = _write_alone(prepared, i, at, reason)
+        else:
+            results[i] = run_in_transaction(
+                lambda i=i: write_claims(prepared, [i], at=at, reason=reason)[0], retry_unique_violations=True
+            )
     if on_result:
         for r in results:
             on_result(r)
     return results
+
+
+def _write_alone(prepared: "PreparedClaims", i: int, at, reason) -> AssertResult:
+    """One claim in a transaction of its own (PostgreSQL, autocommit connection): `_write_versions`
+    with BEGIN riding in its first message and COMMIT in its last, so a new version costs two round
+    trips instead of four. Retried like core.retry.run_in_transaction(retry_unique_violations=True);
+    a failed attempt is rolled back before the next."""
+    attempts = settings.UNSAY_RETRY_ATTEMPTS
+    for attempt in range(1, attempts + 1):
+        try:
+            return _write_versions(prepared, [i], at, reason, own_transaction=True)[0]
+        except DatabaseError as exc:
+            if not is_retryable(exc, retry_unique_violations=True):
+                raise
+            if attempt == attempts:
+                raise RetriesExhausted(f"transaction still conflicting after {attempts} attempts: {exc}") from exc
+            delay = min(1.0, 0.01 * (2 ** (attempt - 1)))
+            delay = delay / 2 + random.uniform(0, delay / 2)  # jitter so racing writers spread out
+            # Logged where run_in_transaction logs its retries, so one handler counts both.
+            _retry_log.info("transaction conflict (%s), attempt %d/%d, retrying in %.3fs",
+                            getattr(exc.__cause__, "sqlstate", None), attempt, attempts, delay)
+            time.sleep(delay)
+    raise AssertionError("unreachable")
 
 
 @dataclass
@@ -131,10 +166,7 @@ def prepare_claims(claims: list[Claim]) -> PreparedClaims:
     """One query for the believed versions, one embedding batch for the claims whose content changed.
     Unchanged claims cost no embedding call."""
     hashes = [c.content_hash() for c in claims]
-    believed = {
-        f.fact_key: f
-        for f in Fact.objects.believed().filter(fact_key__in={c.fact_key for c in claims}).defer("embedding")
-    }
+    believed = {f.fact_key: f for f in _believed_facts({c.fact_key for c in claims})}
     unchanged, pending = {}, []
     for i, (claim, digest) in enumerate(zip(claims, hashes, strict=True)):
         current = believed.get(claim.fact_key)
@@ -144,6 +176,34 @@ def prepare_claims(claims: list[Claim]) -> PreparedClaims:
             pending.append(i)
     vectors = get_provider().embed([claims[i].embedding_text() for i in pending]) if pending else []
     return PreparedClaims(claims, hashes, unchanged, dict(zip(pending, vectors, strict=True)))
+
+
+# Fact rows read and returned by raw SQL on the write path, without the embedding: built with
+# Fact.from_db (what the ORM would build, embedding deferred) so a write costs no ORM query.
+_FACT_FIELDS = [f for f in Fact._meta.concrete_fields if f.attname != "embedding"]
+_FACT_NAMES = [f.attname for f in _FACT_FIELDS]
+_FACT_CONVERTERS = [getattr(f, "from_db_value", None) for f in _FACT_FIELDS]
+
+
+def _fact_columns(alias: str) -> str:
+    return ", ".join(f"{alias}.{f.column}" for f in _FACT_FIELDS)
+
+
+def _fact_from_row(values) -> Fact:
+    values = [convert(v, None, connection) if convert and v is not None else v
+              for convert, v in zip(_FACT_CONVERTERS, values, strict=True)]
+    return Fact.from_db(connection.alias, _FACT_NAMES, values)
+
+
+def _believed_facts(keys) -> list[Fact]:
+    if not keys:
+        return []
+    if connection.vendor != "postgresql":
+        return list(Fact.objects.believed().filter(fact_key__in=keys).defer("embedding"))
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {_fact_columns('f')} FROM memory_fact f"
+                       " WHERE f.retracted_at IS NULL AND f.fact_key = ANY(%s::text[])", [sorted(keys)])
+        return [_fact_from_row(row) for row in cursor.fetchall()]
 
 
 def write_claims(prepared: PreparedClaims, indexes, *, at: datetime | None = None,
@@ -177,51 +237,86 @@ def write_claims(prepared: PreparedClaims, indexes, *, at: datetime | None = Non
     return [results[pos] for pos in range(len(indexes))]
 
 
-def _write_versions(prepared: PreparedClaims, indexes: list[int], at, reason) -> list[AssertResult]:
+def _write_versions(prepared: PreparedClaims, indexes: list[int], at, reason, *,
+                    own_transaction: bool = False) -> list[AssertResult]:
     """_write_version for claims of distinct keys, as a set (PostgreSQL): the same rows, the same
-    checks, a handful of statements whatever the number of claims."""
+    checks, in three round trips whatever the number of claims (locks + locking read; retirements +
+    inserts; nothing else). Each round trip sends two statements in one simple-protocol message
+    (Django's client-side binding); under READ COMMITTED each statement still takes its own snapshot.
+    own_transaction (an autocommit connection, see _write_alone): BEGIN and COMMIT ride in the first
+    and last message, and anything that fails in between is rolled back here."""
+    if not own_transaction:
+        return _write_versions_sent(prepared, indexes, at, reason, "", "")
+    try:
+        return _write_versions_sent(prepared, indexes, at, reason, "BEGIN;", ";COMMIT")
+    except BaseException:
+        raw = connection.connection
+        if raw is not None and raw.info.transaction_status.name != "IDLE":
+            with connection.cursor() as cursor:
+                cursor.execute("ROLLBACK")
+        raise
+
+
+def _rows_of(cursor) -> list:
+    """The row sets of a multi-statement execute, in order (statements that return none skipped)."""
+    out = []
+    while True:
+        # Not cursor.description, which builds a Column per column on every access.
+        if cursor.pgresult is not None and cursor.pgresult.status == pq.ExecStatus.TUPLES_OK:
+            out.append(cursor.fetchall())
+        if not cursor.nextset():
+            return out
+
+
+def _write_versions_sent(prepared: PreparedClaims, indexes: list[int], at, reason, begin: str,
+                         commit: str) -> list[AssertResult]:
     claims = [prepared.claims[i] for i in indexes]
     keys = [c.fact_key for c in claims]
+    columns = _fact_columns("b")
     with connection.cursor() as cursor:
         # Writers of one key queue on its advisory lock for the rest of their transaction (see
         # _lock_believed). Taken in one fixed order, so two batches sharing keys cannot deadlock.
-        cursor.execute(
-            "SELECT pg_advisory_xact_lock(hashtextextended('memory_fact:' || k, 0))"
-            ' FROM (SELECT k FROM unnest(%s::text[]) AS k ORDER BY k COLLATE "C" OFFSET 0) AS ordered', [keys])
-        # A fresh statement after the locks: every other writer of these keys has committed, so this
-        # sees their versions (no re-check loop needed, unlike a writer without the advisory lock).
+        # The second statement starts after the locks: every other writer of these keys has committed,
+        # so it sees their versions (no re-check loop needed, unlike a writer without the advisory lock).
         # The floor of a key with nothing believed is its last retraction: a re-asserted key's new
-        # belief must not start before the last one ended.
+        # belief must not start before the last one ended. Each key also draws its new version's id
+        # here, so a retirement can name its successor in the same UPDATE (the FK is deferred).
         cursor.execute(
-            """
-            SELECT k.fact_key, b.id, b.content_hash, b.asserted_at,
+            begin + "SELECT pg_advisory_xact_lock(hashtextextended('memory_fact:' || k, 0))"
+            ' FROM (SELECT k FROM unnest(%s::text[]) AS k ORDER BY k COLLATE "C" OFFSET 0) AS ordered;'
+            f"""
+            SELECT k.fact_key AS key, nextval((SELECT pg_get_serial_sequence('memory_fact', 'id'))::regclass) AS new_id,
                    CASE WHEN b.id IS NULL THEN
-                       (SELECT MAX(retracted_at) FROM memory_fact f WHERE f.fact_key = k.fact_key) END
+                       (SELECT MAX(retracted_at) FROM memory_fact f WHERE f.fact_key = k.fact_key) END AS floor,
+                   {columns}
             FROM unnest(%s::text[]) AS k(fact_key)
             LEFT JOIN LATERAL (
-                SELECT id, content_hash, asserted_at FROM memory_fact
+                SELECT {_fact_columns('memory_fact')} FROM memory_fact
                 WHERE fact_key = k.fact_key AND retracted_at IS NULL FOR UPDATE
             ) AS b ON true
-            """, [keys])
-        current = {key: (fact_id, digest, asserted, last_retracted)
-                   for key, fact_id, digest, asserted, last_retracted in cursor.fetchall()}
+            """, [keys, keys])
+        current = {row[0]: (row[1], row[2], row[3:] if row[3] is not None else None) for row in _rows_of(cursor)[-1]}
         plan, retire, rows = [], [], []
+        id_at = _FACT_NAMES.index("id")
+        hash_at, asserted_at = _FACT_NAMES.index("content_hash"), _FACT_NAMES.index("asserted_at")
         for ord_, (i, claim) in enumerate(zip(indexes, claims, strict=True)):
-            previous_id, digest_now, asserted, last_retracted = current[claim.fact_key]
+            new_id, last_retracted, believed = current[claim.fact_key]
             digest = prepared.hashes[i]
-            if previous_id is not None and digest_now == digest:
-                plan.append(("unchanged", previous_id, None))
+            if believed is not None and believed[hash_at] == digest:
+                plan.append(("unchanged", _fact_from_row(believed), None))
                 continue
+            previous_id = believed[id_at] if believed is not None else None
             # Taken after the lock: a writer that queued behind others must not retract their version
             # at an instant before it was asserted.
-            now = _belief_instant(at, asserted if previous_id is not None else last_retracted, claim.fact_key)
-            plan.append(("versioned" if previous_id is not None else "created", previous_id, claim.fact_key))
+            now = _belief_instant(at, believed[asserted_at] if believed is not None else last_retracted,
+                                  claim.fact_key)
+            plan.append(("versioned" if previous_id is not None else "created", previous_id, new_id))
             if previous_id is not None:
-                retire.append({"id": previous_id, "at": now.isoformat(),
+                retire.append({"id": previous_id, "new_id": new_id, "at": now.isoformat(),
                                "retired_by": claim.asserted_by or claim.source,
                                "why": reason or "superseded by a new version"})
             rows.append({
-                "ord": ord_, "fact_key": claim.fact_key, "kind": claim.kind, "subject": claim.subject,
+                "ord": ord_, "id": new_id, "fact_key": claim.fact_key, "kind": claim.kind, "subject": claim.subject,
                 "lot": claim.lot or None, "statement": claim.statement,
                 "attributes": json.dumps(claim.attributes, sort_keys=True, default=str), "content_hash": digest,
                 "source": claim.source, "source_ref": claim.source_ref,
@@ -230,49 +325,44 @@ def _write_versions(prepared: PreparedClaims, indexes: list[int], at, reason) ->
                 "asserted_by": claim.asserted_by, "embedding": to_sql_vector(prepared.vectors[i]),
                 "scopes": claim.scopes(),
             })
-        new_ids = {}
-        if retire:
-            cursor.execute(
-                "UPDATE memory_fact AS m"
-                " SET retracted_at = r.at, retracted_by = r.retired_by, retraction_reason = r.why"
-                " FROM jsonb_to_recordset(%s::jsonb) AS r(id bigint, at timestamptz, retired_by text, why text)"
-                " WHERE m.id = r.id", [json.dumps(retire)])
+        written = {}
         if rows:
-            # The version number is computed by the database inside the INSERT, never read-then-written
-            # here; a concurrent insert of the same number hits fact_key_version_unique and the
-            # transaction retries.
+            # Retire first (fact_one_believed_per_key), then insert, in one message. The version number is
+            # computed by the database inside the INSERT, never read-then-written here; a concurrent insert
+            # of the same number hits fact_key_version_unique and the transaction retries.
             cursor.execute(
-                """
-                INSERT INTO memory_fact (fact_key, version, kind, subject, lot, statement, attributes, content_hash,
-                                         source, source_ref, valid_from, valid_to, asserted_at, asserted_by,
-                                         retracted_by, retraction_reason, embedding, scopes)
-                SELECT c.fact_key,
+                ((f"UPDATE memory_fact AS m SET retracted_at = r.at, retracted_by = r.retired_by,"
+                  " retraction_reason = r.why, superseded_by_id = r.new_id"
+                  " FROM jsonb_to_recordset(%s::jsonb)"
+                  " AS r(id bigint, new_id bigint, at timestamptz, retired_by text, why text)"
+                  f" WHERE m.id = r.id RETURNING {_fact_columns('m')};") if retire else "")
+                + f"""
+                INSERT INTO memory_fact (id, fact_key, version, kind, subject, lot, statement, attributes,
+                                         content_hash, source, source_ref, valid_from, valid_to, asserted_at,
+                                         asserted_by, retracted_by, retraction_reason, embedding, scopes)
+                SELECT c.id, c.fact_key,
                        COALESCE((SELECT MAX(f.version) FROM memory_fact f WHERE f.fact_key = c.fact_key), 0) + 1,
                        c.kind, c.subject, c.lot, c.statement, c.attributes::jsonb, c.content_hash, c.source,
                        c.source_ref, c.valid_from, c.valid_to, c.asserted_at, c.asserted_by, '', '',
                        c.embedding::vector, ARRAY(SELECT jsonb_array_elements_text(c.scopes))
                 FROM jsonb_to_recordset(%s::jsonb) AS c(
-                    ord int, fact_key text, kind text, subject text, lot text, statement text, attributes text,
-                    content_hash text, source text, source_ref text, valid_from timestamptz, valid_to timestamptz,
-                    asserted_at timestamptz, asserted_by text, embedding text, scopes jsonb)
+                    ord int, id bigint, fact_key text, kind text, subject text, lot text, statement text,
+                    attributes text, content_hash text, source text, source_ref text, valid_from timestamptz,
+                    valid_to timestamptz, asserted_at timestamptz, asserted_by text, embedding text, scopes jsonb)
                 ORDER BY c.ord
-                RETURNING id, fact_key
-                """, [json.dumps(rows)])
-            new_ids = {key: fact_id for fact_id, key in cursor.fetchall()}
-        successors = [(previous_id, new_ids[key]) for status, previous_id, key in plan if status == "versioned"]
-        if successors:
-            cursor.execute(
-                "UPDATE memory_fact AS m SET superseded_by_id = s.new_id"
-                " FROM unnest(%s::bigint[], %s::bigint[]) AS s(old_id, new_id) WHERE m.id = s.old_id",
-                [[old for old, _ in successors], [new for _, new in successors]])
-    wanted = [fact_id for _, fact_id, _ in plan if fact_id] + list(new_ids.values())
-    facts = Fact.objects.defer("embedding").in_bulk(wanted)
+                RETURNING {_fact_columns('memory_fact')}
+                """ + commit, ([json.dumps(retire)] if retire else []) + [json.dumps(rows)])
+            for row_set in _rows_of(cursor):
+                for row in row_set:
+                    written[row[id_at]] = _fact_from_row(row)
+        elif commit:
+            cursor.execute("COMMIT")
     out = []
-    for status, previous_id, key in plan:
+    for status, previous, new_id in plan:
         if status == "unchanged":
-            out.append(AssertResult("unchanged", facts[previous_id]))
+            out.append(AssertResult("unchanged", previous))
             continue
-        fact, previous = facts[new_ids[key]], facts.get(previous_id) if previous_id else None
+        fact, previous = written[new_id], written.get(previous) if previous else None
         _notify_superseded(previous, fact)
         out.append(AssertResult(status, fact, previous))
     return out
