@@ -25,7 +25,7 @@ from demo.escalation import escalate
 from memory.models import Decision
 from patients.dispensing import save_dispensing
 from patients.models import DispensingRecord, Patient
-from tests.factories_facts import FIXTURES
+from tests.factories import FIXTURES
 from tests.procs import PROJECT_DIR, subprocess_env
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -21,7 +21,7 @@ from ask.models import ApiClient, ApiKey, ClientPatient
 from memory.services import assert_claim
 from patients.dispensing import save_dispensing
 from patients.models import DispensingRecord, Patient
-from tests.factories_facts import recall_claim
+from tests.factories import recall_claim
 
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 

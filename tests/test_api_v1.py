@@ -16,7 +16,7 @@ from memory.models import Decision
 from memory.services import assert_claim, retract_claim
 from patients.dispensing import dispensing_changed, save_dispensing
 from patients.models import DispensingChange, DispensingRecord, Patient
-from tests.factories_facts import recall_claim
+from tests.factories import recall_claim
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

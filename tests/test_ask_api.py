@@ -12,7 +12,7 @@ from ask.models import ApiClient, ApiKey, ClientPatient
 from memory.models import Decision
 from memory.services import assert_claim
 from patients.models import DispensingRecord, Patient
-from tests.factories_facts import recall_claim
+from tests.factories import recall_claim
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -14,7 +14,7 @@ from ask.models import ApiClient, UsageCounter
 from ask.services import ask, reserve_model_call, usage_report
 from memory.services import assert_claim
 from patients.models import DispensingRecord, Patient
-from tests.factories_facts import recall_claim
+from tests.factories import recall_claim
 from tests.procs import start_python
 
 pytestmark = pytest.mark.django_db(transaction=True)

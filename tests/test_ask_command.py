@@ -8,7 +8,7 @@ from django.core.management import CommandError, call_command
 
 from memory.services import assert_claim
 from patients.models import DispensingRecord, Patient
-from tests.factories_facts import recall_claim
+from tests.factories import recall_claim
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -10,7 +10,7 @@ from core.roles import PHARMACIST, PHARMACY_STAFF
 from memory.models import Decision
 from memory.services import assert_claim
 from patients.models import DispensingRecord, Patient
-from tests.factories_facts import recall_claim
+from tests.factories import recall_claim
 
 pytestmark = pytest.mark.django_db(transaction=True)
 URL = "/memory/ask/"

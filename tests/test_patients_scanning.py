@@ -17,7 +17,7 @@ from memory.services import assert_claim
 from patients.csvimport import import_dispensing_csv
 from patients.models import DispensingRecord, Patient
 from patients.scanning import known_products
-from tests.factories_facts import recall_claim, record
+from tests.factories import openfda_record, recall_claim
 
 GS = "\x1d"
 VALSARTAN_GTIN, LOSARTAN_GTIN, TEVA_GTIN = "00303785814771", "00368788048035", "00300937367567"
@@ -45,11 +45,10 @@ def page_errors(response) -> str:
 
 
 def losartan_claim():
-    """D-1281-2019 has no openfda block: its NDCs are the ones its product description prints."""
+    """D-1281-2019 has no openfda block: ingestion takes its NDCs from what its product description prints."""
     claim = recall_claim("D-1281-2019", "A1818G")
-    printed = re.findall(r"NDC (\d{5}-\d{4}-\d{2})", record("D-1281-2019")["product_description"])
-    assert printed == ["68788-0048-03", "68788-0048-09"]
-    claim.attributes["ndcs"] = printed
+    printed = re.findall(r"NDC (\d{5}-\d{4}-\d{2})", openfda_record("D-1281-2019")["product_description"])
+    assert printed == ["68788-0048-03", "68788-0048-09"] and claim.attributes["ndcs"] == printed
     return claim
 
 

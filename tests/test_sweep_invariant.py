@@ -31,7 +31,7 @@ from memory.services import assert_claims, retract_claim
 from patients.dispensing import delete_dispensing, save_dispensing
 from patients.models import DispensingRecord, Patient
 from recalls.ingest import parse_enforcement, recall_claims
-from tests.factories_facts import record
+from tests.factories import openfda_record
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -67,7 +67,7 @@ def _reset():
 
 
 def _publish(recall_number, lot_indexes, classification, status):
-    raw = dict(record(recall_number), classification=classification, status=status,
+    raw = dict(openfda_record(recall_number), classification=classification, status=status,
                termination_date="20200101" if status == "Terminated" else "")
     parsed = parse_enforcement(raw)
     lots = [RECALLS[recall_number][i] for i in sorted(lot_indexes) if i < len(RECALLS[recall_number])]

@@ -14,9 +14,7 @@ from drugs.ndc import ndc_product
 from memory.models import Fact
 from memory.services import assert_claim
 from patients.models import DispensingRecord, Patient
-from tests.factories_facts import ndcs_of, recall_claim, record
-from tests.test_corrections_review import people  # noqa: F401 (fixture)
-from tests.test_sweep import LOT, OTHER_LOT, OTHER_RECALL, RECALL
+from tests.factories import LOT, OTHER_LOT, OTHER_RECALL, RECALL, recall_claim
 from worklist import selectors
 from worklist.models import ContactAttempt
 
@@ -51,7 +49,7 @@ def recall_data(hashing_embeddings, django_user_model):
     assert_claim(recall_claim(OTHER_RECALL, OTHER_LOT))
     fact = Fact.objects.believed().get(fact_key__startswith=recall_terms.key_prefix(RECALL))
     products = recall_terms.products(fact)
-    ndc = next(n for n in ndcs_of(record(RECALL)) if ndc_product(n) in products)  # the recall's own NDC
+    ndc = next(n for n in fact.attributes["ndcs"] if ndc_product(n) in products)  # the recall's own NDC
     user = django_user_model.objects.create(username="sql-phil")
     on_lot = {"drug": DRUG, "lot": LOT}
     p = {
@@ -143,7 +141,7 @@ def test_report_counts_from_the_group_by_equal_the_rows(recall_data):
     assert f.unaccounted_count == summary["not_reached"]
 
 
-def test_the_recall_page_reads_only_its_page(client, people, recall_data):  # noqa: F811
+def test_the_recall_page_reads_only_its_page(client, people, recall_data):
     client.force_login(people["pharmacist"])
     definition = selectors.patient_lines(RECALL)
     page = client.get(f"/worklist/recall/{RECALL}").content.decode()
@@ -178,7 +176,7 @@ def test_the_follow_up_page_from_sql_equals_the_python_queue(recall_data, days_l
     assert sum(g["total"] for g in capped) == len(expected)
 
 
-def test_later_pages_and_out_of_range_pages_show_the_definitions_rows(client, people, recall_data,  # noqa: F811
+def test_later_pages_and_out_of_range_pages_show_the_definitions_rows(client, people, recall_data,
                                                                        monkeypatch):
     from worklist import views
 

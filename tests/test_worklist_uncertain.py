@@ -10,13 +10,12 @@ from pathlib import Path
 import pytest
 
 from recalls.services import ingest_document
-from tests.test_corrections_review import people  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 BULK = Path(__file__).resolve().parent / "fixtures" / "openfda" / "drug-enforcement-2021-04-28.json.zip"
 
 
-def test_the_recall_page_shows_what_the_lot_parser_was_unsure_of(client, people, hashing_embeddings):  # noqa: F811
+def test_the_recall_page_shows_what_the_lot_parser_was_unsure_of(client, people, hashing_embeddings):
     with zipfile.ZipFile(BULK) as archive:
         results = json.loads(archive.read(archive.namelist()[0]))["results"]
     record = next(r for r in results if r["recall_number"] == "D-577-2013")
@@ -29,9 +28,9 @@ def test_the_recall_page_shows_what_the_lot_parser_was_unsure_of(client, people,
     assert "The recall&#x27;s own text" in page or "The recall's own text" in page
 
 
-def test_a_recall_read_with_certainty_shows_no_such_panel(client, people, hashing_embeddings):  # noqa: F811
+def test_a_recall_read_with_certainty_shows_no_such_panel(client, people, hashing_embeddings):
     from memory.services import assert_claim
-    from tests.factories_facts import recall_claim
+    from tests.factories import recall_claim
 
     assert_claim(recall_claim("D-0315-2019", "3061169"))
     client.force_login(people["pharmacist"])
