@@ -92,7 +92,7 @@ def make_patient(ref: str, dispensed=(), *, channel: str = "email", region: str 
 
     `dispensed`: (drug, lot) or (drug, lot, ndc) tuples, or dicts of DispensingRecord fields.
     `client`: an ask.models.ApiClient to attach the patient to. `through_service`: write dispensing through
-    patients.services.save_dispensing (change log + sweep signal) instead of a plain insert.
+    patients.dispensing.save_dispensing (change log + sweep signal) instead of a plain insert.
     `email=""` / `phone=""` leave that contact out."""
     patient = Patient.objects.create(
         region=region, display_name=name or f"Synthetic {ref}", external_ref=ref,
@@ -103,7 +103,7 @@ def make_patient(ref: str, dispensed=(), *, channel: str = "email", region: str 
         fields.setdefault("dispensed_at", dispensed_at)
         row = DispensingRecord(patient=patient, synthetic=True, **fields)
         if through_service:
-            from patients.services import save_dispensing
+            from patients.dispensing import save_dispensing
 
             save_dispensing(row, actor="test")
         else:

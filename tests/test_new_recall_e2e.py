@@ -19,10 +19,10 @@ from ask.services import ask, decide
 from corrections.models import Correction
 from corrections.sweep import count_stale, sweep
 from memory.models import Decision, Fact
-from patients.models import DispensingRecord, Patient
 from recalls.ingest import Malformed, parse_enforcement
 from recalls.normalize import normalize_lot
 from recalls.services import ingest_document
+from tests.factories import make_patient
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -66,11 +66,7 @@ def bulk():
 
 
 def _patient(ref, subject, lot):
-    patient = Patient.objects.create(region="aws-us-east-1", display_name=f"Synthetic {ref}", external_ref=ref,
-                                     email=f"{ref.lower()}@example.com", synthetic=True)
-    DispensingRecord.objects.create(patient=patient, drug=subject, lot=lot, synthetic=True,
-                                    dispensed_at=datetime(2023, 1, 5, tzinfo=UTC))
-    return patient
+    return make_patient(ref, [(subject, lot)], phone="", dispensed_at=datetime(2023, 1, 5, tzinfo=UTC))
 
 
 def test_brand_new_recalls_correct_every_reassured_patient_and_notify_the_rest(bulk, hashing_embeddings,

@@ -18,8 +18,9 @@ from corrections import tasks
 from corrections.models import Correction, SweepRun
 from memory.models import Decision
 from patients.dispensing import save_dispensing
-from patients.models import DispensingChange, DispensingRecord, Patient
+from patients.models import DispensingChange, DispensingRecord
 from recalls.services import ingest_document
+from tests.factories import make_patient
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -41,12 +42,9 @@ def triggers_run_inline(monkeypatch, hashing_embeddings):
 
 
 def _patient(ref, drug=None, lot=None):
-    patient = Patient.objects.create(region="aws-us-east-1", display_name=f"Synthetic {ref}", external_ref=ref,
-                                     email=f"{ref.lower()}@example.com", synthetic=True)
-    if drug:
-        save_dispensing(DispensingRecord(patient=patient, drug=drug, lot=lot, synthetic=True,
-                                         dispensed_at=datetime(2023, 2, 1, tzinfo=UTC)), actor="test")
-    return patient
+    # Dispensing through patients.services.save_dispensing: its change signal is one of the triggers.
+    return make_patient(ref, [(drug, lot)] if drug else [], phone="", dispensed_at=datetime(2023, 2, 1, tzinfo=UTC),
+                        through_service=True)
 
 
 def test_a_brand_new_recall_by_ingestion_corrects_the_reassured_and_notifies_the_rest(triggers_run_inline):

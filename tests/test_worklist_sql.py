@@ -13,8 +13,8 @@ from drugs import recall_terms
 from drugs.ndc import ndc_product
 from memory.models import Fact
 from memory.services import assert_claim
-from patients.models import DispensingRecord, Patient
-from tests.factories import LOT, OTHER_LOT, OTHER_RECALL, RECALL, recall_claim
+from patients.models import Patient
+from tests.factories import LOT, OTHER_LOT, OTHER_RECALL, RECALL, make_patient, recall_claim
 from worklist import selectors
 from worklist.models import ContactAttempt
 
@@ -24,12 +24,7 @@ AT = datetime(2019, 1, 5, tzinfo=UTC)
 
 
 def _patient(ref, name, dispensed=(), channel="email"):
-    patient = Patient.objects.create(region="aws-us-east-1", display_name=f"Synthetic {name}", external_ref=ref,
-                                     email=f"{ref.lower()}@example.com", phone="+15555550100",
-                                     preferred_channel=channel, synthetic=True)
-    for kwargs in dispensed:
-        DispensingRecord.objects.create(patient=patient, synthetic=True, dispensed_at=AT, **kwargs)
-    return patient
+    return make_patient(ref, dispensed, name=f"Synthetic {name}", channel=channel, dispensed_at=AT)
 
 
 def _draft(patient, fact, *, status="draft", message=None, match="lot", match_class="", recall=RECALL):
