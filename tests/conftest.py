@@ -137,3 +137,12 @@ def drafts(world, no_auto_sweep):
     escalate()
     sweep()
     return {d.patient.external_ref: d for d in Correction.objects.select_related("patient")}
+
+
+@pytest.fixture
+def patient(db):
+    """Ada, a synthetic patient with no dispensing (P-1, email only): the patients app's form, scan and
+    dispensing-path tests."""
+    from tests.factories import make_patient
+
+    return make_patient("P-1", name="Ada (synthetic)", email="ada@example.com", phone="")

@@ -15,7 +15,7 @@ from django.db import IntegrityError, transaction
 from drugs.gs1 import gtin_for_ndc, ndc_candidates
 from memory.services import assert_claim
 from patients.csvimport import import_dispensing_csv
-from patients.models import DispensingRecord, Patient
+from patients.models import DispensingRecord
 from patients.scanning import known_products
 from tests.factories import openfda_record, recall_claim
 
@@ -23,12 +23,6 @@ GS = "\x1d"
 VALSARTAN_GTIN, LOSARTAN_GTIN, TEVA_GTIN = "00303785814771", "00368788048035", "00300937367567"
 VALSARTAN_SCAN = f"]d2 01{VALSARTAN_GTIN} 17210531 103069020{GS} 21SN100000012345".replace(" ", "")
 LOSARTAN_SCAN = f"]d2 01{LOSARTAN_GTIN} 17200331 10A1818G{GS} 21SN2".replace(" ", "")
-
-
-@pytest.fixture
-def patient(db):
-    return Patient.objects.create(external_ref="P-1", display_name="Ada (synthetic)", region="aws-us-east-1",
-                                  email="ada@example.com", synthetic=True)
 
 
 def add_form(patient, **fields):
