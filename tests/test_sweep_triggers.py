@@ -7,9 +7,7 @@ process, as a worker would run them.
 """
 
 import json
-import zipfile
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 
@@ -20,17 +18,14 @@ from memory.models import Decision
 from patients.dispensing import save_dispensing
 from patients.models import DispensingChange, DispensingRecord
 from recalls.services import ingest_document
-from tests.factories import make_patient
+from tests.factories import FIXTURES, SNAPSHOT_2023, make_patient, openfda_record
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "openfda"
 
 
 def _record(recall_number):
-    with zipfile.ZipFile(FIXTURES / "drug-enforcement-2023-08-05-part.json.zip") as archive:
-        results = json.loads(archive.read(archive.namelist()[0]))["results"]
-    return next(r for r in results if r["recall_number"] == recall_number)
+    return openfda_record(recall_number, SNAPSHOT_2023)
 
 
 @pytest.fixture

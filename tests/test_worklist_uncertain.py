@@ -3,23 +3,17 @@
 D-577-2013 is a real record of the 2021 openFDA bulk file whose lot list the parser could not read
 with certainty (recalls.lots flags it, and the lot is not matched automatically)."""
 
-import json
-import zipfile
-from pathlib import Path
 
 import pytest
 
 from recalls.services import ingest_document
+from tests.factories import SNAPSHOT_2021, openfda_record
 
 pytestmark = pytest.mark.django_db(transaction=True)
-BULK = Path(__file__).resolve().parent / "fixtures" / "openfda" / "drug-enforcement-2021-04-28.json.zip"
 
 
 def test_the_recall_page_shows_what_the_lot_parser_was_unsure_of(client, people, hashing_embeddings):
-    with zipfile.ZipFile(BULK) as archive:
-        results = json.loads(archive.read(archive.namelist()[0]))["results"]
-    record = next(r for r in results if r["recall_number"] == "D-577-2013")
-    ingest_document({"results": [record]})
+    ingest_document({"results": [openfda_record("D-577-2013", SNAPSHOT_2021)]})
 
     client.force_login(people["pharmacist"])
     page = client.get("/worklist/recall/D-577-2013").content.decode()
