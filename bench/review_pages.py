@@ -6,10 +6,10 @@
 p95 of each run and min / median / max over the runs; the load average is printed before each run.
 --reuse keeps the database of an earlier run with the same --drafts instead of rebuilding it.
 
-Data (own database `unsay_bench_review`, rebuilt each run): three REAL openFDA recalls (tests/
-factories_facts.py), escalated to Class I / kept Class II; synthetic patients, one dispensing row of
-the recalled lot each, one held draft + outbox message per patient (80% / 15% / 5% across the three
-recalls), plus 5% of drafts already approved and sent and a contact log entry for some, so every
+Data (own database `unsay_bench_review`, rebuilt each run): three REAL openFDA recalls (claims
+built by recalls.ingest, tests/factories.py), escalated to Class I / kept Class II; synthetic patients,
+one dispensing row of the recalled lot each, one held draft + outbox message per patient (80% / 15% /
+5% across the three recalls), plus 5% of drafts already approved and sent and a contact log entry for some, so every
 page has every kind of row. Requests go through Django's test client against the real database,
 logged in as a pharmacist; the same-run reference is the home page (framework + session + auth only).
 """
@@ -42,7 +42,7 @@ def build(n_drafts: int):
     from memory.services import assert_claim
     from patients.models import DispensingRecord, Patient
     from recalls.normalize import normalize_lot
-    from tests.factories_facts import recall_claim
+    from tests.factories import recall_claim
     from worklist.models import ContactAttempt
 
     reset_provider(HashingEmbedding(settings.UNSAY_EMBEDDING_DIM))

@@ -65,3 +65,84 @@ def browser():
     driver.set_page_load_timeout(30)
     yield driver
     driver.quit()
+
+
+# --- The sweep's world and the review fixtures (shared by the sweep, review, outbox, worklist and
+# browser tests; the recall facts and patients come from tests/factories.py) ----------------------
+
+
+@pytest.fixture
+def dispatch_not_enqueued(monkeypatch):
+    """Approval enqueues dispatch on commit; with no Redis (CI) Celery would run it eagerly. Tests that
+    call the dispatcher themselves record the enqueue instead of running it. Not autouse: the modules
+    that want it for every test say so (`pytestmark = pytest.mark.usefixtures("dispatch_not_enqueued")`)."""
+    from corrections import tasks
+
+    calls = []
+    monkeypatch.setattr(tasks.dispatch_outbox, "delay", lambda *a, **k: calls.append(a))
+    return calls
+
+
+@pytest.fixture
+def no_auto_sweep(monkeypatch):
+    monkeypatch.setattr("django.conf.settings.UNSAY_SWEEP_ON_SUPERSESSION", False)
+
+
+@pytest.fixture
+def world(hashing_embeddings):
+    """Two real Class II valsartan recalls (tests/factories.py RECALL, OTHER_RECALL); synthetic patients
+    A and B on RECALL's lot and C on another lot have asked; D (SMS) holds the lot and never asked."""
+    from ask.services import ask
+    from memory.services import assert_claim
+    from tests.factories import LOT, OTHER_LOT, OTHER_RECALL, RECALL, VALSARTAN, make_patient, recall_claim
+
+    assert_claim(recall_claim(RECALL, LOT))
+    assert_claim(recall_claim(OTHER_RECALL, OTHER_LOT))
+    on_lot_a = make_patient("SYN-A", [(VALSARTAN, LOT)])
+    on_lot_b = make_patient("SYN-B", [(VALSARTAN, LOT)])
+    other_lot = make_patient("SYN-C", [(VALSARTAN, "3095511")])
+    never_asked = make_patient("SYN-D", [(VALSARTAN, LOT)], channel="sms")
+    decisions = {
+        "a": ask(on_lot_a, "Is my valsartan safe?"),
+        "b": ask(on_lot_b, "Is my valsartan safe?"),
+        "c": ask(other_lot, "Is my valsartan safe?"),
+    }
+    assert decisions["a"].verdict == "caution" and decisions["c"].verdict == "safe"
+    return {"decisions": decisions, "never_asked": never_asked}
+
+
+@pytest.fixture
+def people(django_user_model):
+    """A pharmacist (phil) and a member of pharmacy staff (sam), both with password "pw"."""
+    from django.apps import apps
+    from django.contrib.auth.models import Group
+
+    from core.roles import PHARMACIST, PHARMACY_STAFF, sync_group_permissions
+
+    sync_group_permissions(apps)  # transaction=True flushes the groups the migration made
+    pharmacist = django_user_model.objects.create_user("phil", password="pw")
+    pharmacist.groups.add(Group.objects.get(name=PHARMACIST))
+    staff = django_user_model.objects.create_user("sam", password="pw")
+    staff.groups.add(Group.objects.get(name=PHARMACY_STAFF))
+    return {"pharmacist": pharmacist, "staff": staff}
+
+
+@pytest.fixture
+def drafts(world, no_auto_sweep):
+    """The world escalated to Class I and swept: drafts for SYN-A, SYN-B (corrections) and SYN-D (notice)."""
+    from corrections.models import Correction
+    from corrections.sweep import sweep
+    from tests.factories import escalate
+
+    escalate()
+    sweep()
+    return {d.patient.external_ref: d for d in Correction.objects.select_related("patient")}
+
+
+@pytest.fixture
+def patient(db):
+    """Ada, a synthetic patient with no dispensing (P-1, email only): the patients app's form, scan and
+    dispensing-path tests."""
+    from tests.factories import make_patient
+
+    return make_patient("P-1", name="Ada (synthetic)", email="ada@example.com", phone="")

@@ -19,13 +19,11 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from ask.keys import issue_key, revoke_keys
-from ask.models import ApiClient, ApiKey, ClientPatient
+from ask.models import ApiClient, ApiKey
 from corrections.sweep import sweep
 from demo.escalation import escalate
 from memory.models import Decision
-from patients.dispensing import save_dispensing
-from patients.models import DispensingRecord, Patient
-from tests.factories_facts import FIXTURES
+from tests.factories import FIXTURES, make_patient
 from tests.procs import PROJECT_DIR, subprocess_env
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -47,11 +45,9 @@ def real_recall(tmp_path, hashing_embeddings, monkeypatch):
     path.write_text(json.dumps({"meta": data.get("meta", {}), "results": records}))
     call_command("ingest_recalls", "--file", str(path), "--no-progress", stdout=open("/dev/null", "w"))
     north, south = ApiClient.objects.create(name="North"), ApiClient.objects.create(name="South")
-    patient = Patient.objects.create(region="aws-us-east-1", display_name="Synthetic MCP patient",
-                                     external_ref="SYN-MCP-1", synthetic=True)
-    ClientPatient.objects.create(client=north, patient=patient)
-    save_dispensing(DispensingRecord(patient=patient, drug="valsartan", lot=LOT, quantity=30, synthetic=True,
-                                     dispensed_at=datetime(2019, 1, 5, 12, tzinfo=UTC)), actor="test")
+    patient = make_patient("SYN-MCP-1", [{"drug": "valsartan", "lot": LOT, "quantity": 30}],
+                           name="Synthetic MCP patient", email="", phone="", client=north,
+                           dispensed_at=datetime(2019, 1, 5, 12, tzinfo=UTC), through_service=True)
     _, secret = issue_key(north, kind=ApiKey.Kind.PATIENT, patient=patient, name="mcp test")
     _, south_secret = issue_key(south, name="other client")
     return {"secret": secret, "south": south_secret, "patient": patient}
@@ -180,9 +176,8 @@ def test_mcp_over_streamable_http_ask_escalate_check_get_decision(real_recall, a
         refused = asyncio.run(http_session(asgi_server, secret, refusals))
         assert refused.is_error and "caution" not in refused.content[0].text
 
-    neighbour = Patient.objects.create(region="aws-us-east-1", display_name="Synthetic MCP neighbour",
-                                       external_ref="SYN-MCP-2", synthetic=True)
-    ClientPatient.objects.create(client=ApiClient.objects.get(name="North"), patient=neighbour)
+    neighbour = make_patient("SYN-MCP-2", name="Synthetic MCP neighbour", email="", phone="",
+                             client=ApiClient.objects.get(name="North"))
     decisions = Decision.objects.count()
 
     async def asks_for_others(session):

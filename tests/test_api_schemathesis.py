@@ -17,11 +17,9 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from ask.keys import issue_key
-from ask.models import ApiClient, ApiKey, ClientPatient
+from ask.models import ApiClient, ApiKey
 from memory.services import assert_claim
-from patients.dispensing import save_dispensing
-from patients.models import DispensingRecord, Patient
-from tests.factories_facts import recall_claim
+from tests.factories import make_patient, recall_claim
 
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 
@@ -31,11 +29,9 @@ def api_world(transactional_db, hashing_embeddings, settings):
     settings.UNSAY_API_RATE_PER_MINUTE = 100_000  # the property run is one caller making many requests
     assert_claim(recall_claim("D-0326-2019", "3069020"))
     north = ApiClient.objects.create(name="North")
-    patient = Patient.objects.create(region="aws-us-east-1", display_name="Synthetic ST", external_ref="SYN-ST-1",
-                                     synthetic=True)
-    ClientPatient.objects.create(client=north, patient=patient)
-    save_dispensing(DispensingRecord(patient=patient, drug="valsartan", lot="3069020", quantity=30, synthetic=True,
-                                     dispensed_at=datetime(2019, 1, 5, 12, tzinfo=UTC)), actor="test")
+    patient = make_patient("SYN-ST-1", [{"drug": "valsartan", "lot": "3069020", "quantity": 30}], name="Synthetic ST",
+                           email="", phone="", client=north, dispensed_at=datetime(2019, 1, 5, 12, tzinfo=UTC),
+                           through_service=True)
     _, patient_key = issue_key(north, kind=ApiKey.Kind.PATIENT, patient=patient)
     _, pharmacist_key = issue_key(north, pharmacist=True)
     return {"patient": patient_key, "pharmacist": pharmacist_key}

@@ -11,33 +11,29 @@ import pytest
 from django.utils import timezone
 
 from ask.keys import issue_key, revoke_keys
-from ask.models import ApiClient, ApiKey, ClientPatient
+from ask.models import ApiClient, ApiKey
 from memory.models import Decision
 from memory.services import assert_claim, retract_claim
-from patients.dispensing import dispensing_changed, save_dispensing
-from patients.models import DispensingChange, DispensingRecord, Patient
-from tests.factories_facts import recall_claim
+from patients.dispensing import dispensing_changed
+from patients.models import DispensingChange, DispensingRecord
+from tests.factories import make_patient, recall_claim
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 RECALL, LOT = "D-0326-2019", "3069020"  # real valsartan recall (openFDA), synthetic patients
 
 
-def make_patient(ref, client, lot=LOT):
-    patient = Patient.objects.create(region="aws-us-east-1", display_name=f"Synthetic {ref}", external_ref=ref,
-                                     synthetic=True)
-    ClientPatient.objects.create(client=client, patient=patient)
-    save_dispensing(DispensingRecord(patient=patient, drug="valsartan", lot=lot, quantity=30, synthetic=True,
-                                     dispensed_at=datetime(2019, 1, 5, 12, tzinfo=UTC)), actor="test")
-    return patient
+def _patient(ref, client, lot=LOT):
+    return make_patient(ref, [{"drug": "valsartan", "lot": lot, "quantity": 30}], email="", phone="", client=client,
+                        dispensed_at=datetime(2019, 1, 5, 12, tzinfo=UTC), through_service=True)
 
 
 @pytest.fixture
 def world(hashing_embeddings):
     assert_claim(recall_claim(RECALL, LOT))
     north, south = ApiClient.objects.create(name="North"), ApiClient.objects.create(name="South")
-    alice, bob = make_patient("SYN-ALICE", north), make_patient("SYN-BOB", north, lot="3069021")
-    carol = make_patient("SYN-CAROL", south)
+    alice, bob = _patient("SYN-ALICE", north), _patient("SYN-BOB", north, lot="3069021")
+    carol = _patient("SYN-CAROL", south)
     keys = {
         "alice": issue_key(north, kind=ApiKey.Kind.PATIENT, patient=alice)[1],
         "north": issue_key(north)[1],

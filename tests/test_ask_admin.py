@@ -7,8 +7,8 @@ from django.contrib.auth import get_user_model
 from django.contrib.messages import get_messages
 
 from ask.keys import hash_secret
-from ask.models import ApiClient, ApiKey, ClientPatient
-from patients.models import Patient
+from ask.models import ApiClient, ApiKey
+from tests.factories import make_patient
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -34,9 +34,7 @@ def test_creating_a_key_shows_the_secret_once_and_stores_only_its_hash(admin_cli
 
 def test_a_patient_key_for_another_clients_patient_is_refused(admin_client):
     north, south = ApiClient.objects.create(name="North"), ApiClient.objects.create(name="South")
-    patient = Patient.objects.create(region="aws-us-east-1", display_name="Synthetic F", external_ref="SYN-F1",
-                                     synthetic=True)
-    ClientPatient.objects.create(client=south, patient=patient)
+    patient = make_patient("SYN-F1", name="Synthetic F", email="", phone="", client=south)
     response = admin_client.post("/admin/ask/apikey/add/",
                                  {"client": north.pk, "kind": "patient", "patient": patient.pk, "name": "app"})
     assert response.status_code == 200 and "does not belong to client North" in response.content.decode()
@@ -70,9 +68,7 @@ def test_the_admin_issues_keys_through_the_key_service_with_the_pharmacist_scope
     assert response.status_code == 200 and calls and calls[0]["pharmacist"] is True
     assert ApiKey.objects.get().pharmacist_scope is True
 
-    patient = Patient.objects.create(region="aws-us-east-1", display_name="Synthetic P", external_ref="SYN-P1",
-                                     synthetic=True)
-    ClientPatient.objects.create(client=north, patient=patient)
+    patient = make_patient("SYN-P1", name="Synthetic P", email="", phone="", client=north)
     refused = admin_client.post("/admin/ask/apikey/add/", {"client": north.pk, "kind": "patient",
                                                               "patient": patient.pk, "pharmacist_scope": "on"})
     assert "cannot have the pharmacist scope" in refused.content.decode() and ApiKey.objects.count() == 1

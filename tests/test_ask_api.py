@@ -2,7 +2,6 @@
 (migrated from the hand-written /api/ask views)."""
 
 import json
-from datetime import UTC, datetime
 
 import pytest
 
@@ -11,27 +10,21 @@ from ask.keys import issue_key as create_api_key
 from ask.models import ApiClient, ApiKey, ClientPatient
 from memory.models import Decision
 from memory.services import assert_claim
-from patients.models import DispensingRecord, Patient
-from tests.factories_facts import recall_claim
+from tests.factories import make_patient, recall_claim
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def make_patient(ref, client, drug="valsartan", lot="3061169"):
-    patient = Patient.objects.create(region="aws-us-east-1", display_name=f"Synthetic {ref}", external_ref=ref,
-                                     synthetic=True)
-    DispensingRecord.objects.create(patient=patient, drug=drug, lot=lot, synthetic=True,
-                                    dispensed_at=datetime(2019, 1, 5, tzinfo=UTC))
-    ClientPatient.objects.create(client=client, patient=patient)
-    return patient
+def _patient(ref, client, drug="valsartan", lot="3061169"):
+    return make_patient(ref, [(drug, lot)], email="", phone="", client=client)
 
 
 @pytest.fixture
 def world(hashing_embeddings):
     assert_claim(recall_claim("D-0315-2019", "3061169"))
     north, south = ApiClient.objects.create(name="North Pharmacy"), ApiClient.objects.create(name="South Pharmacy")
-    alice, bob = make_patient("SYN-ALICE", north), make_patient("SYN-BOB", north, lot="ZZ-OTHER")
-    carol = make_patient("SYN-CAROL", south)
+    alice, bob = _patient("SYN-ALICE", north), _patient("SYN-BOB", north, lot="ZZ-OTHER")
+    carol = _patient("SYN-CAROL", south)
     _, alice_key = create_api_key(north, kind=ApiKey.Kind.PATIENT, patient=alice)
     _, bob_key = create_api_key(north, kind=ApiKey.Kind.PATIENT, patient=bob)
     _, north_key = create_api_key(north)

@@ -2,7 +2,6 @@
 
 import json
 import logging
-from datetime import UTC, datetime
 
 import boto3
 import pytest
@@ -11,8 +10,7 @@ from botocore.stub import ANY, Stubber
 from ask.bedrock import TOOL_NAME, BedrockReasoner
 from ask.services import decide
 from memory.services import assert_claim
-from patients.models import DispensingRecord, Patient
-from tests.factories_facts import recall_claim
+from tests.factories import make_patient, recall_claim
 
 pytestmark = pytest.mark.django_db(transaction=True)
 MODEL = "anthropic.claude-test"
@@ -31,10 +29,7 @@ def runtime():
 def valsartan_patient(hashing_embeddings):
     hit = assert_claim(recall_claim("D-0315-2019", "3061169")).fact
     other = assert_claim(recall_claim("D-0324-2019", "3063780")).fact
-    patient = Patient.objects.create(region="aws-us-east-1", display_name="Synthetic B", external_ref="SYN-B1",
-                                     synthetic=True)
-    DispensingRecord.objects.create(patient=patient, drug="valsartan", lot="3061169", synthetic=True,
-                                    dispensed_at=datetime(2019, 1, 5, tzinfo=UTC))
+    patient = make_patient("SYN-B1", [("valsartan", "3061169")], name="Synthetic B", email="", phone="")
     return patient, hit, other
 
 

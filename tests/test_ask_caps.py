@@ -1,7 +1,6 @@
 """Model-call caps counted in the database (real concurrent processes), cap fallback and the reuse window."""
 
 import time
-from datetime import UTC, datetime
 
 import boto3
 import pytest
@@ -13,8 +12,7 @@ from ask.bedrock import TOOL_NAME, BedrockReasoner
 from ask.models import ApiClient, UsageCounter
 from ask.services import ask, reserve_model_call, usage_report
 from memory.services import assert_claim
-from patients.models import DispensingRecord, Patient
-from tests.factories_facts import recall_claim
+from tests.factories import make_patient, recall_claim
 from tests.procs import start_python
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -89,10 +87,7 @@ def bedrock(monkeypatch):
 @pytest.fixture
 def patient(hashing_embeddings):
     hit = assert_claim(recall_claim("D-0315-2019", "3061169")).fact
-    p = Patient.objects.create(region="aws-us-east-1", display_name="Synthetic C", external_ref="SYN-C1",
-                               synthetic=True)
-    DispensingRecord.objects.create(patient=p, drug="valsartan", lot="3061169", synthetic=True,
-                                    dispensed_at=datetime(2019, 1, 5, tzinfo=UTC))
+    p = make_patient("SYN-C1", [("valsartan", "3061169")], name="Synthetic C", email="", phone="")
     p.hit = hit
     return p
 

@@ -7,8 +7,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from memory.services import assert_claim
-from patients.models import DispensingRecord, Patient
-from tests.factories_facts import recall_claim
+from tests.factories import make_patient, recall_claim
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -16,10 +15,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def test_it_prints_verdict_answer_and_grounded_read_set(hashing_embeddings):
     assert_claim(recall_claim("D-0326-2019", "3069020"))
     assert_claim(recall_claim("D-0326-2019", "3069021"))
-    patient = Patient.objects.create(region="aws-us-east-1", display_name="Synthetic E", external_ref="SYN-E1",
-                                     synthetic=True)
-    DispensingRecord.objects.create(patient=patient, drug="valsartan", lot="3069020", ndc="00378-5814-77",
-                                    synthetic=True, dispensed_at=datetime(2018, 10, 2, tzinfo=UTC))
+    make_patient("SYN-E1", [("valsartan", "3069020", "00378-5814-77")], name="Synthetic E", email="",
+                 phone="", dispensed_at=datetime(2018, 10, 2, tzinfo=UTC))
     out = StringIO()
     call_command("ask", "Is my medicine safe?", patient="SYN-E1", subject="valsartan", stdout=out)
     text = out.getvalue()

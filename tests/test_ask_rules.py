@@ -1,7 +1,5 @@
-"""The rules reasoner and the guardrail on REAL openFDA recall records (tests/factories_facts.py).
-Patients and dispensing are synthetic."""
-
-from datetime import UTC, datetime
+"""The rules reasoner and the guardrail on REAL openFDA recall records, as the ingestion code turns
+them into facts (tests/factories.py). Patients and dispensing are synthetic."""
 
 import pytest
 
@@ -10,19 +8,9 @@ from ask.services import Outcome, ask, decide, record_outcome, resolve_subject
 from core.retry import run_in_transaction
 from memory.models import DecisionRead, Fact
 from memory.services import assert_claim
-from patients.models import DispensingRecord, Patient
-from tests.factories_facts import recall_claim
+from tests.factories import make_patient, recall_claim
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def make_patient(ref, dispensed, ndc=""):
-    patient = Patient.objects.create(region="aws-us-east-1", display_name=f"Synthetic {ref}", external_ref=ref,
-                                     synthetic=True)
-    for drug, lot in dispensed:
-        DispensingRecord.objects.create(patient=patient, drug=drug, lot=lot, synthetic=True, ndc=ndc,
-                                        dispensed_at=datetime(2019, 1, 5, tzinfo=UTC))
-    return patient
 
 
 def facts_by_key(outcome: Outcome):
@@ -89,6 +77,39 @@ def test_a_terminated_recall_on_the_patients_lot_is_never_safe(hashing_embedding
 
 
 def test_drug_level_recall_without_lot_information_is_caution_saying_so(hashing_embeddings):
+    # D-0419-2019: a real compounded promethazine recall whose code_info is "N/A": it names no lot.
+    drug_level = assert_claim(recall_claim("D-0419-2019", None)).fact
+    assert drug_level.lot is None and drug_level.attributes["scope"] == "drug"
+    assert "names no lot number, so every lot is treated as affected" in drug_level.statement
+    patient = make_patient("SYN-P3", [("promethazine", "ZZ-SYN-1")])
+
+    outcome = decide(patient, "Is my promethazine safe?")
+
+    assert outcome.verdict == "caution"
+    assert outcome.load_bearing_ids == {drug_level.id}
+    # Ingestion gives every drug-level fact a lot_scope of kind "all_lots", so the answer treats the
+    # patient's lot as covered (over-notify), and says the recall names none.
+    assert "(the recall names no lot numbers)" in outcome.answer
+    assert "This recall covers every lot of this promethazine product, including yours" in outcome.answer
+
+
+def test_a_drug_level_fact_from_before_lot_scopes_says_it_cannot_tell_from_the_lot(hashing_embeddings):
+    """A fact ingested before lot_scope existed keeps its attributes (re-ingestion does not re-version a
+    fact whose meaning is unchanged): the same real record's claim without `lot_scope`, nothing else changed."""
+    claim = recall_claim("D-0419-2019", None)
+    del claim.attributes["lot_scope"]
+    drug_level = assert_claim(claim).fact
+    patient = make_patient("SYN-P4", [("promethazine", "ZZ-SYN-1")])
+
+    outcome = decide(patient, "Is my promethazine safe?")
+
+    assert outcome.verdict == "caution"
+    assert outcome.load_bearing_ids == {drug_level.id}
+    assert "does not list lot numbers" in outcome.answer and "ZZ-SYN-1" in outcome.answer
+    assert "covers every lot" not in outcome.answer
+
+
+def test_drug_level_recall_of_every_lot_is_caution_saying_it_covers_theirs(hashing_embeddings):
     drug_level = assert_claim(recall_claim("D-0971-2018", None)).fact  # Solco valsartan, "All lots within expiry."
     assert drug_level.lot is None and drug_level.attributes["scope"] == "drug"
     patient = make_patient("SYN-V3", [("valsartan", "ZZ-SYN-1")])
@@ -97,15 +118,16 @@ def test_drug_level_recall_without_lot_information_is_caution_saying_so(hashing_
 
     assert outcome.verdict == "caution"
     assert outcome.load_bearing_ids == {drug_level.id}
-    assert "does not list lot numbers" in outcome.answer and "ZZ-SYN-1" in outcome.answer
+    assert "This recall covers every lot of this valsartan product, including yours" in outcome.answer
+    assert "does not list lot numbers" not in outcome.answer
 
 
 def test_a_drug_level_recall_listing_other_makers_ndcs_does_not_apply_but_is_what_safe_rests_on(
         hashing_embeddings):
     solco = assert_claim(recall_claim("D-0971-2018", None)).fact
     assert "43547-0370-09" in solco.attributes["ndcs"]
-    mylan = make_patient("SYN-V5", [("valsartan", "ZZ-SYN-3")], ndc="00378-5814-77")
-    solco_patient = make_patient("SYN-V6", [("valsartan", "ZZ-SYN-4")], ndc="43547-0370-09")
+    mylan = make_patient("SYN-V5", [("valsartan", "ZZ-SYN-3", "00378-5814-77")])
+    solco_patient = make_patient("SYN-V6", [("valsartan", "ZZ-SYN-4", "43547-0370-09")])
 
     safe = decide(mylan, "Is my valsartan safe?")
     assert safe.verdict == "safe" and safe.load_bearing_ids == {solco.id}
@@ -237,7 +259,7 @@ def test_a_safe_verdict_reads_every_fact_in_its_premises_even_beyond_top_k(hashi
     drug_levels = [assert_claim(recall_claim(n, None)).fact for n in ("D-0971-2018", "D-0968-2018")]
     for lot in ("3069019", "3069020", "3069021"):
         assert_claim(recall_claim("D-0326-2019", lot))
-    patient = make_patient("SYN-K1", [("valsartan", "ZZ-SYN-9")], ndc="00378-5814-77")
+    patient = make_patient("SYN-K1", [("valsartan", "ZZ-SYN-9", "00378-5814-77")])
 
     decision = ask(patient, "Is my valsartan safe?")
 

@@ -1,6 +1,5 @@
 """The pharmacist ask screen: roles (anonymous, staff, pharmacist, superuser), plain POST and htmx."""
 
-from datetime import UTC, datetime
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -9,8 +8,7 @@ from django.contrib.auth.models import Group
 from core.roles import PHARMACIST, PHARMACY_STAFF
 from memory.models import Decision
 from memory.services import assert_claim
-from patients.models import DispensingRecord, Patient
-from tests.factories_facts import recall_claim
+from tests.factories import make_patient, recall_claim
 
 pytestmark = pytest.mark.django_db(transaction=True)
 URL = "/memory/ask/"
@@ -26,10 +24,7 @@ def user(name, group=None, **flags):
 @pytest.fixture
 def patient(hashing_embeddings):
     assert_claim(recall_claim("D-0081-2019", "MON17384"))
-    p = Patient.objects.create(region="aws-us-east-1", display_name="Synthetic Dana Reyes", external_ref="SYN-D1",
-                               synthetic=True)
-    DispensingRecord.objects.create(patient=p, drug="montelukast", lot="MON17384", synthetic=True,
-                                    dispensed_at=datetime(2019, 1, 5, tzinfo=UTC))
+    p = make_patient("SYN-D1", [("montelukast", "MON17384")], name="Synthetic Dana Reyes", email="", phone="")
     return p
 
 

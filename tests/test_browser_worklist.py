@@ -11,13 +11,14 @@ import pytest
 
 from corrections import dispatch, review
 from corrections.models import Correction
-from tests.test_corrections_review import drafts, people  # noqa: F401 (fixtures)
-from tests.test_sweep import RECALL, dispatch_not_enqueued, no_auto_sweep, world  # noqa: F401 (fixtures)
+from tests.factories import RECALL
 from worklist import selectors
 
 CHROMIUM = Path("/usr/bin/chromium")
 SHOTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
+# dispatch_not_enqueued (tests/conftest.py) for every test here, as when it was imported from test_sweep.
 pytestmark = [
+    pytest.mark.usefixtures("dispatch_not_enqueued"),
     pytest.mark.django_db(transaction=True),
     pytest.mark.browser,
     pytest.mark.skipif(not CHROMIUM.exists(),
@@ -62,7 +63,7 @@ def _record_step(browser, By, step, note=""):
 
 
 def test_a_pharmacist_runs_a_class_i_recall_from_the_worklist_to_the_report(
-    live_server, browser, client, people, drafts, dispatch_not_enqueued, settings  # noqa: F811
+    live_server, browser, client, people, drafts, dispatch_not_enqueued, settings
 ):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
@@ -135,7 +136,7 @@ def test_a_pharmacist_runs_a_class_i_recall_from_the_worklist_to_the_report(
 
 
 def test_409_and_400_show_an_explaining_card_in_the_browser(
-    live_server, browser, client, people, drafts, dispatch_not_enqueued, django_user_model  # noqa: F811
+    live_server, browser, client, people, drafts, dispatch_not_enqueued, django_user_model
 ):
     from selenium.webdriver.common.by import By
 

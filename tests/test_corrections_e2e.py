@@ -18,11 +18,10 @@ from corrections import dispatch, tasks
 from corrections.models import Correction, OutboxMessage, Redecision, SweepRun
 from corrections.sweep import count_stale
 from memory.models import Decision, DecisionRead, Fact
-from tests.factories_facts import FIXTURES
-from tests.test_corrections_review import people  # noqa: F401 (fixture)
-from tests.test_sweep import dispatch_not_enqueued  # noqa: F401 (autouse fixture)
+from tests.factories import FIXTURES
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# dispatch_not_enqueued (tests/conftest.py) for every test here, as when it was imported from test_sweep.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("dispatch_not_enqueued")]
 
 
 @pytest.fixture
@@ -39,7 +38,7 @@ def real_slice(tmp_path, hashing_embeddings, monkeypatch):
     monkeypatch.setattr("django.conf.settings.UNSAY_SWEEP_ON_SUPERSESSION", None)
 
 
-def test_escalation_to_review_to_dispatch(real_slice, people, client, settings, monkeypatch):  # noqa: F811
+def test_escalation_to_review_to_dispatch(real_slice, people, client, settings, monkeypatch):
     from demo.escalation import escalate
     from demo.patients import DEMO_EXPOSED_REFS, DEMO_LOT, DEMO_NEIGHBOUR_REFS, DEMO_RECALL_NUMBER
     from patients.models import Patient

@@ -1,35 +1,14 @@
 """Pharmacist review: queue, htmx card actions (HX-Request), plain-POST fallbacks, permissions, audit."""
 
 import pytest
-from django.apps import apps
 
-from core.roles import PHARMACIST, PHARMACY_STAFF, sync_group_permissions
 from corrections.models import AuditEvent, Correction, OutboxMessage
 from corrections.review import recall_dashboard
-from corrections.sweep import sweep
-from tests.test_sweep import RECALL, dispatch_not_enqueued, escalate, no_auto_sweep, world  # noqa: F401 (fixtures)
+from tests.factories import LOT, RECALL
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# people, drafts and dispatch_not_enqueued are in tests/conftest.py; dispatch_not_enqueued for every test.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("dispatch_not_enqueued")]
 HTMX = {"HX-Request": "true"}
-
-
-@pytest.fixture
-def people(django_user_model):
-    sync_group_permissions(apps)  # transaction=True flushes the groups the migration made
-    from django.contrib.auth.models import Group
-
-    pharmacist = django_user_model.objects.create_user("phil", password="pw")
-    pharmacist.groups.add(Group.objects.get(name=PHARMACIST))
-    staff = django_user_model.objects.create_user("sam", password="pw")
-    staff.groups.add(Group.objects.get(name=PHARMACY_STAFF))
-    return {"pharmacist": pharmacist, "staff": staff}
-
-
-@pytest.fixture
-def drafts(world, no_auto_sweep):  # noqa: F811
-    escalate()
-    sweep()
-    return {d.patient.external_ref: d for d in Correction.objects.select_related("patient")}
 
 
 def test_it_lists_drafts_grouped_by_recall_with_evidence_and_match(client, people, drafts):
@@ -125,10 +104,11 @@ def test_bulk_approve_needs_confirmation_and_approves_only_what_was_shown(client
 
 def test_a_draft_whose_fact_was_superseded_cannot_be_approved(client, people, drafts):
     from memory.services import assert_claim
-    from tests.factories_facts import recall_claim
+    from tests.factories import recall_claim
 
     draft = drafts["SYN-A"]
-    assert_claim(recall_claim(RECALL, "3061169", classification="Class I", status="Terminated"))
+    # The real record with only its class and status changed: a newer version the draft did not see.
+    assert_claim(recall_claim(RECALL, LOT, classification="Class I", status="Terminated"))
     client.force_login(people["pharmacist"])
     response = client.post(f"/corrections/review/{draft.public_id}/approve/", headers=HTMX)
     assert response.status_code == 409 and "newer version" in response.content.decode()
@@ -170,7 +150,7 @@ def test_the_operations_page_loads_the_sweep_runs_partial(client, people):
     assert partial.status_code == 286 and "No sweeps yet" in partial.content.decode()
 
 
-def test_approval_enqueues_dispatch_only_after_commit(people, drafts, dispatch_not_enqueued):  # noqa: F811
+def test_approval_enqueues_dispatch_only_after_commit(people, drafts, dispatch_not_enqueued):
     from corrections.review import approve
 
     approve(drafts["SYN-A"].pk, user=people["pharmacist"])

@@ -5,9 +5,9 @@ import pytest
 from corrections import transitions
 from corrections.models import Correction, OutboxMessage
 from corrections.review import approve, reject
-from tests.test_corrections_review import drafts, people  # noqa: F401 (fixtures)
-from tests.test_sweep import dispatch_not_enqueued, no_auto_sweep, world  # noqa: F401 (fixtures)
 
+# dispatch_not_enqueued (tests/conftest.py) for every test here, as when it was imported from test_sweep.
+pytestmark = pytest.mark.usefixtures("dispatch_not_enqueued")
 
 @pytest.mark.parametrize("model", [Correction, OutboxMessage])
 def test_the_table_names_every_status_and_only_real_ones(model):
@@ -27,7 +27,7 @@ def test_finished_states_go_nowhere_and_nothing_goes_back_to_a_draft():
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_rejected_correction_cannot_then_be_approved(people, drafts):  # noqa: F811
+def test_a_rejected_correction_cannot_then_be_approved(people, drafts):
     draft = drafts["SYN-A"]
     reject(draft.pk, user=people["pharmacist"], reason="wrong patient")
     with pytest.raises(Exception, match="rejected|no longer|not a draft|cannot"):

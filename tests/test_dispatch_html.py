@@ -6,13 +6,12 @@ from django.core import mail
 
 from corrections import dispatch
 from corrections.review import approve
-from tests.test_corrections_review import drafts, people  # noqa: F401 (fixtures)
-from tests.test_sweep import dispatch_not_enqueued, no_auto_sweep, world  # noqa: F401 (fixtures)
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# dispatch_not_enqueued (tests/conftest.py) for every test here, as when it was imported from test_sweep.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("dispatch_not_enqueued")]
 
 
-def test_the_email_carries_the_reviewed_text_as_its_html_part(people, drafts, settings):  # noqa: F811
+def test_the_email_carries_the_reviewed_text_as_its_html_part(people, drafts, settings):
     settings.UNSAY_PHARMACY_NAME = "Synthetic Corner Pharmacy"
     a = drafts["SYN-A"]
     edited = a.drafted_text.strip() + "\n\nEdited by the pharmacist: bring the pack <and> the box."

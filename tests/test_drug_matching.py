@@ -121,25 +121,17 @@ def test_triple_combination_recalls_are_filed_under_all_three_ingredients():
 @pytest.mark.django_db(transaction=True)
 def test_exposure_finds_the_losartan_and_diovan_patients(hashing_embeddings):
     from memory.services import assert_claim
-    from patients.models import DispensingRecord, Patient
     from patients.services import active_recalls_for_dispensing, exposed_patients_for_recall
-
-    def patient(ref):
-        return Patient.objects.create(external_ref=ref, display_name=ref, region="aws-us-east-1",
-                                      email=f"{ref}@example.com")
+    from tests.factories import make_patient, recall_claims_of
 
     when = datetime(2019, 6, 1, tzinfo=UTC)
-    losartan, diovan, other = patient("losartan"), patient("diovan"), patient("other-maker")
-    DispensingRecord.objects.create(patient=losartan, drug="Losartan Potassium 50 mg tablets", ndc="68788-0048-03",
-                                    lot="A1818G", dispensed_at=when)
-    record = DispensingRecord.objects.create(patient=diovan, drug="Diovan", ndc="00378-5814-77", lot="3069020",
-                                             dispensed_at=when)
-    DispensingRecord.objects.create(patient=other, drug="Losartan Potassium 50 mg", ndc="00093-7365-98",
-                                    lot="A1818G", dispensed_at=when)
+    make_patient("losartan", [("Losartan Potassium 50 mg tablets", "A1818G", "68788-0048-03")], dispensed_at=when)
+    diovan = make_patient("diovan", [("Diovan", "3069020", "00378-5814-77")], dispensed_at=when)
+    make_patient("other-maker", [("Losartan Potassium 50 mg", "A1818G", "00093-7365-98")], dispensed_at=when)
+    record = diovan.dispensings.get()
     assert record.drug == "valsartan" and record.drug_text == "Diovan" and record.ndc_product == "00378-5814"
     for number in ("D-1281-2019", "D-0326-2019"):
-        parsed = parse_enforcement(bulk_records()[number])
-        for claim in recall_claims(parsed, subject=parsed.subject, ndcs=parsed.ndcs):
+        for claim in recall_claims_of(number):
             assert_claim(claim)
     exposures = exposed_patients_for_recall("D-1281-2019")
     assert [(e.patient.external_ref, e.match_class) for e in exposures] == [("losartan", MatchClass.CONFIRMED)]

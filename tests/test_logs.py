@@ -7,6 +7,7 @@ import logging
 import pytest
 from django.test import Client
 
+from tests.factories import make_patient
 from unsay_site import logs
 
 pytestmark = pytest.mark.django_db
@@ -19,10 +20,8 @@ def render(records) -> list[dict]:
 
 
 def test_request_lines_are_json_with_a_request_id_and_no_query_string(caplog, django_user_model, settings):
-    from patients.models import Patient
 
-    Patient.objects.create(region="aws-us-east-1", display_name="Synthetic Wilhelmina Quist", external_ref="SYN-LOG",
-                           email="wq@example.com", synthetic=True)
+    make_patient("SYN-LOG", name="Synthetic Wilhelmina Quist", email="wq@example.com", phone="")
     admin = django_user_model.objects.create_superuser("log-admin", password="x" * 16)
     client = Client()
     client.force_login(admin)

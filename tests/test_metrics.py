@@ -6,7 +6,7 @@ import re
 import pytest
 from django.test import Client
 
-from tests.test_sweep import LOT, OTHER_LOT, OTHER_RECALL, RECALL, escalate, make_patient
+from tests.factories import LOT, OTHER_LOT, OTHER_RECALL, RECALL, escalate, make_patient
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -45,7 +45,7 @@ def test_a_sweep_moves_the_draft_redecision_and_review_metrics(staff_client, has
     from corrections import tasks
     from corrections.sweep import sweep
     from memory.services import assert_claim
-    from tests.factories_facts import recall_claim
+    from tests.factories import recall_claim
 
     monkeypatch.setattr("django.conf.settings.UNSAY_SWEEP_ON_SUPERSESSION", False)
     monkeypatch.setattr(tasks.dispatch_outbox, "delay", lambda *a, **k: None)

@@ -8,10 +8,7 @@ each) and draft a notice for every non-asker; the expected counts come from the 
 (lot text present in code_info, classification), not from the code under test.
 """
 
-import json
-import zipfile
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 
@@ -19,22 +16,15 @@ from ask.services import ask, decide
 from corrections.models import Correction
 from corrections.sweep import count_stale, sweep
 from memory.models import Decision, Fact
-from patients.models import DispensingRecord, Patient
 from recalls.ingest import Malformed, parse_enforcement
 from recalls.normalize import normalize_lot
 from recalls.services import ingest_document
+from tests.factories import SNAPSHOT_2021, SNAPSHOT_2023, make_patient, read_results
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
-# The repository's byte-identical copy of ../shared/fixtures/openfda (tests/fixtures/openfda/README.md).
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "openfda"
 WANTED = 8  # new recalls with named lots, one asker and one never-asked patient on each
 BEFORE_PER_DRUG = 25  # 2021 records of each chosen drug loaded as "before" (bounded test time)
-
-
-def _records(name):
-    with zipfile.ZipFile(FIXTURES / name) as archive:
-        return json.loads(archive.read(archive.namelist()[0]))["results"]
 
 
 def _choose(before, after):
@@ -62,15 +52,11 @@ def _choose(before, after):
 
 @pytest.fixture(scope="module")
 def bulk():
-    return _records("drug-enforcement-2021-04-28.json.zip"), _records("drug-enforcement-2023-08-05-part.json.zip")
+    return read_results(SNAPSHOT_2021), read_results(SNAPSHOT_2023)
 
 
 def _patient(ref, subject, lot):
-    patient = Patient.objects.create(region="aws-us-east-1", display_name=f"Synthetic {ref}", external_ref=ref,
-                                     email=f"{ref.lower()}@example.com", synthetic=True)
-    DispensingRecord.objects.create(patient=patient, drug=subject, lot=lot, synthetic=True,
-                                    dispensed_at=datetime(2023, 1, 5, tzinfo=UTC))
-    return patient
+    return make_patient(ref, [(subject, lot)], phone="", dispensed_at=datetime(2023, 1, 5, tzinfo=UTC))
 
 
 def test_brand_new_recalls_correct_every_reassured_patient_and_notify_the_rest(bulk, hashing_embeddings,

@@ -13,10 +13,9 @@ from django.utils import timezone
 from corrections import dispatch
 from corrections.models import AuditEvent, Correction, OutboxMessage
 from corrections.review import approve, reject
-from tests.test_corrections_review import drafts, people  # noqa: F401 (fixtures)
-from tests.test_sweep import dispatch_not_enqueued, no_auto_sweep, world  # noqa: F401 (fixtures)
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# dispatch_not_enqueued (tests/conftest.py) for every test here, as when it was imported from test_sweep.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("dispatch_not_enqueued")]
 
 
 @pytest.fixture(autouse=True)
@@ -32,7 +31,7 @@ def sns(settings):
         yield client, stubber
 
 
-def test_only_approved_messages_leave_and_email_carries_the_dedupe_key(people, drafts):  # noqa: F811
+def test_only_approved_messages_leave_and_email_carries_the_dedupe_key(people, drafts):
     a, b = drafts["SYN-A"], drafts["SYN-B"]
     approve(a.pk, user=people["pharmacist"])
     reject(b.pk, user=people["pharmacist"], reason="spoke to the patient by phone")
@@ -53,7 +52,7 @@ def test_only_approved_messages_leave_and_email_carries_the_dedupe_key(people, d
     assert len(mail.outbox) == 1
 
 
-def test_sms_goes_through_sns(people, drafts, sns):  # noqa: F811
+def test_sms_goes_through_sns(people, drafts, sns):
     client, stubber = sns
     notice = drafts["SYN-D"]  # prefers SMS
     approve(notice.pk, user=people["pharmacist"])
@@ -70,7 +69,7 @@ def test_sms_goes_through_sns(people, drafts, sns):  # noqa: F811
     stubber.assert_no_pending_responses()
 
 
-def test_transient_failures_back_off_then_give_up(people, drafts, sns, monkeypatch):  # noqa: F811
+def test_transient_failures_back_off_then_give_up(people, drafts, sns, monkeypatch):
     client, stubber = sns
     monkeypatch.setattr("django.conf.settings.UNSAY_OUTBOX_MAX_ATTEMPTS", 2)
     notice = drafts["SYN-D"]
@@ -94,7 +93,7 @@ def test_transient_failures_back_off_then_give_up(people, drafts, sns, monkeypat
     assert notice.audit_events.filter(action=AuditEvent.Action.SEND_FAILED).count() == 2
 
 
-def test_email_transient_error_is_retried_later(people, drafts, monkeypatch):  # noqa: F811
+def test_email_transient_error_is_retried_later(people, drafts, monkeypatch):
     approve(drafts["SYN-A"].pk, user=people["pharmacist"])
 
     def refuse(self, *args, **kwargs):
@@ -106,7 +105,7 @@ def test_email_transient_error_is_retried_later(people, drafts, monkeypatch):  #
     assert OutboxMessage.objects.get(correction=drafts["SYN-A"]).status == "ready"
 
 
-def test_sms_disabled_fails_with_a_clear_reason(people, drafts, settings):  # noqa: F811
+def test_sms_disabled_fails_with_a_clear_reason(people, drafts, settings):
     settings.UNSAY_SNS_ENABLED = False
     approve(drafts["SYN-D"].pk, user=people["pharmacist"])
     assert dispatch.dispatch_ready().failed == 1
@@ -114,7 +113,7 @@ def test_sms_disabled_fails_with_a_clear_reason(people, drafts, settings):  # no
     assert message.status == "failed" and "UNSAY_SNS_ENABLED" in message.last_error
 
 
-def test_without_sns_the_demo_writes_sms_to_files_once_per_dedupe_key(people, drafts, settings, tmp_path):  # noqa: F811
+def test_without_sns_the_demo_writes_sms_to_files_once_per_dedupe_key(people, drafts, settings, tmp_path):
     settings.UNSAY_SNS_ENABLED = False
     settings.UNSAY_SMS_TO_FILE = True  # the demo profile's default
     settings.SMS_FILE_PATH = tmp_path
@@ -127,7 +126,7 @@ def test_without_sns_the_demo_writes_sms_to_files_once_per_dedupe_key(people, dr
     assert list(tmp_path.iterdir()) == [written]
 
 
-def test_a_claim_without_a_result_is_flagged_for_a_human_and_not_resent(people, drafts):  # noqa: F811
+def test_a_claim_without_a_result_is_flagged_for_a_human_and_not_resent(people, drafts):
     approve(drafts["SYN-A"].pk, user=people["pharmacist"])
     [claimed] = dispatch.claim(worker="crashed-worker")  # the process "dies" here
     OutboxMessage.objects.filter(pk=claimed).update(claimed_at=timezone.now() - timedelta(hours=1))
@@ -140,7 +139,7 @@ def test_a_claim_without_a_result_is_flagged_for_a_human_and_not_resent(people, 
     assert AuditEvent.objects.filter(action=AuditEvent.Action.SEND_UNKNOWN).count() == 1
 
 
-def test_a_message_staled_after_claim_is_cancelled_not_sent(people, drafts):  # noqa: F811
+def test_a_message_staled_after_claim_is_cancelled_not_sent(people, drafts):
     approve(drafts["SYN-A"].pk, user=people["pharmacist"])
     Correction.objects.filter(pk=drafts["SYN-A"].pk).update(status=Correction.Status.STALE)
     result = dispatch.dispatch_ready()

@@ -30,12 +30,6 @@ def announced():
     dispensing_changed.disconnect(receiver)
 
 
-@pytest.fixture
-def patient(db):
-    return Patient.objects.create(external_ref="P-1", display_name="Ada (synthetic)", region="aws-us-east-1",
-                                  email="ada@example.com", synthetic=True)
-
-
 def row(patient, lot, drug="valsartan", day=2):
     record = DispensingRecord(patient=patient, drug=drug, lot=lot, quantity=30, dispensed_at=WHEN.replace(day=day))
     record.full_clean()

@@ -6,7 +6,8 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from patients.csvimport import import_dispensing_csv
-from patients.models import DispensingRecord, Patient
+from patients.models import DispensingRecord
+from tests.factories import make_patient
 
 HEADER = "patient_ref,drug,product_description,ndc,lot,expiry,quantity,dispensed_at,site\n"
 GOOD_ROWS = [
@@ -18,7 +19,7 @@ GOOD_ROWS = [
 
 @pytest.fixture
 def patients(db):
-    return [Patient.objects.create(external_ref=ref, display_name=ref, region=region, email=f"{ref}@example.com")
+    return [make_patient(ref, region=region, name=ref, email=f"{ref}@example.com", phone="")
             for ref, region in [("P-1", "aws-us-east-1"), ("P-2", "aws-eu-west-1")]]
 
 

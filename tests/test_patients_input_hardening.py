@@ -22,12 +22,6 @@ GOOD = {"patient_ref": "P-1", "drug": "valsartan", "ndc": "0378-5814-77", "lot":
         "quantity": "90", "dispensed_at": "2019-01-02", "site": "Main St"}
 
 
-@pytest.fixture
-def patient(db):
-    return Patient.objects.create(external_ref="P-1", display_name="Ada (synthetic)", region="aws-us-east-1",
-                                  email="ada@example.com", synthetic=True)
-
-
 def csv_text(rows, *, ending="\n", header=HEADER):
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=header, lineterminator=ending)

@@ -14,6 +14,7 @@ from django.utils import timezone
 from patients.forms import DispensingRecordForm, PatientForm
 from patients.models import DispensingRecord, Patient
 from recalls.normalize import normalize_lot, normalize_ndc
+from tests.factories import make_patient
 
 FIXTURE = Path(__file__).parent / "fixtures" / "openfda" / "drug-enforcement-2021-04-28.json.zip"
 
@@ -27,11 +28,6 @@ def recalls_2021() -> dict:
 
 def ndcs_in_description(recall_number):
     return re.findall(r"NDC:?\s*([\d-]+\d)", recalls_2021()[recall_number]["product_description"])
-
-
-def make_patient(ref="P-1", region="aws-us-east-1", **extra):
-    return Patient.objects.create(external_ref=ref, display_name=f"Patient {ref}", region=region,
-                                  email=f"{ref.lower()}@example.com", **extra)
 
 
 # --- NDC and lot normalisation on real formats ------------------------------------------------------
@@ -80,7 +76,7 @@ def test_it_normalises_lots_as_printed_in_real_recalls(recall_number, printed, e
 
 @pytest.mark.django_db
 def test_a_dispensing_row_stores_drug_lot_and_ndc_in_the_recall_forms():
-    patient = make_patient()
+    patient = make_patient("P-1")
     row = DispensingRecord.objects.create(
         patient=patient, drug="VALSARTAN Tablets, USP 160 mg", lot=" lot # hvsa17011-a ", ndc="0378-5814-77",
         quantity=90, dispensed_at=timezone.now())
@@ -114,7 +110,7 @@ def test_the_preferred_channel_needs_its_contact_detail():
 
 @pytest.mark.django_db
 def test_moving_a_patient_moves_their_dispensing_rows():
-    patient = make_patient()
+    patient = make_patient("P-1")
     DispensingRecord.objects.create(patient=patient, drug="valsartan", lot="A1", quantity=1,
                                     dispensed_at=timezone.now())
     patient.region = "aws-eu-west-1"
@@ -134,7 +130,7 @@ def dispensing_form(patient, **overrides):
 
 @pytest.mark.django_db
 def test_the_dispensing_form_accepts_a_good_row_and_normalises_it():
-    patient = make_patient()
+    patient = make_patient("P-1")
     form = dispensing_form(patient, lot="Lot # 3069020", drug="", product_description="Valsartan Tablets USP 160 mg")
     assert form.is_valid(), form.errors
     row = form.save()
@@ -151,7 +147,7 @@ def test_the_dispensing_form_accepts_a_good_row_and_normalises_it():
     ({"expiry": "2018-12-31"}, "expiry", "before the dispensing date"),
 ])
 def test_the_dispensing_form_explains_what_is_wrong(overrides, field, message):
-    form = dispensing_form(make_patient(), **overrides)
+    form = dispensing_form(make_patient("P-1"), **overrides)
     assert not form.is_valid()
     assert any(message in error for error in form.errors[field]), form.errors
 
@@ -159,14 +155,14 @@ def test_the_dispensing_form_explains_what_is_wrong(overrides, field, message):
 @pytest.mark.django_db
 def test_dispensing_in_the_future_is_refused():
     tomorrow = (timezone.now() + timedelta(days=1)).strftime("%Y-%m-%d %H:%M:%S")
-    form = dispensing_form(make_patient(), dispensed_at=tomorrow)
+    form = dispensing_form(make_patient("P-1"), dispensed_at=tomorrow)
     assert not form.is_valid()
     assert "Dispensed in the future" in form.errors["dispensed_at"][0]
 
 
 @pytest.mark.django_db
 def test_clean_keeps_region_with_the_patient():
-    patient = make_patient(region="aws-ap-southeast-1")
+    patient = make_patient("P-1", region="aws-ap-southeast-1")
     row = DispensingRecord(patient=patient, drug="valsartan", lot="a1", quantity=1,
                            dispensed_at=datetime(2019, 1, 1, tzinfo=UTC), expiry=date(2020, 1, 1))
     row.full_clean()

@@ -11,6 +11,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from core.roles import PHARMACIST, PHARMACY_STAFF, sync_group_permissions
 from memory.services import Claim, assert_claim
 from patients.models import DispensingRecord, Patient
+from tests.factories import make_patient
 from unsay_site.models import User
 
 ROLES = ["anonymous", "outsider", "staff", "pharmacist", "superuser"]
@@ -21,11 +22,9 @@ LOGIN = "/admin/login/"
 def records(db):
     # The groups come from a data migration; a transactional test elsewhere may have flushed them.
     sync_group_permissions(django_apps)
-    patient = Patient.objects.create(external_ref="P-1", display_name="Ada (synthetic)", region="aws-us-east-1",
-                                     email="ada@example.com", synthetic=True)
-    row = DispensingRecord.objects.create(patient=patient, drug="valsartan", lot="3069020", quantity=90,
-                                          dispensed_at=datetime(2019, 1, 2, tzinfo=UTC))
-    return patient, row
+    patient = make_patient("P-1", [{"drug": "valsartan", "lot": "3069020", "quantity": 90}], name="Ada (synthetic)",
+                           email="ada@example.com", phone="", dispensed_at=datetime(2019, 1, 2, tzinfo=UTC))
+    return patient, patient.dispensings.get()
 
 
 def login_as(client, role):

@@ -15,20 +15,14 @@ from django.db import IntegrityError, transaction
 from drugs.gs1 import gtin_for_ndc, ndc_candidates
 from memory.services import assert_claim
 from patients.csvimport import import_dispensing_csv
-from patients.models import DispensingRecord, Patient
+from patients.models import DispensingRecord
 from patients.scanning import known_products
-from tests.factories_facts import recall_claim, record
+from tests.factories import openfda_record, recall_claim
 
 GS = "\x1d"
 VALSARTAN_GTIN, LOSARTAN_GTIN, TEVA_GTIN = "00303785814771", "00368788048035", "00300937367567"
 VALSARTAN_SCAN = f"]d2 01{VALSARTAN_GTIN} 17210531 103069020{GS} 21SN100000012345".replace(" ", "")
 LOSARTAN_SCAN = f"]d2 01{LOSARTAN_GTIN} 17200331 10A1818G{GS} 21SN2".replace(" ", "")
-
-
-@pytest.fixture
-def patient(db):
-    return Patient.objects.create(external_ref="P-1", display_name="Ada (synthetic)", region="aws-us-east-1",
-                                  email="ada@example.com", synthetic=True)
 
 
 def add_form(patient, **fields):
@@ -45,11 +39,10 @@ def page_errors(response) -> str:
 
 
 def losartan_claim():
-    """D-1281-2019 has no openfda block: its NDCs are the ones its product description prints."""
+    """D-1281-2019 has no openfda block: ingestion takes its NDCs from what its product description prints."""
     claim = recall_claim("D-1281-2019", "A1818G")
-    printed = re.findall(r"NDC (\d{5}-\d{4}-\d{2})", record("D-1281-2019")["product_description"])
-    assert printed == ["68788-0048-03", "68788-0048-09"]
-    claim.attributes["ndcs"] = printed
+    printed = re.findall(r"NDC (\d{5}-\d{4}-\d{2})", openfda_record("D-1281-2019")["product_description"])
+    assert printed == ["68788-0048-03", "68788-0048-09"] and claim.attributes["ndcs"] == printed
     return claim
 
 

@@ -6,14 +6,14 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
-from patients.models import DispensingChange, DispensingRecord, Patient
+from patients.models import DispensingChange, DispensingRecord
+from tests.factories import make_patient
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_legacy_rows_are_re_resolved_with_an_audit_row_and_unchanged_rows_are_left_alone():
-    patient = Patient.objects.create(external_ref="SYN-R1", display_name="Synthetic R1", region="aws-us-east-1",
-                                     email="r1@example.com")
+    patient = make_patient("SYN-R1", email="r1@example.com", phone="")
     when = datetime(2019, 6, 1, tzinfo=UTC)
     legacy = DispensingRecord.objects.create(patient=patient, drug="x", lot="A1818G", ndc="68788-0048-03",
                                              dispensed_at=when)
@@ -44,8 +44,7 @@ def test_legacy_rows_are_re_resolved_with_an_audit_row_and_unchanged_rows_are_le
 
 
 def test_an_unknown_lot_is_recorded_as_unknown():
-    patient = Patient.objects.create(external_ref="SYN-R2", display_name="Synthetic R2", region="aws-us-east-1",
-                                     email="r2@example.com")
+    patient = make_patient("SYN-R2", email="r2@example.com", phone="")
     row = DispensingRecord(patient=patient, drug="Diovan 160 mg", lot="", lot_unknown=True,
                            dispensed_at=datetime(2019, 6, 1, tzinfo=UTC))
     row.full_clean()

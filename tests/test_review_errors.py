@@ -9,11 +9,10 @@ from corrections import review
 from corrections.models import AuditEvent, Correction, OutboxMessage
 from memory.services import assert_claim
 from patients.models import Patient, normalize_phone
-from tests.factories_facts import recall_claim
-from tests.test_corrections_review import drafts, people  # noqa: F401 (fixtures)
-from tests.test_sweep import LOT, RECALL, dispatch_not_enqueued, no_auto_sweep, world  # noqa: F401 (fixtures)
+from tests.factories import LOT, RECALL, recall_claim
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# dispatch_not_enqueued (tests/conftest.py) for every test here, as when it was imported from test_sweep.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("dispatch_not_enqueued")]
 HTMX = {"HX-Request": "true"}
 
 
@@ -25,7 +24,7 @@ def _assert_error_card(response, correction, status, text):
     return body
 
 
-def test_approving_what_a_colleague_already_reviewed_explains_409(client, people, drafts, dispatch_not_enqueued, django_user_model):  # noqa: F811,E501
+def test_approving_what_a_colleague_already_reviewed_explains_409(client, people, drafts, dispatch_not_enqueued, django_user_model):  # noqa: E501
     draft = drafts["SYN-A"]
     colleague = django_user_model.objects.create_user("pat", password="pw")
     colleague.groups.set(people["pharmacist"].groups.all())
@@ -38,7 +37,7 @@ def test_approving_what_a_colleague_already_reviewed_explains_409(client, people
     assert draft.status == "rejected" and draft.reviewed_by == colleague
 
 
-def test_approving_a_draft_of_a_superseded_recall_version_explains_409(client, people, drafts):  # noqa: F811
+def test_approving_a_draft_of_a_superseded_recall_version_explains_409(client, people, drafts):
     draft = drafts["SYN-B"]
     assert_claim(recall_claim(RECALL, LOT, classification="Class I", status="Terminated"), reason="terminated")
     client.force_login(people["pharmacist"])
@@ -48,7 +47,7 @@ def test_approving_a_draft_of_a_superseded_recall_version_explains_409(client, p
     assert draft.status == "draft" and draft.message.status == "held"
 
 
-def test_rejecting_without_a_reason_explains_400(client, people, drafts):  # noqa: F811
+def test_rejecting_without_a_reason_explains_400(client, people, drafts):
     draft = drafts["SYN-D"]
     client.force_login(people["pharmacist"])
     response = client.post(f"/corrections/review/{draft.public_id}/reject/", {"reason": "   "}, headers=HTMX)
@@ -58,7 +57,7 @@ def test_rejecting_without_a_reason_explains_400(client, people, drafts):  # noq
     assert draft.status == "draft"
 
 
-def test_an_sms_over_the_limit_is_refused_by_the_server_with_a_400_card(client, people, drafts, settings):  # noqa: F811
+def test_an_sms_over_the_limit_is_refused_by_the_server_with_a_400_card(client, people, drafts, settings):
     draft = drafts["SYN-D"]  # the SMS patient
     assert draft.message.channel == "sms" and len(draft.drafted_text) <= settings.UNSAY_SMS_LIMIT
     client.force_login(people["pharmacist"])
@@ -73,7 +72,7 @@ def test_an_sms_over_the_limit_is_refused_by_the_server_with_a_400_card(client, 
     assert draft.status == "draft" and draft.final_text == "" and draft.message.status == "held"
 
 
-def test_the_card_shows_the_recipient_and_approval_rechecks_it(client, people, drafts, dispatch_not_enqueued):  # noqa: F811
+def test_the_card_shows_the_recipient_and_approval_rechecks_it(client, people, drafts, dispatch_not_enqueued):
     draft = drafts["SYN-A"]
     client.force_login(people["pharmacist"])
     queue = client.get("/corrections/review/").content.decode()
@@ -94,7 +93,7 @@ def test_the_card_shows_the_recipient_and_approval_rechecks_it(client, people, d
     assert OutboxMessage.objects.get(correction=draft).recipient == "attacker@evil.example"
 
 
-def test_a_channel_change_redrafts_the_letter_for_the_new_channel(people, drafts, settings):  # noqa: F811
+def test_a_channel_change_redrafts_the_letter_for_the_new_channel(people, drafts, settings):
     draft = drafts["SYN-B"]
     Patient.objects.filter(pk=draft.patient_id).update(preferred_channel="sms", phone="+12025550143")
     with pytest.raises(review.RecipientChanged):
@@ -107,7 +106,7 @@ def test_a_channel_change_redrafts_the_letter_for_the_new_channel(people, drafts
     assert message.body == draft.drafted_text
 
 
-def test_the_queue_pages_per_recall_with_htmx_more(client, people, drafts, settings):  # noqa: F811
+def test_the_queue_pages_per_recall_with_htmx_more(client, people, drafts, settings):
     settings.UNSAY_QUEUE_PAGE = 2
     client.force_login(people["pharmacist"])
     response = client.get("/corrections/review/")

@@ -6,10 +6,9 @@ import re
 import pytest
 
 from corrections.models import Correction
-from tests.test_corrections_review import drafts, people  # noqa: F401 (fixtures)
-from tests.test_sweep import dispatch_not_enqueued, no_auto_sweep, world  # noqa: F401 (fixtures)
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# dispatch_not_enqueued (tests/conftest.py) for every test here, as when it was imported from test_sweep.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("dispatch_not_enqueued")]
 
 
 def _card(page: str, correction) -> str:
@@ -18,7 +17,7 @@ def _card(page: str, correction) -> str:
     return match.group(0)
 
 
-def test_cards_show_the_match_class_and_warn_on_a_candidate(client, people, drafts):  # noqa: F811
+def test_cards_show_the_match_class_and_warn_on_a_candidate(client, people, drafts):
     a, b, d = drafts["SYN-A"], drafts["SYN-B"], drafts["SYN-D"]
     Correction.objects.filter(pk=a.pk).update(match_class="confirmed")
     Correction.objects.filter(pk=b.pk).update(match_class="candidate")

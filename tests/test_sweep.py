@@ -1,11 +1,10 @@
-"""The sweep on REAL openFDA recall facts (tests/factories_facts.py); patients are synthetic.
+"""The sweep on REAL openFDA recall facts, built by the ingestion code (tests/factories.py); patients are
+synthetic. The world, people and drafts fixtures are in tests/conftest.py.
 
 D-0315-2019 lot 3061169 is a real Class II, Ongoing Mylan valsartan recall. Escalating it to Class I
 (a new version of the same real record with classification "Class I", which is what
 demo.escalation.escalate asserts) moves lot holders from caution to stop and leaves others safe.
 """
-
-from datetime import UTC, datetime
 
 import pytest
 from django.core.management import call_command
@@ -15,60 +14,10 @@ from corrections.models import AuditEvent, Correction, OutboxMessage, Redecision
 from corrections.sweep import count_stale, sweep
 from memory.models import Decision, Fact
 from memory.services import assert_claim
-from patients.models import DispensingRecord, Patient
-from tests.factories_facts import recall_claim
+from tests.factories import LOT, RECALL, VALSARTAN, escalate, make_patient, recall_claim
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
-RECALL, LOT = "D-0315-2019", "3061169"
-OTHER_RECALL, OTHER_LOT = "D-0324-2019", "3063780"
-
-
-def make_patient(ref, dispensed, channel="email"):
-    patient = Patient.objects.create(region="aws-us-east-1", display_name=f"Synthetic {ref}", external_ref=ref,
-                                     email=f"{ref.lower()}@example.com", phone="+15555550100",
-                                     preferred_channel=channel, synthetic=True)
-    for drug, lot in dispensed:
-        DispensingRecord.objects.create(patient=patient, drug=drug, lot=lot, synthetic=True,
-                                        dispensed_at=datetime(2019, 1, 5, tzinfo=UTC))
-    return patient
-
-
-@pytest.fixture(autouse=True)
-def dispatch_not_enqueued(monkeypatch):
-    """Approval enqueues dispatch on commit; with no Redis (CI) Celery would run it eagerly. These
-    tests call the dispatcher themselves, so record the enqueue instead of running it."""
-    from corrections import tasks
-
-    calls = []
-    monkeypatch.setattr(tasks.dispatch_outbox, "delay", lambda *a, **k: calls.append(a))
-    return calls
-
-
-@pytest.fixture
-def no_auto_sweep(monkeypatch):
-    monkeypatch.setattr("django.conf.settings.UNSAY_SWEEP_ON_SUPERSESSION", False)
-
-
-@pytest.fixture
-def world(hashing_embeddings):
-    assert_claim(recall_claim(RECALL, LOT))
-    assert_claim(recall_claim(OTHER_RECALL, OTHER_LOT))
-    on_lot_a = make_patient("SYN-A", [("Valsartan Tablets USP 40 mg", LOT)])
-    on_lot_b = make_patient("SYN-B", [("Valsartan Tablets USP 40 mg", LOT)])
-    other_lot = make_patient("SYN-C", [("Valsartan Tablets USP 40 mg", "3095511")])
-    never_asked = make_patient("SYN-D", [("Valsartan Tablets USP 40 mg", LOT)], channel="sms")
-    decisions = {
-        "a": ask(on_lot_a, "Is my valsartan safe?"),
-        "b": ask(on_lot_b, "Is my valsartan safe?"),
-        "c": ask(other_lot, "Is my valsartan safe?"),
-    }
-    assert decisions["a"].verdict == "caution" and decisions["c"].verdict == "safe"
-    return {"decisions": decisions, "never_asked": never_asked}
-
-
-def escalate():
-    return assert_claim(recall_claim(RECALL, LOT, classification="Class I"), reason="escalated to Class I")
+# dispatch_not_enqueued (tests/conftest.py) for every test here, as it was when it lived in this module.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("dispatch_not_enqueued")]
 
 
 def test_it_corrects_moved_verdicts_reaffirms_the_rest_and_shares_identical_inputs(world, no_auto_sweep):
@@ -230,8 +179,8 @@ def test_the_beat_task_is_scheduled_by_migration():
 def test_a_drug_level_escalation_notifies_by_drug_and_says_so(hashing_embeddings, no_auto_sweep):
     # D-0968-2018: a real Solco valsartan recall, "All lots within expiry" (drug-level, no lot).
     assert_claim(recall_claim("D-0968-2018", None))
-    holder = make_patient("SYN-E", [("Valsartan Tablets USP 40 mg", "3095511")])
-    asked = make_patient("SYN-F", [("Valsartan Tablets USP 40 mg", "3095512")])
+    holder = make_patient("SYN-E", [(VALSARTAN, "3095511")])
+    asked = make_patient("SYN-F", [(VALSARTAN, "3095512")])
     decision = ask(asked, "Is my valsartan safe?")
     assert decision.verdict == "caution"
 

@@ -17,11 +17,12 @@ from corrections.models import Correction, OutboxMessage, Redecision, SweepRun
 from corrections.review import approve
 from corrections.sweep import count_stale
 from memory.models import Decision
+from tests.factories import LOT, escalate, make_patient
 from tests.procs import manage, start_python
-from tests.test_corrections_review import people  # noqa: F401 (fixture)
-from tests.test_sweep import LOT, dispatch_not_enqueued, escalate, make_patient, no_auto_sweep  # noqa: F401 (fixtures)
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+# dispatch_not_enqueued (tests/conftest.py) for every test here, as when it was imported from test_sweep.
+pytestmark = [pytest.mark.usefixtures("dispatch_not_enqueued"), pytest.mark.django_db(transaction=True),
+              pytest.mark.slow]
 
 ON_LOT, OTHER_LOT, NEVER_ASKED = 10, 4, 3
 # Decisions on other lots rest on no fact of the escalated lot: they are not re-decided.
@@ -30,9 +31,9 @@ QUESTIONS = ["Is my valsartan safe?", "Should I keep taking my blood pressure pi
 
 
 @pytest.fixture
-def escalated(hashing_embeddings, no_auto_sweep):  # noqa: F811
+def escalated(hashing_embeddings, no_auto_sweep):
     from memory.services import assert_claim
-    from tests.factories_facts import recall_claim
+    from tests.factories import recall_claim
 
     assert_claim(recall_claim("D-0315-2019", LOT))
     for i in range(ON_LOT):
@@ -90,7 +91,7 @@ def test_two_sweeps_at_once_split_the_work_without_duplicates(escalated):
     assert examined == AFFECTED  # SKIP LOCKED: each decision re-decided by exactly one sweep
 
 
-def test_two_dispatchers_never_send_the_same_message(escalated, people, tmp_path):  # noqa: F811
+def test_two_dispatchers_never_send_the_same_message(escalated, people, tmp_path):
     manage("sweep", UNSAY_SWEEP_ON_SUPERSESSION="0")
     for correction_id in Correction.objects.values_list("id", flat=True):
         approve(correction_id, user=people["pharmacist"])

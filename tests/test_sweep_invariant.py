@@ -31,7 +31,7 @@ from memory.services import assert_claims, retract_claim
 from patients.dispensing import delete_dispensing, save_dispensing
 from patients.models import DispensingRecord, Patient
 from recalls.ingest import parse_enforcement, recall_claims
-from tests.factories_facts import record
+from tests.factories import make_patient, openfda_record
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -62,12 +62,11 @@ def _reset():
                        "memory_decisioninput, memory_decision, memory_fact, patients_dispensingchange, "
                        "patients_dispensingrecord, patients_patient CASCADE")
     for ref in PATIENTS:
-        Patient.objects.create(region="aws-us-east-1", display_name=f"Synthetic {ref}", external_ref=ref,
-                               email=f"{ref.lower()}@example.com", synthetic=True)
+        make_patient(ref, phone="")
 
 
 def _publish(recall_number, lot_indexes, classification, status):
-    raw = dict(record(recall_number), classification=classification, status=status,
+    raw = dict(openfda_record(recall_number), classification=classification, status=status,
                termination_date="20200101" if status == "Terminated" else "")
     parsed = parse_enforcement(raw)
     lots = [RECALLS[recall_number][i] for i in sorted(lot_indexes) if i < len(RECALLS[recall_number])]

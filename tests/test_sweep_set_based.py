@@ -23,7 +23,7 @@ from corrections.tasks import auto_sweep_suppressed
 from memory.services import assert_claim
 from patients.dispensing import save_dispensing
 from patients.models import DispensingRecord, Patient
-from tests.factories_facts import recall_claim
+from tests.factories import recall_claim
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

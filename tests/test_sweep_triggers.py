@@ -7,9 +7,7 @@ process, as a worker would run them.
 """
 
 import json
-import zipfile
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 
@@ -18,18 +16,16 @@ from corrections import tasks
 from corrections.models import Correction, SweepRun
 from memory.models import Decision
 from patients.dispensing import save_dispensing
-from patients.models import DispensingChange, DispensingRecord, Patient
+from patients.models import DispensingChange, DispensingRecord
 from recalls.services import ingest_document
+from tests.factories import FIXTURES, SNAPSHOT_2023, make_patient, openfda_record
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "openfda"
 
 
 def _record(recall_number):
-    with zipfile.ZipFile(FIXTURES / "drug-enforcement-2023-08-05-part.json.zip") as archive:
-        results = json.loads(archive.read(archive.namelist()[0]))["results"]
-    return next(r for r in results if r["recall_number"] == recall_number)
+    return openfda_record(recall_number, SNAPSHOT_2023)
 
 
 @pytest.fixture
@@ -41,12 +37,9 @@ def triggers_run_inline(monkeypatch, hashing_embeddings):
 
 
 def _patient(ref, drug=None, lot=None):
-    patient = Patient.objects.create(region="aws-us-east-1", display_name=f"Synthetic {ref}", external_ref=ref,
-                                     email=f"{ref.lower()}@example.com", synthetic=True)
-    if drug:
-        save_dispensing(DispensingRecord(patient=patient, drug=drug, lot=lot, synthetic=True,
-                                         dispensed_at=datetime(2023, 2, 1, tzinfo=UTC)), actor="test")
-    return patient
+    # Dispensing through patients.services.save_dispensing: its change signal is one of the triggers.
+    return make_patient(ref, [(drug, lot)] if drug else [], phone="", dispensed_at=datetime(2023, 2, 1, tzinfo=UTC),
+                        through_service=True)
 
 
 def test_a_brand_new_recall_by_ingestion_corrects_the_reassured_and_notifies_the_rest(triggers_run_inline):

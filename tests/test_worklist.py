@@ -13,13 +13,12 @@ from corrections import review
 from corrections.models import Correction, OutboxMessage
 from memory.models import Fact
 from memory.services import assert_claim
-from tests.factories_facts import recall_claim
-from tests.test_corrections_review import drafts, people  # noqa: F401 (fixtures)
-from tests.test_sweep import RECALL, dispatch_not_enqueued, no_auto_sweep, world  # noqa: F401 (fixtures)
+from tests.factories import RECALL, recall_claim
 from worklist import selectors, services
 from worklist.models import ContactAttempt, RecallTask, Step, WorkEvent
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# dispatch_not_enqueued (tests/conftest.py) for every test here, as when it was imported from test_sweep.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("dispatch_not_enqueued")]
 T0 = datetime(2026, 1, 10, 12, 0, tzinfo=UTC)
 
 
@@ -51,7 +50,7 @@ def test_no_deadline_without_a_class_i_version():
     assert selectors.deadline_for(None, None).state == "none"
 
 
-def test_the_clock_starts_at_the_belief_time_of_the_first_class_i_version(drafts):  # noqa: F811
+def test_the_clock_starts_at_the_belief_time_of_the_first_class_i_version(drafts):
     first_class1 = Fact.objects.filter(fact_key__startswith=f"recall:{RECALL}:",
                                        attributes__classification="Class I").order_by("asserted_at").first()
     # A later re-statement of the same Class I recall does not restart the clock.
@@ -64,7 +63,7 @@ def test_the_clock_starts_at_the_belief_time_of_the_first_class_i_version(drafts
 
 # --- the worklist ---------------------------------------------------------------------------------
 
-def test_the_worklist_lists_the_recall_with_counts_by_class_and_deadline(client, people, drafts):  # noqa: F811
+def test_the_worklist_lists_the_recall_with_counts_by_class_and_deadline(client, people, drafts):
     [row] = [r for r in selectors.worklist() if r.recall_number == RECALL]
     assert row.facts.classification == "Class I" and row.pending == 3
     # every exposed patient by match class (A, B asked and D never asked, all on the lot with no NDC)
@@ -76,7 +75,7 @@ def test_the_worklist_lists_the_recall_with_counts_by_class_and_deadline(client,
     assert client.get("/worklist/status.json").json()["due"] == 1
 
 
-def test_worklist_screens_are_for_pharmacists_only(client, people, drafts):  # noqa: F811
+def test_worklist_screens_are_for_pharmacists_only(client, people, drafts):
     client.force_login(people["staff"])
     for url in ("/worklist/", f"/worklist/recall/{RECALL}", f"/worklist/report/{RECALL}",
                 f"/worklist/report.csv/{RECALL}", "/worklist/follow-up/", "/worklist/history/"):
@@ -92,7 +91,7 @@ def _approve_all(user):
         review.approve(c.pk, user=user)
 
 
-def test_steps_go_in_order_and_record_who_and_when(people, drafts, dispatch_not_enqueued):  # noqa: F811
+def test_steps_go_in_order_and_record_who_and_when(people, drafts, dispatch_not_enqueued):
     phil = people["pharmacist"]
     with pytest.raises(services.WorkflowError, match="Acknowledge the recall first"):
         services.complete_step(RECALL, Step.CHECK_STOCK, user=phil, note="none in stock")
@@ -106,7 +105,7 @@ def test_steps_go_in_order_and_record_who_and_when(people, drafts, dispatch_not_
     assert WorkEvent.objects.filter(action="step", recall_number=RECALL).count() == 2
 
 
-def test_notify_needs_an_attempt_for_every_patient(people, drafts, dispatch_not_enqueued):  # noqa: F811
+def test_notify_needs_an_attempt_for_every_patient(people, drafts, dispatch_not_enqueued):
     phil = people["pharmacist"]
     services.complete_step(RECALL, Step.ACKNOWLEDGE, user=phil)
     with pytest.raises(services.WorkflowError, match="3 exposed patient"):
@@ -116,7 +115,7 @@ def test_notify_needs_an_attempt_for_every_patient(people, drafts, dispatch_not_
     assert RecallTask.objects.filter(step=Step.NOTIFY).exists()
 
 
-def test_follow_up_and_close_need_every_patient_accounted_for(people, drafts, dispatch_not_enqueued):  # noqa: F811
+def test_follow_up_and_close_need_every_patient_accounted_for(people, drafts, dispatch_not_enqueued):
     phil = people["pharmacist"]
     services.complete_step(RECALL, Step.ACKNOWLEDGE, user=phil)
     services.complete_step(RECALL, Step.CHECK_STOCK, user=phil, note="none in stock")
@@ -147,7 +146,7 @@ def test_follow_up_and_close_need_every_patient_accounted_for(people, drafts, di
         services.log_contact(RECALL, failed.patient, user=phil, method="phone", outcome="reached")
 
 
-def test_contact_outcomes_need_their_reasons(people, drafts):  # noqa: F811
+def test_contact_outcomes_need_their_reasons(people, drafts):
     phil, patient = people["pharmacist"], drafts["SYN-A"].patient
     with pytest.raises(services.WorkflowError, match="Say why no contact is needed"):
         services.log_contact(RECALL, patient, user=phil, method="phone", outcome="not_needed")
@@ -156,15 +155,15 @@ def test_contact_outcomes_need_their_reasons(people, drafts):  # noqa: F811
     assert not ContactAttempt.objects.exists()
 
 
-def test_checked_none_found_is_refused_while_anyone_is_exposed(people, drafts):  # noqa: F811
+def test_checked_none_found_is_refused_while_anyone_is_exposed(people, drafts):
     phil = people["pharmacist"]
     services.complete_step(RECALL, Step.ACKNOWLEDGE, user=phil)
     with pytest.raises(services.WorkflowError, match="3 patient"):
         services.record_none_found(RECALL, user=phil)
 
 
-def test_checked_none_found_closes_a_recall_that_touched_nobody(client, people, world):  # noqa: F811
-    from tests.test_sweep import OTHER_RECALL  # a real recall of a lot nobody here received
+def test_checked_none_found_closes_a_recall_that_touched_nobody(client, people, world):
+    from tests.factories import OTHER_RECALL  # a real recall of a lot nobody here received
 
     phil = people["pharmacist"]
     services.complete_step(OTHER_RECALL, Step.ACKNOWLEDGE, user=phil)
@@ -178,7 +177,7 @@ def test_checked_none_found_closes_a_recall_that_touched_nobody(client, people, 
     assert "Yes — phil" in body and "dispensing 2019-2026 searched" in body
 
 
-def test_a_recall_number_with_a_slash_routes(client, people, drafts):  # noqa: F811
+def test_a_recall_number_with_a_slash_routes(client, people, drafts):
     client.force_login(people["pharmacist"])
     assert client.get("/worklist/recall/D-12/2019").status_code == 404  # unknown, explained, not a 500
     assert "No recall D-12/2019 on file" in client.get("/worklist/recall/D-12/2019").content.decode()
@@ -186,7 +185,7 @@ def test_a_recall_number_with_a_slash_routes(client, people, drafts):  # noqa: F
 
 # --- the report -----------------------------------------------------------------------------------
 
-def test_report_counts_match_its_rows_and_the_csv(client, people, drafts, dispatch_not_enqueued):  # noqa: F811
+def test_report_counts_match_its_rows_and_the_csv(client, people, drafts, dispatch_not_enqueued):
     phil = people["pharmacist"]
     a, b, d = drafts["SYN-A"], drafts["SYN-B"], drafts["SYN-D"]
     review.approve(a.pk, user=phil)
@@ -212,7 +211,7 @@ def test_report_counts_match_its_rows_and_the_csv(client, people, drafts, dispat
     assert '<td id="n-notified">2</td>' in page and '<td id="n-not-reached">1</td>' in page
 
 
-def test_patient_trail_and_history_name_patients(client, people, drafts, dispatch_not_enqueued):  # noqa: F811
+def test_patient_trail_and_history_name_patients(client, people, drafts, dispatch_not_enqueued):
     phil = people["pharmacist"]
     review.approve(drafts["SYN-A"].pk, user=phil)
     services.log_contact(RECALL, drafts["SYN-A"].patient, user=phil, method="phone", outcome="reached")

@@ -13,10 +13,8 @@ from drugs import recall_terms
 from drugs.ndc import ndc_product
 from memory.models import Fact
 from memory.services import assert_claim
-from patients.models import DispensingRecord, Patient
-from tests.factories_facts import ndcs_of, recall_claim, record
-from tests.test_corrections_review import people  # noqa: F401 (fixture)
-from tests.test_sweep import LOT, OTHER_LOT, OTHER_RECALL, RECALL
+from patients.models import Patient
+from tests.factories import LOT, OTHER_LOT, OTHER_RECALL, RECALL, make_patient, recall_claim
 from worklist import selectors
 from worklist.models import ContactAttempt
 
@@ -26,12 +24,7 @@ AT = datetime(2019, 1, 5, tzinfo=UTC)
 
 
 def _patient(ref, name, dispensed=(), channel="email"):
-    patient = Patient.objects.create(region="aws-us-east-1", display_name=f"Synthetic {name}", external_ref=ref,
-                                     email=f"{ref.lower()}@example.com", phone="+15555550100",
-                                     preferred_channel=channel, synthetic=True)
-    for kwargs in dispensed:
-        DispensingRecord.objects.create(patient=patient, synthetic=True, dispensed_at=AT, **kwargs)
-    return patient
+    return make_patient(ref, dispensed, name=f"Synthetic {name}", channel=channel, dispensed_at=AT)
 
 
 def _draft(patient, fact, *, status="draft", message=None, match="lot", match_class="", recall=RECALL):
@@ -51,7 +44,7 @@ def recall_data(hashing_embeddings, django_user_model):
     assert_claim(recall_claim(OTHER_RECALL, OTHER_LOT))
     fact = Fact.objects.believed().get(fact_key__startswith=recall_terms.key_prefix(RECALL))
     products = recall_terms.products(fact)
-    ndc = next(n for n in ndcs_of(record(RECALL)) if ndc_product(n) in products)  # the recall's own NDC
+    ndc = next(n for n in fact.attributes["ndcs"] if ndc_product(n) in products)  # the recall's own NDC
     user = django_user_model.objects.create(username="sql-phil")
     on_lot = {"drug": DRUG, "lot": LOT}
     p = {
@@ -143,7 +136,7 @@ def test_report_counts_from_the_group_by_equal_the_rows(recall_data):
     assert f.unaccounted_count == summary["not_reached"]
 
 
-def test_the_recall_page_reads_only_its_page(client, people, recall_data):  # noqa: F811
+def test_the_recall_page_reads_only_its_page(client, people, recall_data):
     client.force_login(people["pharmacist"])
     definition = selectors.patient_lines(RECALL)
     page = client.get(f"/worklist/recall/{RECALL}").content.decode()
@@ -178,7 +171,7 @@ def test_the_follow_up_page_from_sql_equals_the_python_queue(recall_data, days_l
     assert sum(g["total"] for g in capped) == len(expected)
 
 
-def test_later_pages_and_out_of_range_pages_show_the_definitions_rows(client, people, recall_data,  # noqa: F811
+def test_later_pages_and_out_of_range_pages_show_the_definitions_rows(client, people, recall_data,
                                                                        monkeypatch):
     from worklist import views
 

@@ -3,24 +3,17 @@
 D-577-2013 is a real record of the 2021 openFDA bulk file whose lot list the parser could not read
 with certainty (recalls.lots flags it, and the lot is not matched automatically)."""
 
-import json
-import zipfile
-from pathlib import Path
 
 import pytest
 
 from recalls.services import ingest_document
-from tests.test_corrections_review import people  # noqa: F401 (fixture)
+from tests.factories import SNAPSHOT_2021, openfda_record
 
 pytestmark = pytest.mark.django_db(transaction=True)
-BULK = Path(__file__).resolve().parent / "fixtures" / "openfda" / "drug-enforcement-2021-04-28.json.zip"
 
 
-def test_the_recall_page_shows_what_the_lot_parser_was_unsure_of(client, people, hashing_embeddings):  # noqa: F811
-    with zipfile.ZipFile(BULK) as archive:
-        results = json.loads(archive.read(archive.namelist()[0]))["results"]
-    record = next(r for r in results if r["recall_number"] == "D-577-2013")
-    ingest_document({"results": [record]})
+def test_the_recall_page_shows_what_the_lot_parser_was_unsure_of(client, people, hashing_embeddings):
+    ingest_document({"results": [openfda_record("D-577-2013", SNAPSHOT_2021)]})
 
     client.force_login(people["pharmacist"])
     page = client.get("/worklist/recall/D-577-2013").content.decode()
@@ -29,9 +22,9 @@ def test_the_recall_page_shows_what_the_lot_parser_was_unsure_of(client, people,
     assert "The recall&#x27;s own text" in page or "The recall's own text" in page
 
 
-def test_a_recall_read_with_certainty_shows_no_such_panel(client, people, hashing_embeddings):  # noqa: F811
+def test_a_recall_read_with_certainty_shows_no_such_panel(client, people, hashing_embeddings):
     from memory.services import assert_claim
-    from tests.factories_facts import recall_claim
+    from tests.factories import recall_claim
 
     assert_claim(recall_claim("D-0315-2019", "3061169"))
     client.force_login(people["pharmacist"])

@@ -20,11 +20,11 @@ from corrections.review import approve
 from corrections.sweep import sweep
 from patients.models import Patient
 from recalls.services import ingest_document
+from tests.factories import escalate
 from tests.reliability.openfda_records import unique_good_records
-from tests.test_corrections_review import people  # noqa: F401 (fixture)
-from tests.test_sweep import dispatch_not_enqueued, escalate, no_auto_sweep, world  # noqa: F401 (fixtures)
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# dispatch_not_enqueued (tests/conftest.py) for every test here, as when it was imported from test_sweep.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("dispatch_not_enqueued")]
 
 
 def server_log():
@@ -38,7 +38,7 @@ def patient_data():
     return {v for v in values if v}
 
 
-def test_the_whole_story_logs_no_patient_name_or_contact(client, world, people, no_auto_sweep, caplog,  # noqa: F811
+def test_the_whole_story_logs_no_patient_name_or_contact(client, world, people, no_auto_sweep, caplog,
                                                           tmp_path, settings):
     settings.EMAIL_FILE_PATH = str(tmp_path / "mail")
     log_path = server_log()

@@ -4,14 +4,13 @@ queue for every pharmacist (NoReverseMatch on bulk_approve was a 500 surviving r
 import pytest
 
 from corrections.models import Correction
-from tests.test_corrections_review import drafts, people  # noqa: F401 (fixtures)
-from tests.test_sweep import dispatch_not_enqueued, no_auto_sweep, world  # noqa: F401 (fixtures)
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# dispatch_not_enqueued (tests/conftest.py) for every test here, as when it was imported from test_sweep.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("dispatch_not_enqueued")]
 
 
 @pytest.mark.parametrize("number", ["D-0326/2019", "D-0326-2019?x=1#y", "D 0326 % 2019"])
-def test_the_queue_renders_and_bulk_approve_resolves_with_a_bad_existing_recall_number(client, people, drafts,  # noqa: F811
+def test_the_queue_renders_and_bulk_approve_resolves_with_a_bad_existing_recall_number(client, people, drafts,
                                                                                         number):
     Correction.objects.update(recall_number=number)
     client.force_login(people["pharmacist"])
