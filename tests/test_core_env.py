@@ -47,7 +47,7 @@ def test_postgres_url_keeps_iterative_hnsw_scans_and_tls_options():
     assert db["ENGINE"] == "django.db.backends.postgresql"
     assert (db["USER"], db["PASSWORD"], db["HOST"], db["PORT"], db["NAME"]) == ("u@x", "p/w", "db.example", "6543",
                                                                                 "unsay")
-    assert db["OPTIONS"] == {"options": "-c hnsw.iterative_scan=strict_order -c hnsw.ef_search=100",
+    assert db["OPTIONS"] == {"options": "-c hnsw.iterative_scan=strict_order -c hnsw.ef_search=200",
                              "sslmode": "require"}
 
 

@@ -136,9 +136,10 @@ UNSAY_DB_NAME = env_str("UNSAY_DB_NAME", "unsay")
 
 
 # pgvector session settings for every PostgreSQL connection: a filtered HNSW top-k keeps scanning
-# until it has k rows (engine-notes TL;DR 5), and ef_search 100 lifts recall@8 from 0.98 to 0.996
-# on the full 2021 corpus for about 0.2 ms a query (docs/benchmarks/memory.md).
-PGVECTOR_SESSION_OPTIONS = "-c hnsw.iterative_scan=strict_order -c hnsw.ef_search=100"
+# until it has k rows (engine-notes TL;DR 5). ef_search 200: with many dead entries (half the facts
+# re-versioned, or 90% retracted) recall@8 of the forced index was 0.983-0.992 at 100 and >= 0.993 at
+# 200, for 0.1-0.5 ms more a query (docs/benchmarks.md, "Issue #14: fact writes, session 4").
+PGVECTOR_SESSION_OPTIONS = "-c hnsw.iterative_scan=strict_order -c hnsw.ef_search=200"
 
 # dj-database-url knows postgres://, postgresql:// and cockroach://; cockroachdb:// is the spelling
 # this project documents (compose.yaml, README), so it is registered as the same engine.
