@@ -207,10 +207,25 @@ def lot_unknown_candidates(fact, ctx: AskContext) -> bool:
     return any(match(fact, row) == MatchClass.CANDIDATE for row in ctx.dispensed)
 
 
+COVERS_EVERY_LOT = "(the recall covers every lot)"  # recalls.ingest.recall_statement's two drug-level phrasings
+NAMES_NO_LOT = "(the recall names no lot number"
+
+
 def covers_every_lot(fact) -> bool:
     """The recall text says every lot is recalled (not merely that it names none)."""
-    kind = ((fact.attributes or {}).get("lot_scope") or {}).get("kind", "")
-    return kind.startswith("all_lots") or "(the recall covers every lot)" in (fact.statement or "")
+    statement = fact.statement or ""
+    if COVERS_EVERY_LOT in statement:
+        return True
+    if NAMES_NO_LOT in statement:
+        return False
+    # A statement in neither phrasing (written before they existed): the stored scope decides.
+    return ((fact.attributes or {}).get("lot_scope") or {}).get("kind", "").startswith("all_lots")
+
+
+def every_lot_treated_as_affected(fact) -> bool:
+    """Ingestion treats every lot of a recall that names none as affected (over-notify): the stored
+    scope says "all_lots" although the text never said so."""
+    return ((fact.attributes or {}).get("lot_scope") or {}).get("kind", "").startswith("all_lots")
 
 
 def same_drug_recalls(ctx: AskContext) -> list:
@@ -301,6 +316,9 @@ class RulesReasoner:
             facts_text = " ".join(describe(f) + "." for f in drug_hits)
             if any(covers_every_lot(f) for f in drug_hits):
                 scope_text = f"This recall covers every lot of this {drug} product, including yours."
+            elif any(every_lot_treated_as_affected(f) for f in drug_hits):
+                scope_text = (f"This recall names no lot numbers, so every lot of this {drug} product is treated "
+                              f"as affected, including yours.")
             else:
                 scope_text = (f"This recall does not list lot numbers, so we cannot tell from your lot"
                               f"{'s' if len(ctx.patient_lots) != 1 else ''} "

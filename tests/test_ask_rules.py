@@ -88,9 +88,11 @@ def test_drug_level_recall_without_lot_information_is_caution_saying_so(hashing_
     assert outcome.verdict == "caution"
     assert outcome.load_bearing_ids == {drug_level.id}
     # Ingestion gives every drug-level fact a lot_scope of kind "all_lots", so the answer treats the
-    # patient's lot as covered (over-notify), and says the recall names none.
+    # patient's lot as affected (over-notify) and says why, without claiming the text says "all lots".
     assert "(the recall names no lot numbers)" in outcome.answer
-    assert "This recall covers every lot of this promethazine product, including yours" in outcome.answer
+    assert ("This recall names no lot numbers, so every lot of this promethazine product is treated as "
+            "affected, including yours.") in outcome.answer
+    assert "covers every lot" not in outcome.answer
 
 
 def test_a_drug_level_fact_from_before_lot_scopes_says_it_cannot_tell_from_the_lot(hashing_embeddings):
