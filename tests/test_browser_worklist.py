@@ -2,8 +2,10 @@
 against pytest-django's live_server: worklist -> recall page (deadline) -> review queue (approve)
 -> dispatch (the SMS fails: SMS is not configured in tests) -> phone call logged for the patient not
 reached -> steps -> close -> report + CSV. And the 409 / 400 paths show an explaining card.
-Screenshots go to docs/screenshots/. Skipped without /usr/bin/chromium."""
+Screenshots go to the test's tmp dir, or to docs/screenshots/ with UNSAY_UPDATE_SCREENSHOTS=1 (so a test run
+leaves the work tree clean). Skipped without /usr/bin/chromium."""
 
+import os
 import time
 from pathlib import Path
 
@@ -15,7 +17,7 @@ from tests.factories import RECALL
 from worklist import selectors
 
 CHROMIUM = Path("/usr/bin/chromium")
-SHOTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
+DOC_SHOTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
 # dispatch_not_enqueued (tests/conftest.py) for every test here, as when it was imported from test_sweep.
 pytestmark = [
     pytest.mark.usefixtures("dispatch_not_enqueued"),
@@ -46,11 +48,16 @@ def _login(browser, live_server, client, user):
     browser.add_cookie({"name": "sessionid", "value": client.cookies["sessionid"].value, "path": "/"})
 
 
-def _shot(browser, name):
-    SHOTS.mkdir(parents=True, exist_ok=True)
+@pytest.fixture
+def shots(tmp_path):
+    return DOC_SHOTS if os.environ.get("UNSAY_UPDATE_SCREENSHOTS") == "1" else tmp_path
+
+
+def _shot(browser, name, shots):
+    shots.mkdir(parents=True, exist_ok=True)
     height = browser.execute_script("return document.body.scrollHeight")
     browser.set_window_size(1280, min(max(height + 40, 700), 2400))
-    browser.save_screenshot(str(SHOTS / name))
+    browser.save_screenshot(str(shots / name))
     browser.set_window_size(1280, 1100)
 
 
@@ -63,7 +70,7 @@ def _record_step(browser, By, step, note=""):
 
 
 def test_a_pharmacist_runs_a_class_i_recall_from_the_worklist_to_the_report(
-    live_server, browser, client, people, drafts, dispatch_not_enqueued, settings
+    live_server, browser, client, people, drafts, dispatch_not_enqueued, settings, shots
 ):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
@@ -77,7 +84,7 @@ def test_a_pharmacist_runs_a_class_i_recall_from_the_worklist_to_the_report(
     assert "Class I" in row.text and row.find_element(By.CSS_SELECTOR, "td[data-deadline]").get_attribute(
         "data-deadline") == "due"
     assert "Class I recall due" in browser.find_element(By.ID, "status-line").text
-    _shot(browser, "worklist.png")
+    _shot(browser, "worklist.png", shots)
 
     # Open it: the deadline is stated; acknowledge and record the stock check.
     row.find_element(By.LINK_TEXT, RECALL).click()
@@ -112,7 +119,7 @@ def test_a_pharmacist_runs_a_class_i_recall_from_the_worklist_to_the_report(
     _wait(lambda: browser.find_element(By.CSS_SELECTOR, 'tr[data-patient="SYN-D"]').get_attribute("data-state")
           == "reached")
     _record_step(browser, By, "follow_up", "SYN-D reached by phone")
-    _shot(browser, "recall.png")
+    _shot(browser, "recall.png", shots)
     _record_step(browser, By, "close")
     assert "Closed" in browser.find_element(By.TAG_NAME, "h1").text
 
@@ -123,7 +130,7 @@ def test_a_pharmacist_runs_a_class_i_recall_from_the_worklist_to_the_report(
     assert browser.find_element(By.ID, "n-notified").text == "2"
     assert browser.find_element(By.ID, "n-not-reached").text == "0"
     assert browser.find_element(By.ID, "report-deadline").text.startswith("Met")
-    _shot(browser, "report.png")
+    _shot(browser, "report.png", shots)
     csv_text = browser.execute_script(
         "const r = await fetch(arguments[0]); return r.status + '\\n' + await r.text();",
         browser.find_element(By.ID, "csv-link").get_attribute("href"))
@@ -136,7 +143,7 @@ def test_a_pharmacist_runs_a_class_i_recall_from_the_worklist_to_the_report(
 
 
 def test_409_and_400_show_an_explaining_card_in_the_browser(
-    live_server, browser, client, people, drafts, dispatch_not_enqueued, django_user_model
+    live_server, browser, client, people, drafts, dispatch_not_enqueued, django_user_model, shots
 ):
     from selenium.webdriver.common.by import By
 
@@ -160,6 +167,6 @@ def test_409_and_400_show_an_explaining_card_in_the_browser(
     browser.find_element(By.ID, f"card-{empty_reason.public_id}").find_element(By.NAME, "confirm-reject").click()
     alert = _wait(lambda: browser.find_element(By.CSS_SELECTOR, f"#card-{empty_reason.public_id} .error-card"))
     assert "needs a reason" in alert.text
-    _shot(browser, "review-error-cards.png")
+    _shot(browser, "review-error-cards.png", shots)
     assert Correction.objects.get(pk=empty_reason.pk).status == "draft"
     assert browser.current_url.endswith("/corrections/review/")
