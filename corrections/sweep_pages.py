@@ -408,6 +408,7 @@ class PageDecider:
         self._resolved: dict[tuple, object] = {}
         self._inert: dict[tuple, bool] = {}
         self.groups_decided = 0
+        self.stamped = 0  # decisions given their group's outcome (not decided themselves)
 
     def decide(self, patient, question: str, subject: str):
         """(outcome, shared, group key or None): SharedDecider.decide with this page's grouping."""
@@ -472,6 +473,7 @@ class PageDecider:
             return outcome, (key if group is not _UNGROUPABLE else None)
         if group is _UNGROUPABLE:
             return self._plain(patient, question, subject), None
+        self.stamped += 1
         return self._stamp(group, question, resolved, rows, lots, mine), key
 
     def _first(self, patient, question, resolved, rows, lots, inert, mine):
