@@ -389,7 +389,8 @@ class PageDecider:
     inert lot only as text: matching compares a row's normalised lot with a fact's (never equal),
     retrieval ranks by `fact.lot in lots` (never in), scopes only meet facts' scopes (never met), and
     the answer shows the sorted lots (`", ".join`, and their count). So the group's first member is
-    decided for real, and again with its inert lots replaced in place by markers; when the two agree
+    decided through ask.services.decide, and again from its context with its inert lots replaced in
+    place by markers; when the two agree
     (answer with the markers put back, verdict, reads, load-bearing facts, guardrail) every member's
     outcome is that marked one with its own lots put in, its own premises, inputs and fingerprint.
     A group whose first member reads a fact the page did not load (a semantic neighbour), or whose
@@ -468,7 +469,7 @@ class PageDecider:
         mine = [(place[lot], lot) for lot in lots if lot in inert]
         group = self._groups.get(key)
         if group is None:
-            outcome, group = self._first(patient, question, resolved, rows, lots, inert, mine)
+            outcome, group = self._first(patient, question, subject, resolved, lots, inert, mine)
             self._groups[key] = group
             return outcome, (key if group is not _UNGROUPABLE else None)
         if group is _UNGROUPABLE:
@@ -476,7 +477,7 @@ class PageDecider:
         self.stamped += 1
         return self._stamp(group, question, resolved, rows, lots, mine), key
 
-    def _first(self, patient, question, resolved, rows, lots, inert, mine):
+    def _first(self, patient, question, subject, resolved, lots, inert, mine):
         """The group's first member, decided for real and with its inert lots marked."""
         from dataclasses import replace
 
@@ -484,13 +485,13 @@ class PageDecider:
         from ask.services import build_context, finish
 
         self.groups_decided += 1
-        reasoner = get_reasoner(self.decider.reasoner)
-        ctx = build_context(patient, question, resolved, beliefs=self.beliefs)
-        real = finish(ctx, reasoner.decide(ctx))
+        real = self._plain(patient, question, subject)  # through ask.services.decide, as every first member
         if not inert:
             return real, _Group(real, [f"{r.fact.fact_key}@{r.fact.version}" for r in real.retrieved])
-        if any(r.fact.id not in self._fact_ids for r in real.retrieved):
+        if real.subject != resolved or any(r.fact.id not in self._fact_ids for r in real.retrieved):
             return real, _UNGROUPABLE
+        reasoner = get_reasoner(self.decider.reasoner)
+        ctx = build_context(patient, question, resolved, beliefs=self.beliefs)
         marked_ctx = replace(ctx, patient_lots=[_mark(n) if lot in inert else lot for n, lot in enumerate(lots)],
                              memo={})
         marked = finish(marked_ctx, reasoner.decide(marked_ctx))
