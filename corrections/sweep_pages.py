@@ -137,13 +137,6 @@ def plan_page(decisions, reasons, decider, *, fact_cache: FactCache) -> tuple[li
     return plans, beliefs
 
 
-def _next_ids(cursor, table: str, n: int) -> list[int]:
-    if not n:
-        return []
-    cursor.execute(f"SELECT nextval(pg_get_serial_sequence('{table}', 'id')) FROM generate_series(1, %s)", [n])
-    return [row[0] for row in cursor.fetchall()]
-
-
 def _copy(cursor, model, columns, rows: list[tuple]):
     if not rows:
         return
@@ -198,16 +191,28 @@ def write_page(plans: list[Plan], beliefs: PageBeliefs, run, report: SweepReport
     old_ids = [p.decision.id for p in plans]
     standing = Decision.Status.STANDING.value
     corrected, reaffirmed = Redecision.Outcome.CORRECTED.value, Redecision.Outcome.REAFFIRMED.value
+    drafts = sum(1 for p in plans if p.changed and not p.coalesced)
     with connection.cursor() as django_cursor:
+        # One round trip: supersede the page (guarded by status = 'standing'), then, only if every
+        # decision of it was still standing, take the new decisions' and corrections' ids in order.
         django_cursor.execute(
-            "UPDATE memory_decision SET status = 'superseded', superseded_at = %s "
-            "WHERE id = ANY(%s) AND status = 'standing'", [now, old_ids])
-        if django_cursor.rowcount != len(old_ids):
-            raise PageFallback(f"{len(old_ids) - django_cursor.rowcount} decision(s) of the page no longer standing")
+            "WITH superseded AS (UPDATE memory_decision SET status = 'superseded', superseded_at = %s "
+            "WHERE id = ANY(%s) AND status = 'standing' RETURNING id), "
+            "n AS (SELECT count(*) = %s AS whole FROM superseded) "
+            "SELECT (SELECT count(*) FROM superseded), "
+            "ARRAY(SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s) AS g "
+            "WHERE (SELECT whole FROM n) ORDER BY g), "
+            "ARRAY(SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s) AS g "
+            "WHERE (SELECT whole FROM n) ORDER BY g)",
+            [now, old_ids, len(old_ids), Decision._meta.db_table, len(plans), Correction._meta.db_table, drafts])
+        superseded, new_ids, correction_ids = django_cursor.fetchone()
+        if superseded != len(old_ids):
+            raise PageFallback(f"{len(old_ids) - superseded} decision(s) of the page no longer standing")
+        if len(new_ids) != len(plans) or len(correction_ids) != drafts or new_ids != sorted(new_ids) \
+                or correction_ids != sorted(correction_ids):
+            raise PageFallback("ids not taken in order")
+        correction_ids = iter(correction_ids)
         cursor = django_cursor.cursor  # psycopg's own: COPY, in this transaction
-        new_ids = _next_ids(cursor, Decision._meta.db_table, len(plans))
-        drafts = sum(1 for p in plans if p.changed and not p.coalesced)
-        correction_ids = iter(_next_ids(cursor, Correction._meta.db_table, drafts))
 
         decisions, reads, premises, inputs = [], [], [], []
         corrections, messages, audits, redecisions = [], [], [], []
