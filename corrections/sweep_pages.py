@@ -17,6 +17,13 @@ because ids are taken per table in the same order. Anything unusual raises or is
 (`per_decision_reason`): the caller rolls the savepoint back and runs the per-decision path for
 that page — an integrity error (a dedupe key taken by a concurrent sweep), a decision no longer
 standing, a pending draft to stale, a model reasoner, an engine other than PostgreSQL.
+
+Decisions are decided once per group that the rules cannot tell apart (PageDecider: equal inputs
+up to lots no believed fact names), which is what makes a page of distinct patients cheap.
+
+Why this module is long: the page's plan, its COPY rows and the grouping share one set of
+invariants (the rows must be exactly the per-decision path's, ids included), so they are kept and
+reviewed together rather than split across modules that would each hold half of that argument.
 """
 
 import json
