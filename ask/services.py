@@ -186,7 +186,9 @@ def _unknown_outcome(question_back: str) -> Outcome:
                    subject="", retrieved=[], load_bearing_ids=set())
 
 
-def _finish(ctx: AskContext, result) -> Outcome:
+def finish(ctx: AskContext, result) -> Outcome:
+    """The guardrail over a reasoner's result, as the Outcome decide() returns (the sweep's grouped
+    decisions call it for a context whose patient lots are marked, corrections.sweep_pages)."""
     guarded = apply_guardrail(ctx, result)
     return Outcome(verdict=guarded.verdict, answer=guarded.answer, reasoner=result.reasoner[:100], subject=ctx.subject,
                    retrieved=ctx.retrieved, load_bearing_ids=guarded.load_bearing_ids,
@@ -214,7 +216,7 @@ def decide(patient, question, *, subject=None, reasoner=None, client=None, belie
         granted, why = reserve_model_call(client)
         if not granted:
             chosen = RulesReasoner(note=f"model cap reached: {why}")
-    return _finish(ctx, chosen.decide(ctx))
+    return finish(ctx, chosen.decide(ctx))
 
 
 def record_outcome(outcome: Outcome, *, patient, question, replaces=None) -> Decision:
@@ -279,7 +281,7 @@ def ask(patient, question, *, subject=None, client=None) -> Decision:
         granted, why = reserve_model_call(client)
         if not granted:
             reasoner = RulesReasoner(note=f"model cap reached: {why}")
-        outcome = _finish(ctx, reasoner.decide(ctx))
+        outcome = finish(ctx, reasoner.decide(ctx))
     return run_in_transaction(_record_fresh, outcome, patient=patient, question=question, subject=subject)
 
 

@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/sweep.py [--case escalation|new-recall|both] [--runs 3] [--decisions 100000]
                                     [--affected 10000] [--shared-inputs] [--page-size 200] [--profile]
+                                    [--workers 1]
 
 --case escalation: the affected were told "caution" on D-0326-2019 lot 3069020, which is escalated to
 Class I (their load-bearing read is retracted). --case new-recall: D-0326-2019 is not ingested at
@@ -25,8 +26,12 @@ after-commit Celery task runs), notices included. Then, in the same run on the s
 COPY ceiling: the rows that sweep wrote (decisions, reads, premises, inputs, corrections, outbox,
 audit, redecisions, and the superseding UPDATE) written again by COPY in one committed transaction
 into empty LIKE-copies of the tables (same indexes and unique constraints, no foreign keys).
+Then, for information, the same COPY again with the real tables' foreign keys added to the copies
+(deferred, checked at commit, as the sweep's are), and the ratio to that. --workers N runs N sweeps
+of the same change at once in threads (SKIP LOCKED shares the pages; notices in the first only).
 Prints per run: re-decisions/s, ceiling re-decisions/s, their ratio, time to the first committed page,
-set-based pages of all pages, load average; then min / median / max over the runs per case.
+set-based pages of all pages, the process's CPU during the sweep, load average; then min / median /
+max over the runs per case.
 """
 
 import argparse
@@ -206,7 +211,14 @@ def max_ids() -> dict:
         return found
 
 
-def copy_ceiling(before: dict) -> dict:
+def _foreign_keys(table: str) -> list[str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = %s::regclass "
+                       "AND contype = 'f' ORDER BY conname", [table])
+        return [row[0] for row in cursor.fetchall()]
+
+
+def copy_ceiling(before: dict, *, foreign_keys: bool = False) -> dict:
     """The same rows the sweep wrote, written again by COPY in one transaction (timed, committed):
     the superseding UPDATE of the old decisions, then every new row of the eight tables, COPY'd as
     bytes into empty copies of those tables (LIKE ... INCLUDING ALL: same indexes and unique
@@ -225,6 +237,9 @@ def copy_ceiling(before: dict) -> dict:
         for table in SWEEP_TABLES:
             cur.execute(f"DROP TABLE IF EXISTS ceiling_{table}")
             cur.execute(f"CREATE TABLE ceiling_{table} (LIKE {table} INCLUDING ALL)")
+            if foreign_keys:  # the real tables' foreign keys (deferred, checked at commit), to the real rows
+                for n, definition in enumerate(_foreign_keys(table)):
+                    cur.execute(f"ALTER TABLE ceiling_{table} ADD CONSTRAINT ceiling_{table}_fk{n} {definition}")
     raw.commit()
     began = time.monotonic()
     with raw.cursor() as cur:
@@ -239,6 +254,8 @@ def copy_ceiling(before: dict) -> dict:
         for table in SWEEP_TABLES:
             cur.execute(f"DROP TABLE ceiling_{table}")
     raw.commit()
+    if foreign_keys:
+        return {"ceiling_fk_s": round(elapsed, 3)}
     return {"ceiling_s": round(elapsed, 3), "ceiling_rows": sum(d.count(b"\n") for d in data.values()) + len(old_ids),
             "ceiling_redecisions": len(old_ids)}
 
@@ -289,7 +306,47 @@ def change(case: str) -> list[int]:
     return [old_fact.id, new_fact.id]
 
 
-def one_run(case: str, page_size: int, profile: bool = False) -> dict:
+def _sweeps(changed, page_size: int, workers: int):
+    """corrections.sweep.sweep() as the after-commit task runs it; with workers > 1, that many sweeps
+    at once in threads (own connections), sharing the stale set through SKIP LOCKED (notices in the
+    first only, as they would be drafted once)."""
+    if workers == 1:
+        return sweep(fact_ids=changed, trigger=SweepRun.Trigger.MANUAL, page_size=page_size, progress=progress_hook)
+    import threading
+
+    from django.db import connections
+
+    reports, failures = [None] * workers, []
+
+    def work(n):
+        try:
+            reports[n] = sweep(fact_ids=changed, trigger=SweepRun.Trigger.MANUAL, page_size=page_size,
+                               progress=progress_hook, notices=n == 0)
+        except BaseException as exc:  # noqa: BLE001 - re-raised below, in the main thread
+            failures.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(workers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if failures:
+        raise failures[0]
+    total = reports[0]
+    for other in reports[1:]:
+        total.add(other)
+    return total
+
+
+progress_hook = None
+
+
+def one_run(case: str, page_size: int, profile: bool = False, workers: int = 1) -> dict:
+    from drugs.identity import vocabulary
+
+    vocabulary()  # loaded once per process (~1.8 s); a worker has it from its first task, so not timed
     load_before = open("/proc/loadavg").read().split()[:3]
     before = max_ids()
     with auto_sweep_suppressed():
@@ -303,19 +360,25 @@ def one_run(case: str, page_size: int, profile: bool = False) -> dict:
         if not first_page:
             first_page.append(time.monotonic() - t0)
 
+    global progress_hook
+    progress_hook = progress
+
     profiler = None
     if profile:
         import cProfile
 
         profiler = cProfile.Profile()
         profiler.enable()
-    report = sweep(fact_ids=changed, trigger=SweepRun.Trigger.MANUAL, page_size=page_size, progress=progress)
+    cpu0 = time.process_time()
+    report = _sweeps(changed, page_size, workers)
     elapsed = time.monotonic() - t0
+    cpu = time.process_time() - cpu0
     if profiler is not None:
         import pstats
 
         profiler.disable()
         pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumulative").print_stats(45)
+        pstats.Stats(profiler, stream=sys.stderr).sort_stats("tottime").print_stats(30)
     figures.update({
         "examined": report.examined, "corrected": report.corrected, "reaffirmed": report.reaffirmed,
         "notices": report.notices, "errors": report.errors, "already_handled": report.already_handled,
@@ -325,10 +388,16 @@ def one_run(case: str, page_size: int, profile: bool = False) -> dict:
         "first_page_committed_s": round(first_page[0], 2) if first_page else None,
         "change_commit_to_all_drafts_s": round(elapsed, 2),
         "redecided_per_s": round(report.examined / elapsed, 1) if elapsed else None,
+        "workers": workers, "python_cpu_s": round(cpu, 2),  # this process's CPU during the sweep, all threads
     })
     figures.update(copy_ceiling(before))
     figures["ceiling_per_s"] = round(figures["ceiling_redecisions"] / figures["ceiling_s"], 1)
     figures["ratio"] = round(figures["redecided_per_s"] / figures["ceiling_per_s"], 3)
+    # For information: the same COPY with the real tables' (deferred) foreign keys, checked at commit
+    # as the sweep's are. The ratio above is against the ceiling without them.
+    figures.update(copy_ceiling(before, foreign_keys=True))
+    figures["ceiling_fk_per_s"] = round(figures["ceiling_redecisions"] / figures["ceiling_fk_s"], 1)
+    figures["ratio_fk"] = round(figures["redecided_per_s"] / figures["ceiling_fk_per_s"], 3)
     figures["loadavg_before"] = " ".join(load_before)
     figures["loadavg_after"] = " ".join(open("/proc/loadavg").read().split()[:3])
     return figures
@@ -349,6 +418,8 @@ def main():
     parser.add_argument("--case", choices=["escalation", "new-recall", "both"], default="both")
     parser.add_argument("--runs", type=int, default=3, help="runs per case, each on a fresh copy of the loaded data")
     parser.add_argument("--profile", action="store_true", help="cProfile the first run's sweep (to stderr)")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="sweeps run at once in threads for the same change (SKIP LOCKED shares the pages)")
     args = parser.parse_args()
     if not 1 <= args.affected <= args.decisions - 1:
         parser.error("--affected must be between 1 and --decisions - 1")
@@ -372,7 +443,7 @@ def main():
         for n in range(args.runs):
             clone(base, work)
             try:
-                figures = one_run(case, args.page_size, profile=args.profile and n == 0)
+                figures = one_run(case, args.page_size, profile=args.profile and n == 0, workers=args.workers)
                 if n == args.runs - 1:
                     print("\nPlan of one stale-set page after the sweep (0 rows left):")
                     print(explain_page(Fact.objects.order_by("-id").values_list("id", flat=True)[:1]))
@@ -385,6 +456,10 @@ def main():
             "redecided_per_s min/median/max": spread([r["redecided_per_s"] for r in runs]),
             "copy_ceiling_per_s min/median/max": spread([r["ceiling_per_s"] for r in runs]),
             "ratio min/median/max": spread([r["ratio"] for r in runs]),
+            "copy_ceiling_with_fks_per_s min/median/max": spread([r["ceiling_fk_per_s"] for r in runs]),
+            "ratio_to_ceiling_with_fks min/median/max": spread([r["ratio_fk"] for r in runs]),
+            "python_cpu_s min/median/max": spread([r["python_cpu_s"] for r in runs]),
+            "workers": args.workers,
             "first_page_committed_s min/median/max": spread([r["first_page_committed_s"] for r in runs]),
             "set_based_pages/pages": f"{runs[-1]['set_based_pages']}/{runs[-1]['pages']}",
             "loadavg": [r["loadavg_before"] for r in runs],

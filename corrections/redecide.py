@@ -126,8 +126,10 @@ class SharedDecider:
         contents = frozenset((lot, ndc, at) for d, lot, ndc, at, _i, _f in dispensed if not subject or d == subject)
         return (question_key(question), subject or "", contents, drugs)
 
-    def decide(self, patient, question: str, subject: str, *, beliefs=None):
-        """(outcome, shared). `beliefs`: what decide() reads from (ask.beliefs; None: the database)."""
+    def decide(self, patient, question: str, subject: str, *, beliefs=None, unshared=None):
+        """(outcome, shared). `beliefs`: what decide() reads from (ask.beliefs; None: the database).
+        `unshared`: what decides when no identical inputs were decided yet (default ask.services.decide;
+        a set-based page hands in its grouped decider, corrections.sweep_pages.PageDecider)."""
         from ask.services import decide, rebind_inputs
 
         key = self.inputs_key(patient, question, subject)
@@ -137,7 +139,10 @@ class SharedDecider:
             rows = [(i, f) for d, _l, _n, _a, i, f in self._dispensed[patient.pk] if d == subject]
             return rebind_inputs(cached, question, rows), True
         self.calls += 1
-        outcome = decide(patient, question, subject=subject or None, reasoner=self.reasoner, beliefs=beliefs)
+        if unshared is not None:
+            outcome = unshared(patient, question, subject)
+        else:
+            outcome = decide(patient, question, subject=subject or None, reasoner=self.reasoner, beliefs=beliefs)
         self._cache[key] = outcome
         return outcome, False
 
@@ -184,6 +189,14 @@ def pick_trigger(reasons: dict, latest: dict) -> tuple[Fact | None, Fact | None]
 def pending_corrections(decision_ids, *, lock: bool) -> dict[int, Correction]:
     """Drafts (or approved but unsent corrections) that produced these decisions, by decision id:
     the patient has not heard them yet. One query per page."""
+    decision_ids = list(decision_ids)
+    with connection.cursor() as cursor:
+        # Usually there are none: one indexed probe with an array parameter before the ORM query.
+        cursor.execute(f"SELECT 1 FROM {Correction._meta.db_table} WHERE new_decision_id = ANY(%s) "
+                       "AND status = ANY(%s) LIMIT 1",
+                       [decision_ids, [Correction.Status.DRAFT.value, Correction.Status.APPROVED.value]])
+        if cursor.fetchone() is None:
+            return {}
     qs = Correction.objects.select_for_update(of=("self",)) if lock else Correction.objects
     found = (qs.select_related("old_decision", "previous_fact").defer("previous_fact__embedding")
              .filter(new_decision_id__in=list(decision_ids),

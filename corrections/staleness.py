@@ -42,7 +42,8 @@ def _retracted_read(scope, decision_ids, standing, after=None) -> tuple[str, lis
            "FROM memory_decisionread r JOIN memory_fact f ON f.id = r.fact_id "
            "JOIN memory_decision d ON d.id = r.decision_id "
            "WHERE r.load_bearing AND f.retracted_at IS NOT NULL AND " + standing)
-    sql += (_any("r.fact_id", scope.fact_ids, params) + _any("d.id", decision_ids, params)
+    # r.decision_id (= d.id) so the (fact, decision) index takes both: a page reads its own reads only.
+    sql += (_any("r.fact_id", scope.fact_ids, params) + _any("r.decision_id", decision_ids, params)
             + _after("r.decision_id", after, params))
     return sql, params
 
@@ -54,7 +55,7 @@ def _new_fact(scope, decision_ids, standing, after=None) -> tuple[str, list]:
            "JOIN memory_decisionpremise p ON p.scope = s.scope "
            "JOIN memory_decision d ON d.id = p.decision_id "
            "WHERE f.retracted_at IS NULL AND " + standing)
-    sql += (_any("f.id", scope.fact_ids, params) + _any("d.id", decision_ids, params)
+    sql += (_any("f.id", scope.fact_ids, params) + _any("p.decision_id", decision_ids, params)
             + _after("p.decision_id", after, params))
     sql += (" AND NOT EXISTS (SELECT 1 FROM memory_decisionread r "
             "WHERE r.decision_id = d.id AND r.fact_id = f.id)")

@@ -17,12 +17,19 @@ because ids are taken per table in the same order. Anything unusual raises or is
 (`per_decision_reason`): the caller rolls the savepoint back and runs the per-decision path for
 that page — an integrity error (a dedupe key taken by a concurrent sweep), a decision no longer
 standing, a pending draft to stale, a model reasoner, an engine other than PostgreSQL.
+
+Decisions are decided once per group that the rules cannot tell apart (PageDecider: equal inputs
+up to lots no believed fact names), which is what makes a page of distinct patients cheap.
+
+Why this module is long: the page's plan, its COPY rows and the grouping share one set of
+invariants (the rows must be exactly the per-decision path's, ids included), so they are kept and
+reviewed together rather than split across modules that would each hold half of that argument.
 """
 
 import json
 import logging
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import SimpleNamespace
 
 from django.db import connection
@@ -81,6 +88,7 @@ class Plan:
     changed: bool
     key: str
     coalesced: bool = False
+    group: tuple | None = None  # PageDecider's group (its match classes are shared)
 
 
 def plan_page(decisions, reasons, decider, *, fact_cache: FactCache) -> tuple[list[Plan], PageBeliefs]:
@@ -91,16 +99,20 @@ def plan_page(decisions, reasons, decider, *, fact_cache: FactCache) -> tuple[li
 
     beliefs = PageBeliefs({d.patient_id for d in decisions}, cache=fact_cache)
     decider.preload_from(beliefs)
-    wanted = []
+    wanted, resolved_for = [], {}
     for d in decisions:
-        resolved, _ = resolve_subject(d.patient, d.question, d.subject or None, beliefs=beliefs)
-        wanted.append((d.patient_id, resolved))
+        drugs = tuple(beliefs.patient_drugs(d.patient))
+        key = (d.question, d.subject or "", drugs)
+        if key not in resolved_for:
+            resolved_for[key] = resolve_subject(d.patient, d.question, d.subject or None, beliefs=beliefs)[0]
+        wanted.append((d.patient_id, resolved_for[key]))
     beliefs.load_facts(wanted)
+    grouped = PageDecider(decider, beliefs)
     latest: dict = {}
     plans = []
     for d in decisions:
         previous, trigger = pick_trigger(reasons[d.id], latest)
-        outcome, shared = decider.decide(d.patient, d.question, d.subject, beliefs=beliefs)
+        outcome, shared, group = grouped.decide(d.patient, d.question, d.subject)
         token = change_token(trigger, previous, outcome)
         if trigger is None and previous is None:
             bearing = [r.fact for r in outcome.retrieved if r.fact.id in outcome.load_bearing_ids]
@@ -109,10 +121,16 @@ def plan_page(decisions, reasons, decider, *, fact_cache: FactCache) -> tuple[li
         recall_number = (cause.attributes or {}).get("recall_number", "") if cause else ""
         changed = outcome.verdict != d.verdict
         key = dedupe_key("correction", d.patient_id, d.subject, outcome.verdict, token)
-        plans.append(Plan(d, outcome, shared, trigger, previous, recall_number, changed, key))
+        plans.append(Plan(d, outcome, shared, trigger, previous, recall_number, changed, key,
+                          group=group if d.subject and d.subject == outcome.subject else None))
     # Coalescing, in page order, exactly as _redecide: one live draft per key.
-    existing = dict(Correction.objects.filter(dedupe_key__in=sorted({p.key for p in plans if p.changed}))
-                    .values_list("dedupe_key", "status"))
+    keys = sorted({p.key for p in plans if p.changed})
+    existing = {}
+    if keys:
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT dedupe_key, status FROM {Correction._meta.db_table} WHERE dedupe_key = ANY(%s)",
+                           [keys])
+            existing = dict(cursor.fetchall())
     drafted: set[str] = set()
     for p in plans:
         if p.changed:
@@ -122,17 +140,11 @@ def plan_page(decisions, reasons, decider, *, fact_cache: FactCache) -> tuple[li
             elif earlier is not None:  # that draft went stale or was rejected: a new message
                 p.key = dedupe_key(p.key, "decision", p.decision.id)
             drafted.add(p.key)
+    beliefs.grouped = grouped
     return plans, beliefs
 
 
-def _next_ids(cursor, table: str, n: int) -> list[int]:
-    if not n:
-        return []
-    cursor.execute(f"SELECT nextval(pg_get_serial_sequence('{table}', 'id')) FROM generate_series(1, %s)", [n])
-    return [row[0] for row in cursor.fetchall()]
-
-
-def _copy(cursor, model, columns: list[str], rows: list[tuple]):
+def _copy(cursor, model, columns, rows: list[tuple]):
     if not rows:
         return
     table = model._meta.db_table
@@ -145,35 +157,79 @@ def _columns(model, *, with_id: bool) -> list[str]:
     return [f.column for f in model._meta.concrete_fields if with_id or not f.primary_key]
 
 
+# The columns each COPY names, in the order its row tuples are built below. `_checked_columns`
+# refuses to COPY when a table's concrete columns are not exactly these (a new model field is
+# never silently defaulted).
+DECISION_COLUMNS = ("id", "public_id", "patient_id", "region", "question", "subject", "verdict", "answer",
+                    "reasoner", "reasoner_verdict", "guardrail_override", "inputs_hash", "status", "replaces_id",
+                    "decided_at", "superseded_at", "created")
+READ_COLUMNS = ("decision_id", "fact_id", "fact_key", "fact_version", "rank", "score", "load_bearing")
+PREMISE_COLUMNS = ("decision_id", "scope")
+INPUT_COLUMNS = ("decision_id", "dispensing_id", "fingerprint")
+CORRECTION_COLUMNS = ("id", "public_id", "kind", "status", "patient_id", "region", "match", "match_class",
+                      "recall_number", "classification", "severity", "old_decision_id", "new_decision_id",
+                      "old_verdict", "old_answer", "new_verdict", "new_answer", "trigger_fact_id", "previous_fact_id",
+                      "diff", "drafted_text", "final_text", "dedupe_key", "sweep_run_id", "replaces_id",
+                      "reviewed_by_id", "reviewed_at", "rejection_reason", "created", "updated")
+OUTBOX_COLUMNS = ("correction_id", "region", "channel", "recipient", "subject", "body", "dedupe_key", "status",
+                  "attempts", "next_attempt_at", "claimed_at", "claimed_by", "provider_id", "sent_at", "last_error",
+                  "created")
+AUDIT_COLUMNS = ("at", "actor_id", "actor_label", "action", "correction_id", "decision_id", "sweep_run_id",
+                 "before", "after", "note")
+REDECISION_COLUMNS = ("old_decision_id", "new_decision_id", "outcome", "recall_number", "trigger_fact_id",
+                      "sweep_run_id", "shared", "created")
+_CHECKED: set = set()
+
+
+def _checked_columns(model, columns, *, with_id: bool):
+    if model not in _CHECKED:
+        actual = _columns(model, with_id=with_id)
+        if set(actual) != set(columns) or len(actual) != len(columns):
+            raise RuntimeError(f"{model.__name__}: columns {sorted(set(actual) ^ set(columns))} named wrongly")
+        _CHECKED.add(model)
+    return columns
+
+
 def write_page(plans: list[Plan], beliefs: PageBeliefs, run, report: SweepReport, *, letters=None):
     """Write every row of the page (see the module docstring). Raises PageFallback / IntegrityError."""
     letters = letters or Letters()
     now = timezone.now()
     run_id = run.pk if run is not None else None
     old_ids = [p.decision.id for p in plans]
+    standing = Decision.Status.STANDING.value
+    corrected, reaffirmed = Redecision.Outcome.CORRECTED.value, Redecision.Outcome.REAFFIRMED.value
+    drafts = sum(1 for p in plans if p.changed and not p.coalesced)
     with connection.cursor() as django_cursor:
+        # One round trip: supersede the page (guarded by status = 'standing'), then, only if every
+        # decision of it was still standing, take the new decisions' and corrections' ids in order.
         django_cursor.execute(
-            "UPDATE memory_decision SET status = 'superseded', superseded_at = %s "
-            "WHERE id = ANY(%s) AND status = 'standing'", [now, old_ids])
-        if django_cursor.rowcount != len(old_ids):
-            raise PageFallback(f"{len(old_ids) - django_cursor.rowcount} decision(s) of the page no longer standing")
+            "WITH superseded AS (UPDATE memory_decision SET status = 'superseded', superseded_at = %s "
+            "WHERE id = ANY(%s) AND status = 'standing' RETURNING id), "
+            "n AS (SELECT count(*) = %s AS whole FROM superseded) "
+            "SELECT (SELECT count(*) FROM superseded), "
+            "ARRAY(SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s) AS g "
+            "WHERE (SELECT whole FROM n) ORDER BY g), "
+            "ARRAY(SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s) AS g "
+            "WHERE (SELECT whole FROM n) ORDER BY g)",
+            [now, old_ids, len(old_ids), Decision._meta.db_table, len(plans), Correction._meta.db_table, drafts])
+        superseded, new_ids, correction_ids = django_cursor.fetchone()
+        if superseded != len(old_ids):
+            raise PageFallback(f"{len(old_ids) - superseded} decision(s) of the page no longer standing")
+        if len(new_ids) != len(plans) or len(correction_ids) != drafts or new_ids != sorted(new_ids) \
+                or correction_ids != sorted(correction_ids):
+            raise PageFallback("ids not taken in order")
+        correction_ids = iter(correction_ids)
         cursor = django_cursor.cursor  # psycopg's own: COPY, in this transaction
-        new_ids = _next_ids(cursor, Decision._meta.db_table, len(plans))
-        drafts = sum(1 for p in plans if p.changed and not p.coalesced)
-        correction_ids = iter(_next_ids(cursor, Correction._meta.db_table, drafts))
 
         decisions, reads, premises, inputs = [], [], [], []
         corrections, messages, audits, redecisions = [], [], [], []
+        texts = _Texts()
         for p, new_id in zip(plans, new_ids, strict=True):
             d, o, patient = p.decision, p.outcome, p.decision.patient
             region = getattr(patient, "region", "") or ""
-            decisions.append({
-                "id": new_id, "public_id": uuid.uuid4(), "patient_id": patient.pk, "region": region,
-                "question": d.question, "subject": o.subject, "verdict": o.verdict, "answer": o.answer,
-                "reasoner": o.reasoner, "reasoner_verdict": o.reasoner_verdict,
-                "guardrail_override": o.guardrail_override, "inputs_hash": o.inputs_hash,
-                "status": Decision.Status.STANDING.value, "replaces_id": d.id, "decided_at": now,
-                "superseded_at": None, "created": now})
+            decisions.append((
+                new_id, uuid.uuid4(), patient.pk, region, d.question, o.subject, o.verdict, o.answer, o.reasoner,
+                o.reasoner_verdict, o.guardrail_override, o.inputs_hash, standing, d.id, now, None, now))
             bearing = o.load_bearing_ids  # as Outcome.read_specs, without building ReadSpec objects
             reads.extend((new_id, r.fact.id, r.fact.fact_key, r.fact.version, rank, r.score, r.fact.id in bearing)
                          for rank, r in enumerate(o.retrieved, start=1))
@@ -181,43 +237,52 @@ def write_page(plans: list[Plan], beliefs: PageBeliefs, run, report: SweepReport
             inputs.extend((new_id, dispensing_id, fp) for dispensing_id, fp in sorted(set(o.inputs)))
             if p.changed and not p.coalesced:
                 correction_id = next(correction_ids)
-                corrections.append(_correction_row(correction_id, p, new_id, now, run_id, beliefs, letters))
-                message, audit = _message_and_audit(correction_id, corrections[-1], p, new_id, now, run_id)
+                correction = _correction_row(correction_id, p, new_id, now, run_id, beliefs, letters, texts)
+                corrections.append(correction)
+                message, audit = _message_and_audit(correction_id, correction, p, new_id, now, run_id, texts)
                 messages.append(message)
                 audits.append(audit)
-            redecisions.append({
-                "old_decision_id": d.id, "new_decision_id": new_id,
-                "outcome": (Redecision.Outcome.CORRECTED if p.changed else Redecision.Outcome.REAFFIRMED).value,
-                "recall_number": p.recall_number, "trigger_fact_id": p.trigger.id if p.trigger else None,
-                "sweep_run_id": run_id, "shared": p.shared or p.coalesced, "created": now})
+            redecisions.append((d.id, new_id, corrected if p.changed else reaffirmed, p.recall_number,
+                                p.trigger.id if p.trigger else None, run_id, p.shared or p.coalesced, now))
             report.examined += 1
             if p.changed:
                 report.corrected += 1
             else:
                 report.reaffirmed += 1
 
-        _copy_dicts(cursor, Decision, decisions, with_id=True)
-        _copy(cursor, DecisionRead, ["decision_id", "fact_id", "fact_key", "fact_version", "rank", "score",
-                                     "load_bearing"], reads)
-        _copy(cursor, DecisionPremise, ["decision_id", "scope"], premises)
-        _copy(cursor, DecisionInput, ["decision_id", "dispensing_id", "fingerprint"], inputs)
-        _copy_dicts(cursor, Correction, corrections, with_id=True)
-        _copy_dicts(cursor, OutboxMessage, messages, with_id=False)
-        _copy_dicts(cursor, AuditEvent, audits, with_id=False)
-        _copy_dicts(cursor, Redecision, redecisions, with_id=False)
+        _copy(cursor, Decision, _checked_columns(Decision, DECISION_COLUMNS, with_id=True), decisions)
+        _copy(cursor, DecisionRead, _checked_columns(DecisionRead, READ_COLUMNS, with_id=False), reads)
+        _copy(cursor, DecisionPremise, _checked_columns(DecisionPremise, PREMISE_COLUMNS, with_id=False), premises)
+        _copy(cursor, DecisionInput, _checked_columns(DecisionInput, INPUT_COLUMNS, with_id=False), inputs)
+        _copy(cursor, Correction, _checked_columns(Correction, CORRECTION_COLUMNS, with_id=True), corrections)
+        _copy(cursor, OutboxMessage, _checked_columns(OutboxMessage, OUTBOX_COLUMNS, with_id=False), messages)
+        _copy(cursor, AuditEvent, _checked_columns(AuditEvent, AUDIT_COLUMNS, with_id=False), audits)
+        _copy(cursor, Redecision, _checked_columns(Redecision, REDECISION_COLUMNS, with_id=False), redecisions)
 
 
-def _copy_dicts(cursor, model, rows: list[dict], *, with_id: bool):
-    """COPY rows given by column name; every concrete column must be named (no silent defaults)."""
-    if not rows:
-        return
-    columns = _columns(model, with_id=with_id)
-    if set(columns) != set(rows[0]):
-        raise RuntimeError(f"{model.__name__}: columns {sorted(set(columns) ^ set(rows[0]))} named wrongly")
-    _copy(cursor, model, columns, [tuple(row[c] for c in columns) for row in rows])
+class _Texts:
+    """What a page's rows repeat: the JSON of fact diffs and of audit before/after, by their inputs
+    (a fact version's content is immutable; its retraction is part of the key)."""
+
+    def __init__(self):
+        self._diffs: dict = {}
+        self._json: dict = {}
+
+    def diff(self, previous, trigger) -> str:
+        key = (_version(previous), getattr(previous, "retraction_reason", None), _version(trigger),
+               getattr(trigger, "retraction_reason", None))
+        if key not in self._diffs:
+            self._diffs[key] = json.dumps(fact_diff(previous, trigger))
+        return self._diffs[key]
+
+    def json(self, **value) -> str:
+        key = tuple(value.items())
+        if key not in self._json:
+            self._json[key] = json.dumps(value)
+        return self._json[key]
 
 
-def _correction_row(correction_id, p: Plan, new_id, now, run_id, beliefs: PageBeliefs, letters) -> dict:
+def _correction_row(correction_id, p: Plan, new_id, now, run_id, beliefs: PageBeliefs, letters, texts) -> tuple:
     d, o, patient = p.decision, p.outcome, p.decision.patient
     trigger, previous = p.trigger, p.previous
     cause = trigger or previous
@@ -226,20 +291,22 @@ def _correction_row(correction_id, p: Plan, new_id, now, run_id, beliefs: PageBe
     rows = [SimpleNamespace(drug=r.drug, ndc=r.ndc, ndc_product=product, lot=r.lot, lot_known=r.lot_known,
                             expiry=r.expiry, dispensed_at=r.dispensed_at)
             for r, product in beliefs.records.get(patient.pk, ()) if r.drug == d.subject] if d.subject else []
-    match_class = strongest_match(rows, [r.fact for r in o.retrieved if r.fact.id in o.load_bearing_ids])
-    return {
-        "id": correction_id, "public_id": uuid.uuid4(), "kind": Correction.Kind.CORRECTION.value,
-        "status": Correction.Status.DRAFT.value, "patient_id": patient.pk, "region": patient.region,
-        "match": Correction.Match.ASKED.value, "match_class": match_class,
-        "recall_number": attrs.get("recall_number", ""), "classification": attrs.get("classification", ""),
-        "severity": severity(cause), "old_decision_id": d.id, "new_decision_id": new_id,
-        "old_verdict": d.verdict, "old_answer": d.answer, "new_verdict": o.verdict, "new_answer": o.answer,
-        "trigger_fact_id": trigger.id if trigger else None, "previous_fact_id": previous.id if previous else None,
-        "diff": json.dumps(fact_diff(previous, trigger)),
-        "drafted_text": letters.text(patient, d.verdict, o, cause, previous), "final_text": "",
-        "dedupe_key": p.key, "sweep_run_id": run_id, "replaces_id": None, "reviewed_by_id": None,
-        "reviewed_at": None, "rejection_reason": "", "created": now, "updated": now,
-    }
+    bearing = [r.fact for r in o.retrieved if r.fact.id in o.load_bearing_ids]
+    grouped = getattr(beliefs, "grouped", None)
+    match_class = grouped.match_class(p.group, rows, bearing) if grouped else strongest_match(rows, bearing)
+    return (
+        correction_id, uuid.uuid4(), _KIND_CORRECTION, _STATUS_DRAFT, patient.pk, patient.region, _MATCH_ASKED,
+        match_class, attrs.get("recall_number", ""), attrs.get("classification", ""), severity(cause), d.id, new_id,
+        d.verdict, d.answer, o.verdict, o.answer, trigger.id if trigger else None,
+        previous.id if previous else None, texts.diff(previous, trigger),
+        letters.text(patient, d.verdict, o, cause, previous), "", p.key, run_id, None, None, None, "", now, now)
+
+
+_KIND_CORRECTION = Correction.Kind.CORRECTION.value
+_STATUS_DRAFT = Correction.Status.DRAFT.value
+_MATCH_ASKED = Correction.Match.ASKED.value
+_HELD = OutboxMessage.Status.HELD.value
+_DRAFTED = AuditEvent.Action.DRAFTED.value
 
 
 class Letters:
@@ -286,21 +353,195 @@ def _version(fact):
     return (fact.pk, fact.content_hash, fact.retracted_at) if fact is not None else None
 
 
-def _message_and_audit(correction_id, correction: dict, p: Plan, new_id, now, run_id) -> tuple[dict, dict]:
+def _message_and_audit(correction_id, correction: tuple, p: Plan, new_id, now, run_id, texts) -> tuple[tuple, tuple]:
     patient = p.decision.patient
     channel = patient.preferred_channel
     recipient = patient.phone if channel == "sms" else patient.email
-    message = {
-        "correction_id": correction_id, "region": patient.region, "channel": channel, "recipient": recipient or "",
-        "subject": f"Update about your {correction['recall_number'] and 'recalled ' or ''}medicine"[:200],
-        "body": correction["drafted_text"], "dedupe_key": p.key, "status": OutboxMessage.Status.HELD.value,
-        "attempts": 0, "next_attempt_at": None, "claimed_at": None, "claimed_by": "", "provider_id": "",
-        "sent_at": None, "last_error": "", "created": now,
-    }
-    audit = {
-        "at": now, "actor_id": None, "actor_label": SWEEP_ACTOR, "action": AuditEvent.Action.DRAFTED.value,
-        "correction_id": correction_id, "decision_id": new_id, "sweep_run_id": run_id,
-        "before": json.dumps({"verdict": p.decision.verdict}),
-        "after": json.dumps({"verdict": p.outcome.verdict, "status": Correction.Status.DRAFT.value}), "note": "",
-    }
+    recall_number, body = correction[8], correction[20]
+    message = (correction_id, patient.region, channel, recipient or "",
+               f"Update about your {recall_number and 'recalled ' or ''}medicine"[:200], body, p.key, _HELD,
+               0, None, None, "", "", None, "", now)
+    audit = (now, None, SWEEP_ACTOR, _DRAFTED, correction_id, new_id, run_id,
+             texts.json(verdict=p.decision.verdict), texts.json(verdict=p.outcome.verdict, status=_STATUS_DRAFT), "")
     return message, audit
+
+
+# --- decisions grouped by what the rules can tell apart -------------------------------------------
+
+_UNGROUPABLE = object()
+
+
+def _mark(position: int) -> str:
+    # PostgreSQL text cannot hold NUL, so no fact, lot or name read from the database contains this.
+    return f"\x00lot{position}\x00"
+
+
+def _unmark(text: str, lots) -> str:
+    for position, lot in lots:
+        text = text.replace(_mark(position), lot)
+    return text
+
+
+@dataclass
+class _Group:
+    outcome: object            # decided for the first member, with its inert lots marked
+    versions: list             # "fact_key@version" of its reads (the inputs fingerprint's part)
+    match_classes: dict = field(default_factory=dict)
+
+
+class PageDecider:
+    """ask.services.decide for a page's decisions, once per group that the rules cannot tell apart.
+
+    Two decisions of a page are in one group when they have the same question, stated subject,
+    resolved subject and drugs, and dispensing rows of that subject equal in every attribute
+    decide() reads (drug, NDC, stored NDC product, lot-unknown flag, expiry, dispensing time, lot)
+    except their ids, fingerprints and *inert* lots, at the same places. A lot is inert on the page
+    when it is recorded (known), is no believed fact's lot (raw or normalised, drugs.lots) and none of
+    its scopes (drugs.scopes) is a scope of a believed fact the page loaded. The rules then read an
+    inert lot only as text: matching compares a row's normalised lot with a fact's (never equal),
+    retrieval ranks by `fact.lot in lots` (never in), scopes only meet facts' scopes (never met), and
+    the answer shows the sorted lots (`", ".join`, and their count). So the group's first member is
+    decided through ask.services.decide, and again from its context with its inert lots replaced in
+    place by markers; when the two agree
+    (answer with the markers put back, verdict, reads, load-bearing facts, guardrail) every member's
+    outcome is that marked one with its own lots put in, its own premises, inputs and fingerprint.
+    A group whose first member reads a fact the page did not load (a semantic neighbour), or whose
+    two decisions disagree, is decided member by member. A patient whose lot a recall names never
+    has that lot inert, so a recalled lot and an unrecalled one never share a group (issue #14)."""
+
+    def __init__(self, decider, beliefs):
+        from drugs.lots import normalize_lot
+
+        self.decider, self.beliefs = decider, beliefs
+        self._normalize = normalize_lot
+        self._fact_ids = {f.id for f in beliefs.facts}
+        self._fact_lots = {f.lot for f in beliefs.facts if f.lot}
+        self._fact_norms = {normalize_lot(f.lot) for f in beliefs.facts if f.lot}
+        self._groups: dict[tuple, object] = {}
+        self._resolved: dict[tuple, object] = {}
+        self._inert: dict[tuple, bool] = {}
+        self.groups_decided = 0
+        self.stamped = 0  # decisions given their group's outcome (not decided themselves)
+
+    def decide(self, patient, question: str, subject: str):
+        """(outcome, shared, group key or None): SharedDecider.decide with this page's grouping."""
+        found = []
+
+        def unshared(patient, question, subject):
+            outcome, key = self._grouped(patient, question, subject)
+            found.append(key)
+            return outcome
+
+        outcome, shared = self.decider.decide(patient, question, subject, unshared=unshared)
+        return outcome, shared, (found[0] if found else None)
+
+    def _plain(self, patient, question, subject):
+        from ask.services import decide
+
+        return decide(patient, question, subject=subject or None, reasoner=self.decider.reasoner,
+                      beliefs=self.beliefs)
+
+    def resolve(self, patient, question, subject):
+        from ask.services import resolve_subject
+
+        drugs = tuple(self.beliefs.patient_drugs(patient))
+        key = (question, subject or "", drugs)
+        if key not in self._resolved:
+            self._resolved[key] = resolve_subject(patient, question, subject or None, beliefs=self.beliefs)[0]
+        return self._resolved[key], drugs
+
+    def _is_inert(self, resolved, lot, rows) -> bool:
+        if lot in ("*", "?") or lot in self._fact_lots:
+            return False
+        key = (resolved, lot, tuple(sorted({(r.ndc_product, r.lot_known) for r in rows if r.lot == lot})))
+        if key not in self._inert:
+            from drugs.scopes import dispensing_scopes
+
+            inert = self._normalize(lot) not in self._fact_norms
+            for row in rows:
+                if inert and row.lot == lot:
+                    inert = row.lot_known and not any(
+                        s in self.beliefs._by_scope for s in dispensing_scopes(resolved, lot, row.ndc_product)
+                        if s.rsplit("|", 1)[-1] == lot)
+            self._inert[key] = inert
+        return self._inert[key]
+
+    def _grouped(self, patient, question, subject):
+        resolved, drugs = self.resolve(patient, question, subject)
+        if resolved is None or resolved not in self.beliefs._subjects:
+            return self._plain(patient, question, subject), None
+        rows = self.beliefs.dispensed_rows(patient, resolved)
+        lots = sorted({row.lot for row in rows} - {""})
+        inert = {lot for lot in lots if self._is_inert(resolved, lot, rows)}
+        place = {lot: n for n, lot in enumerate(lots)}
+        stored = self.beliefs.stored_product
+        key = (question, subject or "", resolved, drugs, tuple(None if lot in inert else lot for lot in lots),
+               tuple((r.drug, r.ndc, stored.get(r.id), r.lot_unknown, r.expiry, r.dispensed_at,
+                      ("inert", place[r.lot]) if r.lot in inert else r.lot) for r in rows))
+        mine = [(place[lot], lot) for lot in lots if lot in inert]
+        group = self._groups.get(key)
+        if group is None:
+            outcome, group = self._first(patient, question, subject, resolved, lots, inert, mine)
+            self._groups[key] = group
+            return outcome, (key if group is not _UNGROUPABLE else None)
+        if group is _UNGROUPABLE:
+            return self._plain(patient, question, subject), None
+        self.stamped += 1
+        return self._stamp(group, question, resolved, rows, lots, mine), key
+
+    def _first(self, patient, question, subject, resolved, lots, inert, mine):
+        """The group's first member, decided for real and with its inert lots marked."""
+        from dataclasses import replace
+
+        from ask.reasoners import get_reasoner
+        from ask.services import build_context, finish
+
+        self.groups_decided += 1
+        real = self._plain(patient, question, subject)  # through ask.services.decide, as every first member
+        if not inert:
+            return real, _Group(real, [f"{r.fact.fact_key}@{r.fact.version}" for r in real.retrieved])
+        if real.subject != resolved or any(r.fact.id not in self._fact_ids for r in real.retrieved):
+            return real, _UNGROUPABLE
+        reasoner = get_reasoner(self.decider.reasoner)
+        ctx = build_context(patient, question, resolved, beliefs=self.beliefs)
+        marked_ctx = replace(ctx, patient_lots=[_mark(n) if lot in inert else lot for n, lot in enumerate(lots)],
+                             memo={})
+        marked = finish(marked_ctx, reasoner.decide(marked_ctx))
+        back = replace(marked, answer=_unmark(marked.answer, mine),
+                       guardrail_override=_unmark(marked.guardrail_override, mine), patient_lots=real.patient_lots)
+        if _outcome_fields(back) != _outcome_fields(real):
+            log.warning("sweep: a grouped decision disagreed with its own marked form; deciding its group per member")
+            return real, _UNGROUPABLE
+        return real, _Group(marked, [f"{r.fact.fact_key}@{r.fact.version}" for r in marked.retrieved])
+
+    def _stamp(self, group: _Group, question, resolved, rows, lots, mine):
+        from dataclasses import replace
+
+        from ask.services import premises_for
+        from memory.decisions import inputs_fingerprint
+
+        o = group.outcome
+        inputs = [(row.id, row.fingerprint) for row in rows]
+        return replace(
+            o, answer=_unmark(o.answer, mine) if mine else o.answer,
+            guardrail_override=_unmark(o.guardrail_override, mine) if mine else o.guardrail_override,
+            load_bearing_ids=set(o.load_bearing_ids), patient_lots=lots, premises=premises_for(resolved, rows),
+            inputs=inputs, inputs_hash=inputs_fingerprint(question, [f"{i}:{fp}" for i, fp in inputs] or lots,
+                                                          group.versions))
+
+    def match_class(self, key, rows, facts) -> str:
+        """redecide.strongest_match, once per group and load-bearing facts: the facts are among the
+        group's reads, so an inert lot matches none of them (see the class docstring)."""
+        group = self._groups.get(key) if key is not None else None
+        if not isinstance(group, _Group):
+            return strongest_match(rows, facts)
+        ids = tuple(sorted(f.id for f in facts if f is not None))
+        if ids not in group.match_classes:
+            group.match_classes[ids] = strongest_match(rows, facts)
+        return group.match_classes[ids]
+
+
+def _outcome_fields(o) -> tuple:
+    return (o.verdict, o.answer, o.reasoner, o.subject, [(r.fact.id, r.score, r.match) for r in o.retrieved],
+            sorted(o.load_bearing_ids), o.reasoner_verdict, o.guardrail_override, o.inputs_hash, o.patient_lots,
+            o.premises, o.inputs)

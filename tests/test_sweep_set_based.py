@@ -160,3 +160,69 @@ def test_decide_gives_the_same_outcome_from_the_database_and_from_a_page(hashing
         assert _outcome(from_page) == _outcome(from_db), (patient.external_ref, question, subject)
         compared.add(from_db.verdict)
     assert {"stop", "caution", "safe", "unknown"} <= compared
+
+
+def _grouped_against_plain(people, questions, *, subjects=(None, "valsartan")):
+    """Every (patient, question, subject) decided through a set-based page's PageDecider and by plain
+    ask.services.decide over the database: the outcomes must be equal field by field."""
+    from ask.beliefs import PageBeliefs
+    from ask.services import decide, resolve_subject
+    from corrections.redecide import SharedDecider
+    from corrections.sweep_pages import PageDecider
+
+    asked = [(p, q, s) for p in people for q in questions for s in subjects]
+    page = PageBeliefs({p.pk for p in people})
+    page.load_facts([(p.pk, resolve_subject(p, q, s, beliefs=page)[0]) for p, q, s in asked])
+    decider = SharedDecider()
+    decider.preload_from(page)
+    grouped = PageDecider(decider, page)
+    outcomes = {}
+    for patient, question, asked_about in asked:
+        # A standing decision stores the subject it was decided about; the sweep re-decides with it.
+        subject = decide(patient, question, subject=asked_about).subject
+        mine, _shared, _group = grouped.decide(patient, question, subject)
+        plain = decide(patient, question, subject=subject or None)
+        assert _outcome(mine) == _outcome(plain), (patient.external_ref, question, subject)
+        outcomes[(patient.external_ref, question, subject)] = plain
+    return grouped, outcomes
+
+
+def test_grouped_decisions_equal_plain_decisions_lot_by_lot(hashing_embeddings, monkeypatch):
+    """PageDecider groups decisions that differ only in lots no believed fact names (inert lots).
+    Cases: two lots of the same product, one recalled and one not; a recalled lot beside an inert
+    one; inert lots sorted before and after a known lot; one inert lot alone (the "safe" answer
+    names it); unrecorded lots (candidates, never grouped as inert); name-only matches (no NDC on
+    the dispensing); two patients with the same inert lot; a drug-level recall of the drug."""
+    monkeypatch.setenv("UNSAY_SWEEP_ON_SUPERSESSION", "0")
+    with auto_sweep_suppressed():
+        assert_claim(recall_claim(RECALL, LOT))
+        assert_claim(recall_claim(OTHER_RECALL, OTHER_LOT, classification="Class I"))
+        people = [
+            _patient("SYN-31", [LOT, "BX0000001"]), _patient("SYN-32", [LOT, "BX0000002"]),
+            _patient("SYN-33", [LOT, OTHER_LOT]), _patient("SYN-34", [OTHER_LOT, "BX0000003"]),
+            _patient("SYN-35", ["BX0000004"]), _patient("SYN-36", ["0000005"]), _patient("SYN-37", ["BX0000004"]),
+            _patient("SYN-38", ["0000006", UNAFFECTED]), _patient("SYN-39", [UNAFFECTED, "ZZ00007"]),
+            _patient("SYN-40", [None]), _patient("SYN-41", [None, "BX0000008"]),
+            _patient("SYN-42", [None, "BX0000009"]),
+            _patient("SYN-43", [UNAFFECTED]), _patient("SYN-44", [LOT]),
+        ]
+    questions = ["Is my valsartan safe?", "Has my valsartan been recalled?"]
+    grouped, outcomes = _grouped_against_plain(people, questions)
+    # Grouping happened (fewer first members than decisions), and never across a recalled lot.
+    assert grouped.groups_decided < len(outcomes) and grouped.stamped >= 6
+    for (ref, _q, _s), o in outcomes.items():
+        if ref in ("SYN-31", "SYN-32", "SYN-33", "SYN-44"):
+            assert o.verdict == "caution" or o.verdict == "stop", (ref, o.verdict)
+        if ref in ("SYN-33", "SYN-34"):
+            assert o.verdict == "stop", (ref, o.verdict)  # a Class I lot they received is never "safe"
+        if ref in ("SYN-35", "SYN-36", "SYN-43"):
+            assert o.verdict == "safe" and all(lot in o.answer for lot in o.patient_lots), (ref, o.answer)
+        if ref in ("SYN-40", "SYN-41", "SYN-42"):
+            assert o.verdict == "caution", (ref, o.verdict)  # an unrecorded lot is a candidate, never safe
+
+    # A drug-level recall of the drug (no lot): applies to every dispensing of it (name only).
+    with auto_sweep_suppressed():
+        assert_claim(recall_claim(NEW_RECALL, None))
+    grouped, outcomes = _grouped_against_plain(people, questions[:1])
+    assert grouped.groups_decided < len(outcomes) and grouped.stamped >= 3
+    assert {o.verdict for o in outcomes.values()} <= {"caution", "stop"}
