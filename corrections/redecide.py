@@ -83,9 +83,11 @@ class SweepReport:
 class SharedDecider:
     """Calls ask.services.decide, sharing one result between decisions whose inputs are identical.
 
-    The reasoner sees (question, subject, the patient's lots and NDCs of that drug, the patient's drugs, the
-    believed facts retrieved). Within one page the sweep reads a single snapshot (REPEATABLE READ),
-    so the retrieval is a function of the first four; the key is exactly those four.
+    The reasoner sees (question, subject, the patient's lots, NDCs, dispensing and expiry dates of that
+    drug, the patient's drugs, the believed facts retrieved). Within one page the sweep reads a single
+    snapshot (REPEATABLE READ), so the retrieval is a function of the first four; the key is exactly
+    those four. (Anything the rules read from a dispensing row must be in the key: two patients who
+    differ only in an expiry date can differ in verdict under a recall of every lot in a window.)
     """
 
     def __init__(self, reasoner=None):
@@ -104,26 +106,27 @@ class SharedDecider:
         rows: dict[int, list] = {pid: [] for pid in patient_ids if pid not in self._dispensed}
         if not rows:
             return
-        # Lots, NDCs (drug-level recalls are narrowed by NDC product) and dispensing dates (closed
-        # drug-level recalls) are inputs; ids and fingerprints are what the decision records.
-        for pid, drug, lot, ndc, at, row_id, fingerprint in DispensingRecord.objects.filter(
-                patient_id__in=list(rows)).values_list("patient_id", "drug", "lot", "ndc", "dispensed_at", "id",
-                                                       "fingerprint"):
-            rows[pid].append((drug, lot, ndc, at, row_id, fingerprint))
+        # Lots, NDCs (drug-level recalls are narrowed by NDC product), dispensing dates (closed
+        # drug-level recalls) and expiry dates (recalls of every lot within an expiry window) are
+        # inputs; ids and fingerprints are what the decision records.
+        for pid, drug, lot, ndc, at, expiry, row_id, fingerprint in DispensingRecord.objects.filter(
+                patient_id__in=list(rows)).values_list("patient_id", "drug", "lot", "ndc", "dispensed_at", "expiry",
+                                                       "id", "fingerprint"):
+            rows[pid].append((drug, (lot, ndc, at, expiry), row_id, fingerprint))
         self._dispensed.update(rows)
 
     def preload_from(self, beliefs):
         """The same rows, from a ask.beliefs.PageBeliefs that has read them already."""
         for pid, records in beliefs.records.items():
             if pid not in self._dispensed:
-                self._dispensed[pid] = [(r.drug, r.lot, r.ndc, r.dispensed_at, r.id, r.fingerprint)
+                self._dispensed[pid] = [(r.drug, (r.lot, r.ndc, r.dispensed_at, r.expiry), r.id, r.fingerprint)
                                         for r, _product in records]
 
     def inputs_key(self, patient, question: str, subject: str) -> tuple:
         self.preload([patient.pk])
         dispensed = self._dispensed[patient.pk]
         drugs = frozenset(d for d, *_ in dispensed)
-        contents = frozenset((lot, ndc, at) for d, lot, ndc, at, _i, _f in dispensed if not subject or d == subject)
+        contents = frozenset(inputs for d, inputs, _i, _f in dispensed if not subject or d == subject)
         return (question_key(question), subject or "", contents, drugs)
 
     def decide(self, patient, question: str, subject: str, *, beliefs=None, unshared=None):
@@ -136,7 +139,7 @@ class SharedDecider:
         cached = self._cache.get(key)
         if cached is not None:
             # Same verdict and reads; the dispensing rows it rests on are this patient's own.
-            rows = [(i, f) for d, _l, _n, _a, i, f in self._dispensed[patient.pk] if d == subject]
+            rows = [(i, f) for d, _inputs, i, f in self._dispensed[patient.pk] if d == subject]
             return rebind_inputs(cached, question, rows), True
         self.calls += 1
         if unshared is not None:

@@ -32,12 +32,12 @@ import uuid
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
+from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
 from ask.beliefs import FactCache, PageBeliefs
 from ask.reasoners import get_reasoner
-from core.env import env_bool
 from drugs.recall_terms import severity
 from memory.models import Decision, DecisionInput, DecisionPremise, DecisionRead
 
@@ -64,7 +64,7 @@ def per_decision_reason(decider, decisions, pending, *, dry_run: bool) -> str:
     """Why this page cannot take the set-based path ("" when it can)."""
     if dry_run:
         return "dry run"
-    if not env_bool("UNSAY_SWEEP_SET_BASED", True):
+    if not settings.UNSAY_SWEEP_SET_BASED:
         return "UNSAY_SWEEP_SET_BASED=0"
     if connection.vendor != "postgresql":
         return f"engine {connection.vendor}"

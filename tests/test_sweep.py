@@ -326,3 +326,27 @@ def test_a_rolled_back_retraction_is_never_announced(world, monkeypatch):
             raise RuntimeError("savepoint rolled back")
     assert enqueued == []
     assert Fact.objects.get(pk=fact.pk).retracted_at is None
+
+
+def test_patients_who_differ_only_in_expiry_never_share_a_decision(hashing_embeddings, no_auto_sweep):
+    """Real D-0222-2021 (Paroex chlorhexidine rinse, Ongoing) recalls ALL lots with expiry from
+    Dec 31 2020 through Sep 30 2022. Two synthetic patients with the same drug, lot, NDC and
+    dispensing date but expiries inside and outside that window must not share one outcome, in
+    either order: the one inside is never told "safe"."""
+    from datetime import date
+
+    from ask.services import decide
+    from corrections.redecide import SharedDecider
+
+    fact = assert_claim(recall_claim("D-0222-2021", None)).fact
+    assert (fact.attributes["lot_scope"]["kind"], fact.attributes["lot_scope"]["expiry_window"]) == (
+        "all_lots_window", ["2020-12-31", "2022-09-30"])
+    inside = make_patient("SYN-EXP-IN", [{"drug": "chlorhexidine", "lot": "PX2041", "expiry": date(2021, 6, 30)}])
+    outside = make_patient("SYN-EXP-OUT", [{"drug": "chlorhexidine", "lot": "PX2041", "expiry": date(2023, 6, 30)}])
+    question = "Is my chlorhexidine safe?"
+    plain = {p.pk: decide(p, question, subject=fact.subject).verdict for p in (inside, outside)}
+    assert plain[inside.pk] != "safe" and plain[outside.pk] == "safe", plain
+    for order in ((inside, outside), (outside, inside)):
+        shared = SharedDecider()
+        verdicts = {p.pk: shared.decide(p, question, fact.subject)[0].verdict for p in order}
+        assert verdicts == plain and shared.calls == 2

@@ -1,5 +1,5 @@
 """The set-based sweep page (corrections.sweep_pages) writes exactly the rows the per-decision path
-writes, ids included, on the same data: real openFDA recall facts (tests/factories_facts.py),
+writes, ids included, on the same data: real openFDA recall facts (tests/factories.py, built by the ingestion code),
 synthetic patients.
 
 The world is built twice from empty tables with their sequences restarted, so every id before the
@@ -103,12 +103,12 @@ def _summary(reports):
 
 def test_the_set_based_page_writes_exactly_the_rows_of_the_per_decision_path(hashing_embeddings, monkeypatch):
     monkeypatch.setenv("UNSAY_SWEEP_ON_SUPERSESSION", "0")
-    monkeypatch.setenv("UNSAY_SWEEP_SET_BASED", "0")
+    monkeypatch.setattr("django.conf.settings.UNSAY_SWEEP_SET_BASED", False)
     per_decision = _story(page_size=3)
     expected = _rows()
     assert sum(r.set_pages for r in per_decision) == 0
 
-    monkeypatch.setenv("UNSAY_SWEEP_SET_BASED", "1")
+    monkeypatch.setattr("django.conf.settings.UNSAY_SWEEP_SET_BASED", True)
     set_based = _story(page_size=3)
     got = _rows()
 
@@ -220,9 +220,10 @@ def test_grouped_decisions_equal_plain_decisions_lot_by_lot(hashing_embeddings, 
         if ref in ("SYN-40", "SYN-41", "SYN-42"):
             assert o.verdict == "caution", (ref, o.verdict)  # an unrecorded lot is a candidate, never safe
 
-    # A drug-level recall of the drug (no lot): applies to every dispensing of it (name only).
+    # A drug-level recall of the drug (no lot): applies to every dispensing of it (name only). No real
+    # Mylan valsartan recall covers all lots, so this is real D-0326-2019 with only its code_info changed.
     with auto_sweep_suppressed():
-        assert_claim(recall_claim(NEW_RECALL, None))
+        assert_claim(recall_claim(NEW_RECALL, None, code_info="All lots within expiry."))
     grouped, outcomes = _grouped_against_plain(people, questions[:1])
     assert grouped.groups_decided < len(outcomes) and grouped.stamped >= 3
     assert {o.verdict for o in outcomes.values()} <= {"caution", "stop"}
