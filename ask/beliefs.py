@@ -22,7 +22,7 @@ from django.db import connection
 from memory.models import Fact
 from memory.retrieval import Retrieved, facts_in_scopes, retrieve, semantic_neighbours
 
-_ROW_COLUMNS = ("id", "lot", "ndc", "dispensed_at", "fingerprint", "drug", "lot_unknown", "expiry")
+ROW_COLUMNS = ("id", "lot", "ndc", "dispensed_at", "fingerprint", "drug", "lot_unknown", "expiry")
 
 
 class DbBeliefs:
@@ -34,7 +34,7 @@ class DbBeliefs:
     def dispensed_rows(self, patient, subject: str) -> list:
         from ask.services import DispensedRow
 
-        rows = patient.dispensings.filter(drug=subject).order_by("id").values_list(*_ROW_COLUMNS)
+        rows = patient.dispensings.filter(drug=subject).order_by("id").values_list(*ROW_COLUMNS)
         return [DispensedRow(*row) for row in rows]
 
     def facts_in_scopes(self, premises) -> list[Fact]:
@@ -82,7 +82,7 @@ class PageBeliefs:
         self.records: dict[int, list[tuple]] = {pid: [] for pid in self._drugs}
         self.stored_product: dict[int, str] = {}  # dispensing id -> its stored ndc_product column
         with connection.cursor() as cursor:  # one array parameter, not one per patient (ORM __in)
-            cursor.execute(f"SELECT patient_id, ndc_product, {', '.join(_ROW_COLUMNS)} "
+            cursor.execute(f"SELECT patient_id, ndc_product, {', '.join(ROW_COLUMNS)} "
                            f"FROM {DispensingRecord._meta.db_table} WHERE patient_id = ANY(%s) ORDER BY id",
                            [sorted(self._drugs)])
             found = cursor.fetchall()

@@ -14,7 +14,7 @@ our commit, so the sweep always sees the decision it has to re-decide.
 
 import logging
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import timedelta
 
 from django.conf import settings
@@ -137,6 +137,12 @@ class DispensedRow:
     @property
     def lot_known(self) -> bool:
         return not self.lot_unknown
+
+    def decision_inputs(self) -> tuple:
+        """Everything a decision may read from this row: every field but the row's id and the
+        fingerprint over them. The sweep shares one outcome between decisions whose rows have equal
+        inputs (corrections.redecide.SharedDecider), so a field added here joins that key by itself."""
+        return tuple(getattr(self, f.name) for f in fields(self) if f.name not in ("id", "fingerprint"))
 
 
 def dispensed_rows(patient, subject: str) -> list[DispensedRow]:

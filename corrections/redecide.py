@@ -80,6 +80,10 @@ class SweepReport:
                 f"reasoner calls {self.reasoner_calls}, errors {self.errors}")
 
 
+def _keyed(row) -> tuple:
+    return (row.drug, row.decision_inputs(), row.id, row.fingerprint)
+
+
 class SharedDecider:
     """Calls ask.services.decide, sharing one result between decisions whose inputs are identical.
 
@@ -101,26 +105,25 @@ class SharedDecider:
         self._dispensed.clear()
 
     def preload(self, patient_ids):
+        from ask.beliefs import ROW_COLUMNS
+        from ask.services import DispensedRow
         from patients.models import DispensingRecord
 
         rows: dict[int, list] = {pid: [] for pid in patient_ids if pid not in self._dispensed}
         if not rows:
             return
-        # Lots, NDCs (drug-level recalls are narrowed by NDC product), dispensing dates (closed
-        # drug-level recalls) and expiry dates (recalls of every lot within an expiry window) are
+        # The rows exactly as a decision reads them (ask.services.DispensedRow): what they hold is the
         # inputs; ids and fingerprints are what the decision records.
-        for pid, drug, lot, ndc, at, expiry, row_id, fingerprint in DispensingRecord.objects.filter(
-                patient_id__in=list(rows)).values_list("patient_id", "drug", "lot", "ndc", "dispensed_at", "expiry",
-                                                       "id", "fingerprint"):
-            rows[pid].append((drug, (lot, ndc, at, expiry), row_id, fingerprint))
+        for pid, *values in DispensingRecord.objects.filter(patient_id__in=list(rows)).order_by("id").values_list(
+                "patient_id", *ROW_COLUMNS):
+            rows[pid].append(_keyed(DispensedRow(*values)))
         self._dispensed.update(rows)
 
     def preload_from(self, beliefs):
         """The same rows, from a ask.beliefs.PageBeliefs that has read them already."""
         for pid, records in beliefs.records.items():
             if pid not in self._dispensed:
-                self._dispensed[pid] = [(r.drug, (r.lot, r.ndc, r.dispensed_at, r.expiry), r.id, r.fingerprint)
-                                        for r, _product in records]
+                self._dispensed[pid] = [_keyed(r) for r, _product in records]
 
     def inputs_key(self, patient, question: str, subject: str) -> tuple:
         self.preload([patient.pk])
