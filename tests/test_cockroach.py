@@ -76,11 +76,23 @@ def test_bootstrap_sql_sets_the_regions_the_app_expects_and_survives_region_fail
     assert sql.index("SET PRIMARY REGION") < sql.index("ADD REGION") < sql.index("SURVIVE REGION FAILURE")
 
 
-def test_every_engine_specific_sql_file_has_its_reverse():
-    forward = [p for p in (PROJECT_DIR / "sql").glob("*/*.sql") if not p.name.endswith(".reverse.sql")]
-    assert forward, "no engine-specific SQL found"
-    for path in forward:
-        assert path.with_name(path.name.replace(".sql", ".reverse.sql")).exists(), path
+def test_every_engine_specific_statement_list_has_its_reverse_and_migrations_read_nothing_live():
+    """Engine SQL is written in the migrations (core.migration_ops.EngineSQL over FORWARD / REVERSE);
+    every vendor with forward statements has reverse ones, and no migration reads files or the
+    environment when it runs (issue #15: migrations mean the same thing whenever they run)."""
+    import importlib
+
+    paths = sorted(PROJECT_DIR.glob("*/migrations/0*.py"))
+    with_sql = []
+    for path in paths:
+        source = path.read_text()
+        assert "os.environ" not in source and "read_text" not in source and "sqlfiles" not in source, path
+        if "EngineSQL(" not in source:
+            continue
+        module = importlib.import_module(f"{path.parent.parent.name}.migrations.{path.stem}")
+        assert set(module.FORWARD) == set(module.REVERSE) and all(module.REVERSE.values()), path
+        with_sql.append(path.stem)
+    assert len(with_sql) >= 4, with_sql
 
 
 def test_cockroachdb_url_selects_django_cockroachdb_with_telemetry_off():
