@@ -91,12 +91,14 @@ def stale_superseded_notices(fact_ids=None, *, run=None) -> int:
     return staled
 
 
-def exposed_patients_of(fact: Fact):
-    """[(patient, "lot"|"drug", match class)] from patients.services.exposed_patients."""
+def exposed_patients_of(fact: Fact, *, who_never_asked: bool = False):
+    """[(patient, "lot"|"drug", match class)] from patients.services.exposed_patients;
+    who_never_asked: without the patients `patients_who_asked` would name, in the same query."""
     from patients.services import Match, exposed_patients
 
+    unless = list(fact.scopes or []) if who_never_asked else None
     return [(e.patient, "lot" if e.match == Match.LOT else "drug", str(e.match_class or ""))
-            for e in exposed_patients(fact)]
+            for e in exposed_patients(fact, unless_standing_on=unless)]
 
 
 def patients_who_asked(patient_ids, fact: Fact) -> set[int]:
@@ -123,14 +125,15 @@ def draft_notices_for(previous: Fact | None, current: Fact, decider, run, report
             trigger_fact__fact_key=current.fact_key, trigger_fact__retracted_at__isnull=False,
         ).select_related("previous_fact"):
             stale_baseline[pending.patient_id] = pending
-    exposed = exposed_patients_of(current)
+    # Those who asked are told by their re-decision (never both a correction and a notice): one
+    # anti-join leaves them out, so a recall that touches thousands who asked builds none of them.
+    exposed = exposed_patients_of(current, who_never_asked=True)
     if only_patients is not None:
         exposed = [e for e in exposed if e[0].id in only_patients]
-    asked = patients_who_asked([e[0].id for e in exposed], current)
     for patient, match, match_class in exposed:
         replaced = stale_baseline.get(patient.id)
         baseline = replaced.previous_fact if replaced else previous
-        if not worsened(baseline, current) or patient.id in asked:
+        if not worsened(baseline, current):
             continue
         question = f"Is my {current.subject} safe?"
         outcome, _shared = decider.decide(patient, question, current.subject)

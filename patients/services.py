@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Count, Q
+from django.db.models import Count, Exists, OuterRef, Q
 
 from drugs import recall_terms
 from drugs.lots import normalize_lot
 from drugs.matching import MatchClass, dispensing_product, match
-from memory.models import Fact
+from memory.models import Decision, DecisionPremise, Fact
 from patients.models import DispensingRecord, Patient
 
 
@@ -75,14 +75,21 @@ def _ordered(rows):
     return rows.select_related("patient").order_by("patient_id", "dispensed_at", "id")
 
 
-def exposed_patients(fact: Fact, *, candidates: bool = True) -> list[Exposure]:
+def exposed_patients(fact: Fact, *, candidates: bool = True, unless_standing_on=None) -> list[Exposure]:
     """The patients a recall fact touches, with the dispensing rows that matched, why and how surely
     (drugs.matching). Lot-level fact: rows with that lot (dispensing_lot index) whose product or
     identity agrees, plus the drug's rows with an unknown lot (candidates). Drug-level fact: rows of
     the drug or of the products it names. candidates=False leaves out the unknown-lot rows of a
-    lot-level fact (the lot -> patients lookup alone)."""
+    lot-level fact (the lot -> patients lookup alone). unless_standing_on=[scopes]: leave out, in the
+    same query (an anti-join), patients with a standing decision resting on any of those scopes."""
     rows = exposure_rows(fact, candidates=candidates)
-    return _group(fact, rows) if rows is not None else []
+    if rows is None:
+        return []
+    if unless_standing_on:
+        rows = rows.exclude(Exists(DecisionPremise.objects.filter(
+            scope__in=list(unless_standing_on), decision__status=Decision.Status.STANDING,
+            decision__patient_id=OuterRef("patient_id"))))
+    return _group(fact, rows)
 
 
 def exposure_rows(fact: Fact, *, candidates: bool = True):
