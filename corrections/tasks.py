@@ -85,13 +85,36 @@ TRANSIENT = (RetriesExhausted, OperationalError)
 
 @shared_task(name="corrections.tasks.sweep_facts", autoretry_for=TRANSIENT, max_retries=5, retry_backoff=30,
              retry_jitter=True)
-def sweep_facts(fact_ids: list[int]) -> str:
+def sweep_facts(fact_ids: list[int], helper: bool = False) -> str:
     from .models import SweepRun
     from .sweep import has_work, sweep
 
+    if helper:  # a second pair of hands on a large stale set: pages only, the first task drafts notices
+        return sweep(fact_ids=fact_ids, trigger=SweepRun.Trigger.SUPERSESSION, notices=False).summary()
     if not has_work(fact_ids):
         return f"facts {fact_ids}: nothing to sweep"
+    _enqueue_helpers(fact_ids)
     return sweep(fact_ids=fact_ids, trigger=SweepRun.Trigger.SUPERSESSION).summary()
+
+
+def _enqueue_helpers(fact_ids: list[int]) -> int:
+    """A stale set of more than two pages is shared by UNSAY_SWEEP_WORKERS sweeps (each page locked
+    FOR UPDATE SKIP LOCKED and re-checked, so no decision is re-decided twice): a national recall
+    reaches the pharmacists' queue sooner. Returns the number of helpers enqueued."""
+    from django.conf import settings
+
+    from .sweep import count_stale, page_size_default
+
+    helpers = settings.UNSAY_SWEEP_WORKERS - 1
+    if helpers < 1 or count_stale(fact_ids) <= 2 * page_size_default():
+        return 0
+    try:
+        for _ in range(helpers):
+            sweep_facts.delay(fact_ids, helper=True)
+    except Exception:  # no broker: this sweep does all the pages itself
+        log.exception("could not enqueue sweep helpers for facts %s; sweeping alone", fact_ids)
+        return 0
+    return helpers
 
 
 @shared_task(name="corrections.tasks.sweep_patients", autoretry_for=TRANSIENT, max_retries=5, retry_backoff=30,

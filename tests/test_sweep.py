@@ -366,3 +366,30 @@ def test_the_notice_anti_join_leaves_out_exactly_the_patients_who_asked(world, n
     assert [p.external_ref for p, *_ in never] == ["SYN-D"]
     Decision.objects.filter(pk=world["decisions"]["a"].pk).update(status=Decision.Status.SUPERSEDED)
     assert {p.external_ref for p, *_ in exposed_patients_of(fact, who_never_asked=True)} == {"SYN-A", "SYN-D"}
+
+
+def test_a_large_stale_set_is_shared_with_helper_sweeps_and_notices_are_drafted_once(world, monkeypatch):
+    """UNSAY_SWEEP_WORKERS=2: a triggered sweep over more than two pages enqueues one helper sweep
+    (pages only); together they re-decide every stale decision once and the first drafts the notice."""
+    from corrections import tasks
+
+    monkeypatch.setattr("django.conf.settings.UNSAY_SWEEP_PAGE_SIZE", 1)
+    monkeypatch.setattr("django.conf.settings.UNSAY_SWEEP_WORKERS", 2)
+    monkeypatch.setattr("django.conf.settings.UNSAY_SWEEP_ON_SUPERSESSION", False)
+    ask(make_patient("SYN-E", [(VALSARTAN, LOT)]), "Is my valsartan safe?")  # a third decision on the lot
+    result = escalate()
+    helpers = []
+    monkeypatch.setattr(tasks.sweep_facts, "delay",
+                        lambda fact_ids, helper=False: helpers.append(tasks.sweep_facts(fact_ids, helper=helper)))
+    tasks.sweep_facts([result.previous.id, result.fact.id])
+
+    assert len(helpers) == 1
+    runs = list(SweepRun.objects.order_by("id"))
+    assert len(runs) == 2 and sum(r.corrected for r in runs) == 3 and count_stale() == 0
+    assert Correction.objects.filter(kind=Correction.Kind.CORRECTION).count() == 3
+    notices = Correction.objects.filter(kind=Correction.Kind.NOTICE)
+    assert [n.patient.external_ref for n in notices] == ["SYN-D"]  # never asked: told once
+
+    helpers.clear()
+    tasks.sweep_facts([result.previous.id, result.fact.id])  # nothing left: no helper, nothing new
+    assert helpers == [] and Correction.objects.count() == 4

@@ -250,6 +250,9 @@ UNSAY_SWEEP_PAGE_SIZE = env_int("UNSAY_SWEEP_PAGE_SIZE", 200, minimum=1, maximum
 # Pages decided in memory and written by COPY (corrections/sweep_pages.py); off = per decision, same rows.
 UNSAY_SWEEP_SET_BASED = env_bool("UNSAY_SWEEP_SET_BASED", True)
 UNSAY_SWEEP_HEARTBEAT_TIMEOUT = env_int("UNSAY_SWEEP_HEARTBEAT_TIMEOUT", 600, minimum=1)
+# Sweep tasks that share one large stale set (pages taken with SKIP LOCKED; notices by the first only):
+# a triggered sweep whose stale set spans more than two pages enqueues this many minus one helpers.
+UNSAY_SWEEP_WORKERS = env_int("UNSAY_SWEEP_WORKERS", 2, minimum=1, maximum=16)
 # Tests only: <point>:<page> SIGKILLs a sweep process there (corrections/faults.py, crash-replay tests).
 UNSAY_SWEEP_CRASH_AT = env_str("UNSAY_SWEEP_CRASH_AT", "")
 UNSAY_OUTBOX_MAX_ATTEMPTS = env_int("UNSAY_OUTBOX_MAX_ATTEMPTS", 5, minimum=1)
