@@ -49,24 +49,37 @@ def run_in_transaction(fn, *args, using="default", attempts=None, retry_unique_v
     retry_unique_violations: treat a unique-index race (two writers computed the same next version)
     as a conflict to retry, which is right when fn recomputes its values from the database.
     """
-    attempts = attempts or settings.UNSAY_RETRY_ATTEMPTS
     if connections[using].in_atomic_block:
         raise RuntimeError("run_in_transaction must wrap the outermost transaction, not run inside one.")
+
+    def attempt():
+        with transaction.atomic(using=using):
+            return fn(*args, **kwargs)
+
+    return retry_conflicts(attempt, attempts=attempts, retry_unique_violations=retry_unique_violations,
+                           base_delay=base_delay, max_delay=max_delay)
+
+
+def retry_conflicts(attempt, *, attempts=None, retry_unique_violations=False, base_delay=0.01, max_delay=1.0):
+    """Call attempt() until it does not raise a retryable conflict: jittered exponential backoff, one
+    log line per retry, RetriesExhausted at the end. attempt() must be a whole transaction that leaves
+    nothing behind when it fails (run_in_transaction's atomic block, or a write that sends its own
+    BEGIN and rolls back, memory.services._write_alone)."""
+    attempts = attempts or settings.UNSAY_RETRY_ATTEMPTS
     last_error = None
-    for attempt in range(1, attempts + 1):
+    for number in range(1, attempts + 1):
         try:
-            with transaction.atomic(using=using):
-                return fn(*args, **kwargs)
+            return attempt()
         except DatabaseError as exc:
             if not is_retryable(exc, retry_unique_violations=retry_unique_violations):
                 raise
             last_error = exc
-            if attempt == attempts:
+            if number == attempts:
                 break
-            delay = min(max_delay, base_delay * (2 ** (attempt - 1)))
+            delay = min(max_delay, base_delay * (2 ** (number - 1)))
             delay = delay / 2 + random.uniform(0, delay / 2)  # jitter so racing writers spread out
             log.info("transaction conflict (%s), attempt %d/%d, retrying in %.3fs",
-                     _sqlstate(exc), attempt, attempts, delay)
+                     _sqlstate(exc), number, attempts, delay)
             time.sleep(delay)
     raise RetriesExhausted(
         f"transaction still conflicting after {attempts} attempts (SQLSTATE {_sqlstate(last_error)}): {last_error}"

@@ -21,24 +21,18 @@ Every multi-statement write runs through core.retry.run_in_transaction.
 
 import hashlib
 import json
-import logging
-import random
-import time
 from dataclasses import dataclass, field
 from datetime import date, datetime
 
-from django.conf import settings
-from django.db import DatabaseError, connection, transaction
+from django.db import connection, transaction
 from django.utils import timezone
 from psycopg import pq
 
-from core.retry import RetriesExhausted, is_retryable, run_in_transaction
+from core.retry import retry_conflicts, run_in_transaction
 from drugs.scopes import claim_ndc_products, fact_scopes
 from memory.embeddings import get_provider, to_sql_vector
 from memory.models import Fact
 from memory.signals import facts_changed
-
-_retry_log = logging.getLogger("core.retry")
 
 
 @dataclass
@@ -132,24 +126,10 @@ def assert_claims(claims: list[Claim], *, at: datetime | None = None, reason: st
 def _write_alone(prepared: "PreparedClaims", i: int, at, reason) -> AssertResult:
     """One claim in a transaction of its own (PostgreSQL, autocommit connection): `_write_versions`
     with BEGIN riding in its first message and COMMIT in its last, so a new version costs two round
-    trips instead of four. Retried like core.retry.run_in_transaction(retry_unique_violations=True);
-    a failed attempt is rolled back before the next."""
-    attempts = settings.UNSAY_RETRY_ATTEMPTS
-    for attempt in range(1, attempts + 1):
-        try:
-            return _write_versions(prepared, [i], at, reason, own_transaction=True)[0]
-        except DatabaseError as exc:
-            if not is_retryable(exc, retry_unique_violations=True):
-                raise
-            if attempt == attempts:
-                raise RetriesExhausted(f"transaction still conflicting after {attempts} attempts: {exc}") from exc
-            delay = min(1.0, 0.01 * (2 ** (attempt - 1)))
-            delay = delay / 2 + random.uniform(0, delay / 2)  # jitter so racing writers spread out
-            # Logged where run_in_transaction logs its retries, so one handler counts both.
-            _retry_log.info("transaction conflict (%s), attempt %d/%d, retrying in %.3fs",
-                            getattr(exc.__cause__, "sqlstate", None), attempt, attempts, delay)
-            time.sleep(delay)
-    raise AssertionError("unreachable")
+    trips instead of four. Retried by the same loop as core.retry.run_in_transaction
+    (retry_unique_violations=True); a failed attempt is rolled back before the next."""
+    return retry_conflicts(lambda: _write_versions(prepared, [i], at, reason, own_transaction=True)[0],
+                           retry_unique_violations=True)
 
 
 @dataclass
