@@ -93,26 +93,14 @@ def stale_superseded_notices(fact_ids=None, *, run=None) -> int:
 
 def exposed_patients_of(fact: Fact, *, who_never_asked: bool = False):
     """[(patient, "lot"|"drug", match class)] from patients.services.exposed_patients;
-    who_never_asked: without the patients `patients_who_asked` would name, in the same query."""
+    who_never_asked: without the patients who have a standing decision resting on a scope this fact
+    touches, in the same query: their re-decision tells them (never both a correction and a
+    notice, never neither)."""
     from patients.services import Match, exposed_patients
 
     unless = list(fact.scopes or []) if who_never_asked else None
     return [(e.patient, "lot" if e.match == Match.LOT else "drug", str(e.match_class or ""))
             for e in exposed_patients(fact, unless_standing_on=unless)]
-
-
-def patients_who_asked(patient_ids, fact: Fact) -> set[int]:
-    """Of these patients, those with a standing decision resting on a scope this fact touches: the
-    re-decision tells them (never both a correction and a notice, never neither)."""
-    asked = set()
-    scopes = list(fact.scopes or [])
-    if not scopes:
-        return asked
-    for start in range(0, len(patient_ids), 5000):
-        chunk = patient_ids[start:start + 5000]
-        asked.update(Decision.objects.standing().filter(patient_id__in=chunk, premises__scope__in=scopes)
-                     .values_list("patient_id", flat=True))
-    return asked
 
 
 def draft_notices_for(previous: Fact | None, current: Fact, decider, run, report, *, dry_run, notice_no,

@@ -12,7 +12,7 @@ from ask.reasoners import get_reasoner
 from memory.models import Decision, Fact
 from memory.retrieval import Retrieved
 
-from .notices import exposed_patients_of, patients_who_asked
+from .notices import exposed_patients_of
 from .redecide import SharedDecider, SweepReport, worsened
 
 
@@ -81,13 +81,10 @@ def preview_escalation(recall_number: str, classification: str, lot: str | None 
         before = Fact.objects.defer("embedding").get(pk=fact_id)
         if not worsened(before, twin):
             continue
-        exposed = exposed_patients_of(twin)
-        asked = patients_who_asked([e[0].id for e in exposed], twin)
-        for patient, match, _match_class in exposed:
-            if patient.id not in asked:
-                outcome, _shared = decider.decide(patient, f"Is my {twin.subject} safe?", twin.subject)
-                report.notices += 1
-                report.preview.append({"notice": True, "patient": str(patient), "match": match,
-                                       "new_verdict": outcome.verdict, "recall_number": recall_number})
+        for patient, match, _match_class in exposed_patients_of(twin, who_never_asked=True):
+            outcome, _shared = decider.decide(patient, f"Is my {twin.subject} safe?", twin.subject)
+            report.notices += 1
+            report.preview.append({"notice": True, "patient": str(patient), "match": match,
+                                   "new_verdict": outcome.verdict, "recall_number": recall_number})
     report.reasoner_calls = decider.calls
     return report

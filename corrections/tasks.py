@@ -103,10 +103,11 @@ def _enqueue_helpers(fact_ids: list[int]) -> int:
     reaches the pharmacists' queue sooner. Returns the number of helpers enqueued."""
     from django.conf import settings
 
-    from .sweep import count_stale, page_size_default
+    from .sweep import page_size_default, stale_decision_ids
 
     helpers = settings.UNSAY_SWEEP_WORKERS - 1
-    if helpers < 1 or count_stale(fact_ids) <= 2 * page_size_default():
+    enough = 2 * page_size_default() + 1  # read no more of the stale set than the question needs
+    if helpers < 1 or len(stale_decision_ids(limit=enough, fact_ids=fact_ids)) < enough:
         return 0
     try:
         for _ in range(helpers):

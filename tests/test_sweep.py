@@ -354,12 +354,15 @@ def test_patients_who_differ_only_in_expiry_never_share_a_decision(hashing_embed
 
 def test_the_notice_anti_join_leaves_out_exactly_the_patients_who_asked(world, no_auto_sweep):
     """exposed_patients_of(fact, who_never_asked=True) (one query) is the exposed list less the
-    patients `patients_who_asked` names, in the same order; a superseded decision no longer counts."""
-    from corrections.notices import exposed_patients_of, patients_who_asked
+    patients with a standing decision resting on one of the fact's scopes, in the same order; a
+    superseded decision no longer counts."""
+    from corrections.notices import exposed_patients_of
 
     fact = Fact.objects.believed().get(fact_key=f"recall:{RECALL}:lot:{LOT}")
     everyone = exposed_patients_of(fact)
-    asked = patients_who_asked([p.id for p, *_ in everyone], fact)
+    asked = set(Decision.objects.standing().filter(patient_id__in=[p.id for p, *_ in everyone],
+                                                   premises__scope__in=fact.scopes)
+                .values_list("patient_id", flat=True))
     assert {p.external_ref for p, *_ in everyone} >= {"SYN-A", "SYN-B", "SYN-D"} and len(asked) == 2
     never = exposed_patients_of(fact, who_never_asked=True)
     assert never == [e for e in everyone if e[0].id not in asked]
