@@ -219,7 +219,7 @@ def covers_every_lot(fact) -> bool:
     if NAMES_NO_LOT in statement:
         return False
     # A statement in neither phrasing (written before they existed): the stored scope decides.
-    return ((fact.attributes or {}).get("lot_scope") or {}).get("kind", "").startswith("all_lots")
+    return every_lot_treated_as_affected(fact)
 
 
 def every_lot_treated_as_affected(fact) -> bool:
