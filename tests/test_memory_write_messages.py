@@ -1,14 +1,17 @@
-"""The PostgreSQL write path of issue #14 (session 4): a lone assert sends BEGIN and COMMIT inside its
-statements' messages and builds its Fact rows from RETURNING instead of reading them back."""
+"""The PostgreSQL write path of issue #14: a lone assert sends BEGIN and COMMIT inside its statements'
+messages and builds its Fact rows from RETURNING instead of reading them back (session 4); its
+statements are prepared once per connection and run with generic plans (session 5)."""
 
 from datetime import timedelta
 
 import pytest
-from django.db import connection
+from django.db import OperationalError, connection
 from django.utils import timezone
+from psycopg.errors import SerializationFailure
 
+from core.retry import run_in_transaction
 from memory.models import Fact
-from memory.services import Claim, assert_claim
+from memory.services import Claim, assert_claim, prepare_claims, write_claims
 
 pytestmark = pytest.mark.skipif(connection.vendor != "postgresql", reason="the PostgreSQL write path")
 
@@ -53,3 +56,73 @@ def test_a_refused_belief_instant_rolls_back_and_releases_the_key(hashing_embedd
     assert idle()  # the explicit BEGIN was rolled back, the advisory lock with it
     assert list(Fact.objects.filter(fact_key="note:back").values_list("version", flat=True)) == [1]
     assert assert_claim(note("note:back", "second")).status == "versioned"
+
+
+def prepared_write_statements():
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT name, generic_plans, custom_plans FROM pg_prepared_statements"
+                       " WHERE name LIKE 'unsay_fact_%' ORDER BY name")
+        return {name: (generic, custom) for name, generic, custom in cursor.fetchall()}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_write_statements_are_prepared_once_per_connection_and_planned_generically(hashing_embeddings):
+    connection.close()  # a fresh session: nothing prepared on it yet
+    for n in range(3):
+        assert_claim(note("note:plan", f"version {n}"))
+    plans = prepared_write_statements()
+    # The write transaction's statements never pay a custom plan; retire ran for versions 2 and 3.
+    for name in ("unsay_fact_lock", "unsay_fact_locking_read", "unsay_fact_insert"):
+        assert plans[name] == (3, 0), (name, plans)
+    assert plans["unsay_fact_retire"] == (2, 0)
+    # A reconnect is a new session: the statements are made again, not assumed.
+    connection.close()
+    assert assert_claim(note("note:plan", "version 3")).status == "versioned"
+    assert prepared_write_statements()["unsay_fact_insert"] == (1, 0)
+    assert list(Fact.objects.filter(fact_key="note:plan").values_list("version", flat=True)
+                .order_by("version")) == [1, 2, 3, 4]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_statements_prepared_inside_a_rolled_back_transaction_still_serve_the_next_write(hashing_embeddings):
+    assert_claim(note("note:fail", "first"))
+    connection.close()
+
+    def write_then_fail():
+        # The session's first write: its statements are prepared inside this transaction.
+        write_claims(prepare_claims([note("note:fail", "second")]), [0])
+        raise RuntimeError("the caller fails after the write")
+
+    with pytest.raises(RuntimeError, match="caller fails"):
+        run_in_transaction(write_then_fail)
+    assert idle()
+    assert list(Fact.objects.filter(fact_key="note:fail").values_list("version", flat=True)) == [1]
+    assert prepared_write_statements()  # PREPARE is not transactional: they outlived the rollback
+    assert assert_claim(note("note:fail", "second")).status == "versioned"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_lone_assert_embeds_only_a_changed_claim_and_once_across_a_retry(hashing_embeddings, monkeypatch):
+    import memory.services as services
+
+    assert assert_claim(note("note:lone", "first")).status == "created"
+    assert assert_claim(note("note:lone", "first")).status == "unchanged"
+    assert hashing_embeddings.calls == 1  # the unchanged re-assert was found by the locking read, not embedded
+
+    real, failures = services._belief_instant, []
+
+    def conflict_once(*args):
+        # The first attempt fails after the claim was embedded, as a serialization failure would.
+        if not failures:
+            failures.append(1)
+            error = OperationalError("could not serialize access")
+            error.__cause__ = SerializationFailure()
+            raise error
+        return real(*args)
+
+    monkeypatch.setattr(services, "_belief_instant", conflict_once)
+    assert assert_claim(note("note:lone", "second")).status == "versioned"
+    assert failures == [1] and idle()
+    assert hashing_embeddings.calls == 2  # one call for "second", not one per attempt
+    assert list(Fact.objects.filter(fact_key="note:lone").order_by("version")
+                .values_list("version", "statement")) == [(1, "first"), (2, "second")]
