@@ -1,6 +1,7 @@
 # ruff: noqa: E501  (the pgbench script below keeps one SQL statement per line)
 """Fact write throughput on the embedded engine: assert_claim per second at 1, 16, 64 and 128 concurrent
-writers (threads, each with its own database connection, released together by a barrier), plus the
+writers (threads, each with its own database connection, released together by a barrier; --processes
+makes them forked processes instead, for information), plus the
 contention scenario (16 writers racing on each of 4 keys) and the cost of re-asserting unchanged claims.
 
     .venv/bin/python bench/memory_writes.py                       # defaults: a minute or two on 2 cores
@@ -77,6 +78,46 @@ def race(writers, work):
     return timer.seconds, latencies, errors
 
 
+def race_processes(writers, work):
+    """race() with each writer a forked process (its own interpreter, so no shared GIL), as Celery's
+    prefork workers and gunicorn's sync workers write. Connections are closed before the fork, so no
+    child inherits the parent's socket."""
+    import multiprocessing
+
+    from django.db import connections
+
+    context = multiprocessing.get_context("fork")
+    barrier, results = context.Barrier(writers + 1), context.Queue()
+
+    def run(i):
+        latencies, error = [], None
+        try:
+            connections["default"].ensure_connection()
+            barrier.wait()
+            latencies = list(work(i))
+        except Exception as exc:  # counted and printed, as in race()
+            error = repr(exc)
+        finally:
+            connections.close_all()
+            results.put((latencies, error))
+
+    connections.close_all()
+    children = [context.Process(target=run, args=(i,)) for i in range(writers)]
+    for child in children:
+        child.start()
+    barrier.wait()
+    latencies, errors = [], []
+    with Timer() as timer:
+        for _ in children:
+            done, error = results.get()
+            latencies.extend(done)
+            if error:
+                errors.append(error)
+    for child in children:
+        child.join()
+    return timer.seconds, latencies, errors
+
+
 # The statements assert_claim sends for a new key (memory/services.py prepare_claims, write_claims
 # -> _write_alone -> _write_versions), with the parameters built server-side so pgbench can send them.
 # Each pgbench client creates the services module's own prepared statements once (its first pass: -D prepared=0,
@@ -148,6 +189,8 @@ def main():
     parser.add_argument("--reference-writers", type=int, default=64,
                         help="writer count whose figure is compared with pgbench in the same run (0 = none)")
     parser.add_argument("--repeat", type=int, default=1, help="run the writer scenarios this many times")
+    parser.add_argument("--processes", action="store_true",
+                        help="writers are forked processes instead of threads of this one (for information)")
     args = parser.parse_args()
 
     setup_django(profile="test" if args.embeddings == "hashing" else "demo", own_server_connections=300,
@@ -161,7 +204,8 @@ def main():
     logging.getLogger("core.retry").addHandler(conflicts)
     logging.getLogger("core.retry").setLevel(logging.INFO)
     run = uuid.uuid4().hex[:8]
-    print(f"# memory_writes on {describe_machine()}; embeddings={get_provider().name}; run {run}")
+    print(f"# memory_writes on {describe_machine()}; embeddings={get_provider().name}; run {run}; "
+          f"writers are {'processes' if args.processes else 'threads'}")
 
     def claim(key, statement):
         return Claim(fact_key=key, kind="note", subject="bench", statement=statement, source="bench")
@@ -182,7 +226,7 @@ def main():
                 assert_claim(claim(f"bench:{run}:r{repeat}:w{writers}:{i}:{n}", f"writer {i} claim {n} of run {run}"))
                 yield time.perf_counter() - started
 
-        seconds, latencies, errors = race(writers, work)
+        seconds, latencies, errors = (race_processes if args.processes else race)(writers, work)
         total = writers * per_writer
         rate = len(latencies) / seconds
         reference = ""
