@@ -112,8 +112,9 @@ class Decision(models.Model):
         SUPERSEDED = "superseded", "Superseded"
 
     public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    # No index of its own (#14): decision_patient_subject leads with it, and each index is a write per row.
     patient = models.ForeignKey("patients.Patient", null=True, blank=True, on_delete=models.PROTECT,
-                                related_name="decisions")
+                                related_name="decisions", db_index=False)
     # Copied from the patient for REGIONAL BY ROW homing on CockroachDB; blank when no patient.
     region = models.CharField(max_length=40, blank=True)
     question = models.TextField()
@@ -152,7 +153,8 @@ class Decision(models.Model):
 class DecisionRead(models.Model):
     """One fact version shown to the reasoner when a decision was made."""
 
-    decision = models.ForeignKey(Decision, on_delete=models.CASCADE, related_name="reads")
+    decision = models.ForeignKey(Decision, on_delete=models.CASCADE, related_name="reads",
+                                 db_index=False)  # decision_read_once (decision, fact) leads with it
     fact = models.ForeignKey(Fact, on_delete=models.PROTECT, related_name="reads")
     fact_key = models.CharField(max_length=255)
     fact_version = models.PositiveIntegerField()
@@ -183,7 +185,8 @@ class DecisionPremise(models.Model):
     on there being no other believed fact in it. A fact asserted later in the scope, and not read
     by the decision, makes the decision stale (the sweep's stale set, branch "new_fact")."""
 
-    decision = models.ForeignKey(Decision, on_delete=models.CASCADE, related_name="premises")
+    decision = models.ForeignKey(Decision, on_delete=models.CASCADE, related_name="premises",
+                                 db_index=False)  # decision_premise_once (decision, scope) leads with it
     scope = models.CharField(max_length=255)
 
     class Meta:
@@ -201,7 +204,8 @@ class DecisionInput(models.Model):
     """One dispensing row the decision used, with the row's fingerprint then. A row edited, deleted
     or added for that patient and drug since makes the decision stale (branch "dispensing_changed")."""
 
-    decision = models.ForeignKey(Decision, on_delete=models.CASCADE, related_name="inputs")
+    decision = models.ForeignKey(Decision, on_delete=models.CASCADE, related_name="inputs",
+                                 db_index=False)  # decision_input_once (decision, dispensing_id) leads with it
     # No FK: the dispensing row may be deleted later, which is exactly what must be noticed.
     dispensing_id = models.BigIntegerField()
     fingerprint = models.CharField(max_length=64)
