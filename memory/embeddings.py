@@ -31,6 +31,9 @@ class EmbeddingError(RuntimeError):
 
 class EmbeddingProvider:
     name = "abstract"
+    # Computed in this process (no network call), so a lone assert may embed inside its write
+    # transaction, under the key's lock (memory.services.assert_claims); a remote provider is called first.
+    in_process = True
     dimension = 0
 
     engine = ""  # what computes the vectors, when the name (the model) does not say
@@ -146,6 +149,7 @@ class BedrockTitan(EmbeddingProvider):
     """Amazon Titan Text Embeddings V2 (one text per InvokeModel call, as the API takes)."""
 
     dimension = 1024
+    in_process = False
 
     def __init__(self, client=None):
         super().__init__()

@@ -109,9 +109,12 @@ def assert_claims(claims: list[Claim], *, at: datetime | None = None, reason: st
     those, then each claim commits (or fails) in its own retried transaction."""
     # Only on an autocommit connection: _write_alone's own BEGIN/COMMIT must not end a caller's transaction.
     alone = connection.vendor == "postgresql" and not connection.in_atomic_block and connection.get_autocommit()
-    if alone and len(claims) == 1:
+    # Built here, outside any transaction: its first build checks the vector column (a savepoint).
+    provider = get_provider()
+    if alone and len(claims) == 1 and provider.in_process:
         # One claim needs no separate look at what we believe: the write's locking read is that look,
         # and the claim is embedded only if it changed (two round trips for a new version, not three).
+        # Only for an in-process provider: a network call must not run under the key's lock.
         results = [_write_alone(PreparedClaims(claims, [claims[0].content_hash()], {}, {}), 0, at, reason)]
         if on_result:
             on_result(results[0])
@@ -190,9 +193,14 @@ def _believed_facts(keys) -> list[Fact]:
     if connection.vendor != "postgresql":
         return list(Fact.objects.believed().filter(fact_key__in=keys).defer("embedding"))
     with connection.cursor() as cursor:
-        _prepare_write_statements(cursor)
-        cursor.execute("EXECUTE unsay_fact_believed(%s::text[])", [sorted(keys)])
-        return [_fact_from_row(row) for row in cursor.fetchall()]
+        try:
+            cursor.execute(_missing_write_statements(cursor) + "EXECUTE unsay_fact_believed(%s::text[])",
+                           [sorted(keys)])
+        except BaseException:
+            _prepared_unknown()
+            raise
+        _prepared_ok()
+        return [_fact_from_row(row) for row in _rows_of(cursor)[-1]]
 
 
 def write_claims(prepared: PreparedClaims, indexes, *, at: datetime | None = None,
@@ -268,18 +276,30 @@ _WRITE_STATEMENTS = {
         ORDER BY c.ord
         RETURNING {_fact_columns('memory_fact')}"""),
 }
-# The psycopg connections whose session holds _WRITE_STATEMENTS (a reconnect is a new object).
+# The psycopg connections whose session is known to hold _WRITE_STATEMENTS (a reconnect is a new object).
 _PREPARED_ON: "weakref.WeakSet" = weakref.WeakSet()
 
 
-def _prepare_write_statements(cursor):
-    """Create _WRITE_STATEMENTS on this connection's session unless it has them. PREPARE is not
-    transactional, so statements made inside a transaction that later rolls back stay."""
-    raw = connection.connection
-    if raw in _PREPARED_ON:
-        return
-    cursor.execute("".join(f"PREPARE {name} ({types}) AS {sql};" for name, (types, sql) in _WRITE_STATEMENTS.items()))
-    _PREPARED_ON.add(raw)
+def _missing_write_statements(cursor) -> str:
+    """The PREPAREs this connection's session lacks, to send ahead of the first EXECUTE ("" once it is
+    known to have them; then call _prepared_ok). Asked of the server, not assumed: PREPARE is not
+    transactional, so a message that failed half-way may have left some of them behind."""
+    if connection.connection in _PREPARED_ON:
+        return ""
+    cursor.execute("SELECT name FROM pg_prepared_statements WHERE name = ANY(%s)", [list(_WRITE_STATEMENTS)])
+    have = {row[0] for row in cursor.fetchall()}
+    return "".join(f"PREPARE {name} ({types}) AS {sql};"
+                   for name, (types, sql) in _WRITE_STATEMENTS.items() if name not in have)
+
+
+def _prepared_ok():
+    _PREPARED_ON.add(connection.connection)
+
+
+def _prepared_unknown():
+    """After a failed write the session's statements are asked for again (one query), whatever failed."""
+    if connection.connection is not None:
+        _PREPARED_ON.discard(connection.connection)
 
 
 def _write_versions(prepared: PreparedClaims, indexes: list[int], at, reason, *,
@@ -290,11 +310,14 @@ def _write_versions(prepared: PreparedClaims, indexes: list[int], at, reason, *,
     (Django's client-side binding); under READ COMMITTED each statement still takes its own snapshot.
     own_transaction (an autocommit connection, see _write_alone): BEGIN and COMMIT ride in the first
     and last message, and anything that fails in between is rolled back here."""
-    if not own_transaction:
-        return _write_versions_sent(prepared, indexes, at, reason, "", "")
     try:
+        if not own_transaction:
+            return _write_versions_sent(prepared, indexes, at, reason, "", "")
         return _write_versions_sent(prepared, indexes, at, reason, "BEGIN;", ";COMMIT")
     except BaseException:
+        _prepared_unknown()
+        if not own_transaction:
+            raise
         raw = connection.connection
         if raw is not None and raw.info.transaction_status.name != "IDLE":
             with connection.cursor() as cursor:
@@ -325,10 +348,12 @@ def _write_versions_sent(prepared: PreparedClaims, indexes: list[int], at, reaso
         # The floor of a key with nothing believed is its last retraction: a re-asserted key's new
         # belief must not start before the last one ended. Each key also draws its new version's id
         # here, so a retirement can name its successor in the same UPDATE (the FK is deferred).
-        _prepare_write_statements(cursor)
-        cursor.execute(begin + "SET LOCAL plan_cache_mode TO force_generic_plan;"
+        # plan_cache_mode touches only prepared statements, so in a caller's transaction (write_claims)
+        # it lasting until that transaction ends changes nothing else.
+        cursor.execute(_missing_write_statements(cursor) + begin + "SET LOCAL plan_cache_mode TO force_generic_plan;"
                        " EXECUTE unsay_fact_lock(%s::text[]); EXECUTE unsay_fact_locking_read(%s::text[])",
                        [keys, keys])
+        _prepared_ok()
         current = {row[0]: (row[1], row[2], row[3:] if row[3] is not None else None) for row in _rows_of(cursor)[-1]}
         plan, retire, rows = [], [], []
         id_at = _FACT_NAMES.index("id")

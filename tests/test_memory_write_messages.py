@@ -9,6 +9,7 @@ from django.db import OperationalError, connection
 from django.utils import timezone
 from psycopg.errors import SerializationFailure
 
+import memory.services as services
 from core.retry import run_in_transaction
 from memory.models import Fact
 from memory.services import Claim, assert_claim, prepare_claims, write_claims
@@ -103,8 +104,6 @@ def test_statements_prepared_inside_a_rolled_back_transaction_still_serve_the_ne
 
 @pytest.mark.django_db(transaction=True)
 def test_a_lone_assert_embeds_only_a_changed_claim_and_once_across_a_retry(hashing_embeddings, monkeypatch):
-    import memory.services as services
-
     assert assert_claim(note("note:lone", "first")).status == "created"
     assert assert_claim(note("note:lone", "first")).status == "unchanged"
     assert hashing_embeddings.calls == 1  # the unchanged re-assert was found by the locking read, not embedded
@@ -126,3 +125,62 @@ def test_a_lone_assert_embeds_only_a_changed_claim_and_once_across_a_retry(hashi
     assert hashing_embeddings.calls == 2  # one call for "second", not one per attempt
     assert list(Fact.objects.filter(fact_key="note:lone").order_by("version")
                 .values_list("version", "statement")) == [(1, "first"), (2, "second")]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_statements_left_half_prepared_are_completed_not_prepared_twice(hashing_embeddings):
+    connection.close()
+    connection.ensure_connection()
+    # As a message that failed after its first PREPARE leaves the session: one statement, not marked.
+    with connection.cursor() as cursor:
+        name, (types, sql) = next(iter(services._WRITE_STATEMENTS.items()))
+        cursor.execute(f"PREPARE {name} ({types}) AS {sql}")
+    assert connection.connection not in services._PREPARED_ON
+    assert assert_claim(note("note:half", "first")).status == "created"
+    assert set(prepared_write_statements()) == set(services._WRITE_STATEMENTS)
+    # A failed write forgets what it knew; the next one asks the session again and goes on.
+    with pytest.raises(ValueError, match="belief last changed later"):
+        assert_claim(note("note:half", "second"), at=timezone.now() - timedelta(days=1))
+    assert connection.connection not in services._PREPARED_ON
+    assert assert_claim(note("note:half", "second")).status == "versioned"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_first_lone_assert_of_a_process_still_checks_the_vector_column(monkeypatch, settings):
+    from django.core.exceptions import ImproperlyConfigured
+
+    import memory.embeddings as embeddings
+
+    settings.UNSAY_EMBEDDINGS, settings.UNSAY_ALLOW_FAKE_EMBEDDINGS = "hashing", True
+    embeddings.reset_provider(None)
+    monkeypatch.setattr(embeddings, "column_dimension", lambda: settings.UNSAY_EMBEDDING_DIM + 1)
+    try:
+        # The provider is built before the write's BEGIN, so its savepoint-guarded check runs and refuses.
+        with pytest.raises(ImproperlyConfigured, match="dimensional vectors"):
+            assert_claim(note("note:dim", "first"))
+        assert idle() and not Fact.objects.filter(fact_key="note:dim").exists()
+    finally:
+        embeddings.reset_provider(None)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("in_process", [True, False])
+def test_only_an_in_process_provider_embeds_under_the_write_lock(in_process, settings):
+    from memory.embeddings import HashingEmbedding, reset_provider
+
+    seen = []
+
+    class Watched(HashingEmbedding):
+        def embed(self, texts):
+            seen.append(connection.connection.info.transaction_status.name)
+            return super().embed(texts)
+
+    provider = Watched(settings.UNSAY_EMBEDDING_DIM)
+    provider.in_process = in_process
+    reset_provider(provider)
+    try:
+        assert assert_claim(note(f"note:where:{in_process}", "first")).status == "created"
+    finally:
+        reset_provider(None)
+    # In process: inside the write transaction, after the locking read. Remote (Bedrock): before it.
+    assert seen == (["INTRANS"] if in_process else ["IDLE"])
