@@ -57,9 +57,12 @@ def approved_messages(count):
 
 
 def sends(folder: Path) -> Counter:
+    """Lines written per message. An empty file is a kill that landed between the backend opening the
+    file and writing the message's line: nothing was sent, so it is not counted (it read as 0 sends)."""
     counts = Counter()
     for path in folder.glob("*.sent"):
-        counts[path.stem] = len(path.read_text().splitlines())
+        if lines := len(path.read_text().splitlines()):
+            counts[path.stem] = lines
     return counts
 
 
