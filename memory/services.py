@@ -116,18 +116,16 @@ def assert_claims(claims: list[Claim], *, at: datetime | None = None, reason: st
         # and the claim is embedded only if it changed (two round trips for a new version, not three).
         # Only for an in-process provider: a network call must not run under the key's lock.
         results = [_write_alone(PreparedClaims(claims, [claims[0].content_hash()], {}, {}), 0, at, reason)]
-        if on_result:
-            on_result(results[0])
-        return results
-    prepared = prepare_claims(claims)
-    results = list(prepared.unchanged.get(i) for i in range(len(claims)))
-    for i in prepared.vectors:
-        if alone:
-            results[i] = _write_alone(prepared, i, at, reason)
-        else:
-            results[i] = run_in_transaction(
-                lambda i=i: write_claims(prepared, [i], at=at, reason=reason)[0], retry_unique_violations=True
-            )
+    else:
+        prepared = prepare_claims(claims)
+        results = list(prepared.unchanged.get(i) for i in range(len(claims)))
+        for i in prepared.vectors:
+            if alone:
+                results[i] = _write_alone(prepared, i, at, reason)
+            else:
+                results[i] = run_in_transaction(
+                    lambda i=i: write_claims(prepared, [i], at=at, reason=reason)[0], retry_unique_violations=True
+                )
     if on_result:
         for r in results:
             on_result(r)
