@@ -117,6 +117,9 @@ def _export(path: Path):
                           opset_version=OPSET, dynamo=False)
 
 
+SPINNING = "session.intra_op.allow_spinning"
+
+
 class OnnxMiniLM:
     engine = "onnxruntime fp32"
     batch_size = 16  # texts sorted by token count first, so a batch pads little
@@ -132,6 +135,10 @@ class OnnxMiniLM:
         self.tokenizer.no_padding()
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        # Idle intra-op threads sleep instead of spinning: the model shares two cores with the database
+        # and the ingest's own threads, and spinning took CPU from both (bench/ingest.py; +15-20% texts/s
+        # beside one busy process, the same alone).
+        options.add_session_config_entry(SPINNING, "0")
         self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         self.path = path
 
