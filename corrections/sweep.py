@@ -21,6 +21,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from core.gc_pause import collection_paused
 from core.retry import run_in_transaction
 from memory.decisions import DecisionAlreadySuperseded
 from memory.models import Decision, Fact
@@ -65,6 +66,11 @@ def _process_page(ids_after, limit, scope: Scope, decider, run, page_no, *, dry_
 
     `among`: the page's slice of the stale set read when the sweep began (its ids are checked again
     and locked here); None: the next keyset page of the stale set as it is now."""
+    with collection_paused():  # the page's objects die by reference count; see core.gc_pause
+        return _page(ids_after, limit, scope, decider, run, page_no, dry_run=dry_run, caches=caches, among=among)
+
+
+def _page(ids_after, limit, scope: Scope, decider, run, page_no, *, dry_run, caches, among):
     report = SweepReport()
     if not dry_run:
         set_page_snapshot()

@@ -227,3 +227,24 @@ def test_grouped_decisions_equal_plain_decisions_lot_by_lot(hashing_embeddings, 
     grouped, outcomes = _grouped_against_plain(people, questions[:1])
     assert grouped.groups_decided < len(outcomes) and grouped.stamped >= 3
     assert {o.verdict for o in outcomes.values()} <= {"caution", "stop"}
+
+
+def test_a_sweep_page_runs_with_the_cyclic_collector_paused(hashing_embeddings, monkeypatch):
+    """Its objects die by reference count; the collector's walks of the whole process were a fifth of
+    the sweep's Python CPU (core.gc_pause)."""
+    import gc
+
+    from corrections import sweep_pages
+
+    monkeypatch.setenv("UNSAY_SWEEP_ON_SUPERSESSION", "0")
+    seen = []
+    real = sweep_pages.write_page
+    monkeypatch.setattr(sweep_pages, "write_page", lambda *a, **k: (seen.append(gc.isenabled()), real(*a, **k))[1])
+    was = gc.isenabled()
+    gc.enable()
+    try:
+        reports = _story(page_size=3)
+        assert sum(r.set_pages for r in reports) == len(seen) >= 2
+        assert not any(seen) and gc.isenabled()
+    finally:
+        (gc.enable if was else gc.disable)()
