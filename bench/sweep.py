@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/sweep.py [--case escalation|new-recall|both] [--runs 3] [--decisions 100000]
                                     [--affected 10000] [--shared-inputs] [--page-size 200] [--profile]
-                                    [--workers 1]
+                                    [--workers 1] [--processes]
 
 --case escalation: the affected were told "caution" on D-0326-2019 lot 3069020, which is escalated to
 Class I (their load-bearing read is retracted). --case new-recall: D-0326-2019 is not ingested at
@@ -28,7 +28,8 @@ audit, redecisions, and the superseding UPDATE) written again by COPY in one com
 into empty LIKE-copies of the tables (same indexes and unique constraints, no foreign keys).
 Then, for information, the same COPY again with the real tables' foreign keys added to the copies
 (deferred, checked at commit, as the sweep's are), and the ratio to that. --workers N runs N sweeps
-of the same change at once in threads (SKIP LOCKED shares the pages; notices in the first only).
+of the same change at once in threads (SKIP LOCKED shares the pages; notices in the first only);
+--processes makes them forked processes instead, as Celery's prefork workers run two sweeps.
 Prints per run: re-decisions/s, ceiling re-decisions/s, their ratio, time to the first committed page,
 set-based pages of all pages, the process's CPU during the sweep, load average; then min / median /
 max over the runs per case.
@@ -36,6 +37,7 @@ max over the runs per case.
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -306,12 +308,14 @@ def change(case: str) -> list[int]:
     return [old_fact.id, new_fact.id]
 
 
-def _sweeps(changed, page_size: int, workers: int):
+def _sweeps(changed, page_size: int, workers: int, processes: bool = False):
     """corrections.sweep.sweep() as the after-commit task runs it; with workers > 1, that many sweeps
     at once in threads (own connections), sharing the stale set through SKIP LOCKED (notices in the
-    first only, as they would be drafted once)."""
+    first only, as they would be drafted once). processes: the sweeps are forked processes instead."""
     if workers == 1:
         return sweep(fact_ids=changed, trigger=SweepRun.Trigger.MANUAL, page_size=page_size, progress=progress_hook)
+    if processes:
+        return _sweep_processes(changed, page_size, workers)
     import threading
 
     from django.db import connections
@@ -340,10 +344,62 @@ def _sweeps(changed, page_size: int, workers: int):
     return total
 
 
+def _sweep_processes(changed, page_size: int, workers: int):
+    """_sweeps with each sweep a forked process (its own interpreter, so no shared GIL), as Celery's
+    prefork workers (--concurrency 2 in compose.yaml) run two triggered sweeps. Connections are
+    closed before the fork, so no child inherits the parent's socket. Each child sends back its
+    report's counts and when its first page committed (CLOCK_MONOTONIC is one clock for all)."""
+    import multiprocessing
+
+    from django.db import connections
+
+    from corrections.redecide import SweepReport
+
+    counted = ("examined", "reaffirmed", "corrected", "notices", "already_handled", "reasoner_calls",
+               "errors", "pages", "set_pages")
+    context = multiprocessing.get_context("fork")
+    results = context.Queue()
+
+    def run(n):
+        first, outcome = [], None
+        try:
+            report = sweep(fact_ids=changed, trigger=SweepRun.Trigger.MANUAL, page_size=page_size,
+                           progress=lambda _: first or first.append(time.monotonic()), notices=n == 0)
+            outcome = {name: getattr(report, name) for name in counted}
+            outcome["error_text"] = report.error_text
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the parent
+            outcome = {"failure": repr(exc)}
+        finally:
+            connections.close_all()
+            results.put((outcome, first[0] if first else None))
+
+    connections.close_all()
+    children = [context.Process(target=run, args=(n,)) for n in range(workers)]
+    for child in children:
+        child.start()
+    outcomes = [results.get() for _ in children]
+    for child in children:
+        child.join()
+    total = SweepReport()
+    for outcome, first in outcomes:
+        if "failure" in outcome:
+            raise RuntimeError(f"a sweep process failed: {outcome['failure']}")
+        part = SweepReport(**outcome)
+        total.add(part)
+        if first is not None and progress_hook is not None:
+            progress_hook.at(first)
+    return total
+
+
 progress_hook = None
 
 
-def one_run(case: str, page_size: int, profile: bool = False, workers: int = 1) -> dict:
+def _children_cpu() -> float:
+    times = os.times()
+    return times.children_user + times.children_system
+
+
+def one_run(case: str, page_size: int, profile: bool = False, workers: int = 1, processes: bool = False) -> dict:
     from drugs.identity import vocabulary
 
     vocabulary()  # loaded once per process (~1.8 s); a worker has it from its first task, so not timed
@@ -357,9 +413,12 @@ def one_run(case: str, page_size: int, profile: bool = False, workers: int = 1) 
     first_page = []
 
     def progress(n):
-        if not first_page:
-            first_page.append(time.monotonic() - t0)
+        progress.at(time.monotonic())
 
+    def at(when):  # the first page's commit, also as reported by a sweep process
+        first_page[:] = [min([when - t0, *first_page])]
+
+    progress.at = at
     global progress_hook
     progress_hook = progress
 
@@ -369,10 +428,10 @@ def one_run(case: str, page_size: int, profile: bool = False, workers: int = 1) 
 
         profiler = cProfile.Profile()
         profiler.enable()
-    cpu0 = time.process_time()
-    report = _sweeps(changed, page_size, workers)
+    cpu0 = time.process_time() + _children_cpu()
+    report = _sweeps(changed, page_size, workers, processes)
     elapsed = time.monotonic() - t0
-    cpu = time.process_time() - cpu0
+    cpu = time.process_time() + _children_cpu() - cpu0
     if profiler is not None:
         import pstats
 
@@ -388,7 +447,8 @@ def one_run(case: str, page_size: int, profile: bool = False, workers: int = 1) 
         "first_page_committed_s": round(first_page[0], 2) if first_page else None,
         "change_commit_to_all_drafts_s": round(elapsed, 2),
         "redecided_per_s": round(report.examined / elapsed, 1) if elapsed else None,
-        "workers": workers, "python_cpu_s": round(cpu, 2),  # this process's CPU during the sweep, all threads
+        "workers": workers, "processes": processes,
+        "python_cpu_s": round(cpu, 2),  # this process's CPU during the sweep, all threads (and its sweep processes)
     })
     figures.update(copy_ceiling(before))
     figures["ceiling_per_s"] = round(figures["ceiling_redecisions"] / figures["ceiling_s"], 1)
@@ -420,6 +480,8 @@ def main():
     parser.add_argument("--profile", action="store_true", help="cProfile the first run's sweep (to stderr)")
     parser.add_argument("--workers", type=int, default=1,
                         help="sweeps run at once in threads for the same change (SKIP LOCKED shares the pages)")
+    parser.add_argument("--processes", action="store_true",
+                        help="with --workers N: the sweeps are forked processes, as Celery's prefork workers run them")
     args = parser.parse_args()
     if not 1 <= args.affected <= args.decisions - 1:
         parser.error("--affected must be between 1 and --decisions - 1")
@@ -443,7 +505,8 @@ def main():
         for n in range(args.runs):
             clone(base, work)
             try:
-                figures = one_run(case, args.page_size, profile=args.profile and n == 0, workers=args.workers)
+                figures = one_run(case, args.page_size, profile=args.profile and n == 0, workers=args.workers,
+                                  processes=args.processes)
                 if n == args.runs - 1:
                     print("\nPlan of one stale-set page after the sweep (0 rows left):")
                     print(explain_page(Fact.objects.order_by("-id").values_list("id", flat=True)[:1]))
