@@ -230,8 +230,8 @@ def test_grouped_decisions_equal_plain_decisions_lot_by_lot(hashing_embeddings, 
 
 
 def test_a_sweep_page_runs_with_the_cyclic_collector_paused(hashing_embeddings, monkeypatch):
-    """Its objects die by reference count; the collector's walks of the whole process were a fifth of
-    the sweep's Python CPU (core.gc_pause)."""
+    """Its objects die by reference count; the collector's walks of the whole process were a sixth to
+    a quarter of the sweep's Python CPU (core.gc_pause)."""
     import gc
 
     from corrections import sweep_pages
