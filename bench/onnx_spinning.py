@@ -34,14 +34,7 @@ def busy(results, stop):
 
 
 def measure(engine, texts, *, spinning: bool, busy_processes: int, path) -> tuple[float, float]:
-    import onnxruntime as ort
-
-    from memory import minilm
-
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.add_session_config_entry(minilm.SPINNING, "1" if spinning else "0")
-    engine.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    engine.session = engine.new_session(path, spinning=spinning)  # the product's session, but for spinning
     engine.encode(texts[:32])  # warm
     context = multiprocessing.get_context("fork")
     stop, results = context.Event(), context.Queue()

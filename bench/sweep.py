@@ -348,27 +348,23 @@ def _sweep_processes(changed, page_size: int, workers: int):
     """_sweeps with each sweep a forked process (its own interpreter, so no shared GIL), as Celery's
     prefork workers (--concurrency 2 in compose.yaml) run two triggered sweeps. Connections are
     closed before the fork, so no child inherits the parent's socket. Each child sends back its
-    report's counts and when its first page committed (CLOCK_MONOTONIC is one clock for all)."""
+    report and when its first page committed (CLOCK_MONOTONIC is one clock for all)."""
     import multiprocessing
 
     from django.db import connections
 
     from corrections.redecide import SweepReport
 
-    counted = ("examined", "reaffirmed", "corrected", "notices", "already_handled", "reasoner_calls",
-               "errors", "pages", "set_pages")
     context = multiprocessing.get_context("fork")
     results = context.Queue()
 
     def run(n):
         first, outcome = [], None
         try:
-            report = sweep(fact_ids=changed, trigger=SweepRun.Trigger.MANUAL, page_size=page_size,
-                           progress=lambda _: first or first.append(time.monotonic()), notices=n == 0)
-            outcome = {name: getattr(report, name) for name in counted}
-            outcome["error_text"] = report.error_text
+            outcome = sweep(fact_ids=changed, trigger=SweepRun.Trigger.MANUAL, page_size=page_size,
+                            progress=lambda _: first or first.append(time.monotonic()), notices=n == 0)
         except BaseException as exc:  # noqa: BLE001 - re-raised in the parent
-            outcome = {"failure": repr(exc)}
+            outcome = repr(exc)
         finally:
             connections.close_all()
             results.put((outcome, first[0] if first else None))
@@ -382,12 +378,11 @@ def _sweep_processes(changed, page_size: int, workers: int):
         child.join()
     total = SweepReport()
     for outcome, first in outcomes:
-        if "failure" in outcome:
-            raise RuntimeError(f"a sweep process failed: {outcome['failure']}")
-        part = SweepReport(**outcome)
-        total.add(part)
+        if isinstance(outcome, str):
+            raise RuntimeError(f"a sweep process failed: {outcome}")
+        total.add(outcome)
         if first is not None and progress_hook is not None:
-            progress_hook.at(first)
+            progress_hook(None, first)
     return total
 
 
@@ -412,13 +407,9 @@ def one_run(case: str, page_size: int, profile: bool = False, workers: int = 1, 
     figures = {"change_s": round(t0 - t_change, 3), "stale": count_stale(changed)}
     first_page = []
 
-    def progress(n):
-        progress.at(time.monotonic())
+    def progress(n, when=None):  # a page committed; `when`: as a sweep process reports it afterwards
+        first_page[:] = [min([(when or time.monotonic()) - t0, *first_page])]
 
-    def at(when):  # the first page's commit, also as reported by a sweep process
-        first_page[:] = [min([when - t0, *first_page])]
-
-    progress.at = at
     global progress_hook
     progress_hook = progress
 

@@ -126,21 +126,27 @@ class OnnxMiniLM:
 
     def __init__(self, path: Path):
         import numpy as np
-        import onnxruntime as ort
         from tokenizers import Tokenizer
 
         self._np = np
         self.tokenizer = Tokenizer.from_file(str(model_dir() / "tokenizer.json"))
         self.tokenizer.enable_truncation(max_seq_length())
         self.tokenizer.no_padding()
+        self.session = self.new_session(path)
+        self.path = path
+
+    @staticmethod
+    def new_session(path: Path, *, spinning: bool = False):
+        """An inference session on the exported graph. Its idle intra-op threads sleep unless
+        `spinning`: the model shares two cores with the database and the ingest's own threads, and
+        spinning took CPU from both (bench/onnx_spinning.py: +12-20% texts/s beside one busy
+        process, the same alone)."""
+        import onnxruntime as ort
+
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        # Idle intra-op threads sleep instead of spinning: the model shares two cores with the database
-        # and the ingest's own threads, and spinning took CPU from both (bench/ingest.py; +15-20% texts/s
-        # beside one busy process, the same alone).
-        options.add_session_config_entry(SPINNING, "0")
-        self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-        self.path = path
+        options.add_session_config_entry(SPINNING, "1" if spinning else "0")
+        return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
     def encode(self, texts: list[str]):
         np = self._np
