@@ -153,9 +153,14 @@ class Decision(models.Model):
 class DecisionRead(models.Model):
     """One fact version shown to the reasoner when a decision was made."""
 
-    decision = models.ForeignKey(Decision, on_delete=models.CASCADE, related_name="reads",
+    # No database FK on either column (PostgreSQL): a re-decision writes ~12 reads, and their 24 row-by-row
+    # FK checks at COMMIT were the largest single server cost of a sweep (issue #14, bench/sweep.py).
+    # What the FKs guarded is kept another way: facts and decisions are never deleted (a trigger refuses
+    # it, migration memory 0011), and reads are written only with their decision, from fact rows read in
+    # the same transaction. CockroachDB keeps both FKs (no trigger there is verified).
+    decision = models.ForeignKey(Decision, on_delete=models.CASCADE, related_name="reads", db_constraint=False,
                                  db_index=False)  # decision_read_once (decision, fact) leads with it
-    fact = models.ForeignKey(Fact, on_delete=models.PROTECT, related_name="reads")
+    fact = models.ForeignKey(Fact, on_delete=models.PROTECT, related_name="reads", db_constraint=False)
     fact_key = models.CharField(max_length=255)
     fact_version = models.PositiveIntegerField()
     rank = models.PositiveIntegerField()

@@ -94,3 +94,25 @@ def test_the_indexes_the_sweep_and_replay_need_exist():
     hnsw = indexes["fact_believed_embedding_hnsw"]
     assert "USING hnsw (embedding vector_cosine_ops) WITH (m='12', ef_construction='40')" in hnsw
     assert "WHERE (retracted_at IS NULL)" in hnsw
+
+
+@pytest.mark.django_db(transaction=True)
+def test_facts_and_decisions_are_never_deleted_so_reads_never_dangle(hashing_embeddings):
+    """memory_decisionread has no database FKs (issue #14: their checks were the sweep's largest server
+    cost); what they guarded is kept by refusing every DELETE of a fact or a decision."""
+    read_fact, unread_fact = fact("r:a"), fact("r:b")
+    decision = decide([ReadSpec(read_fact, 1, 1.0, True)])
+    with pytest.raises(IntegrityError, match="memory_fact are history and are never deleted"):
+        Fact.objects.filter(pk=unread_fact.pk).delete()  # no reads, so only the trigger stands in the way
+    with pytest.raises(IntegrityError, match="memory_decision are history and are never deleted"):
+        with connection.cursor() as cursor:
+            cursor.execute("DELETE FROM memory_decision WHERE id = %s", [decision.pk])
+    # The ORM cascades a decision's reads before the decision itself; the refusal rolls all of it back.
+    with pytest.raises(IntegrityError, match="never deleted"):
+        Decision.objects.filter(pk=decision.pk).delete()
+    assert Fact.objects.filter(pk__in=[read_fact.pk, unread_fact.pk]).count() == 2
+    assert list(decision.reads.values_list("fact_id", flat=True)) == [read_fact.pk]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_constraint WHERE conrelid = 'memory_decisionread'::regclass "
+                       "AND contype = 'f'")
+        assert cursor.fetchone()[0] == 0

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 
 import pytest
 from django.db import connection
+from django.db.models import F
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -26,7 +27,7 @@ from ask.services import ask, decide
 from corrections import faults
 from corrections.models import Correction
 from corrections.sweep import count_stale, sweep
-from memory.models import Decision, Fact
+from memory.models import Decision, DecisionRead, Fact
 from memory.services import assert_claims, retract_claim
 from patients.dispensing import delete_dispensing, save_dispensing
 from patients.models import DispensingRecord, Patient
@@ -130,6 +131,12 @@ def _killed_sweep():
 
 def _check_invariant():
     assert count_stale() == 0
+    # Reads carry no database FKs (memory migration 0011): every read must still name a stored
+    # decision and a stored fact version of the key and version it records.
+    orphans = DecisionRead.objects.exclude(decision__in=Decision.objects.all()).count() + \
+        DecisionRead.objects.exclude(fact__in=Fact.objects.all()).count()
+    mislabelled = DecisionRead.objects.exclude(fact_key=F("fact__fact_key"), fact_version=F("fact__version")).count()
+    assert (orphans, mislabelled) == (0, 0)
     for decision in Decision.objects.standing().select_related("patient"):
         fresh = decide(decision.patient, decision.question, subject=decision.subject or None)
         assert fresh.verdict == decision.verdict, (decision.id, decision.verdict, fresh.verdict)
