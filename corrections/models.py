@@ -11,6 +11,7 @@ from django.db import models
 from django.db.models import Q
 
 from drugs.recall_terms import CLASS_SEVERITY  # noqa: E402,F401 (one home: drugs.recall_terms)
+from memory.models import HISTORY_REFERENCE
 
 
 class SweepRun(models.Model):
@@ -109,18 +110,19 @@ class Correction(models.Model):
     severity = models.PositiveSmallIntegerField(default=0, help_text="3 = Class I ... 0 = no recall class.")
     # The answer the patient was last given (empty for a notice) and the one we would give now.
     old_decision = models.ForeignKey("memory.Decision", null=True, blank=True, on_delete=models.PROTECT,
-                                     related_name="+")
+                                     related_name="+", **HISTORY_REFERENCE)
     new_decision = models.ForeignKey("memory.Decision", null=True, blank=True, on_delete=models.PROTECT,
-                                     related_name="+")
+                                     related_name="+", **HISTORY_REFERENCE)
     old_verdict = models.CharField(max_length=10, blank=True)
     old_answer = models.TextField(blank=True)
     new_verdict = models.CharField(max_length=10)
     new_answer = models.TextField()
     # The fact version that triggered this draft and the version it replaced.
     trigger_fact = models.ForeignKey("memory.Fact", null=True, blank=True, on_delete=models.PROTECT,
-                                     related_name="+", db_index=False)  # indexed once, by correction_trigger_fact
+                                     related_name="+", db_index=False,  # indexed once, by correction_trigger_fact
+                                     **HISTORY_REFERENCE)
     previous_fact = models.ForeignKey("memory.Fact", null=True, blank=True, on_delete=models.PROTECT,
-                                      related_name="+")
+                                      related_name="+", **HISTORY_REFERENCE)
     diff = models.JSONField(default=list, blank=True, help_text="[{field, before, after}] of the fact change.")
     drafted_text = models.TextField()
     final_text = models.TextField(blank=True)
@@ -239,7 +241,8 @@ class AuditEvent(models.Model):
     action = models.CharField(max_length=16, choices=Action.choices)
     correction = models.ForeignKey(Correction, null=True, blank=True, on_delete=models.PROTECT,
                                    related_name="audit_events")
-    decision = models.ForeignKey("memory.Decision", null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    decision = models.ForeignKey("memory.Decision", null=True, blank=True, on_delete=models.PROTECT, related_name="+",
+                                 **HISTORY_REFERENCE)
     sweep_run = models.ForeignKey(SweepRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     before = models.JSONField(default=dict, blank=True)
     after = models.JSONField(default=dict, blank=True)
@@ -260,11 +263,14 @@ class Redecision(models.Model):
         REAFFIRMED = "reaffirmed", "Reaffirmed (verdict unchanged, not messaged)"
         CORRECTED = "corrected", "Corrected (draft written)"
 
-    old_decision = models.OneToOneField("memory.Decision", on_delete=models.PROTECT, related_name="+")
-    new_decision = models.OneToOneField("memory.Decision", on_delete=models.PROTECT, related_name="+")
+    old_decision = models.OneToOneField("memory.Decision", on_delete=models.PROTECT, related_name="+",
+                                        **HISTORY_REFERENCE)
+    new_decision = models.OneToOneField("memory.Decision", on_delete=models.PROTECT, related_name="+",
+                                        **HISTORY_REFERENCE)
     outcome = models.CharField(max_length=12, choices=Outcome.choices)
     recall_number = models.CharField(max_length=40, blank=True)
-    trigger_fact = models.ForeignKey("memory.Fact", null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    trigger_fact = models.ForeignKey("memory.Fact", null=True, blank=True, on_delete=models.PROTECT, related_name="+",
+                                     **HISTORY_REFERENCE)
     sweep_run = models.ForeignKey(SweepRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     shared = models.BooleanField(default=False, help_text="Reused another decision's reasoner result (same inputs).")
     created = models.DateTimeField(auto_now_add=True)

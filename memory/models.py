@@ -4,6 +4,12 @@ A Fact row is one *version* of one claim. Rows are never updated in place except
 their belief interval (retracted_at) and point at their successor. Valid time
 (valid_from/valid_to) says when the claim is true in the world; belief time
 (asserted_at/retracted_at) says when we believed it.
+
+Facts and decisions are history, so they are never deleted: on PostgreSQL a trigger refuses any
+DELETE of either (migration 0011). That is why no foreign key pointing at them is checked by the
+database there (`HISTORY_REFERENCE`): a sweep writes about twenty such references per re-decision, and
+their row-by-row checks at COMMIT were its largest server cost (issue #14, bench/sweep.py). Django's
+on_delete still applies in the ORM. CockroachDB keeps those constraints (re-added by name).
 """
 
 import uuid
@@ -14,6 +20,9 @@ from django.contrib.postgres.indexes import GinIndex
 from django.db import models
 from django.db.models import F, Q
 from pgvector.django import VectorField
+
+# Keyword arguments of every ForeignKey/OneToOneField that points at a Fact or a Decision (see above).
+HISTORY_REFERENCE = {"db_constraint": False}
 
 
 class FactQuerySet(models.QuerySet):
@@ -52,7 +61,8 @@ class Fact(models.Model):
     retracted_at = models.DateTimeField(null=True, blank=True)
     retracted_by = models.CharField(max_length=128, blank=True)
     retraction_reason = models.TextField(blank=True)
-    superseded_by = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    superseded_by = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="+",
+                                      **HISTORY_REFERENCE)
     # What this fact can touch (drugs.scopes.fact_scopes, derived from subject, lot and NDC products
     # when the version is written). A new fact sharing a scope with a decision's premise re-decides it.
     scopes = ArrayField(models.CharField(max_length=255), default=list, blank=True)
@@ -129,7 +139,7 @@ class Decision(models.Model):
     inputs_hash = models.CharField(max_length=64, blank=True)
     status = models.CharField(max_length=12, choices=Status.choices, default=Status.STANDING)
     replaces = models.OneToOneField("self", null=True, blank=True, on_delete=models.PROTECT,
-                                    related_name="replaced_by")
+                                    related_name="replaced_by", **HISTORY_REFERENCE)
     decided_at = models.DateTimeField()
     superseded_at = models.DateTimeField(null=True, blank=True)
     created = models.DateTimeField(auto_now_add=True)
@@ -153,14 +163,9 @@ class Decision(models.Model):
 class DecisionRead(models.Model):
     """One fact version shown to the reasoner when a decision was made."""
 
-    # No database FK on either column (PostgreSQL): a re-decision writes ~12 reads, and their 24 row-by-row
-    # FK checks at COMMIT were the largest single server cost of a sweep (issue #14, bench/sweep.py).
-    # What the FKs guarded is kept another way: facts and decisions are never deleted (a trigger refuses
-    # it, migration memory 0011), and reads are written only with their decision, from fact rows read in
-    # the same transaction. CockroachDB keeps both FKs (no trigger there is verified).
-    decision = models.ForeignKey(Decision, on_delete=models.CASCADE, related_name="reads", db_constraint=False,
+    decision = models.ForeignKey(Decision, on_delete=models.CASCADE, related_name="reads", **HISTORY_REFERENCE,
                                  db_index=False)  # decision_read_once (decision, fact) leads with it
-    fact = models.ForeignKey(Fact, on_delete=models.PROTECT, related_name="reads", db_constraint=False)
+    fact = models.ForeignKey(Fact, on_delete=models.PROTECT, related_name="reads", **HISTORY_REFERENCE)
     fact_key = models.CharField(max_length=255)
     fact_version = models.PositiveIntegerField()
     rank = models.PositiveIntegerField()
@@ -190,7 +195,7 @@ class DecisionPremise(models.Model):
     on there being no other believed fact in it. A fact asserted later in the scope, and not read
     by the decision, makes the decision stale (the sweep's stale set, branch "new_fact")."""
 
-    decision = models.ForeignKey(Decision, on_delete=models.CASCADE, related_name="premises",
+    decision = models.ForeignKey(Decision, on_delete=models.CASCADE, related_name="premises", **HISTORY_REFERENCE,
                                  db_index=False)  # decision_premise_once (decision, scope) leads with it
     scope = models.CharField(max_length=255)
 
@@ -209,7 +214,7 @@ class DecisionInput(models.Model):
     """One dispensing row the decision used, with the row's fingerprint then. A row edited, deleted
     or added for that patient and drug since makes the decision stale (branch "dispensing_changed")."""
 
-    decision = models.ForeignKey(Decision, on_delete=models.CASCADE, related_name="inputs",
+    decision = models.ForeignKey(Decision, on_delete=models.CASCADE, related_name="inputs", **HISTORY_REFERENCE,
                                  db_index=False)  # decision_input_once (decision, dispensing_id) leads with it
     # No FK: the dispensing row may be deleted later, which is exactly what must be noticed.
     dispensing_id = models.BigIntegerField()

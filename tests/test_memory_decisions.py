@@ -98,8 +98,9 @@ def test_the_indexes_the_sweep_and_replay_need_exist():
 
 @pytest.mark.django_db(transaction=True)
 def test_facts_and_decisions_are_never_deleted_so_reads_never_dangle(hashing_embeddings):
-    """memory_decisionread has no database FKs (issue #14: their checks were the sweep's largest server
-    cost); what they guarded is kept by refusing every DELETE of a fact or a decision."""
+    """No database FK points at a fact or a decision (issue #14: their checks were the sweep's largest
+    server cost, memory.models.HISTORY_REFERENCE); what they guarded is kept by refusing every DELETE
+    of either."""
     read_fact, unread_fact = fact("r:a"), fact("r:b")
     decision = decide([ReadSpec(read_fact, 1, 1.0, True)])
     with pytest.raises(IntegrityError, match="memory_fact are history and are never deleted"):
@@ -113,6 +114,30 @@ def test_facts_and_decisions_are_never_deleted_so_reads_never_dangle(hashing_emb
     assert Fact.objects.filter(pk__in=[read_fact.pk, unread_fact.pk]).count() == 2
     assert list(decision.reads.values_list("fact_id", flat=True)) == [read_fact.pk]
     with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM pg_constraint WHERE conrelid = 'memory_decisionread'::regclass "
-                       "AND contype = 'f'")
-        assert cursor.fetchone()[0] == 0
+        cursor.execute("SELECT conrelid::regclass::text || '.' || conname FROM pg_constraint WHERE contype = 'f' "
+                       "AND confrelid IN ('memory_fact'::regclass, 'memory_decision'::regclass)")
+        assert cursor.fetchall() == []
+
+
+def test_every_reference_to_history_is_unchecked_on_postgres_and_kept_on_cockroach():
+    """The rule of memory.models.HISTORY_REFERENCE, for every model of the project: a foreign key
+    skips the database check exactly when it points at a fact or a decision, and CockroachDB's
+    migrations re-add each of those constraints by name."""
+    import importlib
+
+    from django.apps import apps
+
+    kept_on_cockroach = set()
+    for name in ("memory.migrations.0011_history_references_unchecked",
+                 "corrections.migrations.0012_history_references_unchecked"):
+        kept_on_cockroach |= set(importlib.import_module(name).REFERENCES)
+    unchecked = set()
+    for model in apps.get_models():
+        for field in model._meta.concrete_fields:
+            if field.many_to_one or field.one_to_one:
+                points_at_history = field.related_model in (Fact, Decision)
+                assert field.db_constraint is not points_at_history, (model.__name__, field.name)
+                if points_at_history:
+                    unchecked.add((model._meta.db_table, field.column, field.related_model._meta.db_table))
+    assert len(unchecked) == 14
+    assert unchecked == kept_on_cockroach
