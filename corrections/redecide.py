@@ -155,9 +155,12 @@ class SharedDecider:
 
 def set_page_snapshot():
     if connection.vendor == "postgresql":
-        # One snapshot per page: identical inputs really do see identical beliefs.
+        # One snapshot per page: identical inputs really do see identical beliefs. No parallel workers:
+        # a page's queries are small, and the planner was starting two workers (new processes) per page
+        # for its stale-reasons union, on cores the sweeps themselves need (issue #14, +1-6%/s).
         with connection.cursor() as cursor:
-            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ; "
+                           "SET LOCAL max_parallel_workers_per_gather = 0")
 
 
 def page_reasons(decisions, scope: Scope, *, raw=None) -> dict[int, dict]:

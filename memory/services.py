@@ -345,7 +345,8 @@ def _write_versions_sent(prepared: PreparedClaims, indexes: list[int], at, reaso
         # so it sees their versions (no re-check loop needed, unlike a writer without the advisory lock).
         # The floor of a key with nothing believed is its last retraction: a re-asserted key's new
         # belief must not start before the last one ended. Each key also draws its new version's id
-        # here, so a retirement can name its successor in the same UPDATE (the FK is deferred).
+        # here, so a retirement can name its successor in the same UPDATE (no FK checks it: memory.models
+        # HISTORY_REFERENCE).
         # plan_cache_mode touches only prepared statements, so in a caller's transaction (write_claims)
         # it lasting until that transaction ends changes nothing else.
         cursor.execute(_missing_write_statements(cursor) + begin + "SET LOCAL plan_cache_mode TO force_generic_plan;"

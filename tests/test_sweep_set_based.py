@@ -248,3 +248,51 @@ def test_a_sweep_page_runs_with_the_cyclic_collector_paused(hashing_embeddings, 
         assert not any(seen) and gc.isenabled()
     finally:
         (gc.enable if was else gc.disable)()
+
+
+def _escalation_sweep_queries(patients: int) -> tuple[int, object]:
+    """Queries of one set-based sweep page that re-decides `patients` decisions of one escalation."""
+    from django.test.utils import CaptureQueriesContext
+
+    _restart()
+    assert_claim(recall_claim(RECALL, LOT, classification="Class II"))
+    for n in range(patients):
+        ask(_patient(f"SYN-Q{n}", [LOT]), "is my valsartan safe?", subject=DRUG)
+    with auto_sweep_suppressed():
+        changed = assert_claim(recall_claim(RECALL, LOT, classification="Class I"))
+    with CaptureQueriesContext(connection) as queries:
+        report = sweep(fact_ids=[changed.previous.id, changed.fact.id], page_size=100)
+    return len(queries), report
+
+
+def test_a_set_based_page_costs_the_same_queries_whatever_its_size(hashing_embeddings, monkeypatch):
+    """A page reads its inputs in a handful of queries: nothing per decision (for instance a field the
+    page query defers, corrections.sweep._PAGE_UNREAD, read back one decision at a time)."""
+    monkeypatch.setenv("UNSAY_SWEEP_ON_SUPERSESSION", "0")
+    few, few_report = _escalation_sweep_queries(2)
+    many, many_report = _escalation_sweep_queries(12)
+    assert (few_report.corrected, many_report.corrected) == (2, 12)
+    assert few_report.set_pages == many_report.set_pages == 1
+    assert many == few
+
+
+def test_a_sweep_page_runs_without_parallel_workers(hashing_embeddings, monkeypatch):
+    """A page's queries are small; parallel workers are new server processes on the sweeps' cores."""
+    from corrections import sweep_pages
+
+    monkeypatch.setenv("UNSAY_SWEEP_ON_SUPERSESSION", "0")
+    seen = []
+    real = sweep_pages.write_page
+
+    def write_page(*args, **kwargs):
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW max_parallel_workers_per_gather")
+            seen.append(cursor.fetchone()[0])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sweep_pages, "write_page", write_page)
+    _escalation_sweep_queries(3)
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW max_parallel_workers_per_gather")
+        outside = cursor.fetchone()[0]
+    assert seen == ["0"] and outside != "0"
