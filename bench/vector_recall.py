@@ -3,6 +3,12 @@ embedded with the real local MiniLM model, before and after many versions are re
 
     .venv/bin/python bench/vector_recall.py                 # 3,000 statements, 200 held-out queries
     .venv/bin/python bench/vector_recall.py --all           # every unique statement of the 12.5k records
+    .venv/bin/python bench/vector_recall.py --index ivfflat-after,40 --ef-search 4,8,12   # IVFFlat, probes
+
+IVFFlat (session 7, for the cost of a fact write: bench/hnsw_insert.py): `--index ivfflat,LISTS` builds
+it on the empty table, as a migration would, so its lists are trained on nothing; `ivfflat-after,LISTS`
+builds it after the corpus is loaded, as a rebuild would. --ef-search then gives ivfflat.probes values
+(iterative scan relaxed_order, as pgvector allows for IVFFlat).
 
 Corpus: reason_for_recall + product_description of tests/fixtures/openfda/drug-enforcement-2021-04-28.json.zip
 (duplicates removed); queries are held-out statements from the same file, never in the table.
@@ -107,12 +113,18 @@ def top_k(vector, k, *, mode, ef_search=None):
         with connection.cursor() as cursor:
             for statement in PLANNER[mode]:
                 cursor.execute(statement)
-            if ef_search:
+            if ef_search and IVFFLAT:
+                cursor.execute(f"SET LOCAL ivfflat.probes = {int(ef_search)}")
+                cursor.execute("SET LOCAL ivfflat.iterative_scan = relaxed_order")
+            elif ef_search:
                 cursor.execute(f"SET LOCAL hnsw.ef_search = {int(ef_search)}")
         plan = semantic_neighbours(vector, k).explain()
         started = time.perf_counter()
         hits = [(f.id, f.distance) for f in semantic_neighbours(vector, k)]
         return hits, time.perf_counter() - started, "fact_believed_embedding_hnsw" in plan
+
+
+IVFFLAT = {}
 
 
 def measure(phase, queries, k, *, ef_values, mode="auto"):
@@ -140,6 +152,14 @@ def _measure(phase, queries, k, ef, mode):
           f"{sum(recalls) / len(recalls):.3f} | {min(recalls):.3f} | {sum(tie_recalls) / len(tie_recalls):.3f} | "
           f"{min(tie_recalls):.3f} | {short} | "
           f"{percentile(t_index, 50) * 1000:.1f} | {percentile(t_exact, 50) * 1000:.1f} |")
+
+
+def _create_ivfflat(cursor):
+    # Same name as the migrated index, so the plan check below counts it.
+    cursor.execute(f"CREATE INDEX fact_believed_embedding_hnsw ON memory_fact USING ivfflat "
+                   f"(embedding vector_cosine_ops) WITH (lists = {IVFFLAT['lists']}) WHERE retracted_at IS NULL")
+    cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'fact_believed_embedding_hnsw'")
+    print(f"  index: {cursor.fetchone()[0]}")
 
 
 def main():
@@ -181,7 +201,13 @@ def main():
     queries = embed_cached(provider, [t for _, t in held_out], "queries")
     with connection.cursor() as cursor:
         cursor.execute("TRUNCATE memory_fact CASCADE")
-        if args.index:
+        if args.index.startswith("ivfflat"):
+            IVFFLAT["lists"] = int(args.index.split(",")[1])
+            IVFFLAT["after"] = args.index.startswith("ivfflat-after")
+            cursor.execute("DROP INDEX IF EXISTS fact_believed_embedding_hnsw")
+            if not IVFFLAT["after"]:
+                _create_ivfflat(cursor)
+        elif args.index:
             parts = args.index.split(",")
             half = parts[0] == "halfvec"
             m, ef_construction = (int(v) for v in parts[-2:])
@@ -193,7 +219,7 @@ def main():
             cursor.execute(f"CREATE INDEX fact_believed_embedding_hnsw ON memory_fact USING hnsw ({column}) "
                            f"WITH (m = {m}, ef_construction = {ef_construction}) WHERE retracted_at IS NULL")
         cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'fact_believed_embedding_hnsw'")
-        print(f"  index: {cursor.fetchone()[0]}")
+        print(f"  index: {(cursor.fetchone() or ['built after the load'])[0]}")
     now = timezone.now()
     started = time.perf_counter()
     Fact.objects.bulk_create([
@@ -202,8 +228,10 @@ def main():
              embedding=vector)
         for i, ((number, text), vector) in enumerate(zip(corpus, vectors, strict=True))], batch_size=500)
     with connection.cursor() as cursor:
+        if IVFFLAT.get("after"):
+            _create_ivfflat(cursor)
         cursor.execute("ANALYZE memory_fact")
-    print(f"  inserted {len(corpus)} facts (HNSW maintained on insert) in {time.perf_counter() - started:.1f}s")
+    print(f"  inserted {len(corpus)} facts (index maintained on insert) in {time.perf_counter() - started:.1f}s")
 
     print(f"\n| phase | ef_search | rows | believed | queries planned on HNSW | recall@{args.k} by id: mean | min | "
           "by distance (ties count): mean | min | short answers | indexed p50 ms | exact p50 ms |")
