@@ -155,9 +155,9 @@ def pgbench_script(batch: int, vectors: int, run: str, prepare: str) -> str:
     vector_select = "SELECT " + ", ".join(
         f"(SELECT v::text FROM bench_vectors WHERE id = (:v + {j} - 1) % {vectors} + 1) AS vector{j}"
         for j in range(batch))
-    new_id = (lambda j: ":r_new_id") if batch == 1 else (lambda j: "nextval('memory_fact_id_seq')")
+    new_id = ":r_new_id" if batch == 1 else "nextval('memory_fact_id_seq')"
     rows = ", ".join(
-        f"jsonb_build_object('ord', {j}, 'id', {new_id(j)}, 'fact_key', {key(j)}, 'kind', 'note', "
+        f"jsonb_build_object('ord', {j}, 'id', {new_id}, 'fact_key', {key(j)}, 'kind', 'note', "
         f"'subject', 'bench', 'lot', NULL, 'statement', 'pgbench claim ' || :n || ' {j}', 'attributes', '{{}}', "
         f"'content_hash', md5(:n::text || '{j}'), 'source', 'bench', 'source_ref', '', 'valid_from', NULL, "
         f"'valid_to', NULL, 'asserted_at', now(), 'asserted_by', '', 'embedding', ':r_vector{j}', "

@@ -69,3 +69,15 @@ def EngineSQL(forward: dict[str, list[str]], reverse: dict[str, list[str]]):  # 
         lambda apps, schema_editor: run_engine_sql(schema_editor, forward),
         lambda apps, schema_editor: run_engine_sql(schema_editor, reverse),
     )
+
+
+def named_foreign_keys(references: list[tuple[str, str, str]]) -> tuple[list[str], list[str]]:
+    """(add, drop) statements for foreign keys a model declares with db_constraint=False on every
+    engine but which one engine keeps (CockroachDB: memory.models.HISTORY_REFERENCE).
+    `references`: (table, column, referenced table), each constraint named
+    `<table>_<column>_history_fk`, so the drop finds exactly what the add made."""
+    add = [f"ALTER TABLE {table} ADD CONSTRAINT {table}_{column}_history_fk FOREIGN KEY ({column}) "
+           f"REFERENCES {target} (id)" for table, column, target in references]
+    drop = [f"ALTER TABLE {table} DROP CONSTRAINT IF EXISTS {table}_{column}_history_fk"
+            for table, column, _ in references]
+    return add, drop

@@ -3,7 +3,7 @@
 import django.db.models.deletion
 from django.db import migrations, models
 
-from core.migration_ops import EngineSQL
+from core.migration_ops import EngineSQL, named_foreign_keys
 
 # Issue #14: see memory migration 0011 (facts and decisions are never deleted, so references to them
 # are not checked by PostgreSQL). CockroachDB keeps these constraints, re-added by name.
@@ -17,10 +17,9 @@ REFERENCES = [
     ("corrections_redecision", "new_decision_id", "memory_decision"),
     ("corrections_redecision", "trigger_fact_id", "memory_fact"),
 ]
-FORWARD = {"cockroachdb": [f"ALTER TABLE {table} ADD CONSTRAINT {table}_{column}_history_fk FOREIGN KEY ({column}) "
-                           f"REFERENCES {target} (id)" for table, column, target in REFERENCES]}
-REVERSE = {"cockroachdb": [f"ALTER TABLE {table} DROP CONSTRAINT IF EXISTS {table}_{column}_history_fk"
-                           for table, column, _ in REFERENCES]}
+KEPT_ON_COCKROACH, DROPPED_ON_COCKROACH = named_foreign_keys(REFERENCES)
+FORWARD = {"cockroachdb": KEPT_ON_COCKROACH}
+REVERSE = {"cockroachdb": DROPPED_ON_COCKROACH}
 
 
 class Migration(migrations.Migration):

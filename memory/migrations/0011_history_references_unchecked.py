@@ -3,7 +3,7 @@
 import django.db.models.deletion
 from django.db import migrations, models
 
-from core.migration_ops import EngineSQL
+from core.migration_ops import EngineSQL, named_foreign_keys
 
 # Issue #14: facts and decisions are history and are never deleted, so the foreign keys pointing at
 # them are not checked by PostgreSQL any more (memory.models.HISTORY_REFERENCE); a sweep wrote about
@@ -32,6 +32,7 @@ REFERENCES = [
     ("memory_decisionpremise", "decision_id", "memory_decision"),
     ("memory_decisioninput", "decision_id", "memory_decision"),
 ]
+KEPT_ON_COCKROACH, DROPPED_ON_COCKROACH = named_foreign_keys(REFERENCES)
 FORWARD = {
     "postgresql": [
         REFUSE_DELETE,
@@ -40,8 +41,7 @@ FORWARD = {
         "CREATE TRIGGER decision_is_never_deleted BEFORE DELETE ON memory_decision "
         "FOR EACH ROW EXECUTE FUNCTION unsay_history_is_never_deleted()",
     ],
-    "cockroachdb": [f"ALTER TABLE {table} ADD CONSTRAINT {table}_{column}_history_fk FOREIGN KEY ({column}) "
-                    f"REFERENCES {target} (id)" for table, column, target in REFERENCES],
+    "cockroachdb": KEPT_ON_COCKROACH,
 }
 REVERSE = {
     "postgresql": [
@@ -49,8 +49,7 @@ REVERSE = {
         "DROP TRIGGER IF EXISTS fact_is_never_deleted ON memory_fact",
         "DROP FUNCTION IF EXISTS unsay_history_is_never_deleted()",
     ],
-    "cockroachdb": [f"ALTER TABLE {table} DROP CONSTRAINT IF EXISTS {table}_{column}_history_fk"
-                    for table, column, _ in REFERENCES],
+    "cockroachdb": DROPPED_ON_COCKROACH,
 }
 
 
