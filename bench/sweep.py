@@ -473,6 +473,8 @@ def main():
                         help="sweeps run at once in threads for the same change (SKIP LOCKED shares the pages)")
     parser.add_argument("--processes", action="store_true",
                         help="with --workers N: the sweeps are forked processes, as Celery's prefork workers run them")
+    parser.add_argument("--keep-last", action="store_true",
+                        help="keep the last run's database (named <UNSAY_DB_NAME>_run) to EXPLAIN its queries")
     args = parser.parse_args()
     if not 1 <= args.affected <= args.decisions - 1:
         parser.error("--affected must be between 1 and --decisions - 1")
@@ -502,7 +504,10 @@ def main():
                     print("\nPlan of one stale-set page after the sweep (0 rows left):")
                     print(explain_page(Fact.objects.order_by("-id").values_list("id", flat=True)[:1]))
             finally:
-                drop(base, work)
+                if args.keep_last and n == args.runs - 1:
+                    print(f"\nKept the last run's database for inspection: {work}")
+                else:
+                    drop(base, work)
             print(json.dumps({"case": case, "run": n + 1, **figures}), flush=True)
             runs.append(figures)
         summary[case] = {

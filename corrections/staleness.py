@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 from django.db import connection
 
+from memory.models import Fact
+
 RETRACTED_READ = "retracted_read"
 NEW_FACT = "new_fact"
 DISPENSING_CHANGED = "dispensing_changed"
@@ -43,7 +45,8 @@ def _retracted_read(scope, decision_ids, standing, after=None) -> tuple[str, lis
            "JOIN memory_decision d ON d.id = r.decision_id "
            "WHERE r.load_bearing AND f.retracted_at IS NOT NULL AND " + standing)
     # r.decision_id (= d.id) so the (fact, decision) index takes both: a page reads its own reads only.
-    sql += (_any("r.fact_id", scope.fact_ids, params) + _any("r.decision_id", decision_ids, params)
+    facts = scope.fact_ids if scope.retracted_fact_ids is None else scope.retracted_fact_ids
+    sql += (_any("r.fact_id", facts, params) + _any("r.decision_id", decision_ids, params)
             + _after("r.decision_id", after, params))
     return sql, params
 
@@ -57,8 +60,10 @@ def _new_fact(scope, decision_ids, standing, after=None) -> tuple[str, list]:
            "WHERE f.retracted_at IS NULL AND " + standing)
     sql += (_any("f.id", scope.fact_ids, params) + _any("p.decision_id", decision_ids, params)
             + _after("p.decision_id", after, params))
+    # OFFSET 0 keeps this a probe of decision_read_once by (decision, fact) per pair; as an anti-join
+    # the planner looked up by decision only and filtered every read of it (#14, session 8).
     sql += (" AND NOT EXISTS (SELECT 1 FROM memory_decisionread r "
-            "WHERE r.decision_id = d.id AND r.fact_id = f.id)")
+            "WHERE r.decision_id = p.decision_id AND r.fact_id = f.id OFFSET 0)")
     return sql, params
 
 
@@ -85,15 +90,27 @@ _BRANCHES = {RETRACTED_READ: _retracted_read, NEW_FACT: _new_fact, DISPENSING_CH
 
 @dataclass(frozen=True)
 class Scope:
-    """What a sweep looks at: changed facts, changed patients, or (both None) everything."""
+    """What a sweep looks at: changed facts, changed patients, or (both None) everything.
+
+    `retracted_fact_ids`: those of the changed facts already retracted when the scope was made (None:
+    not looked up). Only their reads can be stale reads. A fact retracted later is its own change, with
+    its own sweep; a retracted version is never believed again. Without it, every page scanned the
+    reads of the changed facts that are still believed, that is the sweep's own new decisions: the
+    planner's statistics predate those facts, so it read them all and filtered by decision
+    (a new recall's pages, #14, session 8)."""
 
     fact_ids: tuple[int, ...] | None = None
     patient_ids: tuple[int, ...] | None = None
+    retracted_fact_ids: tuple[int, ...] | None = None
 
     @classmethod
     def of(cls, fact_ids=None, patient_ids=None) -> "Scope":
-        return cls(tuple(sorted({int(f) for f in fact_ids})) if fact_ids else None,
-                   tuple(sorted({int(p) for p in patient_ids})) if patient_ids else None)
+        facts = tuple(sorted({int(f) for f in fact_ids})) if fact_ids else None
+        retracted = None
+        if facts:
+            retracted = tuple(Fact.objects.filter(id__in=facts, retracted_at__isnull=False)
+                              .order_by("id").values_list("id", flat=True))
+        return cls(facts, tuple(sorted({int(p) for p in patient_ids})) if patient_ids else None, retracted)
 
     @property
     def everything(self) -> bool:
@@ -102,7 +119,9 @@ class Scope:
     def branches(self) -> list[str]:
         if self.everything:
             return [RETRACTED_READ, NEW_FACT, DISPENSING_CHANGED]
-        by_facts = [RETRACTED_READ, NEW_FACT] if self.fact_ids else []
+        by_facts = []
+        if self.fact_ids:
+            by_facts = [NEW_FACT] if self.retracted_fact_ids == () else [RETRACTED_READ, NEW_FACT]
         return by_facts + ([DISPENSING_CHANGED] if self.patient_ids else [])
 
 
@@ -132,8 +151,11 @@ def stale_decision_ids(*, after: int = 0, limit: int = 1000, scope: Scope | None
     if among is not None and not among:
         return []
     union, params = _union(scope, decision_ids=among, after=after)
+    # OFFSET 0: the stale set is computed once, then joined. A one-branch union pulled up into a semi
+    # join was planned as a walk over every standing decision from `after`, running the branch for
+    # each until LIMIT was met (10 s for a new recall's last page; #14, session 8).
     sql = (f"SELECT d.id FROM memory_decision d WHERE d.status = 'standing' AND d.id > %s "
-           f"AND d.id IN (SELECT decision_id FROM ({union}) AS stale) ORDER BY d.id LIMIT %s")
+           f"AND d.id IN (SELECT decision_id FROM ({union}) AS stale OFFSET 0) ORDER BY d.id LIMIT %s")
     if lock:
         sql += " FOR UPDATE OF d SKIP LOCKED"
     with connection.cursor() as cursor:

@@ -1,0 +1,75 @@
+"""The triggered stale set reads only what can be stale (corrections.staleness.Scope): the reads of the
+changed facts that are retracted, never those of the changed facts still believed (a new recall's
+facts, an escalation's new version), whose readers are the sweep's own new decisions. The stale set
+it finds is the one the unrestricted query finds. Real openFDA recall facts (tests/factories.py),
+synthetic patients."""
+
+import pytest
+
+from ask.services import ask
+from corrections import staleness
+from corrections.staleness import NEW_FACT, RETRACTED_READ, Scope
+from memory.services import assert_claim
+from tests.factories import make_patient, recall_claim
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+DRUG = "Valsartan Tablets USP 40 mg"
+RECALL, LOT = "D-0315-2019", "3061169"  # real: Class II, Mylan valsartan
+NEW_RECALL, NEW_LOT = "D-0326-2019", "3069020"  # real; asserted after the patients asked
+
+
+def _unrestricted(scope: Scope) -> Scope:
+    """The same scope with no retracted-fact lookup: the retracted-read branch over every changed fact."""
+    return Scope(scope.fact_ids, scope.patient_ids)
+
+
+def _world():
+    old = assert_claim(recall_claim(RECALL, LOT)).fact
+    patients = [make_patient(f"SYN-SC{n}", [(DRUG, lot)]) for n, lot in enumerate([LOT, NEW_LOT, "3095511"])]
+    decisions = [ask(p, "Is my valsartan safe?") for p in patients]
+    return old, decisions
+
+
+def test_a_new_recall_scope_has_no_retracted_read_branch_and_finds_the_same_stale_set(hashing_embeddings):
+    _, decisions = _world()
+    new = assert_claim(recall_claim(NEW_RECALL, NEW_LOT)).fact
+
+    scope = Scope.of([new.id])
+
+    assert scope.retracted_fact_ids == ()
+    assert scope.branches() == [NEW_FACT]
+    found = staleness.all_stale_ids(scope)
+    assert found and found == staleness.all_stale_ids(_unrestricted(scope))
+    assert staleness.stale_decision_ids(scope=scope) == staleness.stale_decision_ids(scope=_unrestricted(scope))
+    assert staleness.stale_reasons([d.id for d in decisions], scope) == staleness.stale_reasons(
+        [d.id for d in decisions], _unrestricted(scope))
+
+
+def test_an_escalation_scope_reads_only_the_retracted_version(hashing_embeddings):
+    old, decisions = _world()
+    result = assert_claim(recall_claim(RECALL, LOT, classification="Class I"))
+    assert result.fact.version == old.version + 1
+
+    scope = Scope.of([old.id, result.fact.id])
+
+    assert scope.retracted_fact_ids == (old.id,)
+    assert scope.branches() == [RETRACTED_READ, NEW_FACT]
+    sql, params = staleness._retracted_read(scope, None, "TRUE")
+    assert [old.id] in params and [old.id, result.fact.id] not in params
+    found = staleness.all_stale_ids(scope)
+    assert decisions[0].id in found
+    assert found == staleness.all_stale_ids(_unrestricted(scope))
+    assert staleness.stale_reasons([d.id for d in decisions], scope) == staleness.stale_reasons(
+        [d.id for d in decisions], _unrestricted(scope))
+
+
+def test_the_keyset_page_past_the_stale_set_is_the_same_with_one_branch_or_two(hashing_embeddings):
+    _, decisions = _world()
+    new = assert_claim(recall_claim(NEW_RECALL, NEW_LOT)).fact
+    scope = Scope.of([new.id])
+    first = min(d.id for d in decisions) - 1
+
+    for after in (0, first, max(d.id for d in decisions)):
+        assert (staleness.stale_decision_ids(after=after, limit=1, scope=scope)
+                == staleness.stale_decision_ids(after=after, limit=1, scope=_unrestricted(scope)))
