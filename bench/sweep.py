@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/sweep.py [--case escalation|new-recall|both] [--runs 3] [--decisions 100000]
                                     [--affected 10000] [--shared-inputs] [--page-size 200] [--profile]
-                                    [--workers 1] [--processes]
+                                    [--workers 1] [--processes] [--keep-last]
 
 --case escalation: the affected were told "caution" on D-0326-2019 lot 3069020, which is escalated to
 Class I (their load-bearing read is retracted). --case new-recall: D-0326-2019 is not ingested at
@@ -32,7 +32,8 @@ of the same change at once in threads (SKIP LOCKED shares the pages; notices in 
 --processes makes them forked processes instead, as Celery's prefork workers run two sweeps.
 Prints per run: re-decisions/s, ceiling re-decisions/s, their ratio, time to the first committed page,
 set-based pages of all pages, the process's CPU during the sweep, load average; then min / median /
-max over the runs per case.
+max over the runs per case. --keep-last leaves the last run's database (UNSAY_DB_NAME + "_run") in
+place, to EXPLAIN the sweep's queries on it afterwards; the next run of the bench drops it.
 """
 
 import argparse
