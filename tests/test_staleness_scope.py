@@ -10,12 +10,10 @@ from ask.services import ask
 from corrections import staleness
 from corrections.staleness import NEW_FACT, RETRACTED_READ, Scope
 from memory.services import assert_claim
-from tests.factories import make_patient, recall_claim
+from tests.factories import LOT, RECALL, VALSARTAN, make_patient, recall_claim
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-DRUG = "Valsartan Tablets USP 40 mg"
-RECALL, LOT = "D-0315-2019", "3061169"  # real: Class II, Mylan valsartan
 NEW_RECALL, NEW_LOT = "D-0326-2019", "3069020"  # real; asserted after the patients asked
 
 
@@ -26,7 +24,7 @@ def _unrestricted(scope: Scope) -> Scope:
 
 def _world():
     old = assert_claim(recall_claim(RECALL, LOT)).fact
-    patients = [make_patient(f"SYN-SC{n}", [(DRUG, lot)]) for n, lot in enumerate([LOT, NEW_LOT, "3095511"])]
+    patients = [make_patient(f"SYN-SC{n}", [(VALSARTAN, lot)]) for n, lot in enumerate([LOT, NEW_LOT, "3095511"])]
     decisions = [ask(p, "Is my valsartan safe?") for p in patients]
     return old, decisions
 
@@ -55,7 +53,7 @@ def test_an_escalation_scope_reads_only_the_retracted_version(hashing_embeddings
 
     assert scope.retracted_fact_ids == (old.id,)
     assert scope.branches() == [RETRACTED_READ, NEW_FACT]
-    sql, params = staleness._retracted_read(scope, None, "TRUE")
+    _, params = staleness._retracted_read(scope, None, "TRUE")
     assert [old.id] in params and [old.id, result.fact.id] not in params
     found = staleness.all_stale_ids(scope)
     assert decisions[0].id in found
