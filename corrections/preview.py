@@ -33,16 +33,16 @@ class HypotheticalReasoner:
 
 def hypothetical_escalation(recall_number: str, classification: str, lot: str | None = None) -> dict[int, Fact]:
     """fact id -> an unsaved copy of that believed version with the new classification."""
-    from drugs.lots import normalize_lot
+    from drugs.lots import canonical_lot
     from drugs.recall_terms import key_prefix
 
     # fact_key__startswith uses the fact_key index; attributes__recall_number would scan every recall.
     facts = Fact.objects.believed().defer("embedding").filter(kind=Fact.Kind.RECALL,
                                                               fact_key__startswith=key_prefix(recall_number))
-    if lot:
-        facts = facts.filter(lot=normalize_lot(lot))
     overrides = {}
     for fact in facts:
+        if lot and canonical_lot(fact.lot) != canonical_lot(lot):
+            continue
         twin = copy.copy(fact)
         twin.attributes = dict(fact.attributes or {}, classification=classification)
         overrides[fact.id] = twin

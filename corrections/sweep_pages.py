@@ -410,13 +410,14 @@ class PageDecider:
     has that lot inert, so a recalled lot and an unrecalled one never share a group (issue #14)."""
 
     def __init__(self, decider, beliefs):
-        from drugs.lots import normalize_lot
+        from drugs.lots import near_lot_key, near_lot_keys
 
         self.decider, self.beliefs = decider, beliefs
-        self._normalize = normalize_lot
+        self._near_key = near_lot_key
         self._fact_ids = {f.id for f in beliefs.facts}
         self._fact_lots = {f.lot for f in beliefs.facts if f.lot}
-        self._fact_norms = {normalize_lot(f.lot) for f in beliefs.facts if f.lot}
+        # A lot equal to a recall's, or a near miss of it (drugs.lots), is never inert.
+        self._fact_near = set().union(*(near_lot_keys(f.lot) for f in beliefs.facts if f.lot))
         self._groups: dict[tuple, object] = {}
         self._resolved: dict[tuple, object] = {}
         self._inert: dict[tuple, bool] = {}
@@ -457,7 +458,7 @@ class PageDecider:
         if key not in self._inert:
             from drugs.scopes import dispensing_scopes
 
-            inert = self._normalize(lot) not in self._fact_norms
+            inert = self._near_key(lot) not in self._fact_near
             for row in rows:
                 if inert and row.lot == lot:
                     inert = row.lot_known and not any(

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from core.retry import run_in_transaction
 from drugs import recall_terms
-from drugs.lots import normalize_lot
+from drugs.lots import printed_lot
 from memory.models import Fact
 from memory.services import prepare_claims, write_claims
 from recalls.ingest import CLASSIFICATIONS, ESCALATION_SOURCE, RecallClaim, recall_statement
@@ -32,10 +32,10 @@ def escalate(recall_number: str, classification: str, lot: str | None = None, *,
     facts = Fact.objects.believed().defer("embedding").filter(kind="recall",
                                                               fact_key__startswith=recall_terms.key_prefix(recall_number))
     if lot:
-        facts = facts.filter(lot=normalize_lot(lot))
+        facts = facts.filter(lot=printed_lot(lot))
     facts = list(facts.order_by("fact_key"))
     if not facts:
-        where = f" lot {normalize_lot(lot)}" if lot else ""
+        where = f" lot {printed_lot(lot)}" if lot else ""
         raise LookupError(f"no believed recall fact for {recall_number}{where}; ingest it first")
     claims = []
     for fact in facts:

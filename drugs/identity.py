@@ -239,3 +239,72 @@ def is_identity_key(value: str) -> bool:
 @functools.lru_cache(maxsize=1)
 def _known_ingredients() -> frozenset[str]:
     return frozenset(part for parts in vocabulary().values() for part in parts)
+
+
+# --- product identity: what a text names when the vocabulary knows no ingredient -----------------------
+
+PRODUCT_PREFIX = "product:"
+PRODUCT_SOURCE = "product-text"
+_PRODUCT_WORDS_KEPT = 6
+# Words that say nothing about which product it is: forms, packaging, units and filler.
+_PRODUCT_FILLER = FORM_WORDS | SALT_WORDS | frozenset(
+    "mg mcg g gm kg ml l oz iu u unit units meq percent and with of for in the a an to by per each x "
+    "rx only otc homeopathic dietary supplement supplements natural formula brand generic".split())
+
+
+def product_words(text: str) -> list[str]:
+    """The words that name a product in free text, in order: the naming part (before firm, packaging and
+    code words), lower case, without forms, units, pure numbers and filler ('HCG 10,000U/1ML INJ' ->
+    ['hcg', '10000u', '1ml', 'inj'] less fillers -> ['hcg', '10000u', '1ml', 'inj'])."""
+    words = _words(_naming_part(text).replace(",", ""))
+    return [w for w in words if w not in _PRODUCT_FILLER and not w.isdigit() and len(w) > 1]
+
+
+def product_key(text: str) -> str:
+    """'product:<words>' for a product the vocabulary cannot name (a homeopathic, kratom, a compounded
+    injection), so a recall or a dispensing of it still has an identity that people can read; '' when
+    the text has no naming words at all. Two texts of one product may give different keys: they are
+    compared by `texts_agree`, never by key equality."""
+    words = product_words(text)[:_PRODUCT_WORDS_KEPT]
+    return PRODUCT_PREFIX + " ".join(words) if words else ""
+
+
+def is_product_key(key: str) -> bool:
+    return bool(key) and key.startswith(PRODUCT_PREFIX)
+
+
+def identity_key(text: str, *fallbacks: str) -> tuple[str, str]:
+    """(key, source) of the first text that resolves to ingredients; else the product key of the first
+    text that has naming words ('product:...', source 'product-text'); else ('', 'unresolved')."""
+    texts = [t for t in (text, *fallbacks) if t and t.strip()]
+    for candidate in texts:
+        identity = resolve(candidate)
+        if identity.resolved:
+            return identity.key, identity.source
+    for candidate in texts:
+        key = product_key(candidate)
+        if key:
+            return key, PRODUCT_SOURCE
+    return "", UNRESOLVED
+
+
+def _alphabetic(words) -> list[str]:
+    return [w for w in words if any(c.isalpha() for c in w) and len(w) >= 3]
+
+
+def texts_agree(a: str, b: str) -> bool:
+    """Do two product texts (or product keys) name the same product? Their first naming word is the
+    same, or they share two naming words. Used only together with an exact lot (drugs.matching)."""
+    words_a = _alphabetic((a[len(PRODUCT_PREFIX):] if is_product_key(a) else " ".join(product_words(a))).split())
+    words_b = _alphabetic((b[len(PRODUCT_PREFIX):] if is_product_key(b) else " ".join(product_words(b))).split())
+    if not words_a or not words_b:
+        return False
+    return words_a[0] == words_b[0] or len(set(words_a) & set(words_b)) >= 2
+
+
+def readable(key: str) -> str:
+    """A key as people read it: 'amlodipine+valsartan' -> 'amlodipine and valsartan',
+    'product:hcg 10000u 1ml inj' -> 'HCG 10000U 1ML INJ' (never blank while the key is not)."""
+    if is_product_key(key):
+        return key[len(PRODUCT_PREFIX):].upper()
+    return " and ".join(key.split("+"))

@@ -4,10 +4,13 @@ reasoner and the sweep.
     match(fact, dispensing) -> MatchClass | None
 
 - confirmed: the dispensing's NDC product is one the recall's own text names, and its lot is the
-  recalled lot.
+  recalled lot (canonical lots equal: drugs.lots).
 - probable: the recalled lot, and either the same ingredients (identity key) with the product not
-  confirmed (the dispensing has no NDC, or the recall names no products), or a product that only
-  openFDA's listing block names (it lists every strength of the listing, also those not recalled).
+  confirmed (the dispensing has no NDC, the recall names no products, or another labeler's NDC: a
+  repackaged or relabeled pack of the manufacturer's lot), or a product that only openFDA's listing
+  block names (it lists every strength of the listing, also those not recalled), or, for a product
+  the vocabulary cannot name, the same product text. Also a near-miss lot (leading zeros, O/0, I/1,
+  a dropped suffix) of the same product or ingredients, with the rule named.
 - product_all_lots: the recall covers every lot (of its expiry window, when it states one) and the
   dispensing's NDC product is one its text names.
 - candidate: same ingredients but no lot to compare (the dispensing's lot is unknown, or a drug-level
@@ -16,18 +19,22 @@ reasoner and the sweep.
 
 A lot never matches on its own: lots are unique only within a manufacturer's product, so a lot
 match needs the product (NDC) or the ingredients to agree, and a known NDC of a product the recall
-does not name rules the lot coincidence out. An NDC product + lot match stands even when identity
+does not name rules a lot coincidence out unless the ingredients agree as well (a repackager). An NDC product + lot match stands even when identity
 keys differ (an unresolved recall subject, a brand entered at the till).
+
+`explain(fact, dispensing)` gives the class with the rule that made it (`Found`).
 
 `dispensing` is anything with `.drug` (identity key), `.ndc` (5-4-2 or ""), `.lot`, and optionally
 `.lot_known`, `.expiry` (date) and `.dispensed_at` (datetime).
 """
 
+from dataclasses import dataclass
 from datetime import date, datetime
 from enum import StrEnum
 
 from . import recall_terms
-from .lots import normalize_lot
+from .identity import is_product_key, texts_agree
+from .lots import canonical_lot, near_miss_rule
 from .ndc import ndc_product
 
 
@@ -88,7 +95,25 @@ def within_lot_scope(fact, dispensing) -> bool:
     return not _outside(scope.get("dispensed_window"), _day(getattr(dispensing, "dispensed_at", None)))
 
 
-def match(fact, dispensing) -> MatchClass | None:
+@dataclass(frozen=True)
+class Found:
+    """A match and the rule that made it (shown to the pharmacist beside the class)."""
+
+    klass: MatchClass
+    rule: str
+
+
+def _near_rule(fact, dispensing) -> tuple[bool, str | None]:
+    """(exact, near-miss rule) of the dispensing's lot against the recall's lot."""
+    if canonical_lot(dispensing.lot) == canonical_lot(fact.lot):
+        return True, None
+    return False, near_miss_rule(fact.lot, dispensing.lot)
+
+
+def explain(fact, dispensing) -> Found | None:
+    """Does this recall fact apply to this dispensing, how surely, and by which rule. The package
+    decides first (the NDC product and the canonical lot); names only corroborate, or propose
+    candidates when there is no NDC to compare."""
     if not recall_terms.is_recall(fact):
         return None
     products = recall_terms.products(fact)  # every product the record lists (text and openFDA block)
@@ -96,18 +121,46 @@ def match(fact, dispensing) -> MatchClass | None:
     same_product = bool(product) and product in recall_terms.named_products(fact)
     listed_only = bool(product) and product in products and not same_product
     other_product = bool(product) and bool(products) and product not in products
-    same_drug = bool(fact.subject) and fact.subject == (getattr(dispensing, "drug", "") or "")
+    drug = getattr(dispensing, "drug", "") or ""
+    same_drug = bool(fact.subject) and fact.subject == drug and not is_product_key(drug)
+    # A product the vocabulary cannot name (kept as its text, drugs.identity.product_key): the texts must agree.
+    same_text = bool(fact.subject) and (is_product_key(fact.subject) or is_product_key(drug)) \
+        and texts_agree(fact.subject, drug)
     plausible = listed_only or (same_drug and not other_product)  # not confirmed, not ruled out
     if fact.lot and not recall_terms.is_drug_level(fact):
         if not lot_known(dispensing):
-            return MatchClass.CANDIDATE if (same_product or plausible) else None
-        if normalize_lot(dispensing.lot) != normalize_lot(fact.lot):
+            if same_product or plausible:
+                return Found(MatchClass.CANDIDATE, "same product, lot not recorded")
             return None
-        if same_product:
-            return MatchClass.CONFIRMED
-        return MatchClass.PROBABLE if plausible else None
+        exact, near = _near_rule(fact, dispensing)
+        if not exact and near is None:
+            return None
+        if exact and same_product:
+            return Found(MatchClass.CONFIRMED, "NDC product named by the recall, same lot")
+        if exact and listed_only:
+            return Found(MatchClass.PROBABLE, "NDC product listed for the recall by openFDA, same lot")
+        if exact and same_drug and other_product:
+            return Found(MatchClass.PROBABLE, "same ingredients and lot, another labeler's NDC (repackaged?)")
+        if exact and same_drug:
+            return Found(MatchClass.PROBABLE, "same ingredients and lot (no NDC to compare)")
+        if exact and same_text and not other_product:
+            return Found(MatchClass.PROBABLE, "same product name and lot")
+        if near and (same_product or listed_only):
+            return Found(MatchClass.PROBABLE, f"same NDC product, lot near miss: {near}")
+        if near and same_drug and not other_product:
+            return Found(MatchClass.PROBABLE, f"same ingredients, lot near miss: {near}")
+        return None
     if not within_lot_scope(fact, dispensing):
         return None
     if same_product:
-        return MatchClass.PRODUCT_ALL_LOTS
-    return MatchClass.CANDIDATE if plausible else None
+        return Found(MatchClass.PRODUCT_ALL_LOTS, "NDC product named by an all-lots recall")
+    if plausible:
+        return Found(MatchClass.CANDIDATE, "same ingredients, the recall covers all lots")
+    if same_text and not other_product:
+        return Found(MatchClass.CANDIDATE, "same product name, the recall covers all lots")
+    return None
+
+
+def match(fact, dispensing) -> MatchClass | None:
+    found = explain(fact, dispensing)
+    return found.klass if found else None

@@ -6,8 +6,15 @@ shares a scope with a standing decision's premise is a reason to re-decide it (d
 Sharing a scope is necessary for a fact to apply, not sufficient: premises may over-trigger (a
 reaffirmation costs a re-decision), never under-trigger (a missed patient is told "safe").
 
-Lots are unique only within a manufacturer's product, so no scope is a lot alone.
+Lots are unique only within a manufacturer's product, so a drug or product scope carries the lot;
+the one lot-only scope, `lot:~<near key>` (drugs.lots.near_lot_key), exists so that a recall lot finds
+every decision whose dispensing has that lot or a near miss of it whatever the names say (a repackaged
+pack, a product the vocabulary cannot name, a lot typed with a zero for an O). It only triggers a
+re-decision; drugs.matching decides whether the recall applies. Lots in scopes are canonical
+(drugs.lots.canonical_lot), on both sides.
 """
+
+from .lots import canonical_lot, near_lot_key, near_lot_keys
 
 DRUG_LEVEL = "*"
 # Carried by every lot-level fact and rested on by a dispensing whose lot was not recorded: a recall
@@ -15,8 +22,11 @@ DRUG_LEVEL = "*"
 ANY_LOT = "?"
 
 
+NEAR_LOT = "lot:~"
+
+
 def _lot_part(lot) -> str:
-    return lot if lot else DRUG_LEVEL
+    return canonical_lot(lot) if lot else DRUG_LEVEL
 
 
 def fact_scopes(subject: str, lot: str | None, ndc_products=()) -> list[str]:
@@ -28,6 +38,7 @@ def fact_scopes(subject: str, lot: str | None, ndc_products=()) -> list[str]:
     scopes = [f"{key}|{part}" for key in keys]
     if lot:
         scopes.extend(f"{key}|{ANY_LOT}" for key in keys)
+        scopes.extend(f"{NEAR_LOT}{near}" for near in sorted(near_lot_keys(lot)))
     return scopes
 
 
@@ -36,11 +47,14 @@ def dispensing_scopes(drug: str, lot: str | None, ndc_product: str | None = None
     identity and by NDC product when known. An unknown lot rests on the drug level and on every
     lot-level fact of the drug or product (ANY_LOT)."""
     scopes = []
+    lot = canonical_lot(lot) if lot else ""
     for prefix, value in (("drug", drug), ("ndc", ndc_product)):
         if not value:
             continue
         scopes.append(f"{prefix}:{value}|{DRUG_LEVEL}")
         scopes.append(f"{prefix}:{value}|{lot if lot else ANY_LOT}")
+    if lot:
+        scopes.append(f"{NEAR_LOT}{near_lot_key(lot)}")
     return scopes
 
 

@@ -7,7 +7,7 @@ from django.template.response import TemplateResponse
 from django.urls import path
 
 from drugs.identity import resolve
-from drugs.lots import normalize_lot
+from drugs.lots import canonical_lot
 from drugs.ndc import normalize_ndc
 from patients.csvimport import MAX_IMPORT_BYTES, MAX_ROWS, import_dispensing_csv
 from patients.dispensing import delete_dispensing, save_dispensing
@@ -95,7 +95,7 @@ class DispensingRecordAdmin(admin.ModelAdmin):
         match = Q(patient_id__in=list(Patient.objects.filter(external_ref=term).values_list("id", flat=True)))
         if term.lower() == "unknown":
             match |= Q(lot_unknown=True)
-        if lot := normalize_lot(term):
+        if lot := canonical_lot(term):
             match |= Q(lot=lot)
         if drug := resolve(term).key:
             match |= Q(drug=drug)

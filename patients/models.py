@@ -8,8 +8,8 @@ from django.db import models, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from drugs.identity import UNRESOLVED, resolve
-from drugs.lots import normalize_lot
+from drugs.identity import PRODUCT_SOURCE, UNRESOLVED, identity_key, is_product_key, resolve
+from drugs.lots import canonical_lot, near_lot_key
 from drugs.ndc import ndc_product, normalize_ndc
 from patients.text import problem as text_problem
 
@@ -125,18 +125,23 @@ class DispensingRecord(models.Model):
     patient = models.ForeignKey(Patient, on_delete=models.CASCADE, related_name="dispensings")
     # Copied from the patient so the row can be homed with its patient (REGIONAL BY ROW).
     region = models.CharField(max_length=40, editable=False)
-    # The identity key (drugs.identity): sorted ingredients joined by "+", as recall subjects are; "" when
-    # the entered name could not be resolved (drug_source "unresolved": a person identifies it, and until
-    # then only an NDC product + lot match can find this row).
+    # The identity key (drugs.identity.identity_key): sorted ingredients joined by "+", as recall subjects
+    # are; for a name the vocabulary does not know, its product text ("product:basic care allergy",
+    # drug_source "product-text"), matched to recalls by NDC product + lot or by text + lot; "" only
+    # when nothing names the drug.
     drug = models.CharField(max_length=200, blank=True, help_text="Ingredient identity, e.g. 'valsartan'.")
-    drug_text = models.CharField(max_length=500, blank=True, help_text="The drug as entered or scanned.")
+    # Text fields: a real product name (parenteral nutrition, kits) can run to hundreds of characters.
+    drug_text = models.TextField(blank=True, help_text="The drug as entered or scanned.")
     drug_source = models.CharField(max_length=40, blank=True, help_text="Where the identity came from.")
-    product_description = models.CharField(max_length=500, blank=True)
+    product_description = models.TextField(blank=True)
     ndc = models.CharField(max_length=13, blank=True, help_text="11-digit 5-4-2 package NDC.")
     # Labeler + product part of the NDC ("00378-5814"): what a lot is read against (drugs.matching).
     ndc_product = models.CharField(max_length=10, blank=True, editable=False)
     lot = models.CharField(max_length=100, blank=True,
-                           help_text="Normalised exactly as recall lots are; empty only when lot_unknown.")
+                           help_text="The canonical lot (drugs.lots.canonical_lot: no prefix, spaces or "
+                                     "punctuation, upper case); empty only when lot_unknown.")
+    # drugs.lots.near_lot_key of the lot: exposure reads a recall lot's rows (and near misses) by it.
+    lot_near = models.CharField(max_length=100, blank=True, default="", db_default="", editable=False)
     # A dispensing whose lot was not recorded: matched by drug and product only (never by lot), and
     # shown as "unknown". Never an empty lot on its own (a check constraint holds both together).
     # db_default as well: rows loaded by raw SQL (bench COPY) get the same values as the ORM's.
@@ -165,7 +170,7 @@ class DispensingRecord(models.Model):
             models.Index(fields=["patient", "drug"], name="dispensing_patient_drug"),
             # Used by exposure: a recall lot resolves to patients through (drug, lot).
             models.Index(fields=["drug", "lot"], name="dispensing_drug_lot"),
-            models.Index(fields=["lot"], name="dispensing_lot"),
+            models.Index(fields=["lot_near"], name="dispensing_lot_near"),
             # Used by the admin search (an NDC typed by staff) and by scans (an NDC product's packages).
             models.Index(fields=["ndc"], name="dispensing_ndc"),
             # Used by exposure: an NDC product + lot match holds even when identity keys differ.
@@ -191,34 +196,40 @@ class DispensingRecord(models.Model):
 
     def save(self, *args, **kwargs):
         self.resolve_identity()
-        self.lot = normalize_lot(self.lot)
+        self.fill_derived()
+        if kwargs.get("update_fields") is not None:
+            kwargs["update_fields"] = {*kwargs["update_fields"], "fingerprint", "updated", "drug", "drug_text",
+                                       "drug_source", "ndc_product", "lot", "lot_near"}
+        super().save(*args, **kwargs)
+
+    def fill_derived(self):
+        """The columns derived from what was entered: canonical lot, its near key, 5-4-2 NDC, NDC
+        product, fingerprint. Every write path calls it (save(), and patients.dispensing for bulk rows)."""
+        self.lot = canonical_lot(self.lot)
+        self.lot_near = near_lot_key(self.lot) if self.lot else ""
         if self.ndc:
             self.ndc = normalize_ndc(self.ndc)
         self.ndc_product = ndc_product(self.ndc)
         if self.patient_id and not self.region:
             self.region = self.patient.region
         self.fingerprint = self.compute_fingerprint()
-        if kwargs.get("update_fields") is not None:
-            kwargs["update_fields"] = {*kwargs["update_fields"], "fingerprint", "updated", "drug", "drug_text",
-                                       "drug_source", "ndc_product"}
-        super().save(*args, **kwargs)
 
     def resolve_identity(self):
-        """drug <- the identity key of what was entered (drug_text, else the product description).
+        """drug <- the identity key of what was entered (drug_text, else the product description; a name
+        the vocabulary does not know keeps its product text as the key, drugs.identity.identity_key).
         The entered text is kept in drug_text, so re-resolving (manage.py resolve_dispensing) starts from
         what the pharmacy typed, not from an earlier key."""
-        if self.drug and (not self.drug_text or resolve(self.drug_text).key != self.drug):
-            self.drug_text = self.drug[:500]  # a drug typed now, not the key of what was typed before
+        if self.drug and not is_product_key(self.drug) and (
+                not self.drug_text or resolve(self.drug_text).key != self.drug):
+            self.drug_text = self.drug  # a drug typed now, not the key of what was typed before
         if not self.drug_text:
-            self.drug_text = (self.product_description or "")[:500]
-        identity = resolve(self.drug_text)
-        if not identity.resolved and self.product_description:
-            identity = resolve(self.product_description)
-        self.drug, self.drug_source = identity.key, identity.source
+            self.drug_text = self.product_description or ""
+        self.drug, self.drug_source = identity_key(self.drug_text, self.product_description)
 
     @property
     def identity_unresolved(self) -> bool:
-        return self.drug_source == UNRESOLVED
+        """No ingredient named: the identity is the product text (or nothing): a person may identify it."""
+        return self.drug_source in (UNRESOLVED, PRODUCT_SOURCE)
 
     @property
     def lot_label(self) -> str:
@@ -242,7 +253,8 @@ class DispensingRecord(models.Model):
         else:
             self.resolve_identity()
         raw_lot = self.lot
-        self.lot = normalize_lot(raw_lot)
+        self.lot = canonical_lot(raw_lot)
+        self.lot_near = near_lot_key(self.lot) if self.lot else ""
         if self.lot_unknown:
             if self.lot:
                 errors["lot"] = f"Lot {self.lot} is given and 'lot unknown' is ticked: clear one of them."

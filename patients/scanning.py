@@ -16,7 +16,7 @@ from datetime import date
 from django.db.models import Q
 
 from drugs.gs1 import NdcCandidate, Scan
-from drugs.lots import normalize_lot
+from drugs.lots import canonical_lot
 from drugs.ndc import normalize_ndc
 from drugs.scopes import DRUG_LEVEL
 from memory.models import Fact
@@ -61,7 +61,7 @@ def known_products(candidates: list[NdcCandidate], lot: str = "") -> set[str]:
     if known:
         return known
     believed = Fact.objects.believed()
-    lot_part = normalize_lot(lot) or DRUG_LEVEL
+    lot_part = canonical_lot(lot) or DRUG_LEVEL
     tags = sorted({f"ndc:{p}|{part}" for p in products for part in (lot_part, DRUG_LEVEL)})
     for scopes in believed.filter(scopes__overlap=tags).values_list("scopes", flat=True)[:50]:
         known |= {p for p in products if any(s in scopes for s in (f"ndc:{p}|{lot_part}", f"ndc:{p}|{DRUG_LEVEL}"))}
@@ -126,7 +126,7 @@ def apply_scan(scan: Scan, entered: Entered) -> tuple[ScanFill, dict[str, str]]:
             errors["lot_unknown"] = f"The scan reads lot {scan.lot}: untick 'lot unknown'."
         elif not entered.lot:
             lot = scan.lot
-        elif normalize_lot(entered.lot) != normalize_lot(scan.lot):
+        elif canonical_lot(entered.lot) != canonical_lot(scan.lot):
             errors["lot"] = f"The scan reads lot {scan.lot} but {entered.lot} was typed: which is on the pack?"
     expiry = entered.expiry
     if scan.expiry:

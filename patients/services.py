@@ -16,8 +16,10 @@ from django.db import connection, transaction
 from django.db.models import Count, Exists, OuterRef, Q
 
 from drugs import recall_terms
-from drugs.lots import normalize_lot
-from drugs.matching import MatchClass, dispensing_product, match
+from drugs.identity import PRODUCT_PREFIX, identity_key, is_product_key, product_words, readable
+from drugs.lots import canonical_lot, near_lot_keys
+from drugs.matching import MatchClass, dispensing_product, explain, match
+from drugs.scopes import dispensing_scopes
 from memory.models import Decision, DecisionPremise, Fact
 from patients.models import DispensingRecord, Patient
 
@@ -35,11 +37,13 @@ class Exposure:
     fact: Fact
     ndc_products: list[str] = field(default_factory=list)  # the products the recall names
     match_class: MatchClass | None = None  # the strongest drugs.matching class over the dispensings
+    rule: str = ""  # the drugs.matching rule behind that class ("same NDC product, lot near miss: ...")
 
     @property
     def why(self) -> str:
-        what = self.fact.subject or "the recalled product"
-        label = f" [{self.match_class.label}]" if self.match_class else ""
+        what = readable(self.fact.subject) or "the recalled product"
+        label = f" [{self.match_class.label}: {self.rule}]" if self.match_class and self.rule else (
+            f" [{self.match_class.label}]" if self.match_class else "")
         if self.match == Match.LOT:
             return f"received lot {self.fact.lot} of {what}, which {self._recall} names{label}"
         narrowed = f" (NDC products {', '.join(self.ndc_products)})" if self.ndc_products else ""
@@ -59,15 +63,16 @@ def _group(fact, rows) -> list[Exposure]:
     products = sorted(recall_terms.products(fact))
     by_patient: dict[int, Exposure] = {}
     for row in rows:
-        found = match(fact, row)
+        found = explain(fact, row)
         if found is None:
             continue
         exposure = by_patient.get(row.patient_id)
         if exposure is None:
-            exposure = by_patient[row.patient_id] = Exposure(row.patient, [], kind, fact, products, found)
+            exposure = by_patient[row.patient_id] = Exposure(row.patient, [], kind, fact, products, found.klass,
+                                                             found.rule)
         exposure.dispensings.append(row)
-        if _STRENGTH[found] > _STRENGTH[exposure.match_class]:
-            exposure.match_class = found
+        if _STRENGTH[found.klass] > _STRENGTH[exposure.match_class]:
+            exposure.match_class, exposure.rule = found.klass, found.rule
     return list(by_patient.values())
 
 
@@ -94,42 +99,44 @@ def exposed_patients(fact: Fact, *, candidates: bool = True, unless_standing_on=
 
 def exposure_rows(fact: Fact, *, candidates: bool = True):
     """The dispensing queryset exposure reads for a fact, before drugs.matching.match() filters it
-    (bench/exposure.py EXPLAINs it); None for a non-recall fact."""
+    (bench/exposure.py EXPLAINs it); None for a non-recall fact.
+
+    Package first: a lot-level fact reads every row whose lot is the recalled lot or a near miss of it
+    (`lot_near`, indexed), whatever its name says, and drugs.matching decides by NDC product, then
+    ingredients, then product text; plus the unknown-lot rows of the drug or its products
+    (candidates). A drug-level fact reads the rows of the drug, of the products it names, or, for a
+    product the vocabulary cannot name, rows whose product text starts with the same word."""
     if not recall_terms.is_recall(fact):
         return None
     products = sorted(recall_terms.products(fact))
     by_identity = Q(drug=fact.subject) if fact.subject else Q(pk__in=[])
     by_product = Q(ndc_product__in=products) if products else Q(pk__in=[])
+    if is_product_key(fact.subject) and product_words(fact.subject):
+        by_identity |= Q(drug__startswith=f"{PRODUCT_PREFIX}{product_words(fact.subject)[0]}")
     if fact.lot and not recall_terms.is_drug_level(fact):
-        # The recalled lot and the unknown lot ("", lot_unknown) of the drug or of its products: each
-        # branch is an index range on (drug, lot) or (ndc_product, lot); drugs.matching decides the rest.
-        lots = [normalize_lot(fact.lot)] + ([""] if candidates else [])
-        return _ordered(DispensingRecord.objects.filter((by_identity | by_product) & Q(lot__in=lots)))
+        lot_rows = Q(lot_near__in=sorted(near_lot_keys(fact.lot)), lot_unknown=False)
+        if candidates:
+            lot_rows |= (by_identity | by_product) & Q(lot_unknown=True)
+        return _ordered(DispensingRecord.objects.filter(lot_rows))
     return _ordered(DispensingRecord.objects.filter(by_identity | by_product))
 
 
 def active_recalls_for_dispensing(record: DispensingRecord) -> list[Fact]:
     """Believed, still-active recall facts that apply to this dispensing (drugs.matching.match, the
     same rule as exposure). Used to warn staff who register a lot that is already recalled."""
-    scopes = Q()
-    if record.drug:
-        scopes |= Q(subject=record.drug)
-    lot_filter = Q(lot__isnull=True) | (Q(lot=normalize_lot(record.lot)) if record.lot else Q(lot__isnull=False))
-    candidates = Fact.objects.believed().defer("embedding").filter(kind=Fact.Kind.RECALL)
     product = dispensing_product(record)  # also before the row is saved (CSV import checks first)
-    if product:
-        # An NDC product + lot match holds whatever the recall's subject (scopes are GIN-indexed).
-        product_scopes = [f"ndc:{product}|*"]
-        if record.lot:
-            product_scopes.append(f"ndc:{product}|{record.lot}")
-        scopes |= Q(scopes__overlap=product_scopes)
-    if not scopes:
+    lot = "" if record.lot_unknown else canonical_lot(record.lot)
+    drug = record.drug or identity_key(record.drug_text, record.product_description)[0]
+    # The scopes a decision about this row would rest on (GIN-indexed overlap): its drug and product
+    # at its lot and at the drug level, and its lot's near key (a repackaged or unnamed product).
+    wanted = dispensing_scopes(drug, lot, product)
+    if not wanted:
         return []
-    hits = []
-    for fact in candidates.filter(scopes).filter(lot_filter):
-        if recall_terms.is_active(fact) and match(fact, record) is not None:
-            hits.append(fact)
-    return hits
+    candidates = Fact.objects.believed().defer("embedding").filter(kind=Fact.Kind.RECALL, scopes__overlap=wanted)
+    if drug:
+        candidates = Fact.objects.believed().defer("embedding").filter(
+            Q(kind=Fact.Kind.RECALL) & (Q(scopes__overlap=wanted) | Q(subject=drug)))
+    return [fact for fact in candidates if recall_terms.is_active(fact) and match(fact, record) is not None]
 
 
 def recall_warning(records) -> str:
@@ -164,19 +171,22 @@ def exposed_patients_for_recall(recall_number: str) -> list[Exposure]:
         if fact not in lot_facts:
             exposures.extend(exposed_patients(fact))
     if lot_facts:
-        # One dispensing query for all the lots of the recall (a recall can name hundreds).
+        # One dispensing query for all the lots of the recall (a recall can name hundreds): every row
+        # with one of its lots or a near miss of one, and the unknown-lot rows of its drugs or products.
         subjects = {f.subject for f in lot_facts if f.subject}
         products = set().union(*(recall_terms.products(f) for f in lot_facts))
         related = Q(drug__in=subjects) | Q(ndc_product__in=products)
-        lots = sorted({normalize_lot(f.lot) for f in lot_facts})
-        rows = list(_ordered(DispensingRecord.objects.filter(related, lot__in=lots + [""])))
-        by_lot = defaultdict(list)
-        unknown = [row for row in rows if not row.lot]
+        near = sorted(set().union(*(near_lot_keys(f.lot) for f in lot_facts)))
+        rows = list(_ordered(DispensingRecord.objects.filter(
+            Q(lot_near__in=near, lot_unknown=False) | (related & Q(lot_unknown=True)))))
+        by_near = defaultdict(list)
+        unknown = [row for row in rows if row.lot_unknown]
         for row in rows:
-            if row.lot:
-                by_lot[row.lot].append(row)
+            if not row.lot_unknown:
+                by_near[row.lot_near].append(row)
         for fact in lot_facts:
-            exposures.extend(_group(fact, by_lot.get(normalize_lot(fact.lot), []) + unknown))
+            mine = [row for key in sorted(near_lot_keys(fact.lot)) for row in by_near.get(key, [])]
+            exposures.extend(_group(fact, mine + unknown))
     exposures.sort(key=lambda e: (e.patient.id, e.fact.fact_key))
     return exposures
 

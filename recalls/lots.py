@@ -33,7 +33,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from .normalize import normalize_lot
+from drugs.lots import printed_lot
 
 KINDS = ("lots", "all_lots", "all_lots_window")
 LOT_SCOPE_VERSION = "2"  # part of recalls.ingest.record_hash: a parser change re-reads every record once
@@ -230,7 +230,7 @@ class ScopeAttribute(dict):
         entry = index.get(lot, {"lot": lot, "expiry": None})
         narrowed = {k: (list(v) if isinstance(v, list) else v) for k, v in self.items() if k != "lots"}
         narrowed["lots"] = [dict(entry)]
-        narrowed["uncertain"] = [text for text in self["uncertain"] if normalize_lot(text) == lot]
+        narrowed["uncertain"] = [text for text in self["uncertain"] if printed_lot(text) == lot]
         return narrowed
 
 
@@ -247,7 +247,7 @@ def stored_scope(attributes: dict, lot: str | None = None) -> dict:
 
 @dataclass(frozen=True)
 class ScopedLot:
-    lot: str  # normalised (recalls.normalize.normalize_lot), compared exactly with dispensed lots
+    lot: str  # as printed (drugs.lots.printed_lot); compared with dispensed lots by drugs.lots.canonical_lot
     expiry: str | None = None  # ISO "YYYY-MM" or "YYYY-MM-DD" as written next to the lot
 
 
@@ -596,7 +596,7 @@ def _walk(masked: str, dates: list[str | None], composites: list[str], *, cut_at
     def add(raw: str, end: int):
         nonlocal pending, last_was_letters
         seam = _SEAM in raw
-        lot = normalize_lot(raw.replace(_SEAM, ""))
+        lot = printed_lot(raw.replace(_SEAM, ""))
         if not lot:
             return
         if cut_at_end and end >= text_end:

@@ -1,7 +1,7 @@
 """Score recalls.lots.parse_scope against a hand-labelled fixture (tests/fixtures/lots_eval.json).
 
 Lots are micro-averaged over every case whose lots were labelled in full (compared after
-`normalize_lot`); the few texts too long to transcribe by hand (the 32,600-character truncated
+`printed_lot`); the few texts too long to transcribe by hand (the 32,600-character truncated
 record, lists of 300-900 lots) carry spot checks instead: lots that must be found and fragments
 that must not. Scope kind is scored on every case; expiry on every true-positive lot that has a
 labelled expiry; windows on every labelled window.
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .lots import parse_scope
-from .normalize import normalize_lot
+from drugs.lots import printed_lot
 
 
 @dataclass
@@ -87,7 +87,7 @@ def score(cases: list[dict]) -> Report:
             report.lot_cases += 1
             expected = {}
             for entry in case["lots"]:
-                expected.setdefault(normalize_lot(entry["lot"]), entry.get("expiry"))
+                expected.setdefault(printed_lot(entry["lot"]), entry.get("expiry"))
             for lot in sorted(set(found) - set(expected)):
                 report.fp += 1
                 report.errors.append((rn, "FP", lot, _excerpt(text, lot)))
@@ -106,14 +106,14 @@ def score(cases: list[dict]) -> Report:
         else:
             for lot in case.get("must_include", []):
                 report.spot_checks += 1
-                if normalize_lot(lot) not in found:
+                if printed_lot(lot) not in found:
                     report.spot_failures += 1
-                    report.errors.append((rn, "spot FN", lot, _excerpt(text, normalize_lot(lot))))
+                    report.errors.append((rn, "spot FN", lot, _excerpt(text, printed_lot(lot))))
             for lot in case.get("must_exclude", []):
                 report.spot_checks += 1
-                if normalize_lot(lot) in found:
+                if printed_lot(lot) in found:
                     report.spot_failures += 1
-                    report.errors.append((rn, "spot FP", lot, _excerpt(text, normalize_lot(lot))))
+                    report.errors.append((rn, "spot FP", lot, _excerpt(text, printed_lot(lot))))
         for name in ("expiry_window", "dispensed_window", "manufactured_window"):
             labelled = case.get(name)
             if labelled is None:

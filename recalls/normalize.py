@@ -4,7 +4,7 @@ Kept so callers not yet moved keep working; new code imports from `drugs` direct
 """
 
 from drugs.identity import resolve
-from drugs.lots import normalize_lot
+from drugs.lots import printed_lot as normalize_lot
 from drugs.ndc import ndc_product, ndc_products, normalize_ndc, normalize_product_ndc
 
 __all__ = ["ndc_product", "ndc_products", "normalize_drug_name", "normalize_lot", "normalize_ndc",

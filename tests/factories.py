@@ -16,7 +16,7 @@ import zipfile
 from datetime import UTC, datetime
 from pathlib import Path
 
-from drugs.lots import normalize_lot
+from drugs.lots import printed_lot
 from memory.services import assert_claim
 from patients.models import DispensingRecord, Patient
 from recalls.ingest import RecallClaim, parse_enforcement, recall_claims
@@ -71,7 +71,7 @@ def recall_claim(recall_number: str, lot: str | None = None, **changes) -> Recal
     """The claim ingestion builds for one lot of a real record (lot None: its drug-level claim). The
     test writes only that fact of the record, where an ingest would write all of them."""
     claims = recall_claims_of(recall_number, **changes)
-    wanted = None if lot is None else normalize_lot(lot)
+    wanted = None if lot is None else printed_lot(lot)
     for claim in claims:
         if claim.lot == wanted:
             return claim

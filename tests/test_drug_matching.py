@@ -67,7 +67,9 @@ def test_ndc_product_and_lot_match_even_when_the_identity_keys_differ():
 def test_a_lot_never_matches_on_its_own():
     fact = fact_for_lot("D-0326-2019", "3069020")
     assert match(fact, dispensing("Escitalopram 10 mg", "", "3069020")) is None  # other drug, same lot
-    assert match(fact, dispensing("Valsartan 160 mg", "68180-0100-09", "3069020")) is None  # other maker
+    # Another labeler's NDC, same ingredients and lot: a repackaged pack is possible, so probable, never
+    # confirmed; another drug with the same lot stays no match.
+    assert match(fact, dispensing("Valsartan 160 mg", "68180-0100-09", "3069020")) == MatchClass.PROBABLE
     assert match(fact, dispensing("Valsartan 160 mg", "", "3069020")) == MatchClass.PROBABLE  # no NDC
     assert match(fact, dispensing("Valsartan 160 mg", "00378-5814-77", "3069099")) is None  # other lot
 
@@ -134,7 +136,10 @@ def test_exposure_finds_the_losartan_and_diovan_patients(hashing_embeddings):
         for claim in recall_claims_of(number):
             assert_claim(claim)
     exposures = exposed_patients_for_recall("D-1281-2019")
-    assert [(e.patient.external_ref, e.match_class) for e in exposures] == [("losartan", MatchClass.CONFIRMED)]
+    # Another labeler's NDC with the same ingredients and the recalled lot: a repackaged pack, probable.
+    assert [(e.patient.external_ref, e.match_class) for e in exposures] == [
+        ("losartan", MatchClass.CONFIRMED), ("other-maker", MatchClass.PROBABLE)]
+    assert "repackaged" in exposures[1].rule
     exposures = exposed_patients_for_recall("D-0326-2019")
     assert [(e.patient.external_ref, e.match_class) for e in exposures] == [("diovan", MatchClass.CONFIRMED)]
     assert [f.fact_key for f in active_recalls_for_dispensing(record)] == ["recall:D-0326-2019:lot:3069020"]

@@ -81,7 +81,7 @@ def test_a_dispensing_row_stores_drug_lot_and_ndc_in_the_recall_forms():
         patient=patient, drug="VALSARTAN Tablets, USP 160 mg", lot=" lot # hvsa17011-a ", ndc="0378-5814-77",
         quantity=90, dispensed_at=timezone.now())
     row.refresh_from_db()
-    assert (row.drug, row.lot, row.ndc, row.region) == ("valsartan", "HVSA17011-A", "00378-5814-77", "aws-us-east-1")
+    assert (row.drug, row.lot, row.ndc, row.region) == ("valsartan", "HVSA17011A", "00378-5814-77", "aws-us-east-1")
 
 
 # --- Patients -----------------------------------------------------------------------------------------

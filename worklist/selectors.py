@@ -460,7 +460,7 @@ def exposure_classes(recall_number: str) -> dict[int, str]:
     in one query), grouped in SQL by what drugs.matching.match() reads, match() once per group.
     tests/test_worklist_sql.py checks it equals _exposed_patient_ids on real recall data."""
     from drugs import recall_terms
-    from drugs.lots import normalize_lot
+    from drugs.lots import canonical_lot
     from drugs.matching import match
     from patients.models import DispensingRecord
     from patients.services import exposure_rows
@@ -490,7 +490,7 @@ def exposure_classes(recall_number: str) -> dict[int, str]:
     if lot_facts:
         subjects = {f.subject for f in lot_facts if f.subject}
         products = set().union(*(recall_terms.products(f) for f in lot_facts))
-        lots = sorted({normalize_lot(f.lot) for f in lot_facts})
+        lots = sorted({canonical_lot(f.lot) for f in lot_facts})
         groups = list(_match_groups(DispensingRecord.objects.filter(
             Q(drug__in=subjects) | Q(ndc_product__in=products), lot__in=lots + [""])))
         by_lot: dict[str, list] = {}
@@ -498,7 +498,7 @@ def exposure_classes(recall_number: str) -> dict[int, str]:
             by_lot.setdefault(group["lot"], []).append(group)
         unknown = by_lot.get("", [])
         for fact in lot_facts:
-            lot = normalize_lot(fact.lot)
+            lot = canonical_lot(fact.lot)
             take(fact, (by_lot.get(lot, []) if lot else []) + unknown)
     return out
 
