@@ -19,8 +19,9 @@ reasoner and the sweep.
 
 A lot never matches on its own: lots are unique only within a manufacturer's product, so a lot
 match needs the product (NDC) or the ingredients to agree, and a known NDC of a product the recall
-does not name rules a lot coincidence out unless the ingredients agree as well (a repackager). An NDC product + lot match stands even when identity
-keys differ (an unresolved recall subject, a brand entered at the till).
+does not name rules a lot coincidence out unless the ingredients agree as well (a repackager). An
+NDC product + lot match stands even when identity keys differ (an unresolved recall subject, a brand
+entered at the till).
 
 `explain(fact, dispensing)` gives the class with the rule that made it (`Found`).
 

@@ -11,8 +11,9 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .lots import parse_scope
 from drugs.lots import printed_lot
+
+from .lots import parse_scope
 
 
 @dataclass
