@@ -19,7 +19,8 @@ from patients.models import DispensingChange, DispensingRecord
 # sender=DispensingRecord, changes=[(patient_id, drug), ...] (old and new drug of an edited row)
 dispensing_changed = Signal()
 
-_AUDITED = ("drug", "drug_text", "drug_source", "product_description", "ndc", "lot", "lot_unknown", "expiry",
+_AUDITED = ("drug", "drug_text", "drug_source", "product_description", "ndc", "ndc_product", "lot", "lot_unknown",
+            "expiry",
             "serial", "gtin", "quantity", "dispensed_at", "site")
 
 
@@ -90,9 +91,10 @@ def create_dispensings(records: list[DispensingRecord], *, actor: str) -> list[D
         raise ValueError("create_dispensings() creates new rows only; update existing ones with save_dispensing().")
     with transaction.atomic():
         for record in records:
-            if record.patient_id and not record.region:
-                record.region = record.patient.region
-            record.fingerprint = record.compute_fingerprint()  # what save() adds to a normalised row
+            # What save() derives (canonical lot, near key, NDC product, region, fingerprint): a bulk
+            # row must never lack the NDC product or lot key that exposure reads.
+            record.resolve_identity()
+            record.fill_derived()
         DispensingRecord.objects.bulk_create(records, batch_size=BULK_BATCH)
         DispensingChange.objects.bulk_create([
             DispensingChange(actor_label=actor[:150], action=DispensingChange.Action.CREATED,
