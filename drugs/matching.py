@@ -130,7 +130,7 @@ def explain(fact, dispensing) -> Found | None:
     plausible = listed_only or (same_drug and not other_product)  # not confirmed, not ruled out
     if fact.lot and not recall_terms.is_drug_level(fact):
         if not lot_known(dispensing):
-            if same_product or plausible:
+            if same_product or plausible or (same_text and not other_product):
                 return Found(MatchClass.CANDIDATE, "same product, lot not recorded")
             return None
         exact, near = _near_rule(fact, dispensing)

@@ -460,7 +460,7 @@ def exposure_classes(recall_number: str) -> dict[int, str]:
     in one query), grouped in SQL by what drugs.matching.match() reads, match() once per group.
     tests/test_worklist_sql.py checks it equals _exposed_patient_ids on real recall data."""
     from drugs import recall_terms
-    from drugs.lots import canonical_lot
+    from drugs.lots import near_lot_key, near_lot_keys
     from drugs.matching import match
     from patients.models import DispensingRecord
     from patients.services import exposure_rows
@@ -488,18 +488,23 @@ def exposure_classes(recall_number: str) -> dict[int, str]:
             if rows is not None:
                 take(fact, _match_groups(rows))
     if lot_facts:
+        # The rows exposed_patients_for_recall reads: every row with one of the recall's lots or a near
+        # miss of one (any name), and the unknown-lot rows of its drugs or products.
         subjects = {f.subject for f in lot_facts if f.subject}
         products = set().union(*(recall_terms.products(f) for f in lot_facts))
-        lots = sorted({canonical_lot(f.lot) for f in lot_facts})
+        near = sorted(set().union(*(near_lot_keys(f.lot) for f in lot_facts)))
         groups = list(_match_groups(DispensingRecord.objects.filter(
-            Q(drug__in=subjects) | Q(ndc_product__in=products), lot__in=lots + [""])))
-        by_lot: dict[str, list] = {}
+            Q(lot_near__in=near, lot_unknown=False)
+            | ((Q(drug__in=subjects) | Q(ndc_product__in=products)) & Q(lot_unknown=True)))))
+        by_near: dict[str, list] = {}
+        unknown = []
         for group in groups:
-            by_lot.setdefault(group["lot"], []).append(group)
-        unknown = by_lot.get("", [])
+            if group["lot_unknown"]:
+                unknown.append(group)
+            else:
+                by_near.setdefault(near_lot_key(group["lot"]), []).append(group)
         for fact in lot_facts:
-            lot = canonical_lot(fact.lot)
-            take(fact, (by_lot.get(lot, []) if lot else []) + unknown)
+            take(fact, [g for key in sorted(near_lot_keys(fact.lot)) for g in by_near.get(key, [])] + unknown)
     return out
 
 
