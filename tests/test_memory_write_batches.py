@@ -79,7 +79,8 @@ def test_a_batch_writes_exactly_the_rows_the_one_by_one_path_writes(hashing_embe
         ("created", 1, None), ("versioned", 2, 1), ("created", 2, None), ("unchanged", 2, None)]
     assert history("batched") == history("single")
     believed = Fact.objects.filter(fact_key="batched:new1", retracted_at=None).get()
-    assert believed.scopes == ["drug:valsartan|D4", "ndc:00378-5814|D4", "drug:valsartan|?", "ndc:00378-5814|?"]
+    assert believed.scopes == ["drug:valsartan|D4", "ndc:00378-5814|D4", "drug:valsartan|?", "ndc:00378-5814|?",
+                               "lot:~D4"]
     back = list(Fact.objects.filter(fact_key="batched:back").order_by("version"))
     assert back[1].asserted_at >= back[0].retracted_at  # a re-asserted key starts after its last retraction
 

@@ -39,7 +39,8 @@ def test_legacy_rows_are_re_resolved_with_an_audit_row_and_unchanged_rows_are_le
     assert audit.before["drug"] == "losartan tab" and audit.after["drug"] == "losartan"
     current.refresh_from_db()
     unknown.refresh_from_db()
-    assert current.drug == "valsartan" and unknown.drug == "" and unknown.drug_source == "unresolved"
+    # A name the vocabulary does not know keeps its product text as identity (never blank).
+    assert current.drug == "valsartan" and unknown.drug == "product:vals" and unknown.drug_source == "product-text"
     assert unknown.drug_text == "Vals 80 mg"
 
 

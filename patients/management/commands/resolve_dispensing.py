@@ -11,7 +11,7 @@ from collections import Counter
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
-from drugs.identity import resolve
+from drugs.identity import PRODUCT_SOURCE, UNRESOLVED, identity_key
 from drugs.ndc import ndc_product
 from patients.dispensing import save_dispensing
 from patients.models import DispensingRecord
@@ -20,13 +20,12 @@ ACTOR = "command:resolve_dispensing"
 
 
 def resolved_identity(row: DispensingRecord) -> tuple[str, str, str]:
-    """(key, source, entered text) the row would get; the entered text is drug_text, else the old drug
-    value (a normalised name from before identity keys), else the product description."""
+    """(key, source, entered text) the row would get (drugs.identity.identity_key, as save() derives it);
+    the entered text is drug_text, else the old drug value (a normalised name from before identity
+    keys), else the product description."""
     text = row.drug_text or row.drug or row.product_description
-    identity = resolve(text)
-    if not identity.resolved and row.product_description:
-        identity = resolve(row.product_description)
-    return identity.key, identity.source, text
+    key, source = identity_key(text, row.product_description)
+    return key, source, text
 
 
 class Command(BaseCommand):
@@ -42,12 +41,12 @@ class Command(BaseCommand):
         for row in DispensingRecord.objects.select_related("patient").order_by("id").iterator(chunk_size=2000):
             counts["rows"] += 1
             key, source, text = resolved_identity(row)
-            counts[source] += 1
+            counts["unresolved" if source in (UNRESOLVED, PRODUCT_SOURCE) else "resolved"] += 1
             if (key, source, ndc_product(row.ndc)) == (row.drug, row.drug_source, row.ndc_product) and row.drug_text:
                 continue
             counts["changed"] += 1
             if not dry_run:
-                row.drug_text = text[:500]
+                row.drug_text = text
                 pending.append(row)
             if len(pending) >= batch:
                 self._save(pending)
@@ -57,7 +56,8 @@ class Command(BaseCommand):
         verb = "would change" if dry_run else "changed"
         self.stdout.write(f"{counts['rows']} dispensing rows: {counts['changed']} {verb}; "
                           f"resolved {counts['rows'] - counts['unresolved']}, unresolved {counts['unresolved']} "
-                          f"(unresolved rows are matched by NDC product and lot only until a person names the drug).")
+                          "(unresolved rows keep their product text as identity and are matched by NDC product "
+                          "and lot, or by that text and the exact lot, until a person names the drug).")
 
     @staticmethod
     def _save(rows):
