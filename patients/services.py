@@ -83,8 +83,8 @@ def _ordered(rows):
 def exposed_patients(fact: Fact, *, candidates: bool = True, unless_standing_on=None) -> list[Exposure]:
     """The patients a recall fact touches, with the dispensing rows that matched, why and how surely
     (drugs.matching). Lot-level fact: rows with that lot or a near miss of it (dispensing_lot_near
-    index) whose product or identity agrees, plus the drug's rows with an unknown lot (candidates). Drug-level fact: rows of
-    the drug or of the products it names. candidates=False leaves out the unknown-lot rows of a
+    index) whose product or identity agrees, plus the drug's rows with an unknown lot (candidates).
+    Drug-level fact: rows of the drug or of the products it names. candidates=False leaves out the unknown-lot rows of a
     lot-level fact (the lot -> patients lookup alone). unless_standing_on=[scopes]: leave out, in the
     same query (an anti-join), patients with a standing decision resting on any of those scopes."""
     rows = exposure_rows(fact, candidates=candidates)
