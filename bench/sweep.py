@@ -62,6 +62,7 @@ from corrections.staleness import Scope, _union  # noqa: E402
 from corrections.sweep import count_stale, sweep  # noqa: E402
 from corrections.tasks import auto_sweep_suppressed  # noqa: E402
 from demo.escalation import escalate  # noqa: E402
+from drugs.lots import near_lot_key  # noqa: E402
 from memory.decisions import inputs_fingerprint  # noqa: E402
 from memory.models import Fact  # noqa: E402
 from patients.models import Patient, dispensing_fingerprint  # noqa: E402
@@ -119,8 +120,8 @@ def load(decisions: int, affected: int, shared_inputs: bool, case: str) -> dict:
         rows_of: dict[int, list[DispensedRow]] = {}
         row_id = 0
         with cur.copy("COPY patients_dispensingrecord (id, patient_id, region, drug, drug_text, drug_source, "
-                      "product_description, ndc, ndc_product, lot, expiry, quantity, dispensed_at, site, synthetic, "
-                      "fingerprint, created, updated) FROM STDIN") as copy:
+                      "product_description, ndc, ndc_product, lot, lot_near, expiry, quantity, dispensed_at, site, "
+                      "synthetic, fingerprint, created, updated) FROM STDIN") as copy:
             for pid in range(1, decisions + 1):
                 lots = [LOT] if pid <= affected else [UNAFFECTED_LOT]
                 if pid <= affected and not shared_inputs:
@@ -130,7 +131,7 @@ def load(decisions: int, affected: int, shared_inputs: bool, case: str) -> dict:
                     digest = fingerprint(pid, lot, now)
                     rows_of.setdefault(pid, []).append(DispensedRow(row_id, lot, NDC, now, digest))
                     copy.write_row((row_id, pid, regions[pid % len(regions)], DRUG, DRUG, "drug-ner", "", NDC,
-                                    NDC[:10], lot, None, 90, now,
+                                    NDC[:10], lot, near_lot_key(lot), None, 90, now,
                                     "Bench site (synthetic)", True, digest, now, now))
     with connection.cursor() as cursor:
         for table in ("patients_patient", "patients_dispensingrecord"):
