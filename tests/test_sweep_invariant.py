@@ -42,14 +42,22 @@ RECALLS = {  # real Class II valsartan recalls and their real lots
     "D-0324-2019": ["3063780"],
 }
 LOTS = sorted({lot for lots in RECALLS.values() for lot in lots}) + ["ZZ-SYN-1"]
+# As a pharmacy types recalled lots: the same lot with a hyphen (canonical lots are equal), a near miss
+# with a leading zero and with the letter O for a zero (probable, never "safe").
+TYPED_LOTS = ["3069-020", "03069020", "3O69021"]
+# The recall's own NDC (D-0326-2019 names 00378-5814), none, and a synthetic other labeler's NDC (a
+# repackaged pack of the maker's lot).
+NDCS = ["00378-5814-77", "", "68071-9990-03"]
 PATIENTS = ["SYN-P0", "SYN-P1", "SYN-P2"]
 
 publish = st.tuples(st.just("publish"), st.sampled_from(sorted(RECALLS)),
                     st.sets(st.integers(0, 2), min_size=1), st.sampled_from(["Class I", "Class II", "Class III"]),
                     st.sampled_from(["Ongoing", "Terminated"]))
 withdraw = st.tuples(st.just("withdraw"), st.sampled_from(sorted(RECALLS)))
-dispense = st.tuples(st.just("dispense"), st.sampled_from(PATIENTS), st.sampled_from(LOTS))
-edit = st.tuples(st.just("edit"), st.sampled_from(PATIENTS), st.sampled_from(LOTS))
+dispense = st.tuples(st.just("dispense"), st.sampled_from(PATIENTS), st.sampled_from(LOTS + TYPED_LOTS),
+                     st.sampled_from(NDCS))
+edit = st.tuples(st.just("edit"), st.sampled_from(PATIENTS), st.sampled_from(LOTS + TYPED_LOTS),
+                 st.sampled_from(NDCS))
 remove = st.tuples(st.just("remove"), st.sampled_from(PATIENTS))
 asking = st.tuples(st.just("ask"), st.sampled_from(PATIENTS))
 sweeping = st.tuples(st.just("sweep"), st.booleans())
@@ -93,6 +101,7 @@ def _apply(step):
             row = DispensingRecord(patient=patient, drug="valsartan", synthetic=True,
                                    dispensed_at=datetime(2019, 6, 1, tzinfo=UTC))
         row.lot = step[2]
+        row.ndc = step[3] if len(step) > 3 else ""
         save_dispensing(row, actor="test")
     elif kind == "remove":
         row = DispensingRecord.objects.filter(patient__external_ref=step[1]).order_by("id").first()
@@ -164,6 +173,14 @@ def _check_invariant():
 @example([("dispense", "SYN-P0", "3063780"), ("publish", "D-0324-2019", {0}, "Class II", "Ongoing"),
           ("ask", "SYN-P0"), ("publish", "D-0324-2019", {0}, "Class I", "Ongoing"), ("sweep", False),
           ("publish", "D-0324-2019", {0}, "Class I", "Terminated"), ("remove", "SYN-P0")])
+# Package first: told "safe" on a lot typed with a leading zero / an O for a zero, or on a repackaged
+# NDC, then a new recall of that lot: re-decided (a near miss or a repackaged pack is probable).
+@example([("dispense", "SYN-P0", "03069020", "00378-5814-77"), ("ask", "SYN-P0"),
+          ("publish", "D-0326-2019", {1}, "Class II", "Ongoing")])
+@example([("dispense", "SYN-P1", "3O69021", ""), ("ask", "SYN-P1"), ("sweep", False),
+          ("publish", "D-0326-2019", {2}, "Class I", "Ongoing")])
+@example([("dispense", "SYN-P2", "3069-020", "68071-9990-03"), ("ask", "SYN-P2"),
+          ("publish", "D-0326-2019", {1}, "Class II", "Ongoing"), ("sweep", True)])
 def test_after_any_sweep_every_standing_verdict_is_fresh_and_drafted_once(hashing_embeddings, monkeypatch, sequence):
     monkeypatch.setattr("django.conf.settings.UNSAY_SWEEP_ON_SUPERSESSION", False)  # sweeps are the steps' own
     _reset()
