@@ -86,14 +86,17 @@ def exposed_patients(fact: Fact, *, candidates: bool = True, unless_standing_on=
     index) whose product or identity agrees, plus the drug's rows with an unknown lot (candidates).
     Drug-level fact: rows of the drug or of the products it names. candidates=False leaves out the unknown-lot rows of a
     lot-level fact (the lot -> patients lookup alone). unless_standing_on=[scopes]: leave out, in the
-    same query (an anti-join), patients with a standing decision resting on any of those scopes."""
+    same query (an anti-join), rows whose patient has a standing decision about that row's medicine
+    (its subject is the row's identity) resting on any of those scopes: its re-decision tells them."""
     rows = exposure_rows(fact, candidates=candidates)
     if rows is None:
         return []
     if unless_standing_on:
+        # Only a standing decision about this row's own medicine that rests on one of the scopes is
+        # re-decided for it: one about another drug that shares only the lot scope (lot:~) is not.
         rows = rows.exclude(Exists(DecisionPremise.objects.filter(
             scope__in=list(unless_standing_on), decision__status=Decision.Status.STANDING,
-            decision__patient_id=OuterRef("patient_id"))))
+            decision__patient_id=OuterRef("patient_id"), decision__subject=OuterRef("drug"))))
     return _group(fact, rows)
 
 

@@ -57,3 +57,18 @@ def test_the_same_lot_of_another_drug_is_no_exposure_and_the_answer_stands(hashi
     sweep()
     assert patient.decisions.standing().get().verdict == "safe"
     assert not Correction.objects.filter(patient=patient).exists()
+
+
+def test_an_answer_about_another_drug_with_the_same_lot_does_not_stand_in_for_the_notice(hashing_embeddings,
+                                                                                        monkeypatch):
+    """Never neither: the escitalopram answer shares only the lot scope with the valsartan recall, so
+    its re-decision says nothing about valsartan; the valsartan holder gets a notice."""
+    monkeypatch.setattr("django.conf.settings.UNSAY_SWEEP_ON_SUPERSESSION", False)
+    patient = make_patient("SYN-PF3", [("Escitalopram 10 mg tablets", LOT, ""),
+                                       ("Valsartan 160 mg tablets", LOT, "00378-5814-77")], phone="")
+    assert ask(patient, "Is my escitalopram safe?").verdict == "safe"
+    fact = assert_claim(recall_claim(RECALL, LOT)).fact
+    sweep(fact_ids=[fact.id])
+    notice = Correction.objects.get(patient=patient)
+    assert notice.kind == "notice" and notice.new_verdict in ("caution", "stop")
+    assert patient.decisions.standing().get(subject="escitalopram").verdict == "safe"
