@@ -211,6 +211,20 @@ def test_report_counts_match_its_rows_and_the_csv(client, people, drafts, dispat
     assert '<td id="n-notified">2</td>' in page and '<td id="n-not-reached">1</td>' in page
 
 
+def test_the_report_csv_never_hands_a_spreadsheet_a_formula(client, people, drafts, dispatch_not_enqueued):
+    """A patient name (or any text cell) starting with = + - @ or a tab is written as text."""
+    patient = drafts["SYN-A"].patient
+    patient.display_name = '=HYPERLINK("http://attacker.example/","Synthetic SYN-A")'
+    patient.save()
+    drafts["SYN-B"].patient.display_name = "@SUM(1+1)"
+    drafts["SYN-B"].patient.save()
+    client.force_login(people["pharmacist"])
+    parsed = list(csv.DictReader(io.StringIO(client.get(f"/worklist/report.csv/{RECALL}").content.decode())))
+    cells = [value for row in parsed for value in row.values() if isinstance(value, str)]
+    assert not [cell for cell in cells if cell.startswith(("=", "+", "-", "@", "\t", "\r"))]
+    assert any(cell.startswith("'=HYPERLINK(") for cell in cells) and "'@SUM(1+1)" in cells
+
+
 def test_patient_trail_and_history_name_patients(client, people, drafts, dispatch_not_enqueued):
     phil = people["pharmacist"]
     review.approve(drafts["SYN-A"].pk, user=phil)

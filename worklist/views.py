@@ -15,6 +15,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
+from core.exports import spreadsheet_cell
 from corrections.models import Correction
 from corrections.views import reviewer_required
 from patients.models import Patient
@@ -180,9 +181,9 @@ def report_csv(request, recall_number):
     safe = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in recall_number)
     response["Content-Disposition"] = f'attachment; filename="recall-{safe}-report.csv"'
     writer = csv.writer(response)
-    writer.writerow(data["columns"])
+    writer.writerow([spreadsheet_cell(c) for c in data["columns"]])
     for row in data["rows"]:
-        writer.writerow([row[c] for c in data["columns"]])
+        writer.writerow([spreadsheet_cell(row[c]) for c in data["columns"]])
     return response
 
 
