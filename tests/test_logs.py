@@ -48,3 +48,15 @@ def test_stdlib_log_lines_carry_the_bound_request_or_task_id(caplog):
     finally:
         structlog.contextvars.clear_contextvars()
     assert line["event"] == "sweep page 3" and line["task_id"] == "task-123" and line["level"] == "info"
+
+
+def test_django_request_warnings_carry_no_query_string(caplog):
+    """Django's own request warnings (404, 403, 500) pass the HttpRequest as `request`: rendered, it
+    would show the full path with ?q=<what was searched>."""
+    caplog.set_level(logging.WARNING, logger="django.request")
+    response = Client().get("/no-such-page/", {"q": "Synthetic Wilhelmina Quist"})
+    assert response.status_code == 404
+    lines = [line for line in render(caplog.records) if line.get("logger") == "django.request"]
+    assert lines, "Django logged no warning for the 404"
+    assert all("Wilhelmina" not in json.dumps(line) for line in lines), lines
+    assert lines[0]["request"] == "GET /no-such-page/?<query omitted>"

@@ -20,8 +20,12 @@ SHARED = [
 
 
 def redact(logger, method_name, event_dict):
-    """Drop query strings from the request line django-structlog logs ("GET /admin/...?q=<name>")."""
+    """Drop query strings from the request line django-structlog logs ("GET /admin/...?q=<name>") and
+    from the HttpRequest Django's own `django.request` warnings carry (its repr has the full path)."""
     request = event_dict.get("request")
+    if request is not None and not isinstance(request, str) and hasattr(request, "path"):
+        query = "?" if getattr(request, "META", {}).get("QUERY_STRING") else ""
+        request = event_dict["request"] = f"{getattr(request, 'method', '')} {request.path}{query}".strip()
     if isinstance(request, str) and "?" in request:
         event_dict["request"] = request.split("?", 1)[0] + "?<query omitted>"
     event_dict.pop("user_agent", None)
@@ -34,7 +38,8 @@ def formatter(fmt: str) -> dict:
                 else structlog.dev.ConsoleRenderer(colors=False))
     return {
         "()": structlog.stdlib.ProcessorFormatter,
-        "foreign_pre_chain": [*SHARED, redact, structlog.stdlib.ExtraAdder()],
+        # redact after ExtraAdder: a stdlib record's `extra` (django.request's HttpRequest) is redacted too.
+        "foreign_pre_chain": [*SHARED, structlog.stdlib.ExtraAdder(), redact],
         "processors": [structlog.stdlib.ProcessorFormatter.remove_processors_meta,
                        structlog.processors.format_exc_info, renderer],
     }
