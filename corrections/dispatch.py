@@ -274,18 +274,24 @@ class NotRequeueable(ValueError):
     pass
 
 
+class ConfirmationNeeded(NotRequeueable):
+    """An *unknown* message may have reached the mail server or the SMS provider before the crash: sending
+    it again may send a second letter. A pharmacist must confirm it did not go out."""
+
+
 def current_contact(patient) -> tuple[str, str]:
     """(channel, recipient) from the patient's contact details as they are now (as the sweep drafts)."""
     channel = patient.preferred_channel
     return channel, (patient.phone if channel == "sms" else patient.email) or ""
 
 
-def requeue(message_id: int, *, user, note: str = "") -> OutboxMessage:
+def requeue(message_id: int, *, user, note: str = "", confirmed_not_delivered: bool = False) -> OutboxMessage:
     """A pharmacist sends an unknown or failed message again: back to `ready` with fresh attempts,
     the recipient re-read from the patient's current contact, one audit event naming the user with
-    the before/after status and recipient. For an `unknown` message the pharmacist is confirming it
-    did not go out (check with the provider first): the same Message-ID lets mail systems drop a
-    duplicate. Dispatch is enqueued after commit."""
+    the before/after status and recipient. An `unknown` message is requeued only with
+    confirmed_not_delivered (the pharmacist checked with the provider that it did not go out; the
+    audit event records who confirmed); else ConfirmationNeeded and nothing changes. The same
+    Message-ID lets mail systems drop a duplicate. Dispatch is enqueued after commit."""
     require_reviewer(user)
     with transaction.atomic():
         message = (OutboxMessage.objects.select_for_update(of=("self",)).select_related("correction__patient")
@@ -293,6 +299,9 @@ def requeue(message_id: int, *, user, note: str = "") -> OutboxMessage:
         if message.status not in REQUEUEABLE:
             raise NotRequeueable(f"message {message.pk} is {message.get_status_display().lower()}; only unknown "
                                  f"or failed messages can be requeued")
+        if message.status == OutboxMessage.Status.UNKNOWN and not confirmed_not_delivered:
+            raise ConfirmationNeeded(f"message {message.pk} may have been delivered before the crash; confirm with "
+                                     f"the provider that it was not, then requeue it with that confirmation")
         if message.correction.status != Correction.Status.APPROVED:
             raise NotRequeueable(f"its correction is {message.correction.get_status_display().lower()}, "
                                  f"not approved")
@@ -309,7 +318,9 @@ def requeue(message_id: int, *, user, note: str = "") -> OutboxMessage:
         audit.record(
             AuditEvent.Action.REQUEUED, by=user, correction=message.correction_id, before=before,
             after={"status": "ready", "channel": channel, "recipient": recipient,
-                   "recipient_changed": recipient != before["recipient"] or channel != before["channel"]},
+                   "recipient_changed": recipient != before["recipient"] or channel != before["channel"],
+                   **({"confirmed_not_delivered_by": user.get_username()}
+                      if before["status"] == OutboxMessage.Status.UNKNOWN else {})},
             note=note[:500])
         from .review import _enqueue_dispatch
 

@@ -121,7 +121,8 @@ def test_sigkilled_dispatchers_strand_at_most_one_message_each_and_requeue_sends
         moved.save()
     requeue_dir = tmp_path / "requeue"
     for message_id, _ in unknown:
-        dispatch.requeue(message_id, user=pharmacist, note="checked with the provider: not delivered")
+        dispatch.requeue(message_id, user=pharmacist, note="checked with the provider: not delivered",
+                         confirmed_not_delivered=True)
     again = start_dispatcher(str(requeue_dir))
     assert again.wait(120) == 0, again.stderr.read()[-2000:]
     resent = sends(requeue_dir / "mail")
@@ -162,8 +163,27 @@ def test_the_outbox_admin_offers_requeue_to_pharmacists(client, pharmacist):
     client.force_login(pharmacist)
     listing = client.get("/admin/corrections/outboxmessage/")
     assert listing.status_code == 200 and "requeue_selected" in listing.content.decode()
+    # An unknown message may have been delivered: the action first asks for confirmation, changing nothing.
+    asked = client.post("/admin/corrections/outboxmessage/",
+                        {"action": "requeue_selected", "_selected_action": [message.pk]})
+    assert asked.status_code == 200 and "may have received" in asked.content.decode()
+    message.refresh_from_db()
+    assert message.status == "unknown"
     response = client.post("/admin/corrections/outboxmessage/",
-                           {"action": "requeue_selected", "_selected_action": [message.pk]}, follow=True)
+                           {"action": "requeue_selected", "_selected_action": [message.pk],
+                            "confirm_not_delivered": "yes"}, follow=True)
     assert response.status_code == 200 and "Requeued 1 message" in response.content.decode()
     message.refresh_from_db()
     assert message.status == "ready"
+    event = AuditEvent.objects.get(action=AuditEvent.Action.REQUEUED)
+    assert event.after["confirmed_not_delivered_by"] == pharmacist.get_username() and event.actor_id == pharmacist.pk
+
+
+def test_an_unknown_message_is_not_requeued_without_confirmation(pharmacist):
+    approved_messages(1)
+    message = OutboxMessage.objects.get()
+    OutboxMessage.objects.filter(pk=message.pk).update(status="unknown")
+    with pytest.raises(dispatch.ConfirmationNeeded, match="may have been delivered"):
+        dispatch.requeue(message.pk, user=pharmacist)
+    message.refresh_from_db()
+    assert message.status == "unknown" and not AuditEvent.objects.filter(action=AuditEvent.Action.REQUEUED).exists()
