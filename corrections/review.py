@@ -205,20 +205,38 @@ def redraft(correction: Correction, *, channel: str) -> str:
                            channel=channel)
 
 
-def bulk_approve(recall_number: str, *, user, ids=None) -> list[Correction]:
-    """Approve every current draft of one recall (or the listed ones of it). Skips drafts that went
-    stale or were reviewed meanwhile; returns what was approved."""
+@dataclass
+class BulkResult:
+    approved: list
+    skipped: list  # [(correction id, patient name, why)]: each one named, never a silent count
+
+
+def bulk_approve(recall_number: str, *, user, ids=None) -> BulkResult:
+    """Approve every current draft of one recall (or the listed ones of it). A draft that went stale,
+    was reviewed meanwhile or whose recipient changed is skipped, and the result says which and why."""
     require_reviewer(user)
     qs = Correction.objects.pending_review().filter(recall_number=recall_number)
     if ids is not None:
         qs = qs.filter(pk__in=list(ids))
-    approved = []
-    for correction_id in qs.order_by("id").values_list("id", flat=True):
+    result = BulkResult([], [])
+    for correction_id, name in qs.order_by("id").values_list("id", "patient__display_name"):
         try:
-            approved.append(approve(correction_id, user=user))
-        except NotReviewable:
-            continue
-    return approved
+            result.approved.append(approve(correction_id, user=user))
+        except NotReviewable as exc:
+            result.skipped.append((correction_id, name, exc.message))
+    return result
+
+
+def with_recipient_problems(cards):
+    """Each card with `recipient_problem` set (recipient_problem), so the queue warns before approve is
+    tried; reads only the patient and message columns the card query already loaded."""
+    for card in cards:
+        try:
+            message = card.message
+        except OutboxMessage.DoesNotExist:
+            message = None
+        card.recipient_problem = recipient_problem(message, card.patient)
+    return cards
 
 
 # --- queue and dashboard --------------------------------------------------------------------
@@ -291,7 +309,7 @@ def group_drafts(recall_number: str, *, after_id: int | None = None, limit: int 
                            | Q(severity=last["severity"], created=last["created"], id__gt=after_id))
     cards = list(qs.review_order()[: limit + 1])
     more = cards[limit - 1].id if len(cards) > limit else None
-    return cards[:limit], more
+    return with_recipient_problems(cards[:limit]), more
 
 
 def review_queue(*, per_group: int | None = None) -> list[RecallGroup]:

@@ -144,3 +144,24 @@ def test_patient_clean_normalises_the_phone_and_refuses_a_local_number():
                         preferred_channel="sms", phone="+1 555 555 0100")
     fictional.full_clean()
     assert fictional.phone == "+15555550100"
+
+
+def test_the_queue_warns_of_a_changed_recipient_before_approve_and_bulk_approve_names_what_it_skipped(
+        client, people, drafts, dispatch_not_enqueued):
+    changed = drafts["SYN-A"]
+    Patient.objects.filter(pk=changed.patient_id).update(email="moved@example.com")
+    client.force_login(people["pharmacist"])
+    queue = client.get("/corrections/review/").content.decode()
+    card = queue[queue.index(f'id="card-{changed.public_id}"'):]
+    card = card[:card.index("</article>")]
+    assert "Check the recipient" in card and "moved@example.com" in card  # on the card, before any approve
+    others = [d for ref, d in drafts.items() if ref != "SYN-A"]
+    assert all("Check the recipient" not in queue[queue.index(f'id="card-{d.public_id}"'):].split("</article>")[0]
+               for d in others)
+    response = client.post(f"/corrections/review/recall/{RECALL}/approve-all/", {"confirm": "on"}, follow=True)
+    body = response.content.decode()
+    total = len(drafts)
+    assert f"Approved {total - 1} of {total} drafts" in body
+    assert f"Not approved: {changed.patient.display_name}: " in body and "contact changed" in body
+    changed.refresh_from_db()
+    assert changed.status == "draft"

@@ -22,3 +22,9 @@ def match_class(correction) -> dict:
         return {"klass": "", "label": "", "confirmed": False}
     return {"klass": klass, "label": MatchClass(klass).label, "confirmed": klass == MatchClass.CONFIRMED,
             "candidate": klass == MatchClass.CANDIDATE}
+
+
+@register.simple_tag
+def card_recipient_problem(correction) -> str:
+    """The recipient warning the queue computed for this card (review.with_recipient_problems), or ""."""
+    return getattr(correction, "recipient_problem", "")
