@@ -174,9 +174,9 @@ def bulk_approve(request, recall_number):
             # Only the drafts the pharmacist was shown on the confirmation page, if it listed them.
             ids = [int(i) for i in request.POST.getlist("ids") if i.isdigit()] or None
             result = review.bulk_approve(recall_number, user=request.user, ids=ids)
-            done = len(result.approved)
-            messages.success(request, f"Approved {done} of {done + len(result.skipped)} "
-                                      f"draft{'s' if done + len(result.skipped) != 1 else ''} for recall {recall_number}.")
+            done, total = len(result.approved), len(result.approved) + len(result.skipped)
+            messages.success(request, f"Approved {done} of {total} draft{'s' if total != 1 else ''} "
+                                      f"for recall {recall_number}.")
             for _id, name, why in result.skipped:
                 messages.warning(request, f"Not approved: {name}: {why}")
             if request.htmx:
