@@ -47,7 +47,8 @@ class MatchClass(StrEnum):
 
     @property
     def label(self) -> str:
-        return {"confirmed": "Confirmed (NDC product and lot)", "probable": "Probable (ingredients and lot)",
+        return {"confirmed": "Confirmed (NDC product and lot)",
+                "probable": "Probable (lot and product or ingredients agree, not confirmed)",
                 "product_all_lots": "Product on an all-lots recall",
                 "candidate": "Candidate (ingredients only, no lot information)"}[self.value]
 

@@ -158,7 +158,7 @@ def test_the_exposure_page_lists_exposed_patients_for_a_pharmacist(client, recor
     assert (exposure.patient, exposure.dispensings) == (patient, [row])
     assert "received lot 3069020 of valsartan, which D-0326-2019 names" in response.content.decode()
     # The dispensing has no NDC: ingredients and lot, not a confirmed product match.
-    assert "Probable (ingredients and lot)" in response.content.decode()
+    assert "Probable (lot and product or ingredients agree, not confirmed)" in response.content.decode()
 
 
 def inline_post(patient, **row):
