@@ -8,6 +8,8 @@ from uuid import UUID
 from ninja import Schema
 from pydantic import ConfigDict, Field, model_validator
 
+from patients.csvimport import MAX_PRODUCT_TEXT
+
 Verdict = Literal["safe", "caution", "stop", "unknown"]
 
 
@@ -43,9 +45,12 @@ class CheckIn(Strict):
 
 class DispensingIn(Strict):
     patient: str | None = Field(None, min_length=1, max_length=64, description="The patient's external reference.")
-    drug: str = Field("", max_length=200,
-                      description="Generic or brand name; may be empty if product_description names it.")
-    product_description: str = Field("", max_length=500)
+    drug: str = Field("", max_length=MAX_PRODUCT_TEXT,
+                      description="Generic or brand name as on the label; may be empty if product_description "
+                                  "names it. Kept in full.")
+    product_description: str = Field("", max_length=MAX_PRODUCT_TEXT,
+                                     description="The product as described on the pack or in the pharmacy "
+                                                 "system; kept in full (real names run to thousands of characters).")
     ndc: str = Field("", max_length=20, description="Package NDC, 10-digit hyphenated or 11-digit.")
     lot: str = Field(min_length=1, max_length=100)
     expiry: date | None = None

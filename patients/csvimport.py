@@ -39,12 +39,16 @@ REQUIRED_COLUMNS = ["patient_ref", "dispensed_at", "quantity"]
 OPTIONAL_COLUMNS = ["drug", "product_description", "ndc", "lot", "lot_unknown", "expiry", "serial", "scan", "site"]
 MAX_ROWS = 100_000
 MAX_IMPORT_BYTES = 20 * 1024 * 1024
+# Longest drug or product text accepted (CSV, admin form, API, FHIR). Real product names are long
+# (parenteral nutrition, kits: openFDA's own product_description runs to its 4,000-character cap)
+# and are stored in full (text columns); the bound only stops a cell from carrying megabytes.
+MAX_PRODUCT_TEXT = 10_000
 # Longest raw text accepted per column (the stored column's length where there is one; the NDC is
 # explained by the model, which reads what it can, so it gets some room for "NDC 0378-5814-77").
 _LIMITS = {
     "patient_ref": Patient._meta.get_field("external_ref").max_length,
-    "drug": DispensingRecord._meta.get_field("drug").max_length,
-    "product_description": DispensingRecord._meta.get_field("product_description").max_length,
+    "drug": MAX_PRODUCT_TEXT,  # the name as typed (kept in drug_text); the model derives the identity key
+    "product_description": MAX_PRODUCT_TEXT,
     "ndc": 40,
     "lot": DispensingRecord._meta.get_field("lot").max_length,
     "lot_unknown": 10,
@@ -197,7 +201,7 @@ def _cell_problems(values: dict) -> list[str]:
     """Control/bidi characters and over-long cells, named by column, before anything reads them."""
     reasons = []
     for name, value in values.items():
-        limit = _LIMITS.get(name, _OTHER_COLUMN_LIMIT)
+        limit = _LIMITS.get(name) or _OTHER_COLUMN_LIMIT
         if len(value) > limit:
             reasons.append(f"{name}: {len(value)} characters; at most {limit}.")
         elif reason := text_problem(value, allowed=_ALLOWED_CONTROLS.get(name, "")):

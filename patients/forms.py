@@ -3,7 +3,7 @@ from django.conf import settings
 from django.core.validators import MaxLengthValidator, MinValueValidator
 
 from drugs.gs1 import ScanError, parse_scan
-from patients.csvimport import MAX_IMPORT_BYTES
+from patients.csvimport import MAX_IMPORT_BYTES, MAX_PRODUCT_TEXT
 from patients.models import DispensingRecord, Patient
 from patients.scanning import Entered, apply_scan
 
@@ -55,6 +55,16 @@ class DispensingRecordForm(forms.ModelForm):
         for name in ("drug", "lot"):
             if name in self.fields:
                 self.fields[name].required = False
+        for name in ("drug", "product_description"):
+            if name in self.fields:
+                # The name as typed (kept in full as drug_text / product_description): a real product name
+                # runs to hundreds of characters. `drug`'s own column holds the identity key derived from
+                # it (patients.models.DispensingRecord.resolve_identity), not the typed text.
+                field = self.fields[name]
+                field.max_length = MAX_PRODUCT_TEXT
+                field.validators = [v for v in field.validators if not isinstance(v, MaxLengthValidator)]
+                field.validators.append(MaxLengthValidator(MAX_PRODUCT_TEXT))
+                field.widget.attrs["maxlength"] = str(MAX_PRODUCT_TEXT)
         if "ndc" in self.fields:
             # The model's clean() explains a bad NDC ("expected 10 digits ..."); a bare length limit
             # on the raw text would pre-empt it with a less useful message.
@@ -69,6 +79,11 @@ class DispensingRecordForm(forms.ModelForm):
             self.fields["quantity"].widget.attrs["min"] = 1
             if not self.instance.pk:
                 self.initial["quantity"] = None  # not the model default 0: make staff enter it
+
+    def _get_validation_exclusions(self):
+        # The model checks `drug` after resolving the typed name to its identity key (clean()); its
+        # column length applies to that key, not to the name as typed.
+        return super()._get_validation_exclusions() | {"drug"}
 
     def _raw(self, name) -> str:
         value = self.fields[name].widget.value_from_datadict(self.data, self.files, self.add_prefix(name))

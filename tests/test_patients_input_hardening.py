@@ -61,11 +61,25 @@ def test_a_nul_in_any_field_is_a_row_error_naming_the_column(patient, column):
     assert not DispensingRecord.objects.exists()
 
 
-@pytest.mark.parametrize("column, limit", [("patient_ref", 64), ("drug", 200), ("lot", 100), ("site", 200),
-                                           ("ndc", 40), ("quantity", 12)])
+@pytest.mark.parametrize("column, limit", [("patient_ref", 64), ("drug", csvimport.MAX_PRODUCT_TEXT),
+                                           ("product_description", csvimport.MAX_PRODUCT_TEXT), ("lot", 100),
+                                           ("site", 200), ("ndc", 40), ("quantity", 12)])
 def test_an_over_long_field_is_a_row_error_naming_the_column(patient, column, limit):
-    result = import_dispensing_csv(csv_text([{column: "7" * (limit + 1)}]))
+    result = import_dispensing_csv(csv_text([{column: "7" * (limit + 1)}], header=[*HEADER, "product_description"]))
     assert errors_of(result) == [(2, f"{column}: {limit + 1} characters; at most {limit}.")]
+
+
+def test_a_long_real_product_name_is_kept_in_full(patient):
+    """A real product description of hundreds of characters (openFDA D-0864-2016, parenteral nutrition) is
+    a name, not an over-long cell: stored in full, its identity derived from it."""
+    from tests.factories import openfda_record
+
+    name = openfda_record("D-0864-2016")["product_description"]
+    assert len(name) > 300
+    result = import_dispensing_csv(csv_text([{"drug": name}]))
+    assert result.ok, result.errors
+    row = DispensingRecord.objects.get()
+    assert row.drug_text == name and row.drug
 
 
 def test_an_over_long_cell_in_a_column_we_ignore_is_refused_too(patient):
