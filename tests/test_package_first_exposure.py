@@ -1,0 +1,257 @@
+"""Exposure is decided by the package and the lot, through every entry path.
+
+Each case is a real openFDA recall (tests/fixtures/openfda, built by the ingestion code through
+tests.factories) and a synthetic patient whose dispensing is entered the way a pharmacy would type
+it, through the admin form (Django test client), the CSV import, the API and FHIR
+MedicationDispense. Asserted: the match class of the patient in exposed_patients_for_recall (and the
+rule a probable match names), that the patient's answer about the drug is never "safe", and that the
+sweep drafts a notice for every confirmed or probable holder who never asked.
+
+Recalls:
+    D-1300-2020  NP Thyroid 90 (Acella), Class I, lots M331J18-1 ...; NDC 42192-331 in the openFDA block only
+    D-0502-2019  Losartan potassium 50 mg (Torrent), Class II, lots 4L67C035, 4L67C036, 4O50C005;
+                 NDC 13668-409 named in the product text. RemedyRepack (70518-0588) repackages losartan 50 mg.
+    D-0987-2019  White Vein Kratom, Class I, Lot #119: no NDC, no openFDA block, a name no vocabulary knows
+    D-0735-2020  HCG 10,000U/1ML INJ (compounded), Class II, lots 12162019@38, 11272019@32: the same
+    D-0864-2016  CLINIMIX E parenteral nutrition, Class I, lot P333930: a product name of 300+ characters
+"""
+
+import csv
+import io
+import json
+from datetime import UTC, datetime
+
+import pytest
+
+from ask.keys import issue_key
+from ask.models import ApiClient, ClientPatient
+from ask.services import ask
+from corrections.models import Correction
+from corrections.sweep import sweep
+from drugs.matching import MatchClass
+from memory.services import assert_claim
+from patients.csvimport import import_dispensing_csv
+from patients.models import DispensingRecord, Patient
+from patients.services import exposed_patients_for_recall
+from tests.factories import openfda_record, recall_claims_of
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+DISPENSED = datetime(2019, 1, 5, 12, tzinfo=UTC)
+PATHS = ["admin", "csv", "api", "fhir"]
+SAFE_FOR_HOLDERS = {MatchClass.CONFIRMED, MatchClass.PROBABLE}
+
+
+# Parts of the issue other modules deliver (recall ingestion and the sweep's notice pass). Not strict:
+# each case starts passing, and is seen passing, as soon as its part lands.
+NO_RECALL_IDENTITY = pytest.mark.xfail(strict=False, reason=(
+    "recall side: a record with no NDC and a name the vocabulary does not know is ingested with an empty "
+    "subject, so exposure does not read it (the product-text identity of recalls.ingest is pending)"))
+LONG_IDENTITY_QUARANTINED = pytest.mark.xfail(strict=False, reason=(
+    "recall side: recalls.ingest refuses an identity longer than 200 characters (Malformed), so the real "
+    "parenteral nutrition record is never stored; the dispensing side keeps the long name (asserted below)"))
+NOTICE_BY_NAME = pytest.mark.xfail(strict=False, reason=(
+    "sweep side: corrections.notices still finds holders by the recall's subject, so a row whose typed "
+    "name resolves to another key (a product-text key, or other ingredients) gets no notice"))
+
+
+def _case(id, recall, drug, lot, ndc, expected, *, product="", question, rule=None, marks=(), notice_marks=()):
+    return pytest.param(dict(recall=recall, drug=drug, product=product, lot=lot, ndc=ndc, expected=expected,
+                             question=question, rule=rule, notice_marks=notice_marks), id=id, marks=marks)
+
+
+CLINIMIX = openfda_record("D-0864-2016")["product_description"]
+
+CASES = [
+    # Typed lots that are the recalled lot once canonical (hyphen dropped, space, hyphen inside).
+    _case("thyroid-lot-without-hyphen", "D-1300-2020", "NP Thyroid 90 mg tablets", "M331J181", "42192-0331-01",
+          MatchClass.CONFIRMED, question="Is my NP Thyroid safe?"),
+    _case("thyroid-lot-with-space", "D-1300-2020", "NP Thyroid 90 mg tablets", "M331J18 1", "42192-0331-01",
+          MatchClass.CONFIRMED, question="Is my NP Thyroid safe?"),
+    _case("losartan-lot-with-hyphen", "D-0502-2019", "Losartan potassium 50 mg tablets", "4L67-C035",
+          "13668-0409-30", MatchClass.CONFIRMED, question="Is my losartan safe?"),
+    # Near misses: probable, with the rule the pharmacist sees.
+    _case("losartan-leading-zero", "D-0502-2019", "Losartan potassium 50 mg tablets", "04L67C035", "13668-0409-30",
+          MatchClass.PROBABLE, question="Is my losartan safe?", rule="zero"),
+    _case("losartan-zero-for-letter-o", "D-0502-2019", "Losartan potassium 50 mg tablets", "4050C005",
+          "13668-0409-10", MatchClass.PROBABLE, question="Is my losartan safe?", rule="O"),
+    # The manufacturer's lot in a repackager's pack (RemedyRepack's own NDC for losartan 50 mg).
+    _case("losartan-repackaged", "D-0502-2019", "Losartan 50mg Tablet", "4L67C035", "70518-0588-01",
+          MatchClass.PROBABLE, question="Is my losartan safe?", rule="labeler"),
+    # Pharmacy abbreviations and another spelling of the ingredients, with the recalled NDC and lot.
+    _case("losartan-abbreviated", "D-0502-2019", "LOSART POT 50MG TAB", "4L67C035", "13668-0409-90",
+          MatchClass.CONFIRMED, question="Is my losartan safe?", notice_marks=[NOTICE_BY_NAME]),
+    _case("thyroid-as-ingredients", "D-1300-2020", "Liothyronine/levothyroxine 90mg", "M331J18-1", "42192-0331-01",
+          MatchClass.CONFIRMED, question="Is my liothyronine/levothyroxine safe?",
+          notice_marks=[NOTICE_BY_NAME]),
+    # No NDC, no openFDA block, a name no vocabulary knows: the product text and the exact lot.
+    _case("kratom-exact-lot", "D-0987-2019", "White Vein Kratom 50 gram powder", "119", "",
+          MatchClass.PROBABLE, question="Is my White Vein Kratom safe?", marks=[NO_RECALL_IDENTITY]),
+    _case("hcg-exact-lot", "D-0735-2020", "HCG 10,000U/1ML INJ 4 mL vial", "12162019@38", "",
+          MatchClass.PROBABLE, question="Is my HCG injection safe?", marks=[NO_RECALL_IDENTITY]),
+    # A real product name of 300+ characters, kept in full, matched by its NDC and lot.
+    _case("parenteral-nutrition-long-name", "D-0864-2016", "", "P333930", "0338-1123-04", MatchClass.CONFIRMED,
+          product=CLINIMIX, question="Is my Clinimix safe?", marks=[LONG_IDENTITY_QUARANTINED]),
+]
+
+
+# --- the entry paths -----------------------------------------------------------------------------
+
+@pytest.fixture
+def pharmacy(db):
+    client = ApiClient.objects.create(name="Synthetic pharmacy")
+    return {"client": client, "key": issue_key(client)[1]}
+
+
+def _patient(ref, pharmacy) -> Patient:
+    patient = Patient.objects.create(region="aws-us-east-1", display_name=f"Synthetic {ref}", external_ref=ref,
+                                     email=f"{ref.lower()}@example.com", phone="", preferred_channel="email",
+                                     synthetic=True)
+    ClientPatient.objects.create(client=pharmacy["client"], patient=patient)
+    return patient
+
+
+def _by_admin(client, patient, case):
+    response = client.post("/admin/patients/dispensingrecord/add/", {
+        "patient": patient.pk, "scan": "", "drug": case["drug"], "product_description": case["product"],
+        "ndc": case["ndc"], "lot": case["lot"], "expiry": "", "serial": "", "quantity": "30",
+        "dispensed_at_0": DISPENSED.strftime("%Y-%m-%d"), "dispensed_at_1": DISPENSED.strftime("%H:%M:%S"),
+        "site": "Main St"})
+    assert response.status_code == 302, response.context["adminform"].form.errors if response.context else response
+
+
+def _by_csv(client, patient, case):
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["patient_ref", "drug", "product_description", "ndc", "lot", "quantity", "dispensed_at"])
+    writer.writerow([patient.external_ref, case["drug"], case["product"], case["ndc"], case["lot"], "30",
+                     DISPENSED.isoformat()])
+    result = import_dispensing_csv(out.getvalue().encode(), actor="test (csv)", synthetic=True)
+    assert result.ok, [str(e) for e in result.errors]
+
+
+def _api(client, path, body, secret, content_type="application/json"):
+    response = client.post(f"/api/v1{path}", data=json.dumps(body), content_type=content_type,
+                           headers={"Authorization": f"Bearer {secret}"})
+    assert response.status_code == 201, response.content
+
+
+def _by_api(client, patient, case, secret):
+    _api(client, "/dispensing", {"patient": patient.external_ref, "drug": case["drug"],
+                                 "product_description": case["product"], "ndc": case["ndc"], "lot": case["lot"],
+                                 "quantity": 30, "dispensed_at": DISPENSED.isoformat()}, secret)
+
+
+def _by_fhir(client, patient, case, secret):
+    coding = [{"system": "http://hl7.org/fhir/sid/ndc", "code": case["ndc"]}] if case["ndc"] else []
+    # FHIR carries one product text (Medication.code.text): the name as dispensed.
+    _api(client, "/fhir/MedicationDispense", {
+        "resourceType": "MedicationDispense", "status": "completed",
+        "contained": [{"resourceType": "Medication", "id": "med1",
+                       "code": {"coding": coding, "text": case["drug"] or case["product"]},
+                       "batch": {"lotNumber": case["lot"]}}],
+        "medicationReference": {"reference": "#med1"},
+        "subject": {"reference": f"Patient/{patient.external_ref}"},
+        "quantity": {"value": 30}, "whenHandedOver": DISPENSED.isoformat()}, secret, "application/fhir+json")
+
+
+def dispense(path, case, *, admin_client, client, pharmacy, ref="SYN-PKG1") -> Patient:
+    patient = _patient(ref, pharmacy)
+    if path == "admin":
+        _by_admin(admin_client, patient, case)
+    elif path == "csv":
+        _by_csv(client, patient, case)
+    elif path == "api":
+        _by_api(client, patient, case, pharmacy["key"])
+    else:
+        _by_fhir(client, patient, case, pharmacy["key"])
+    assert DispensingRecord.objects.filter(patient=patient).count() == 1
+    return patient
+
+
+def recall_arrives(recall_number):
+    """Every fact ingestion builds from the real record (its lots and its drug-level claim)."""
+    for claim in recall_claims_of(recall_number):
+        assert_claim(claim)
+
+
+def exposure_of(recall_number, patient):
+    found = [e for e in exposed_patients_for_recall(recall_number) if e.patient.pk == patient.pk]
+    return found[0] if found else None
+
+
+@pytest.fixture
+def quiet_sweep(monkeypatch, hashing_embeddings):
+    monkeypatch.setattr("django.conf.settings.UNSAY_SWEEP_ON_SUPERSESSION", False)
+
+
+# --- the cases ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("case", CASES)
+def test_the_holder_is_exposed_with_its_class_and_never_told_safe(path, case, admin_client, client, pharmacy,
+                                                                  quiet_sweep):
+    patient = dispense(path, case, admin_client=admin_client, client=client, pharmacy=pharmacy)
+    row = DispensingRecord.objects.get(patient=patient)
+    if case["product"]:
+        assert row.product_description == case["product"]  # kept in full
+    recall_arrives(case["recall"])
+
+    exposure = exposure_of(case["recall"], patient)
+    assert exposure is not None, f"{case['recall']}: the holder of lot {row.lot} (NDC {row.ndc}) is not exposed"
+    assert exposure.match_class == case["expected"], exposure.rule
+    if case["rule"]:
+        assert case["rule"].lower() in exposure.rule.lower()
+    if exposure.match_class == MatchClass.PROBABLE:
+        assert exposure.rule  # the pharmacist sees why it is only probable
+
+    decision = ask(patient, case["question"])
+    assert decision.verdict != "safe", decision.answer
+    assert "  " not in decision.answer.replace("\n", " ")  # no blank where the product should be
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("case", CASES)
+def test_the_sweep_drafts_a_notice_for_the_holder_who_never_asked(path, case, admin_client, client, pharmacy,
+                                                                  quiet_sweep, request):
+    for mark in case["notice_marks"]:
+        request.applymarker(mark)
+    patient = dispense(path, case, admin_client=admin_client, client=client, pharmacy=pharmacy)
+    recall_arrives(case["recall"])
+    assert exposure_of(case["recall"], patient).match_class in SAFE_FOR_HOLDERS
+    sweep()
+    notices = Correction.objects.filter(patient=patient, kind="notice")
+    assert notices.exists(), f"no notice for the {case['expected']} holder"
+    assert all(n.new_verdict != "safe" for n in notices)
+
+
+# --- decoys: what is not the recalled package is not exposed ---------------------------------------
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("decoy", [
+    pytest.param(dict(drug="Escitalopram 10 mg tablets", lot="4L67C035", ndc="", product=""), id="other-drug-same-lot"),
+    pytest.param(dict(drug="Losartan potassium 50 mg tablets", lot="4L67C099", ndc="13668-0409-30", product=""),
+                 id="same-product-other-lot"),
+])
+def test_a_lot_never_matches_on_its_own(path, decoy, admin_client, client, pharmacy, quiet_sweep):
+    patient = dispense(path, decoy, admin_client=admin_client, client=client, pharmacy=pharmacy)
+    recall_arrives("D-0502-2019")
+    exposure = exposure_of("D-0502-2019", patient)
+    assert exposure is None or exposure.match_class not in SAFE_FOR_HOLDERS, exposure.rule
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_long_real_product_name_is_kept_in_full_by_every_path(path, admin_client, client, pharmacy):
+    case = dict(drug="", product=CLINIMIX, ndc="0338-1123-04", lot="Lot #: P333930")
+    assert len(CLINIMIX) > 300
+    patient = dispense(path, case, admin_client=admin_client, client=client, pharmacy=pharmacy)
+    row = DispensingRecord.objects.get(patient=patient)
+    assert CLINIMIX in (row.product_description, row.drug_text)
+    assert (row.ndc_product, row.lot) == ("00338-1123", "P333930") and row.drug
+
+
+def test_every_case_is_a_real_record_and_lot():
+    """The cases name real recalls and, canonically, one of their lots (or a near miss of one)."""
+    for param in CASES:
+        record = openfda_record(param.values[0]["recall"])
+        assert record["classification"] in ("Class I", "Class II")
