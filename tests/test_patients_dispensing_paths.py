@@ -2,10 +2,16 @@
 `dispensing_changed` sent once per transaction, after commit (never before, never per row).
 
 Paths: the admin dispensing form (add, change, delete, delete selected), the inline rows of the
-patient form, the CSV import (admin upload and command), seed_demo and seed_patients.
+patient form, the CSV import (admin upload and command), seed_demo and seed_patients. No product code
+writes dispensing rows around patients.dispensing; a CSV row gets every derived column save() gives;
+a long real product name is kept, a row naming several products is refused with the reason.
 """
 
+import csv
+import io
+import re
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -229,3 +235,78 @@ def test_a_new_patient_with_inline_rows_gets_them_homed_and_audited(admin_client
     assert (stored.region, stored.lot, bool(stored.fingerprint)) == ("aws-eu-west-1", "3069020", True)
     assert DispensingChange.objects.get().region == "aws-eu-west-1"
     assert announced == [[(new.pk, "valsartan")]]
+
+
+# --- one write path, every derived column, long names ---------------------------------------------
+
+WRITE_CALL = re.compile(r"DispensingRecord\.objects\.(create|bulk_create|bulk_update|update|update_or_create|"
+                        r"get_or_create)\b|\.dispensings\.(create|bulk_create|update)\b|"
+                        r"DispensingRecord\.objects\.filter\([^)]*\)\.update\(")
+# Rehoming a patient's rows with the patient (patients.models.Patient.save) changes no dispensing field
+# a decision reads; everything else writes through patients.dispensing.
+WRITE_ALLOWED = {"patients/dispensing.py", "patients/models.py"}
+
+
+def test_no_product_code_writes_dispensing_rows_around_the_service():
+    root = Path(__file__).resolve().parent.parent
+    offenders = []
+    for path in root.rglob("*.py"):
+        relative = path.relative_to(root).as_posix()
+        if relative.split("/")[0] in (".venv", "tests", "bench", "var") or "/migrations/" in relative:
+            continue
+        if relative in WRITE_ALLOWED:
+            continue
+        for number, line in enumerate(path.read_text(errors="replace").splitlines(), start=1):
+            if WRITE_CALL.search(line):
+                offenders.append(f"{relative}:{number}: {line.strip()}")
+    assert offenders == []
+
+
+def test_a_csv_row_is_stored_with_every_derived_column_as_save_stores_it(patient):
+    from patients.csvimport import import_dispensing_csv
+
+    result = import_dispensing_csv("patient_ref,drug,ndc,lot,quantity,dispensed_at\n"
+                                   "P-1,LOSART POT 50MG TAB,13668-409-30,lot# 4l67-c035,30,2019-01-02\n")
+    assert result.ok, [str(e) for e in result.errors]
+    imported = DispensingRecord.objects.get()
+    saved = save_dispensing(DispensingRecord(patient=patient, drug="LOSART POT 50MG TAB", ndc="13668-409-30",
+                                             lot="lot# 4l67-c035", quantity=30, dispensed_at=WHEN.replace(day=3)),
+                            actor="x")
+    for name in ("drug", "drug_text", "drug_source", "ndc", "ndc_product", "lot", "lot_near", "region"):
+        assert getattr(imported, name) == getattr(saved, name), name
+    assert (imported.ndc_product, imported.lot) == ("13668-0409", "4L67C035")
+    assert imported.fingerprint == imported.compute_fingerprint()
+
+
+LONG_NAME = ("CLINIMIX E 5/15 sulfite-free (5% Amino Acid with Electrolytes in 15% Dextrose with Calcium) Injection, "
+             "1000 mL Injection Port Chamber 30% Dextrose Injection with Calcium, 1000 mL Outlet Port Chamber 10% "
+             "Amino Acid Injection with Electrolytes, 2000 mL CLARITY Dual Chamber Container bag, Rx only, Baxter "
+             "Healthcare Corporation, Deerfield, IL  60015, Product Code 2B7721, NDC 0338-1123-04.")  # D-0864-2016
+
+
+@pytest.mark.parametrize("field", ["drug", "product_description"])
+def test_the_admin_form_keeps_a_long_real_product_name(admin_client, patient, field):
+    assert len(LONG_NAME) > 300
+    response = admin_client.post("/admin/patients/dispensingrecord/add/",
+                                 admin_form(patient, **{"drug": "", field: LONG_NAME, "ndc": "0338-1123-04"}))
+    assert response.status_code == 302
+    row = DispensingRecord.objects.get()
+    assert LONG_NAME in (row.drug_text, row.product_description) and row.drug
+
+
+def test_a_name_naming_several_products_is_a_clear_error_on_every_path(admin_client, patient):
+    """More ingredients than an identity holds: several products typed into one row. Refused with the
+    reason, nothing written, never a database error."""
+    from patients.csvimport import import_dispensing_csv
+    from tests.factories import openfda_record
+
+    two = " and ".join(openfda_record(n)["product_description"] for n in ("D-1833-2015", "D-0275-2017"))
+    response = admin_client.post("/admin/patients/dispensingrecord/add/", admin_form(patient, drug=two))
+    assert response.status_code == 200
+    assert "one product per row" in str(response.context["adminform"].form.errors["drug"])
+    out = io.StringIO()
+    csv.writer(out).writerows([["patient_ref", "drug", "lot", "quantity", "dispensed_at"],
+                               ["P-1", two, "3069020", "30", "2019-01-02"]])
+    result = import_dispensing_csv(out.getvalue())
+    assert [e.row for e in result.errors] == [2] and "one product per row" in str(result.errors[0])
+    assert not DispensingRecord.objects.exists() and not DispensingChange.objects.exists()
