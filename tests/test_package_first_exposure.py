@@ -240,9 +240,11 @@ def test_a_lot_never_matches_on_its_own(path, decoy, admin_client, client, pharm
     assert exposure is None or exposure.match_class not in SAFE_FOR_HOLDERS, exposure.rule
 
 
-@pytest.mark.parametrize("path", PATHS)
-def test_a_long_real_product_name_is_kept_in_full_by_every_path(path, admin_client, client, pharmacy):
-    case = dict(drug="", product=CLINIMIX, ndc="0338-1123-04", lot="Lot #: P333930")
+@pytest.mark.parametrize(("path", "field"), [(path, "product_description") for path in PATHS]
+                         + [(path, "drug") for path in ("admin", "csv", "api")])
+def test_a_long_real_product_name_is_kept_in_full_by_every_path(path, field, admin_client, client, pharmacy):
+    case = dict(drug="", product="", ndc="0338-1123-04", lot="Lot #: P333930")
+    case["product" if field == "product_description" else "drug"] = CLINIMIX
     assert len(CLINIMIX) > 300
     patient = dispense(path, case, admin_client=admin_client, client=client, pharmacy=pharmacy)
     row = DispensingRecord.objects.get(patient=patient)
@@ -255,3 +257,17 @@ def test_every_case_is_a_real_record_and_lot():
     for param in CASES:
         record = openfda_record(param.values[0]["recall"])
         assert record["classification"] in ("Class I", "Class II")
+
+
+def test_the_api_refuses_a_row_naming_several_products_with_the_reason(client, pharmacy):
+    """More ingredients than an identity holds (two real descriptions in one row): a 422 naming the field,
+    nothing written."""
+    patient = _patient("SYN-PKG2", pharmacy)
+    two = " and ".join(openfda_record(n)["product_description"] for n in ("D-1833-2015", "D-0275-2017"))
+    response = client.post("/api/v1/dispensing", data=json.dumps({
+        "patient": patient.external_ref, "drug": two, "lot": "3069020", "quantity": 30,
+        "dispensed_at": DISPENSED.isoformat()}), content_type="application/json",
+        headers={"Authorization": f"Bearer {pharmacy['key']}"})
+    assert response.status_code == 422, response.content
+    assert any(e["field"] == "drug" and "one product per row" in e["message"] for e in response.json()["errors"])
+    assert not DispensingRecord.objects.exists()
