@@ -3,7 +3,7 @@
 Each case is a real openFDA recall (tests/fixtures/openfda, built by the ingestion code through
 tests.factories) and a synthetic patient whose dispensing is entered the way a pharmacy would type
 it, through the admin form (Django test client), the CSV import, the API and FHIR
-MedicationDispense. Asserted: the match class of the patient in exposed_patients_for_recall (and the
+MedicationDispense (and a GS1 scan, in the admin form and the CSV `scan` column). Asserted: the match class of the patient in exposed_patients_for_recall (and the
 rule a probable match names), that the patient's answer about the drug is never "safe", and that the
 sweep drafts a notice for every confirmed or probable holder who never asked.
 
@@ -29,6 +29,7 @@ from ask.services import ask
 from corrections.models import Correction
 from corrections.sweep import sweep
 from drugs.matching import MatchClass
+from drugs.ndc import normalize_ndc
 from memory.services import assert_claim
 from patients.csvimport import import_dispensing_csv
 from patients.models import DispensingRecord, Patient
@@ -271,3 +272,35 @@ def test_the_api_refuses_a_row_naming_several_products_with_the_reason(client, p
     assert response.status_code == 422, response.content
     assert any(e["field"] == "drug" and "one product per row" in e["message"] for e in response.json()["errors"])
     assert not DispensingRecord.objects.exists()
+
+
+@pytest.mark.parametrize("path", ["admin", "csv"])
+@pytest.mark.parametrize(("recall", "ndc", "lot", "drug", "question"), [
+    ("D-0502-2019", "13668-409-30", "4L67C035", "LOSART POT 50MG TAB", "Is my losartan safe?"),
+    ("D-1300-2020", "42192-331-01", "M331J18-1", "NP Thyroid 90", "Is my NP Thyroid safe?"),
+])
+def test_a_scanned_pack_of_a_recalled_lot_is_confirmed(path, recall, ndc, lot, drug, question, admin_client,
+                                                       pharmacy, quiet_sweep):
+    """The pack's GS1 DataMatrix (its printed text form) gives NDC and lot; the recall is already known,
+    so the GTIN's NDC resolves against the product it names (patients.scanning)."""
+    from drugs.gs1 import gtin_for_ndc
+
+    recall_arrives(recall)
+    scan = f"(01){gtin_for_ndc(ndc)}(17)201031(10){lot}"
+    patient = _patient("SYN-SCAN", pharmacy)
+    if path == "admin":
+        response = admin_client.post("/admin/patients/dispensingrecord/add/", {
+            "patient": patient.pk, "scan": scan, "drug": drug, "product_description": "", "ndc": "", "lot": "",
+            "expiry": "", "serial": "", "quantity": "30", "dispensed_at_0": DISPENSED.strftime("%Y-%m-%d"),
+            "dispensed_at_1": "12:00:00", "site": ""})
+        assert response.status_code == 302, response.context["adminform"].form.errors if response.context else ""
+    else:
+        out = io.StringIO()
+        csv.writer(out).writerows([["patient_ref", "drug", "scan", "quantity", "dispensed_at"],
+                                   [patient.external_ref, drug, scan, "30", DISPENSED.isoformat()]])
+        result = import_dispensing_csv(out.getvalue(), actor="test (csv)")
+        assert result.ok, [str(e) for e in result.errors]
+    row = DispensingRecord.objects.get(patient=patient)
+    assert row.gtin and row.ndc_product == normalize_ndc(ndc)[:10]
+    assert exposure_of(recall, patient).match_class == MatchClass.CONFIRMED
+    assert ask(patient, question).verdict != "safe"
