@@ -3,9 +3,10 @@
 Each case is a real openFDA recall (tests/fixtures/openfda, built by the ingestion code through
 tests.factories) and a synthetic patient whose dispensing is entered the way a pharmacy would type
 it, through the admin form (Django test client), the CSV import, the API and FHIR
-MedicationDispense (and a GS1 scan, in the admin form and the CSV `scan` column). Asserted: the match class of the patient in exposed_patients_for_recall (and the
-rule a probable match names), that the patient's answer about the drug is never "safe", and that the
-sweep drafts a notice for every confirmed or probable holder who never asked.
+MedicationDispense (and a GS1 scan, in the admin form and the CSV `scan` column). Asserted: the
+match class of the patient in exposed_patients_for_recall (and the rule a probable match names), that
+the patient's answer about the drug is never "safe", and that the sweep drafts a notice for every
+confirmed or probable holder who never asked.
 
 Recalls:
     D-1300-2020  NP Thyroid 90 (Acella), Class I, lots M331J18-1 ...; NDC 42192-331 in the openFDA block only
@@ -73,12 +74,14 @@ CASES = [
           "13668-0409-30", MatchClass.CONFIRMED, question="Is my losartan safe?"),
     # Near misses: probable, with the rule the pharmacist sees.
     _case("losartan-leading-zero", "D-0502-2019", "Losartan potassium 50 mg tablets", "04L67C035", "13668-0409-30",
-          MatchClass.PROBABLE, question="Is my losartan safe?", rule="zero"),
+          MatchClass.PROBABLE, question="Is my losartan safe?", rule="leading zeros"),
     _case("losartan-zero-for-letter-o", "D-0502-2019", "Losartan potassium 50 mg tablets", "4050C005",
-          "13668-0409-10", MatchClass.PROBABLE, question="Is my losartan safe?", rule="O"),
+          "13668-0409-10", MatchClass.PROBABLE, question="Is my losartan safe?", rule="O/0 or I/1"),
+    _case("thyroid-suffix-left-off", "D-1300-2020", "NP Thyroid 90 mg tablets", "M331J18", "42192-0331-01",
+          MatchClass.PROBABLE, question="Is my NP Thyroid safe?", rule="suffix left off"),
     # The manufacturer's lot in a repackager's pack (RemedyRepack's own NDC for losartan 50 mg).
     _case("losartan-repackaged", "D-0502-2019", "Losartan 50mg Tablet", "4L67C035", "70518-0588-01",
-          MatchClass.PROBABLE, question="Is my losartan safe?", rule="labeler"),
+          MatchClass.PROBABLE, question="Is my losartan safe?", rule="another labeler's NDC"),
     # Pharmacy abbreviations and another spelling of the ingredients, with the recalled NDC and lot.
     _case("losartan-abbreviated", "D-0502-2019", "LOSART POT 50MG TAB", "4L67C035", "13668-0409-90",
           MatchClass.CONFIRMED, question="Is my losartan safe?", notice_marks=[NOTICE_BY_NAME]),
@@ -202,7 +205,7 @@ def test_the_holder_is_exposed_with_its_class_and_never_told_safe(path, case, ad
     assert exposure is not None, f"{case['recall']}: the holder of lot {row.lot} (NDC {row.ndc}) is not exposed"
     assert exposure.match_class == case["expected"], exposure.rule
     if case["rule"]:
-        assert case["rule"].lower() in exposure.rule.lower()
+        assert case["rule"] in exposure.rule
     if exposure.match_class == MatchClass.PROBABLE:
         assert exposure.rule  # the pharmacist sees why it is only probable
 
@@ -304,3 +307,20 @@ def test_a_scanned_pack_of_a_recalled_lot_is_confirmed(path, recall, ndc, lot, d
     assert row.gtin and row.ndc_product == normalize_ndc(ndc)[:10]
     assert exposure_of(recall, patient).match_class == MatchClass.CONFIRMED
     assert ask(patient, question).verdict != "safe"
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_repackaged_pack_stays_exposed_when_the_recall_becomes_class_i(path, admin_client, client, pharmacy,
+                                                                        quiet_sweep):
+    """RemedyRepack's losartan 50 mg pack with Torrent's recalled lot: probable under the real Class II
+    record and under its reclassification to Class I (a new version of the same record, as FDA would
+    republish it); the answer is never "safe"."""
+    case = dict(drug="Losartan 50mg Tablet", product="", ndc="70518-0588-01", lot="4L67C035")
+    patient = dispense(path, case, admin_client=admin_client, client=client, pharmacy=pharmacy)
+    recall_arrives("D-0502-2019")
+    assert exposure_of("D-0502-2019", patient).match_class == MatchClass.PROBABLE
+    for claim in recall_claims_of("D-0502-2019", classification="Class I"):
+        assert_claim(claim, reason="reclassified Class I")
+    exposure = exposure_of("D-0502-2019", patient)
+    assert exposure.match_class == MatchClass.PROBABLE and exposure.fact.attributes["classification"] == "Class I"
+    assert ask(patient, "Is my losartan safe?").verdict != "safe"
