@@ -9,6 +9,7 @@ import uuid
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 from drugs.recall_terms import CLASS_SEVERITY  # noqa: E402,F401 (one home: drugs.recall_terms)
 from memory.models import HISTORY_REFERENCE
@@ -234,7 +235,8 @@ class AuditEvent(models.Model):
         REQUEUED = "requeued", "Requeued by a pharmacist"
         CANCELLED = "cancelled", "Cancelled before sending (its correction was no longer approved)"
 
-    at = models.DateTimeField(auto_now_add=True)
+    # Set by corrections.audit before the row is written, so the content hash covers the stored value.
+    at = models.DateTimeField(default=timezone.now)
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
                               related_name="+")
     actor_label = models.CharField(max_length=150, help_text="Username, or the process (sweep, dispatcher).")
@@ -247,12 +249,29 @@ class AuditEvent(models.Model):
     before = models.JSONField(default=dict, blank=True)
     after = models.JSONField(default=dict, blank=True)
     note = models.TextField(blank=True)
+    # The tamper-evident chain (corrections.audit): position, hash of this event's content, and the link
+    # hash over the previous link and this content. Null only for events written before the chain existed
+    # and not yet sealed (migration 0013 seals them).
+    seq = models.BigIntegerField(null=True, blank=True, unique=True, editable=False)
+    content_hash = models.CharField(max_length=64, blank=True, default="", db_default="", editable=False)
+    link_hash = models.CharField(max_length=64, blank=True, default="", db_default="", editable=False)
 
     class Meta:
         ordering = ["at", "id"]
 
     def __str__(self):
         return f"{self.at:%Y-%m-%d %H:%M} {self.actor_label} {self.action}"
+
+
+class AuditChainHead(models.Model):
+    """The last link of the audit chain: one row, locked (SELECT ... FOR UPDATE) by every transaction that
+    appends events, so links are written in one order however many writers there are."""
+
+    seq = models.BigIntegerField(default=0)
+    link_hash = models.CharField(max_length=64, default="")
+
+    def __str__(self):
+        return f"audit chain at {self.seq}"
 
 
 class Redecision(models.Model):

@@ -41,6 +41,7 @@ from ask.reasoners import get_reasoner
 from drugs.recall_terms import severity
 from memory.models import Decision, DecisionInput, DecisionPremise, DecisionRead
 
+from . import audit
 from .drafting import correction_text, fact_diff
 from .models import AuditEvent, Correction, OutboxMessage, Redecision
 from .redecide import (
@@ -175,7 +176,7 @@ OUTBOX_COLUMNS = ("correction_id", "region", "channel", "recipient", "subject", 
                   "attempts", "next_attempt_at", "claimed_at", "claimed_by", "provider_id", "sent_at", "last_error",
                   "created")
 AUDIT_COLUMNS = ("at", "actor_id", "actor_label", "action", "correction_id", "decision_id", "sweep_run_id",
-                 "before", "after", "note")
+                 "before", "after", "note", "seq", "content_hash", "link_hash")
 REDECISION_COLUMNS = ("old_decision_id", "new_decision_id", "outcome", "recall_number", "trigger_fact_id",
                       "sweep_run_id", "shared", "created")
 _CHECKED: set = set()
@@ -239,9 +240,9 @@ def write_page(plans: list[Plan], beliefs: PageBeliefs, run, report: SweepReport
                 correction_id = next(correction_ids)
                 correction = _correction_row(correction_id, p, new_id, now, run_id, beliefs, letters, texts)
                 corrections.append(correction)
-                message, audit = _message_and_audit(correction_id, correction, p, new_id, now, run_id, texts)
+                message, audit_row = _message_and_audit(correction_id, correction, p, new_id, now, run_id, texts)
                 messages.append(message)
-                audits.append(audit)
+                audits.append(audit_row)
             redecisions.append((d.id, new_id, corrected if p.changed else reaffirmed, p.recall_number,
                                 p.trigger.id if p.trigger else None, run_id, p.shared or p.coalesced, now))
             report.examined += 1
@@ -257,6 +258,7 @@ def write_page(plans: list[Plan], beliefs: PageBeliefs, run, report: SweepReport
         _copy(cursor, Correction, _checked_columns(Correction, CORRECTION_COLUMNS, with_id=True), corrections)
         _copy(cursor, OutboxMessage, _checked_columns(OutboxMessage, OUTBOX_COLUMNS, with_id=False), messages)
         _copy(cursor, AuditEvent, _checked_columns(AuditEvent, AUDIT_COLUMNS, with_id=False), audits)
+        audit.written_in_transaction()  # linked into the audit chain after the page commits
         _copy(cursor, Redecision, _checked_columns(Redecision, REDECISION_COLUMNS, with_id=False), redecisions)
 
 
@@ -361,9 +363,13 @@ def _message_and_audit(correction_id, correction: tuple, p: Plan, new_id, now, r
     message = (correction_id, patient.region, channel, recipient or "",
                f"Update about your {recall_number and 'recalled ' or ''}medicine"[:200], body, p.key, _HELD,
                0, None, None, "", "", None, "", now)
-    audit = (now, None, SWEEP_ACTOR, _DRAFTED, correction_id, new_id, run_id,
-             texts.json(verdict=p.decision.verdict), texts.json(verdict=p.outcome.verdict, status=_STATUS_DRAFT), "")
-    return message, audit
+    before, after = {"verdict": p.decision.verdict}, {"verdict": p.outcome.verdict, "status": _STATUS_DRAFT}
+    content = audit.content_hash(at=now, actor_label=SWEEP_ACTOR, action=_DRAFTED, correction_id=correction_id,
+                                 decision_id=new_id, sweep_run_id=run_id, before=before, after=after, note="")
+    # seq and link hash stay empty: the chain links the event after the page commits (corrections.audit).
+    row = (now, None, SWEEP_ACTOR, _DRAFTED, correction_id, new_id, run_id, texts.json(**before),
+           texts.json(**after), "", None, content, "")
+    return message, row
 
 
 # --- decisions grouped by what the rules can tell apart -------------------------------------------
