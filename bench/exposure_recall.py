@@ -1,20 +1,24 @@
 """Exposure recall on real recalls: are the holders of a recalled package and lot found, however the
 pharmacy typed the name and the lot?
 
-    .venv/bin/python bench/exposure_recall.py [--records 150] [--seed 1] [--fixtures tests/fixtures/openfda]
+    .venv/bin/python bench/exposure_recall.py [--records 150] [--block-only 50] [--seed 1]
+                                              [--fixtures tests/fixtures/openfda]
 
 Runs in its own database (UNSAY_DB_NAME, default unsay_bench_exposure_recall) on the embedded engine,
 migrated and emptied of patients and facts first.
 
 Data: a seeded sample of real Class I/II openFDA enforcement records (2021 bulk file + 2023 part) whose
-lots are listed and whose package NDC is known (named in the record's text, else its openFDA block),
+lots are listed and whose package NDC is known: --records whose text names it, and up to --block-only
+whose NDC only the openFDA block lists (reported apart; the fixtures hold 10 such records),
 ingested as the ingestion code builds them (recalls.ingest.recall_claims -> memory.services.assert_claim).
-Per record, synthetic patients hold the recalled package NDC and one of its lots, the name typed
+Per record, synthetic patients hold the recalled package NDC (typed as printed, 10 digits with hyphens,
+where openFDA gives that form) and one of its lots, the name typed
     brand      "<Brand> <strength> <form>"            (openFDA brand_name)
     generic    "<Generic> <strength> <form>"          (openFDA generic_name)
     abbrev     "LOSART POT 50MG TAB"                  (a pharmacy system's truncated name)
 and the lot typed five ways: as printed, with a hyphen inside, with a space inside, lower case, and
-"Lot# " before it. Decoys per record: another recalled product's name and NDC with this lot; this
+"Lot# " before it. Decoys per record: another recalled product's name and NDC (no shared ingredient, another NDC
+product) with this lot; this
 package with a lot of another recall; this name and lot on an unrelated product's NDC (probable is
 allowed there, by the repackager rule: same ingredients, another labeler's pack, exact lot).
 
@@ -82,22 +86,26 @@ def load_records(fixtures: Path) -> list[dict]:
 def package_ndc(record: dict, parsed) -> str:
     """The recalled pack: an NDC the record's own text names, else one of its openFDA package NDCs."""
     text = " ".join((record.get("product_description") or "", record.get("code_info") or ""))
-    for raw in list(ndcs_in_text(text)) + list((record.get("openfda") or {}).get("package_ndc") or []):
+    named = list(ndcs_in_text(text))
+    for raw in named + list((record.get("openfda") or {}).get("package_ndc") or []):
         try:
             ndc = normalize_ndc(raw)
         except ValueError:
             continue
         if len(ndc) == 13:
+            NDC_FROM[ndc] = "named in the record's text" if raw in named else "openFDA block only"
             return ndc
     return ""
 
 
 SKIPPED = Counter()
+NDC_FROM = {}  # package NDC -> where the sample took it from
 
 
-def sample(records, n: int, rng: random.Random):
+def sample(records, n: int, rng: random.Random, *, block_only: int = 0):
     """(record, parsed, ndc, lots) for real Class I/II lot recalls with a package NDC and openFDA names
-    (the names the brand and generic styles are typed from)."""
+    (the names the brand and generic styles are typed from): n whose text names the pack's NDC, and up
+    to `block_only` more whose NDC only openFDA's block lists (the text names none)."""
     chosen = []
     for record in records:
         openfda = record.get("openfda") or {}
@@ -118,13 +126,14 @@ def sample(records, n: int, rng: random.Random):
     # One record per product and lot: two recalls of one pack (maker and distributor) would make
     # each other's holders look like false matches.
     picked, taken = [], set()
+    wanted = {"named in the record's text": n, "openFDA block only": block_only}
     for item in chosen:
         key = (item[2][:10], canonical_lot(item[3][0]))
-        if key not in taken:
+        source = NDC_FROM[item[2]]
+        if key not in taken and wanted[source] > 0:
             taken.add(key)
             picked.append(item)
-        if len(picked) == n:
-            break
+            wanted[source] -= 1
     return picked
 
 
@@ -145,6 +154,17 @@ def typed_name(style: str, record: dict) -> str:
         return " ".join(p for p in (name, strength.replace(" ", "").upper(), FORMS.get(form, "")) if p)
     name = (openfda.get("brand_name") or openfda["generic_name"])[0] if style == "brand" else openfda["generic_name"][0]
     return " ".join(p for p in (name.title(), strength, f"{form}s" if form else "") if p)
+
+
+def printed_ndc(record: dict, ndc: str) -> str:
+    """The NDC as printed on the pack (openFDA's 10-digit hyphenated form), as staff would type it."""
+    for raw in (record.get("openfda") or {}).get("package_ndc") or []:
+        try:
+            if normalize_ndc(raw) == ndc:
+                return raw
+        except ValueError:
+            continue
+    return ndc
 
 
 def typed_lot(variant: str, lot: str) -> str:
@@ -169,15 +189,18 @@ def build(picked, rng):
 
         for style in STYLES:
             for variant in LOT_VARIANTS:
-                add("holder", style, variant, typed_name(style, record), ndc, typed_lot(variant, lot))
+                add("holder", style, variant, typed_name(style, record), printed_ndc(record, ndc),
+                    typed_lot(variant, lot))
         add("reference", "generic", "printed", typed_name("generic", record), ndc, lot)
         # The same holders without the NDC: what the name alone finds (how matching worked before the pack
         # decided it), for comparison only.
         for style in STYLES:
             add("name-only", style, "printed", typed_name(style, record), "", lot)
-        other_record, other_parsed, other_ndc, _ = picked[(i + 1) % len(picked)]
-        if set(other_parsed.subject.split("+")) & set(parsed.subject.split("+")):
-            other_record, other_parsed, other_ndc, _ = picked[(i + 2) % len(picked)]
+        # Another product: no shared ingredient and another NDC product (several recalls of one listing,
+        # e.g. ChloraPrep 54365-400, would otherwise be each other's "decoys" and be rightly matched).
+        other_record, other_parsed, other_ndc, _ = next(
+            item for step in range(1, len(picked)) for item in [picked[(i + step) % len(picked)]]
+            if not set(item[1].subject.split("+")) & set(parsed.subject.split("+")) and item[2][:10] != ndc[:10])
         add("decoy", "other-drug-same-lot", "-", typed_name("generic", other_record), other_ndc, lot)
         other_lot = next((x for x in sorted(other_parsed.lots) if canonical_lot(x) not in all_lots), "ZZ9999")
         add("decoy", "same-drug-other-lot", "-", typed_name("generic", record), ndc, other_lot)
@@ -196,6 +219,8 @@ def reset_database():
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--records", type=int, default=150)
+    parser.add_argument("--block-only", type=int, default=50,
+                        help="also this many records whose NDC only openFDA's block lists (reported apart)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--fixtures", type=Path, default=PROJECT_DIR / "tests" / "fixtures" / "openfda")
     args = parser.parse_args()
@@ -203,7 +228,8 @@ def main():
     reset_provider(HashingEmbedding(settings.UNSAY_EMBEDDING_DIM))
     reset_database()
 
-    picked = sample(load_records(args.fixtures), args.records, rng)
+    picked = sample(load_records(args.fixtures), args.records, rng, block_only=args.block_only)
+    group_of = {parsed.recall_number: NDC_FROM[ndc] for _, parsed, ndc, _ in picked}
     began = time.monotonic()
     facts = 0
     for _, parsed, _, _ in picked:
@@ -255,6 +281,8 @@ def main():
         if role in ("holder", "reference", "name-only"):
             key = {"holder": style, "reference": "reference (generic, lot as printed)"}.get(
                 role, f"reference: {style}, no NDC (name + lot)")
+            if group_of[number] != "named in the record's text":
+                key = f"NDC in openFDA block only: {key}"
             per_style[key]["holders"] += 1
             per_style[key]["found"] += exposed
             per_style[key]["confirmed"] += klass == MatchClass.CONFIRMED
@@ -271,15 +299,19 @@ def main():
 
     print(f"records: {len(picked)} real Class I/II recalls with lots and a package NDC; facts ingested: {facts} "
           f"({ingest_s:.1f} s); dispensing rows imported through the CSV import: {result.imported} ({import_s:.1f} s)")
+    print("  package NDC of the sample:", dict(Counter(NDC_FROM[ndc] for _, _, ndc, _ in picked)))
     if SKIPPED:
         print("  candidates left out of the sample:", dict(SKIPPED))
     references = ["reference (generic, lot as printed)", *(f"reference: {s}, no NDC (name + lot)" for s in STYLES)]
-    for key in (*STYLES, *references):
+    for key in (*STYLES, *references, *(f"NDC in openFDA block only: {k}" for k in (*STYLES, *references))):
+        if key not in per_style:
+            continue
         counts = per_style[key]
-        print(f"  {key:44s} exposure recall {counts['found'] / max(1, counts['holders']):.3f} "
+        print(f"  {key:70s} exposure recall {counts['found'] / max(1, counts['holders']):.3f} "
               f"({counts['found']}/{counts['holders']}), confirmed {counts['confirmed']}")
     for variant in LOT_VARIANTS:
-        total = sum(per_style[s][f"variant {variant} found"] for s in STYLES)
+        total = sum(counts[f"variant {variant} found"] for key, counts in per_style.items()
+                    if key.split(": ")[-1] in STYLES)
         print(f"  lot typed {variant:8s} found {total}/{len(picked) * len(STYLES)}")
     print(f"decoys: {decoys['decoys']}, false confirmed {decoys['false confirmed']} (goal 0); by kind: "
           + ", ".join(f"{k} {v}" for k, v in sorted(decoys.items()) if k not in ("decoys", "false confirmed")))
