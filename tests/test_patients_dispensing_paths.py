@@ -310,3 +310,12 @@ def test_a_name_naming_several_products_is_a_clear_error_on_every_path(admin_cli
     result = import_dispensing_csv(out.getvalue())
     assert [e.row for e in result.errors] == [2] and "one product per row" in str(result.errors[0])
     assert not DispensingRecord.objects.exists() and not DispensingChange.objects.exists()
+
+
+def test_inline_rows_keep_a_long_real_product_name_and_derive_the_package(admin_client, patient):
+    forms = [{"drug": LONG_NAME, "ndc": "0338-1123-04", "lot": "Lot #: P333930"}]
+    response = admin_client.post(f"/admin/patients/patient/{patient.pk}/change/", inline_post(patient, forms, 0))
+    assert response.status_code == 302, response.context and response.context["inline_admin_formsets"][0].formset.errors
+    row = DispensingRecord.objects.get()
+    assert row.drug_text == LONG_NAME and row.drug
+    assert (row.ndc_product, row.lot) == ("00338-1123", "P333930") and row.lot_near
