@@ -25,6 +25,8 @@ GROUP_PERMISSIONS = {
         "corrections": ["view_correction", "review_correction", "view_outboxmessage", "view_sweeprun",
                         "view_auditevent", "view_redecision"],
         "recalls": ["view_ingestrun", "view_quarantinedrecord"],
+        # Certificates only: erasing needs privacy.erase_patient, granted to named people, not the group.
+        "privacy": ["view_erasurecertificate"],
     },
 }
 

@@ -145,6 +145,7 @@ def verify_chain(*, batch: int = 5000, seal_first: bool = True) -> Verification:
         seal()
     result = Verification(events=0)
     previous, expected_seq = CHAIN_START, 1
+    redacted, named_by_erasure = {}, set()  # event id -> seq; ids that "erased" events name
     last_id = None
     qs = AuditEvent.objects.filter(seq__isnull=False).order_by("seq")
     after = 0
@@ -156,7 +157,7 @@ def verify_chain(*, batch: int = 5000, seal_first: bool = True) -> Verification:
             why, broken_at = "", event.seq
             if event.seq != expected_seq:
                 why, broken_at = f"link {expected_seq} is missing (next stored link is {event.seq})", expected_seq
-            elif event_content_hash(event) != event.content_hash:
+            elif not event.redacted and event_content_hash(event) != event.content_hash:
                 why = f"event {event.pk} (link {event.seq}) was changed after it was written"
             elif link_hash(previous, event.seq, event.content_hash) != event.link_hash:
                 why = f"link {event.seq} (event {event.pk}) does not follow from the link before it"
@@ -164,6 +165,10 @@ def verify_chain(*, batch: int = 5000, seal_first: bool = True) -> Verification:
                 result.first_broken_seq, result.first_broken_id, result.reason = broken_at, event.pk, why
                 return result
             result.events += 1
+            if event.redacted:
+                redacted[event.pk] = event.seq
+            if event.action == AuditEvent.Action.ERASED:
+                named_by_erasure.update((event.after or {}).get("redacted_events") or [])
             previous, expected_seq, last_id = event.link_hash, event.seq + 1, event.pk
         after = page[-1].seq
     head = AuditChainHead.objects.filter(pk=1).first()
@@ -172,5 +177,10 @@ def verify_chain(*, batch: int = 5000, seal_first: bool = True) -> Verification:
         result.first_broken_seq = expected_seq
         result.reason = (f"the chain head says link {head_seq} but the stored chain ends at link {expected_seq - 1}"
                          f"{f' (event {last_id})' if last_id else ''}: events were deleted from its end")
+    unexplained = sorted((seq, pk) for pk, seq in redacted.items() if pk not in named_by_erasure)
+    if unexplained and result.ok:
+        result.first_broken_seq, result.first_broken_id = unexplained[0]
+        result.reason = (f"event {unexplained[0][1]} (link {unexplained[0][0]}) is marked erased but no "
+                         f"erasure names it")
     result.unsealed = AuditEvent.objects.filter(seq__isnull=True).count()
     return result

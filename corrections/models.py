@@ -234,6 +234,7 @@ class AuditEvent(models.Model):
         RECIPIENT = "recipient", "Recipient re-resolved to the patient's current contact"
         REQUEUED = "requeued", "Requeued by a pharmacist"
         CANCELLED = "cancelled", "Cancelled before sending (its correction was no longer approved)"
+        ERASED = "erased", "A patient's personal data erased on request"
 
     # Set by corrections.audit before the row is written, so the content hash covers the stored value.
     at = models.DateTimeField(default=timezone.now)
@@ -255,6 +256,9 @@ class AuditEvent(models.Model):
     seq = models.BigIntegerField(null=True, blank=True, unique=True, editable=False)
     content_hash = models.CharField(max_length=64, blank=True, default="", db_default="", editable=False)
     link_hash = models.CharField(max_length=64, blank=True, default="", db_default="", editable=False)
+    # Personal data in before/after/note was erased on request (privacy.services.erase_patient): its
+    # content hash stays as written, and an "erased" event names this one.
+    redacted = models.BooleanField(default=False, db_default=False, editable=False)
 
     class Meta:
         ordering = ["at", "id"]

@@ -111,3 +111,12 @@ def replay_decision(decision_id: int) -> dict:
         "reads": rows,
         "stale": any(r["retracted_now"] for r in rows if r["load_bearing"]),
     }
+
+
+ERASED_TEXT = "[erased on request]"
+
+
+def redact_patient_decisions(patient_id: int) -> int:
+    """A patient's questions and answers replaced on erasure (privacy.services): the free text may name
+    them. Verdicts, subjects, read sets and premises stay, so replay still says what was believed."""
+    return Decision.objects.filter(patient_id=patient_id).update(question=ERASED_TEXT, answer=ERASED_TEXT)

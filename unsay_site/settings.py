@@ -55,6 +55,7 @@ INSTALLED_APPS = [
     "ask",
     "corrections",
     "worklist",
+    "privacy",
     "api",
     "demo",
 ]

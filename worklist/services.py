@@ -137,3 +137,12 @@ def log_contact(recall_number: str, patient, *, user, method: str, outcome: str,
 
 
 __all__ = ["WorkflowError", "complete_step", "log_contact", "open_work", "record_none_found"]
+
+
+def redact_patient_notes(patient_id: int) -> dict[str, int]:
+    """A patient's contact notes and the details of worklist events about them, erased on request
+    (privacy.services): free text typed by staff may name them. Method, outcome and times stay."""
+    return {
+        "contact attempts": ContactAttempt.objects.filter(patient_id=patient_id).update(note=""),
+        "worklist events": WorkEvent.objects.filter(patient_id=patient_id).update(details={}),
+    }

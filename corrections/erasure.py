@@ -1,0 +1,50 @@
+"""A patient's personal data in corrections, outbox messages and audit events, erased on request
+(privacy.services.erase_patient runs this in its transaction).
+
+Pending work for the patient is ended first, so nothing erased can still be sent: drafts are rejected,
+approved corrections not yet sent are staled, and their outbox messages cancelled (each transition
+checked against corrections.transitions). Then letter texts, answers, recipients and message bodies
+are replaced by ERASED, and the audit events of the patient's corrections lose their before/after and
+note (marked `redacted`: their content hash stays as written, so the audit chain still verifies, and
+the erasure's own audit event names them). Statuses, verdicts, recall numbers, match classes and
+times stay: the recall report still counts who was notified."""
+
+from django.utils import timezone
+
+from . import transitions
+from .models import AuditEvent, Correction, OutboxMessage
+
+ERASED = "[erased on request]"
+
+
+def end_pending_work(patient_id: int) -> dict[str, int]:
+    C, M = Correction.Status, OutboxMessage.Status
+    corrections = Correction.objects.filter(patient_id=patient_id)
+    counts = {}
+    for old, new in ((C.DRAFT, C.REJECTED), (C.APPROVED, C.STALE)):
+        transitions.check(Correction, old, new)
+        pending = corrections.filter(status=old).exclude(message__status__in=[M.SENDING, M.SENT])
+        counts[f"corrections {old} -> {new}"] = pending.update(
+            status=new, rejection_reason="personal data erased on request" if new == C.REJECTED else "",
+            updated=timezone.now())
+    unsent = [M.HELD, M.READY, M.FAILED, M.UNKNOWN]
+    for old in unsent:
+        transitions.check(OutboxMessage, old, M.CANCELLED)
+    counts["outbox messages cancelled"] = OutboxMessage.objects.filter(
+        correction__patient_id=patient_id, status__in=unsent).update(status=M.CANCELLED)
+    return counts
+
+
+def redact(patient_id: int) -> tuple[dict[str, int], list[int]]:
+    """(rows changed per kind, ids of the audit events redacted)."""
+    counts = {
+        "corrections": Correction.objects.filter(patient_id=patient_id).update(
+            old_answer=ERASED, new_answer=ERASED, drafted_text=ERASED, final_text=""),
+        "outbox messages": OutboxMessage.objects.filter(correction__patient_id=patient_id).update(
+            recipient="", subject=ERASED, body=ERASED),
+    }
+    events = AuditEvent.objects.filter(correction__patient_id=patient_id, redacted=False)
+    ids = sorted(events.values_list("id", flat=True))
+    counts["audit events"] = AuditEvent.objects.filter(id__in=ids).update(before={}, after={}, note="",
+                                                                          redacted=True)
+    return counts, ids

@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class PrivacyConfig(AppConfig):
+    name = "privacy"
+    verbose_name = "Privacy"
+    default_auto_field = "django.db.models.BigAutoField"
