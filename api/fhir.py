@@ -62,11 +62,14 @@ def dispensing_fields(document: dict) -> dict:
     batch = medication.batch
     codings = (medication.code.coding or []) if medication.code else []
     ndc = next((c.code for c in codings if c.system == NDC_SYSTEM and c.code), "")
+    # The product as dispensed: code.text, else a coding's display (many systems send only that).
+    product = ((medication.code.text if medication.code else "") or
+               next((c.display for c in codings if c.display), "") or "")
     quantity = dispense.quantity.value if dispense.quantity else None
     return {
         "patient": _patient_ref(dispense),
         "drug": "",
-        "product_description": (medication.code.text or "") if medication.code else "",
+        "product_description": product,
         "ndc": ndc,
         "lot": (batch.lotNumber or "") if batch else "",
         "expiry": _day(batch.expirationDate) if batch else None,

@@ -324,3 +324,20 @@ def test_a_repackaged_pack_stays_exposed_when_the_recall_becomes_class_i(path, a
     exposure = exposure_of("D-0502-2019", patient)
     assert exposure.match_class == MatchClass.PROBABLE and exposure.fact.attributes["classification"] == "Class I"
     assert ask(patient, "Is my losartan safe?").verdict != "safe"
+
+
+def test_fhir_without_code_text_takes_the_product_from_the_coding_display(client, pharmacy, quiet_sweep):
+    patient = _patient("SYN-FHIR", pharmacy)
+    _api(client, "/fhir/MedicationDispense", {
+        "resourceType": "MedicationDispense", "status": "completed",
+        "contained": [{"resourceType": "Medication", "id": "med1",
+                       "code": {"coding": [{"system": "http://hl7.org/fhir/sid/ndc", "code": "13668-409-30",
+                                            "display": "LOSART POT 50MG TAB"}]},
+                       "batch": {"lotNumber": "4L67-C035"}}],
+        "medicationReference": {"reference": "#med1"},
+        "subject": {"reference": f"Patient/{patient.external_ref}"},
+        "quantity": {"value": 30}, "whenHandedOver": DISPENSED.isoformat()}, pharmacy["key"], "application/fhir+json")
+    row = DispensingRecord.objects.get(patient=patient)
+    assert (row.drug_text, row.ndc_product, row.lot) == ("LOSART POT 50MG TAB", "13668-0409", "4L67C035")
+    recall_arrives("D-0502-2019")
+    assert exposure_of("D-0502-2019", patient).match_class == MatchClass.CONFIRMED
