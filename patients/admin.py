@@ -6,7 +6,7 @@ from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import path
 
-from drugs.identity import resolve
+from drugs.identity import identity_key
 from drugs.lots import canonical_lot
 from drugs.ndc import normalize_ndc
 from patients.csvimport import MAX_IMPORT_BYTES, MAX_ROWS, import_dispensing_csv
@@ -97,7 +97,9 @@ class DispensingRecordAdmin(admin.ModelAdmin):
             match |= Q(lot_unknown=True)
         if lot := canonical_lot(term):
             match |= Q(lot=lot)
-        if drug := resolve(term).key:
+        # The identity key as the row stores it: ingredients, or the product text of a name the
+        # vocabulary does not know ("LOSART POT 50MG TAB" finds the rows typed that way).
+        if drug := identity_key(term)[0]:
             match |= Q(drug=drug)
         try:
             match |= Q(ndc=normalize_ndc(term))

@@ -319,3 +319,11 @@ def test_inline_rows_keep_a_long_real_product_name_and_derive_the_package(admin_
     row = DispensingRecord.objects.get()
     assert row.drug_text == LONG_NAME and row.drug
     assert (row.ndc_product, row.lot) == ("00338-1123", "P333930") and row.lot_near
+
+
+def test_the_admin_search_finds_a_row_by_the_name_as_typed_also_when_no_vocabulary_knows_it(admin_client, patient):
+    typed = row(patient, "4L67C035", drug="LOSART POT 50MG TAB")
+    other = row(patient, "3069020", drug="valsartan", day=3)
+    for term, expected in (("LOSART POT 50MG TAB", typed), ("Valsartan 160 mg", other), ("4l67-c035", typed)):
+        response = admin_client.get("/admin/patients/dispensingrecord/", {"q": term})
+        assert [r.pk for r in response.context["cl"].result_list] == [expected.pk], term
