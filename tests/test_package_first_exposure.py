@@ -53,8 +53,9 @@ LONG_IDENTITY_QUARANTINED = pytest.mark.xfail(strict=False, reason=(
     "recall side: recalls.ingest refuses an identity longer than 200 characters (Malformed), so the real "
     "parenteral nutrition record is never stored; the dispensing side keeps the long name (asserted below)"))
 NOTICE_BY_NAME = pytest.mark.xfail(strict=False, reason=(
-    "sweep side: corrections.notices still finds holders by the recall's subject, so a row whose typed "
-    "name resolves to another key (a product-text key, or other ingredients) gets no notice"))
+    "sweep side: corrections.notices decides each exposed holder by asking 'Is my <recall subject> safe?'; "
+    "for a row whose typed name resolves to another key (a product-text key, other ingredients) that "
+    "answer is 'unknown' and no notice is drafted"))
 
 
 def _case(id, recall, drug, lot, ndc, expected, *, product="", question, rule=None, marks=(), notice_marks=()):
