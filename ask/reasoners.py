@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
+from drugs.identity import readable
 from drugs.matching import MatchClass
 from drugs.matching import match as _match_uncached
 from drugs.ndc import ndc_products
@@ -273,7 +274,8 @@ class RulesReasoner:
 
     def decide(self, ctx: AskContext) -> ReasonerResult:
         recalls = same_drug_recalls(ctx)
-        drug = ctx.subject
+        # A product key reads as the product ("HCG 10000U 1ML INJ"); an answer never carries a blank.
+        drug = readable(ctx.subject) or "medicine"
         in_premises = {f.id for f in recalls if set(getattr(f, "scopes", None) or ()).intersection(ctx.premises)}
         if not ctx.has_dispensing:
             active = sorted({(f.attributes or {}).get("recall_number", f.fact_key) for f in recalls if is_active(f)})

@@ -102,7 +102,9 @@ def resolve_subject(patient, question: str, subject: str | None = None, *, belie
 
 
 def _readable(key: str) -> str:
-    return " and ".join(key.split("+"))
+    from drugs.identity import readable
+
+    return readable(key) or "a medicine with no recorded name"
 
 
 # Words of a question about one's medicine; a text with none of them and no drug name (e.g. "asdf")

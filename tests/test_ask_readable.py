@@ -1,0 +1,45 @@
+"""Answers name the product as dispensed: a product the vocabulary does not know (a `product:` identity)
+reads as its text, never as a blank, in the answer and in the "which medicine" question back. Real
+recall records (tests/factories.py); patients are synthetic."""
+
+import re
+
+import pytest
+
+from ask.services import decide, resolve_subject
+from memory.services import assert_claim
+from patients.models import DispensingRecord
+from tests.factories import make_patient, recall_claims_of
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _no_blank(text: str) -> None:
+    assert not re.search(r"\bthe\s{2,}|\s{2,}dispensed|other\s{2,}lots|\s{2,}lots", text), text
+
+
+def test_product_key_answer_reads_as_the_product_and_has_no_blank(hashing_embeddings):
+    # D-0735-2020: compounded HCG 10,000U/1ML INJ, lots 12162019@38 and 11272019@32; no openFDA block.
+    for claim in recall_claims_of("D-0735-2020"):
+        assert_claim(claim)
+    patient = make_patient("SYN-HCG-R1", [("HCG 10,000U/1ML INJ 4 mL vial", "99999999")])
+    key = DispensingRecord.objects.get(patient=patient).drug
+    assert key.startswith("product:")
+
+    outcome = decide(patient, "Is my medicine safe?")
+
+    assert outcome.subject == key
+    assert "HCG" in outcome.answer
+    assert "product:" not in outcome.answer
+    _no_blank(outcome.answer)
+
+
+def test_which_medicine_list_reads_product_keys_as_products():
+    patient = make_patient("SYN-HCG-R2", [("HCG 10,000U/1ML INJ 4 mL vial", "12162019@38"),
+                                          ("Losartan potassium 50 mg tablets", "4L67C035")])
+
+    subject, back = resolve_subject(patient, "hello there")
+
+    assert subject is None
+    assert "HCG" in back and "losartan" in back
+    assert "product:" not in back
