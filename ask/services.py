@@ -27,8 +27,9 @@ from ask.guardrail import apply_guardrail
 from ask.models import UsageCounter
 from ask.reasoners import AskContext, RulesReasoner, get_reasoner
 from core.retry import run_in_transaction
+from drugs.identity import is_product_key
 from drugs.identity import resolve as resolve_identity
-from drugs.scopes import DRUG_LEVEL, dispensing_scopes
+from drugs.scopes import ANY_LOT, DRUG_LEVEL, dispensing_scopes
 from memory.decisions import ReadSpec, inputs_fingerprint, record_decision
 from memory.models import Decision
 from memory.retrieval import Retrieved
@@ -89,16 +90,43 @@ def resolve_subject(patient, question: str, subject: str | None = None, *, belie
         if len(containing) == 1:
             return containing[0], ""
         if not containing:
+            own = _held_through_packages(patient, named, drugs, beliefs)
+            if len(own) == 1:
+                return own[0], ""
             # The question names a drug we have no dispensing of: answer about *that* drug (the
             # reasoner asks for the lot), never silently about the one drug we do have on file.
             return key, ""
         return None, f"Which medicine are you asking about: {', '.join(_readable(d) for d in containing)}?"
     text = _words(question)
+    # A product the vocabulary does not know is named by its own words ("Is my HCG safe?").
+    by_text = [d for d in drugs if is_product_key(d) and f" {d[len('product:'):].split()[0]} " in text]
+    if len(by_text) == 1:
+        return by_text[0], ""
     if len(drugs) == 1 and _reads_as_a_question(text):
         return drugs[0], ""
     if not drugs:
         return None, "We have no medicines on file for you. Which medicine are you asking about?"
     return None, f"Which medicine are you asking about: {', '.join(_readable(d) for d in drugs)}?"
+
+
+def _held_through_packages(patient, named: list[str], drugs: list[str], beliefs=None) -> list[str]:
+    """The patient's drugs a name reaches through their own packages, when no drug of theirs has those
+    ingredients: a brand resolves to another name than the row's ("NP Thyroid" -> thyroid, the row
+    levothyroxine+liothyronine), so the row counts when its ingredients overlap the named ones or its
+    NDC product is listed by a believed fact whose subject is the named drug."""
+    from memory.models import Fact
+
+    key = "+".join(named)
+    held = []
+    for drug in drugs:
+        if set(named) & set(drug.split("+")):
+            held.append(drug)
+            continue
+        products = {row.ndc_product for row in (beliefs or DbBeliefs()).dispensed_rows(patient, drug)} - {""}
+        scopes = [f"ndc:{p}|{mark}" for p in sorted(products) for mark in (DRUG_LEVEL, ANY_LOT)]
+        if scopes and Fact.objects.believed().filter(subject=key, scopes__overlap=scopes).exists():
+            held.append(drug)
+    return held
 
 
 def _readable(key: str) -> str:

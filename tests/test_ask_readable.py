@@ -43,3 +43,26 @@ def test_which_medicine_list_reads_product_keys_as_products():
     assert subject is None
     assert "HCG" in back and "losartan" in back
     assert "product:" not in back
+
+
+def test_brand_name_resolves_through_the_patients_own_package(hashing_embeddings):
+    # D-1300-2020: NP Thyroid (subject "thyroid"), lot M331J18-1, NDC 42192-0331-01, Class I.
+    for claim in recall_claims_of("D-1300-2020"):
+        assert_claim(claim)
+    patient = make_patient("SYN-NPT-R1", [("Liothyronine/levothyroxine 90mg", "M331J18-1", "42192-0331-01"),
+                                          ("Losartan potassium 50 mg tablets", "4L67C035")])
+    key = DispensingRecord.objects.get(patient=patient, drug_text__startswith="Lio").drug
+
+    subject, back = resolve_subject(patient, "Is my NP Thyroid safe?")
+    assert (subject, back) == (key, "")
+    outcome = decide(patient, "Is my NP Thyroid safe?")
+    assert outcome.verdict != "safe" and outcome.verdict != "unknown"
+    assert "D-1300-2020" in outcome.answer
+
+
+def test_product_named_by_its_own_words_among_several_drugs():
+    patient = make_patient("SYN-HCG-R3", [("HCG 10,000U/1ML INJ 4 mL vial", "12162019@38"),
+                                          ("Losartan potassium 50 mg tablets", "4L67C035")])
+    key = DispensingRecord.objects.get(patient=patient, drug_text__startswith="HCG").drug
+
+    assert resolve_subject(patient, "Is my HCG safe?") == (key, "")
