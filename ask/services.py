@@ -321,6 +321,35 @@ def ask(patient, question, *, subject=None, client=None) -> Decision:
     return run_in_transaction(_record_fresh, outcome, patient=patient, question=question, subject=subject)
 
 
+def subjects_asked(patient, question: str, subject: str | None = None, *, beliefs=None) -> list[str | None]:
+    """The drugs a question asks about, each answered on its own. One entry (None: resolve_subject
+    decides) unless the question names several ingredients that are not one medicine the patient holds:
+    "my losartan and my atorvastatin" is two questions, not a combination product."""
+    from drugs.identity import find_ingredients
+
+    if subject:
+        return [subject]
+    named = find_ingredients(question or "")
+    if len(named) < 2:
+        return [None]
+    drugs = patient_drugs(patient, beliefs)
+    if "+".join(named) in drugs or len([d for d in drugs if set(named) <= set(d.split("+"))]) == 1:
+        return [None]
+    subjects = []
+    for name in named:
+        containing = [d for d in drugs if name in d.split("+")]
+        chosen = name if name in drugs or len(containing) != 1 else containing[0]
+        if chosen not in subjects:
+            subjects.append(chosen)
+    return subjects
+
+
+def ask_each(patient, question, *, subject=None, client=None) -> list[Decision]:
+    """One decision per drug the question asks about (subjects_asked), in the order named."""
+    return [ask(patient, question, subject=one, client=client)
+            for one in subjects_asked(patient, (question or "").strip(), subject)]
+
+
 def reusable_decision(patient, inputs_hash: str) -> Decision | None:
     """A standing decision for the same patient and identical inputs within UNSAY_ASK_REUSE_SECONDS."""
     if settings.UNSAY_ASK_REUSE_SECONDS <= 0:

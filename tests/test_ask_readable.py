@@ -66,3 +66,22 @@ def test_product_named_by_its_own_words_among_several_drugs():
     key = DispensingRecord.objects.get(patient=patient, drug_text__startswith="HCG").drug
 
     assert resolve_subject(patient, "Is my HCG safe?") == (key, "")
+
+
+def test_two_drugs_named_are_answered_one_decision_each(hashing_embeddings):
+    from ask.services import ask_each, subjects_asked
+
+    assert_claim(recall_claims_of("D-0502-2019")[0])
+    patient = make_patient("SYN-TWO-R1", [("Losartan potassium 50 mg tablets", "4L67C035", "13668-0409-30"),
+                                          ("Atorvastatin calcium 10 mg tablets", "SYN-A-1")])
+    question = "Is my losartan and my atorvastatin safe?"
+
+    assert sorted(subjects_asked(patient, question)) == ["atorvastatin", "losartan"]
+    decisions = ask_each(patient, question)
+
+    assert sorted(d.subject for d in decisions) == ["atorvastatin", "losartan"]
+    assert all("atorvastatin+losartan" not in d.answer and "atorvastatin and losartan" not in d.answer
+               for d in decisions)
+    by_subject = {d.subject: d for d in decisions}
+    assert by_subject["losartan"].verdict != "safe"
+    assert by_subject["losartan"].pk != by_subject["atorvastatin"].pk

@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from ask.services import ask
+from ask.services import ask_each
 from patients.models import Patient
 
 
@@ -18,7 +18,13 @@ class Command(BaseCommand):
             raise CommandError(f"No patient with reference {patient!r}.")
         if not question.strip():
             raise CommandError("The question is empty.")
-        decision = ask(found, question, subject=subject)
+        decisions = ask_each(found, question, subject=subject)
+        for number, decision in enumerate(decisions):
+            if len(decisions) > 1:
+                self.stdout.write(f"--- answer {number + 1} of {len(decisions)} ---")
+            self._show(decision)
+
+    def _show(self, decision):
         self.stdout.write(f"verdict:  {decision.verdict}")
         self.stdout.write(f"subject:  {decision.subject or '(unresolved)'}")
         self.stdout.write(f"reasoner: {decision.reasoner}")
