@@ -151,7 +151,8 @@ def test_a_safe_verdict_rests_on_its_premises_and_a_lot_added_to_a_recall_makes_
     reads = {r.fact_id: r for r in decision.reads.all()}
     # other lots are context, not what "safe" rests on; the premises are this lot and the drug level
     assert not reads[other_a.id].load_bearing and not reads[other_b.id].load_bearing
-    assert set(decision.premises.values_list("scope", flat=True)) == {"drug:valsartan|ZZ-SYN-2", "drug:valsartan|*"}
+    assert set(decision.premises.values_list("scope", flat=True)) == {"drug:valsartan|ZZSYN2", "drug:valsartan|*",
+                                                                          "lot:~ZZSYN2"}
     assert "D-0315-2019" in decision.answer and "not dispensed to you" in decision.answer
     assert stale_reasons([decision.id])[decision.id] == []
 
