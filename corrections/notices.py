@@ -92,15 +92,28 @@ def stale_superseded_notices(fact_ids=None, *, run=None) -> int:
 
 
 def exposed_patients_of(fact: Fact, *, who_never_asked: bool = False):
-    """[(patient, "lot"|"drug", match class)] from patients.services.exposed_patients;
-    who_never_asked: without the patients who have a standing decision resting on a scope this fact
-    touches, in the same query: their re-decision tells them (never both a correction and a
-    notice, never neither)."""
+    """[(patient, "lot"|"drug", match class, dispensing rows that matched)] from
+    patients.services.exposed_patients; who_never_asked: without the rows whose patient has a standing
+    decision about that medicine resting on a scope this fact touches, in the same query: their
+    re-decision tells them (never both a correction and a notice, never neither)."""
     from patients.services import Match, exposed_patients
 
     unless = list(fact.scopes or []) if who_never_asked else None
-    return [(e.patient, "lot" if e.match == Match.LOT else "drug", str(e.match_class or ""))
+    return [(e.patient, "lot" if e.match == Match.LOT else "drug", str(e.match_class or ""), e.dispensings)
             for e in exposed_patients(fact, unless_standing_on=unless)]
+
+
+def notice_question(rows) -> tuple[str, str]:
+    """(question, subject) a notice is decided with: about the medicine as it was dispensed (the matched
+    row's own identity and the text the pharmacy typed), never the recall's name for it: a pack typed
+    "LOSART POT 50MG TAB" with the recalled NDC and lot is this patient's losartan, whatever the recall
+    calls it."""
+    from drugs.identity import readable
+
+    row = next((r for r in rows if r.drug), rows[0] if rows else None)
+    subject = row.drug if row is not None else ""
+    named = ((row.drug_text or "").strip() if row is not None else "") or readable(subject) or "medicine"
+    return f"Is my {named} safe?", subject
 
 
 def draft_notices_for(previous: Fact | None, current: Fact, decider, run, report, *, dry_run, notice_no,
@@ -118,13 +131,13 @@ def draft_notices_for(previous: Fact | None, current: Fact, decider, run, report
     exposed = exposed_patients_of(current, who_never_asked=True)
     if only_patients is not None:
         exposed = [e for e in exposed if e[0].id in only_patients]
-    for patient, match, match_class in exposed:
+    for patient, match, match_class, rows in exposed:
         replaced = stale_baseline.get(patient.id)
         baseline = replaced.previous_fact if replaced else previous
         if not worsened(baseline, current):
             continue
-        question = f"Is my {current.subject} safe?"
-        outcome, _shared = decider.decide(patient, question, current.subject)
+        question, subject = notice_question(rows)
+        outcome, _shared = decider.decide(patient, question, subject or current.subject)
         if outcome.verdict not in (Decision.Verdict.CAUTION, Decision.Verdict.STOP):
             continue  # the decision logic does not find this patient affected: nothing to tell them
         key = dedupe_key("notice", patient.id, outcome.verdict, current.id)

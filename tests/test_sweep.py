@@ -365,7 +365,7 @@ def test_the_notice_anti_join_leaves_out_exactly_the_patients_who_asked(world, n
                 .values_list("patient_id", flat=True))
     assert {p.external_ref for p, *_ in everyone} >= {"SYN-A", "SYN-B", "SYN-D"} and len(asked) == 2
     never = exposed_patients_of(fact, who_never_asked=True)
-    assert never == [e for e in everyone if e[0].id not in asked]
+    assert [e[:3] for e in never] == [e[:3] for e in everyone if e[0].id not in asked]
     assert [p.external_ref for p, *_ in never] == ["SYN-D"]
     Decision.objects.filter(pk=world["decisions"]["a"].pk).update(status=Decision.Status.SUPERSEDED)
     assert {p.external_ref for p, *_ in exposed_patients_of(fact, who_never_asked=True)} == {"SYN-A", "SYN-D"}
