@@ -12,7 +12,7 @@ from ask.reasoners import get_reasoner
 from memory.models import Decision, Fact
 from memory.retrieval import Retrieved
 
-from .notices import exposed_patients_of
+from .notices import exposed_patients_of, notice_question
 from .redecide import SharedDecider, SweepReport, worsened
 
 
@@ -81,8 +81,9 @@ def preview_escalation(recall_number: str, classification: str, lot: str | None 
         before = Fact.objects.defer("embedding").get(pk=fact_id)
         if not worsened(before, twin):
             continue
-        for patient, match, _match_class in exposed_patients_of(twin, who_never_asked=True):
-            outcome, _shared = decider.decide(patient, f"Is my {twin.subject} safe?", twin.subject)
+        for patient, match, _match_class, rows in exposed_patients_of(twin, who_never_asked=True):
+            question, subject = notice_question(rows)
+            outcome, _shared = decider.decide(patient, question, subject or twin.subject)
             report.notices += 1
             report.preview.append({"notice": True, "patient": str(patient), "match": match,
                                    "new_verdict": outcome.verdict, "recall_number": recall_number})

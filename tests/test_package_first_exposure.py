@@ -52,10 +52,6 @@ NO_RECALL_IDENTITY = pytest.mark.xfail(strict=False, reason=(
 LONG_IDENTITY_QUARANTINED = pytest.mark.xfail(strict=False, reason=(
     "recall side: recalls.ingest refuses an identity longer than 200 characters (Malformed), so the real "
     "parenteral nutrition record is never stored; the dispensing side keeps the long name (asserted below)"))
-NOTICE_BY_NAME = pytest.mark.xfail(strict=False, reason=(
-    "sweep side: corrections.notices decides each exposed holder by asking 'Is my <recall subject> safe?'; "
-    "for a row whose typed name resolves to another key (a product-text key, other ingredients) that "
-    "answer is 'unknown' and no notice is drafted"))
 
 
 def _case(id, recall, drug, lot, ndc, expected, *, product="", question, rule=None, marks=(), notice_marks=()):
@@ -85,10 +81,9 @@ CASES = [
           MatchClass.PROBABLE, question="Is my losartan safe?", rule="another labeler's NDC"),
     # Pharmacy abbreviations and another spelling of the ingredients, with the recalled NDC and lot.
     _case("losartan-abbreviated", "D-0502-2019", "LOSART POT 50MG TAB", "4L67C035", "13668-0409-90",
-          MatchClass.CONFIRMED, question="Is my losartan safe?", notice_marks=[NOTICE_BY_NAME]),
+          MatchClass.CONFIRMED, question="Is my losartan safe?"),
     _case("thyroid-as-ingredients", "D-1300-2020", "Liothyronine/levothyroxine 90mg", "M331J18-1", "42192-0331-01",
-          MatchClass.CONFIRMED, question="Is my liothyronine/levothyroxine safe?",
-          notice_marks=[NOTICE_BY_NAME]),
+          MatchClass.CONFIRMED, question="Is my liothyronine/levothyroxine safe?"),
     # No NDC, no openFDA block, a name no vocabulary knows: the product text and the exact lot.
     _case("kratom-exact-lot", "D-0987-2019", "White Vein Kratom 50 gram powder", "119", "",
           MatchClass.PROBABLE, question="Is my White Vein Kratom safe?", marks=[NO_RECALL_IDENTITY]),
