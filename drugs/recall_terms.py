@@ -92,7 +92,8 @@ def named_products(fact) -> set[str]:
 
 def short_product(description: str) -> str:
     """'Valsartan Tablets, USP 160 mg, 90-count bottles, Rx Only, ...' -> 'Valsartan Tablets, USP 160 mg'."""
-    parts, text = (description or "").split(","), ""
+    # Runs of spaces as printed in real records ("HCG  10,000U/1ML  INJ") are one space in prose.
+    parts, text = " ".join((description or "").split()).split(","), ""
     for part in parts:
         text = f"{text},{part}" if text else part
         if len(text) >= 25:

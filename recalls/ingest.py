@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 
 from drugs import recall_terms
-from drugs.identity import resolve
+from drugs.identity import PRODUCT_SOURCE, product_key, resolve
 from drugs.ndc import ndc_products, ndcs_in_text, normalize_ndc, normalize_product_ndc
 from memory.services import Claim
 
@@ -237,8 +237,9 @@ def ndcs_of(record: dict, *, trust_openfda: bool = True) -> list[str]:
 
 # Bumped when the way a recall's identity (subject, NDCs, identity attributes) is derived changes: a
 # record remembered under an older version is re-derived once, through normal versioning.
-# 1: normalised description words; 2: drugs.identity vocabulary + NDCs from text (issue #11).
-IDENTITY_VERSION = 2
+# 1: normalised description words; 2: drugs.identity vocabulary + NDCs from text; 3: a product the
+# vocabulary cannot name, or with more ingredients than a subject holds, keeps its product text as identity.
+IDENTITY_VERSION = 3
 
 
 def _text_items(value) -> list[str]:
@@ -258,7 +259,7 @@ IDENTITY_TEXT_MAX = 300
 
 @dataclass
 class RecallIdentity:
-    subject: str          # identity key, "" when unresolved
+    subject: str          # identity key; a product text key (product:...) when no ingredient is named
     source: str           # "openfda.generic_name" | "product_description" | "unresolved"
     text: str             # the words that were resolved
     flag: str             # why a person should look ("" when nothing to say)
@@ -307,9 +308,22 @@ def identity_of(record: dict) -> RecallIdentity:
         return RecallIdentity(from_generic.key, "openfda.generic_name", from_generic.text, "", True)
     if from_description.resolved:
         return RecallIdentity(from_description.key, "product_description", from_description.text, "", True)
-    return RecallIdentity("", "unresolved", from_description.text,
+    text_key = product_key(description)
+    return RecallIdentity(text_key, PRODUCT_SOURCE if text_key else "unresolved", from_description.text,
                           "no drug the vocabulary knows is named in product_description or openfda.generic_name: "
-                          "matched by NDC product and lot only until a person identifies it", True)
+                          "its product text is its identity (matched by NDC product and lot, or by that text "
+                          "and the exact lot) until a person identifies it", True)
+
+
+def bounded(identity: RecallIdentity, description: str) -> RecallIdentity:
+    """An identity key too long for a fact's subject (a parenteral nutrition product names 20 ingredients)
+    is replaced by its product text key, flagged: the record is kept, never refused for its length."""
+    if len(identity.subject) <= SUBJECT_MAX:
+        return identity
+    return RecallIdentity(product_key(description)[:SUBJECT_MAX], PRODUCT_SOURCE, identity.text,
+                          f"its ingredients ({len(identity.subject)} characters as a key) are more than a subject "
+                          f"holds: the product text is its identity; the ingredients were {identity.subject[:300]}",
+                          identity.trust_openfda)
 
 
 def subject_of(record: dict) -> str:
@@ -351,9 +365,7 @@ def parse_enforcement(record) -> ParsedRecall:
     reported = parse_openfda_date(_text(record, "report_date"), "report_date")
     if terminated and terminated < initiated:
         raise Malformed(f"termination_date {terminated} is before recall_initiation_date {initiated}")
-    identity = identity_of(record)
-    if len(identity.subject) > SUBJECT_MAX:
-        raise Malformed(f"identity {identity.subject[:40]}… is longer than {SUBJECT_MAX} characters")
+    identity = bounded(identity_of(record), record.get("product_description") or "")
     full_code_info = " ".join(part for part in (code_info, more_code_info) if part)
     if len(full_code_info) > CODE_INFO_SCAN_MAX:
         raise Malformed(f"code_info is {len(full_code_info)} characters; at most {CODE_INFO_SCAN_MAX} are read for "

@@ -44,22 +44,15 @@ PATHS = ["admin", "csv", "api", "fhir"]
 SAFE_FOR_HOLDERS = {MatchClass.CONFIRMED, MatchClass.PROBABLE}
 
 
-# Parts of the issue other modules deliver (recall ingestion and the sweep's notice pass). Not strict:
-# each case starts passing, and is seen passing, as soon as its part lands.
-NO_RECALL_IDENTITY = pytest.mark.xfail(strict=False, reason=(
-    "recall side: a record with no NDC and a name the vocabulary does not know is ingested with an empty "
-    "subject, so exposure does not read it (the product-text identity of recalls.ingest is pending)"))
-LONG_IDENTITY_QUARANTINED = pytest.mark.xfail(strict=False, reason=(
-    "recall side: recalls.ingest refuses an identity longer than 200 characters (Malformed), so the real "
-    "parenteral nutrition record is never stored; the dispensing side keeps the long name (asserted below)"))
-
-
 def _case(id, recall, drug, lot, ndc, expected, *, product="", question, rule=None, marks=(), notice_marks=()):
     return pytest.param(dict(recall=recall, drug=drug, product=product, lot=lot, ndc=ndc, expected=expected,
                              question=question, rule=rule, notice_marks=notice_marks), id=id, marks=marks)
 
 
 CLINIMIX = openfda_record("D-0864-2016")["product_description"]
+# D-0864-2016 is Terminated in every snapshot we hold: a recall closed before it reached us drafts no
+# letter by itself (docs/reasoning.md); its holder is exposed and never told "safe" (asserted above).
+ARRIVES_TERMINATED = pytest.mark.skip(reason="the real record arrives already terminated: no notice by design")
 
 CASES = [
     # Typed lots that are the recalled lot once canonical (hyphen dropped, space, hyphen inside).
@@ -86,12 +79,12 @@ CASES = [
           MatchClass.CONFIRMED, question="Is my liothyronine/levothyroxine safe?"),
     # No NDC, no openFDA block, a name no vocabulary knows: the product text and the exact lot.
     _case("kratom-exact-lot", "D-0987-2019", "White Vein Kratom 50 gram powder", "119", "",
-          MatchClass.PROBABLE, question="Is my White Vein Kratom safe?", marks=[NO_RECALL_IDENTITY]),
+          MatchClass.PROBABLE, question="Is my White Vein Kratom safe?"),
     _case("hcg-exact-lot", "D-0735-2020", "HCG 10,000U/1ML INJ 4 mL vial", "12162019@38", "",
-          MatchClass.PROBABLE, question="Is my HCG injection safe?", marks=[NO_RECALL_IDENTITY]),
+          MatchClass.PROBABLE, question="Is my HCG injection safe?"),
     # A real product name of 300+ characters, kept in full, matched by its NDC and lot.
     _case("parenteral-nutrition-long-name", "D-0864-2016", "", "P333930", "0338-1123-04", MatchClass.CONFIRMED,
-          product=CLINIMIX, question="Is my Clinimix safe?", marks=[LONG_IDENTITY_QUARANTINED]),
+          product=CLINIMIX, question="Is my Clinimix safe?", notice_marks=[ARRIVES_TERMINATED]),
 ]
 
 
@@ -215,6 +208,8 @@ def test_the_holder_is_exposed_with_its_class_and_never_told_safe(path, case, ad
 def test_the_sweep_drafts_a_notice_for_the_holder_who_never_asked(path, case, admin_client, client, pharmacy,
                                                                   quiet_sweep, request):
     for mark in case["notice_marks"]:
+        if mark.name == "skip":
+            pytest.skip(mark.kwargs["reason"])
         request.applymarker(mark)
     patient = dispense(path, case, admin_client=admin_client, client=client, pharmacy=pharmacy)
     recall_arrives(case["recall"])
