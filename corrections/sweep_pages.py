@@ -176,7 +176,7 @@ OUTBOX_COLUMNS = ("correction_id", "region", "channel", "recipient", "subject", 
                   "attempts", "next_attempt_at", "claimed_at", "claimed_by", "provider_id", "sent_at", "last_error",
                   "created")
 AUDIT_COLUMNS = ("at", "actor_id", "actor_label", "action", "correction_id", "decision_id", "sweep_run_id",
-                 "before", "after", "note", "seq", "content_hash", "link_hash")
+                 "before", "after", "note", "seq", "content_hash", "link_hash", "redacted")
 REDECISION_COLUMNS = ("old_decision_id", "new_decision_id", "outcome", "recall_number", "trigger_fact_id",
                       "sweep_run_id", "shared", "created")
 _CHECKED: set = set()
@@ -368,7 +368,7 @@ def _message_and_audit(correction_id, correction: tuple, p: Plan, new_id, now, r
                                  decision_id=new_id, sweep_run_id=run_id, before=before, after=after, note="")
     # seq and link hash stay empty: the chain links the event after the page commits (corrections.audit).
     row = (now, None, SWEEP_ACTOR, _DRAFTED, correction_id, new_id, run_id, texts.json(**before),
-           texts.json(**after), "", None, content, "")
+           texts.json(**after), "", None, content, "", False)
     return message, row
 
 
