@@ -135,10 +135,8 @@ def active_recalls_for_dispensing(record: DispensingRecord) -> list[Fact]:
     wanted = dispensing_scopes(drug, lot, product)
     if not wanted:
         return []
-    candidates = Fact.objects.believed().defer("embedding").filter(kind=Fact.Kind.RECALL, scopes__overlap=wanted)
-    if drug:
-        candidates = Fact.objects.believed().defer("embedding").filter(
-            Q(kind=Fact.Kind.RECALL) & (Q(scopes__overlap=wanted) | Q(subject=drug)))
+    related = Q(scopes__overlap=wanted) | (Q(subject=drug) if drug else Q(pk__in=[]))
+    candidates = Fact.objects.believed().defer("embedding").filter(Q(kind=Fact.Kind.RECALL) & related)
     return [fact for fact in candidates if recall_terms.is_active(fact) and match(fact, record) is not None]
 
 
