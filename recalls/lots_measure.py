@@ -4,7 +4,8 @@ Lots are micro-averaged over every case whose lots were labelled in full (compar
 `printed_lot`); the few texts too long to transcribe by hand (the 32,600-character truncated
 record, lists of 300-900 lots) carry spot checks instead: lots that must be found and fragments
 that must not. Scope kind is scored on every case; expiry on every true-positive lot that has a
-labelled expiry; windows on every labelled window.
+labelled expiry; windows on every labelled window (a window labelled [null, null] is "within expiry":
+it must be read as a window with both ends open), expiry windows also on their own.
 """
 
 import json
@@ -28,6 +29,8 @@ class Report:
     expiry_right: int = 0
     windows_checked: int = 0
     windows_right: int = 0
+    expiry_windows_checked: int = 0
+    expiry_windows_right: int = 0
     truncated_right: int = 0
     spot_checks: int = 0
     spot_failures: int = 0
@@ -50,7 +53,8 @@ class Report:
                 f"lot precision {self.precision:.4f} (TP {self.tp}, FP {self.fp}), recall {self.recall:.4f} "
                 f"(FN {self.fn}); scope kind accuracy {self.kind_accuracy:.4f} ({self.kind_right}/{self.cases}); "
                 f"expiry {self.expiry_right}/{self.expiry_checked}; "
-                f"windows {self.windows_right}/{self.windows_checked}; "
+                f"windows {self.windows_right}/{self.windows_checked} "
+                f"(expiry windows {self.expiry_windows_right}/{self.expiry_windows_checked}); "
                 f"truncated flag {self.truncated_right}/{self.cases}; "
                 f"spot checks {self.spot_checks - self.spot_failures}/{self.spot_checks}")
 
@@ -120,9 +124,11 @@ def score(cases: list[dict]) -> Report:
             if labelled is None:
                 continue
             report.windows_checked += 1
+            report.expiry_windows_checked += name == "expiry_window"
             parsed = list(getattr(scope, name)) if getattr(scope, name) else None
             if parsed == labelled:
                 report.windows_right += 1
+                report.expiry_windows_right += name == "expiry_window"
             else:
                 report.errors.append((rn, name, f"labelled {labelled}, parsed {parsed}", _excerpt(text)))
     return report
