@@ -132,37 +132,6 @@ def fact_diff(before: Fact | None, after: Fact | None) -> list[dict]:
     return rows
 
 
-def _recall_phrase(fact: Fact | None) -> str:
-    if fact is None:
-        return "a recall record"
-    attrs = fact.attributes or {}
-    bits = [attrs.get("classification", ""), "recall", attrs.get("recall_number", "")]
-    return " ".join(b for b in bits if b) or fact.fact_key
-
-
-def _change_phrase(previous: Fact | None, fact: Fact | None) -> str:
-    """What happened, in words: 'recall D-0326-2019 was raised from Class II to Class I'."""
-    if fact is None or previous is None or fact.pk == previous.pk:
-        subject = fact or previous
-        if subject is not None and subject.retracted_at is not None:
-            return f"{_recall_phrase(subject)} no longer covers lot {subject.lot}" if subject.lot else \
-                f"{_recall_phrase(subject)} was withdrawn"
-        return f"{_recall_phrase(subject)} has changed"
-    before, after = previous.attributes or {}, fact.attributes or {}
-    number = after.get("recall_number") or before.get("recall_number") or fact.fact_key
-    changes = []
-    if before.get("classification") != after.get("classification"):
-        rank = {"Class I": 3, "Class II": 2, "Class III": 1}
-        moved = "raised" if rank.get(after.get("classification"), 0) > rank.get(before.get("classification"), 0) \
-            else "changed"
-        changes.append(f"was {moved} from {before.get('classification')} to {after.get('classification')}")
-    if before.get("status") != after.get("status"):
-        changes.append(f"is now {after.get('status')}")
-    if not changes:
-        return f"{_recall_phrase(fact)} has changed"
-    return f"recall {number} " + " and ".join(changes)
-
-
 # --- letters ------------------------------------------------------------------------------------
 
 
@@ -170,38 +139,99 @@ def _channel(patient, channel=None) -> str:
     return channel or getattr(patient, "preferred_channel", "") or "email"
 
 
-def _plain_change(previous: Fact | None, fact: Fact | None) -> str:
-    """What changed, for a patient: no recall numbers or class codes without their meaning."""
+CLOSED = ("Terminated", "Completed")
+CERTAIN = ("confirmed", "product_all_lots", "")  # "" = a draft written before match classes were kept
+
+
+def what_changed(previous: Fact | None, fact: Fact | None, *, dispensing_changed: bool = False) -> str:
+    """What changed, for a patient, in words that are true of this change only: no recall numbers or
+    class codes without their meaning, "raised" only when the class went up, nothing about the recall
+    when what changed was our record of their medicine."""
+    if dispensing_changed:
+        return _("we have updated our record of the medicine we gave you")
+    if fact is not None and fact.retracted_at is not None:
+        return (_("the recall no longer includes lot %(lot)s") % {"lot": fact.lot}
+                if fact.lot else _("the recall has been withdrawn"))
     after = (fact.attributes or {}) if fact else {}
-    before = (previous.attributes or {}) if previous else {}
-    if fact is not None and fact.retracted_at is not None and fact.lot:
-        return _("the recall no longer covers the batch (lot %(lot)s) you received") % {"lot": fact.lot}
-    if before.get("classification") != after.get("classification") and after.get("classification"):
-        return _("the recall has been raised to %(plain)s") % {
-            "plain": CLASS_PLAIN.get(after["classification"], after["classification"])}
-    if before.get("status") != after.get("status") and after.get("status") in ("Terminated", "Completed"):
-        return _("the recall has ended")
-    return _("the recall information has changed")
+    if fact is not None and getattr(fact, "kind", "recall") == Fact.Kind.LABEL:
+        return _("new safety information has been added to its label")
+    if previous is None:
+        return _("a recall has been announced") if after.get("status") not in CLOSED else \
+            _("we have learned of a recall, since closed by the FDA")
+    before = previous.attributes or {}
+    rank = {"Class I": 3, "Class II": 2, "Class III": 1}
+    changes = []
+    old_class, new_class = before.get("classification", ""), after.get("classification", "")
+    if old_class != new_class and new_class in CLASS_PLAIN:
+        moved = rank.get(new_class, 0) - rank.get(old_class, 0)
+        changes.append((_("the recall has been raised to %(plain)s") if moved > 0 else
+                        _("the recall has been lowered to %(plain)s")) % {"plain": CLASS_PLAIN[new_class]})
+    closed_before, closed_now = before.get("status") in CLOSED, after.get("status") in CLOSED
+    if closed_now and not closed_before:
+        changes.append(_("the FDA has closed the recall"))
+    elif closed_before and not closed_now:
+        changes.append(_("the FDA has reopened the recall"))
+    return _(" and ").join(changes) if changes else _("the recall information has changed")
+
+
+def exposure_sentence(fact: Fact | None, drug: str, *, match: str, certainty: str) -> str:
+    """How the recall reaches this patient, never surer than the match: a candidate is never told the
+    recall covers their batch, a probable match is told it may."""
+    lot = getattr(fact, "lot", None) if fact is not None else None
+    drug_level = fact is not None and (not lot or (fact.attributes or {}).get("scope") == "drug")
+    if certainty == "candidate":
+        if drug_level:
+            return _("There is a recall of every batch of some %(drug)s products. It may affect the %(drug)s we "
+                     "gave you: our records do not confirm that yours is one of those products.") % {"drug": drug}
+        return _("There is a recall of some batches of %(drug)s. It may affect the %(drug)s we gave you: our "
+                 "records do not show which batch you received.") % {"drug": drug}
+    verb = _("may affect") if certainty == "probable" else _("affects")
+    if match == "lot" and lot and not drug_level:
+        return _("There is a recall that %(verb)s the batch (lot %(lot)s) of %(drug)s we gave you.") % {
+            "verb": verb, "lot": lot, "drug": drug}
+    return _("There is a recall that %(verb)s the %(drug)s we gave you: it covers every batch.") % {
+        "verb": verb, "drug": drug}
+
+
+def why_sentence(verdict: str, fact: Fact | None, *, certainty: str) -> str:
+    """The reason, in the tense the recall is in, and only for a pack it may cover."""
+    attrs = (fact.attributes or {}) if fact is not None else {}
+    reason = plain_reason(attrs.get("reason", ""))
+    if verdict == "safe":
+        return _("as far as our records show, no recall covers the pack we gave you.")
+    if fact is None or fact.retracted_at is not None:
+        return (_("a recall may still cover the medicine we gave you.") if certainty == "candidate" else
+                _("our records show that a recall still covers the medicine we gave you."))
+    if getattr(fact, "kind", "recall") == Fact.Kind.LABEL:
+        return _("the label now warns that %(reason)s.") % {"reason": reason}
+    some = certainty == "candidate" or verdict == "unknown"
+    if attrs.get("status") in CLOSED:
+        return (_("some batches were recalled because %(reason)s. The FDA has since closed the recall; that "
+                  "does not make a recalled pack safe to use.") if some else
+                _("the medicine was recalled because %(reason)s. The FDA has since closed the recall; that does "
+                  "not make a recalled pack safe to use.")) % {"reason": reason}
+    return (_("some batches of the medicine are being recalled because %(reason)s.") if some else
+            _("the medicine is being recalled because %(reason)s.")) % {"reason": reason}
 
 
 def letter_context(patient, verdict: str, fact: Fact | None, *, kind: str, match: str = "",
-                   old_verdict: str = "", previous: Fact | None = None, subject: str = "") -> dict:
+                   old_verdict: str = "", previous: Fact | None = None, subject: str = "",
+                   match_class: str = "", dispensing_changed: bool = False) -> dict:
     attrs = (fact.attributes or {}) if fact else {}
     drug = drug_words((fact.subject if fact else "") or subject)
     p = pharmacy()
-    how = ""
-    if kind == "notice":
-        how = (_("the batch (lot %(lot)s) of %(drug)s we gave you") % {"lot": fact.lot, "drug": drug}
-               if match == "lot" and fact is not None and fact.lot else
-               _("%(drug)s, which we gave you (the recall covers every batch)") % {"drug": drug})
+    certainty = str(match_class or "")
+    how = exposure_sentence(fact, drug, match=match, certainty=certainty) if kind == "notice" else ""
+    safe = verdict == "safe" or (fact is not None and fact.retracted_at is not None)
     return {
         "pharmacy": p, "patient_name": patient.display_name, "drug": drug, "kind": kind, "how": how,
         "headline": verdict_headline(verdict), "instruction": verdict_instruction(verdict, drug, p["phone"]),
         "pack": pack_instruction(verdict), "sms_instruction": sms_instruction(verdict), "verdict": verdict,
         "old_headline": verdict_headline(old_verdict) if old_verdict else "",
-        "change": _plain_change(previous, fact) if kind == "correction" else "",
+        "change": what_changed(previous, fact, dispensing_changed=dispensing_changed) if kind == "correction" else "",
         "recall_plain": CLASS_PLAIN.get(attrs.get("classification", ""), _("a recall")),
-        "reason_plain": plain_reason(attrs.get("reason", "")), "reason_quoted": (attrs.get("reason") or "").strip(),
+        "why": why_sentence(verdict, fact, certainty=certainty), "maybe": certainty in ("candidate", "probable"),
+        "reason_quoted": "" if safe else (attrs.get("reason") or "").strip(),
         "recall_number": attrs.get("recall_number", ""), "firm": attrs.get("firm", ""),
     }
 
@@ -236,13 +266,15 @@ def fit_sms(context: dict) -> str:
 
 
 def correction_text(patient, old_verdict: str, outcome, fact: Fact | None, previous: Fact | None = None,
-                    *, channel: str | None = None) -> str:
+                    *, channel: str | None = None, match_class: str = "", dispensing_changed: bool = False) -> str:
     context = letter_context(patient, outcome.verdict, fact, kind="correction", old_verdict=old_verdict,
-                             previous=previous, subject=getattr(outcome, "subject", ""))
+                             previous=previous, subject=getattr(outcome, "subject", ""), match_class=match_class,
+                             dispensing_changed=dispensing_changed)
     return render_letter(context, _channel(patient, channel))
 
 
-def notice_text(patient, match: str, outcome, fact: Fact, *, channel: str | None = None) -> str:
+def notice_text(patient, match: str, outcome, fact: Fact, *, channel: str | None = None,
+                match_class: str = "") -> str:
     context = letter_context(patient, outcome.verdict, fact, kind="notice", match=match,
-                             subject=getattr(outcome, "subject", ""))
+                             subject=getattr(outcome, "subject", ""), match_class=match_class)
     return render_letter(context, _channel(patient, channel))

@@ -8,7 +8,7 @@ from django.db import IntegrityError
 from django.utils import timezone
 
 from core.retry import run_in_transaction
-from drugs.recall_terms import is_active  # the one reading of a recall (issue #11)
+from drugs.recall_terms import is_active, severity
 from memory.models import Decision, Fact
 
 from . import faults
@@ -66,16 +66,23 @@ def new_recall_facts(fact_ids=None) -> list[Fact]:
 
 def notice_pairs(fact_ids=None) -> list[tuple[Fact | None, Fact]]:
     """(before, believed now) for recall facts that got worse or are new, plus (what the patient last
-    heard of, believed now) for unsent notices whose fact version was superseded: still worse than
-    before means a replacement notice."""
+    heard of, believed now) for unsent notices whose fact version was superseded, whatever the new
+    version says (closed included): draft_notices_for decides per patient whether it replaces them."""
     pairs = {(old.id, new.id): (old, new) for old, new in worsened_pairs(fact_ids)}
     pairs.update({(0, new.id): (None, new) for new in new_recall_facts(fact_ids)})
     for notice in superseded_pending_notices(fact_ids):
         current = latest_version(notice.trigger_fact)
         baseline = notice.previous_fact
-        if current is not None and worsened(baseline, current):
+        if current is not None and current.kind == Fact.Kind.RECALL:
             pairs.setdefault((baseline.id if baseline else 0, current.id), (baseline, current))
     return list(pairs.values())
+
+
+def still_news(baseline: Fact | None, current: Fact) -> bool:
+    """Whether an unsent notice's replacement tells the patient something they have not heard: they
+    never heard of this recall, or it is now of a graver class than what they heard. Closing a recall
+    does not end it for a patient who holds the recalled lot, so a closed version still counts."""
+    return baseline is None or worsened(baseline, current) or severity(current) > severity(baseline)
 
 
 def stale_superseded_notices(fact_ids=None, *, run=None) -> int:
@@ -134,7 +141,10 @@ def draft_notices_for(previous: Fact | None, current: Fact, decider, run, report
     for patient, match, match_class, rows in exposed:
         replaced = stale_baseline.get(patient.id)
         baseline = replaced.previous_fact if replaced else previous
-        if not worsened(baseline, current):
+        # A pending notice the patient never received is replaced in the same transaction whenever
+        # they are still exposed and it is still news (a recall closed since, included): staling it
+        # alone would leave them silent.
+        if not (still_news(baseline, current) if replaced else worsened(baseline, current)):
             continue
         question, subject = notice_question(rows)
         outcome, _shared = decider.decide(patient, question, subject or current.subject)
@@ -161,8 +171,8 @@ def draft_notices_for(previous: Fact | None, current: Fact, decider, run, report
             write_draft(kind=Correction.Kind.NOTICE, patient=patient, match=match, trigger=current,
                          previous=baseline, old_decision=None, new_decision=None, old_verdict="", old_answer="",
                          new_verdict=outcome.verdict, new_answer=outcome.answer, key=key,
-                         text=notice_text(patient, match, outcome, current), run=run, replaces=replaced_ok,
-                         match_class=match_class)
+                         text=notice_text(patient, match, outcome, current, match_class=match_class), run=run,
+                         replaces=replaced_ok, match_class=match_class)
             delta = SweepReport(notices=1)
             if run is not None:
                 save_run_progress(run, delta)

@@ -278,7 +278,8 @@ def redecide(decision, reasons, decider, run, report, *, dry_run, pending, lates
     token = change_token(trigger, previous, outcome)
     # A dispensing change has no fact of its own: the letter is about the most severe fact the new
     # answer rests on.
-    if trigger is None and previous is None:
+    dispensing_changed = trigger is None and previous is None
+    if dispensing_changed:
         bearing = [r.fact for r in outcome.retrieved if r.fact.id in outcome.load_bearing_ids]
         trigger = max(bearing, key=lambda f: (severity(f), f.id), default=None)
     recall_number = ((trigger or previous).attributes or {}).get("recall_number", "") if (trigger or previous) else ""
@@ -321,14 +322,15 @@ def redecide(decision, reasons, decider, run, report, *, dry_run, pending, lates
 
     new_decision = record_outcome(outcome, patient=decision.patient, question=decision.question, replaces=decision)
     if changed and not coalesced:
-        text = correction_text(decision.patient, told_verdict, outcome, trigger or previous, previous)
+        match_class = match_class_for(decision.patient, decision.subject,
+                                      [r.fact for r in outcome.retrieved if r.fact.id in outcome.load_bearing_ids])
+        text = correction_text(decision.patient, told_verdict, outcome, trigger or previous, previous,
+                               match_class=match_class, dispensing_changed=dispensing_changed)
         write_draft(kind=Correction.Kind.CORRECTION, patient=decision.patient, match=Correction.Match.ASKED,
                      trigger=trigger, previous=previous, old_decision=told, new_decision=new_decision,
                      old_verdict=told_verdict, old_answer=told_answer, new_verdict=outcome.verdict,
                      new_answer=outcome.answer, key=key, text=text, run=run, replaces=replaced,
-                     match_class=match_class_for(decision.patient, decision.subject,
-                                                 [r.fact for r in outcome.retrieved
-                                                  if r.fact.id in outcome.load_bearing_ids]))
+                     match_class=match_class)
     Redecision.objects.create(
         old_decision=decision, new_decision=new_decision,
         outcome=Redecision.Outcome.CORRECTED if changed else Redecision.Outcome.REAFFIRMED,

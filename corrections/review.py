@@ -199,10 +199,20 @@ def redraft(correction: Correction, *, channel: str) -> str:
     fact = correction.trigger_fact or correction.previous_fact
     outcome = SimpleNamespace(verdict=correction.new_verdict, subject=fact.subject if fact else "")
     if correction.kind == Correction.Kind.NOTICE:
-        return notice_text(correction.patient, correction.match, outcome, correction.trigger_fact, channel=channel)
+        return notice_text(correction.patient, correction.match, outcome, correction.trigger_fact, channel=channel,
+                           match_class=correction.match_class)
     return correction_text(correction.patient, correction.old_verdict, outcome,
                            correction.trigger_fact or correction.previous_fact, correction.previous_fact,
-                           channel=channel)
+                           channel=channel, match_class=correction.match_class,
+                           dispensing_changed=dispensing_changed(correction))
+
+
+def dispensing_changed(correction: Correction) -> bool:
+    """A correction no fact change caused: its fact was already believed when the patient was told, and
+    no earlier version is named. What changed was our record of their medicine."""
+    told, fact = correction.old_decision, correction.trigger_fact
+    return (correction.previous_fact_id is None and fact is not None and told is not None
+            and fact.asserted_at <= told.decided_at)
 
 
 @dataclass

@@ -90,6 +90,7 @@ class Plan:
     key: str
     coalesced: bool = False
     group: tuple | None = None  # PageDecider's group (its match classes are shared)
+    dispensing_changed: bool = False  # no fact changed: the letter says our record of the medicine did
 
 
 def plan_page(decisions, reasons, decider, *, fact_cache: FactCache) -> tuple[list[Plan], PageBeliefs]:
@@ -115,7 +116,8 @@ def plan_page(decisions, reasons, decider, *, fact_cache: FactCache) -> tuple[li
         previous, trigger = pick_trigger(reasons[d.id], latest)
         outcome, shared, group = grouped.decide(d.patient, d.question, d.subject)
         token = change_token(trigger, previous, outcome)
-        if trigger is None and previous is None:
+        dispensing_changed = trigger is None and previous is None
+        if dispensing_changed:
             bearing = [r.fact for r in outcome.retrieved if r.fact.id in outcome.load_bearing_ids]
             trigger = max(bearing, key=lambda f: (severity(f), f.id), default=None)
         cause = trigger or previous
@@ -123,7 +125,8 @@ def plan_page(decisions, reasons, decider, *, fact_cache: FactCache) -> tuple[li
         changed = outcome.verdict != d.verdict
         key = dedupe_key("correction", d.patient_id, d.subject, outcome.verdict, token)
         plans.append(Plan(d, outcome, shared, trigger, previous, recall_number, changed, key,
-                          group=group if d.subject and d.subject == outcome.subject else None))
+                          group=group if d.subject and d.subject == outcome.subject else None,
+                          dispensing_changed=dispensing_changed))
     # Coalescing, in page order, exactly as _redecide: one live draft per key.
     keys = sorted({p.key for p in plans if p.changed})
     existing = {}
@@ -301,7 +304,8 @@ def _correction_row(correction_id, p: Plan, new_id, now, run_id, beliefs: PageBe
         match_class, attrs.get("recall_number", ""), attrs.get("classification", ""), severity(cause), d.id, new_id,
         d.verdict, d.answer, o.verdict, o.answer, trigger.id if trigger else None,
         previous.id if previous else None, texts.diff(previous, trigger),
-        letters.text(patient, d.verdict, o, cause, previous), "", p.key, run_id, None, None, None, "", now, now)
+        letters.text(patient, d.verdict, o, cause, previous, match_class=match_class,
+                     dispensing_changed=p.dispensing_changed), "", p.key, run_id, None, None, None, "", now, now)
 
 
 _KIND_CORRECTION = Correction.Kind.CORRECTION.value
@@ -325,21 +329,23 @@ class Letters:
     def __init__(self):
         self._texts: dict[tuple, str | None] = {}
 
-    def text(self, patient, old_verdict, outcome, fact, previous) -> str:
+    def text(self, patient, old_verdict, outcome, fact, previous, *, match_class="", dispensing_changed=False) -> str:
         channel = getattr(patient, "preferred_channel", "") or "email"
+        how = {"match_class": match_class, "dispensing_changed": dispensing_changed}
         if channel == "sms":
-            return correction_text(patient, old_verdict, outcome, fact, previous)
-        key = (channel, old_verdict, outcome.verdict, outcome.subject, _version(fact), _version(previous))
+            return correction_text(patient, old_verdict, outcome, fact, previous, **how)
+        key = (channel, old_verdict, outcome.verdict, outcome.subject, _version(fact), _version(previous),
+               match_class, dispensing_changed)
         if key not in self._texts:
-            real = correction_text(patient, old_verdict, outcome, fact, previous)
+            real = correction_text(patient, old_verdict, outcome, fact, previous, **how)
             marked = correction_text(SimpleNamespace(display_name=self.MARK, preferred_channel=channel),
-                                     old_verdict, outcome, fact, previous)
+                                     old_verdict, outcome, fact, previous, **how)
             same = marked.count(self.MARK) == 1 and marked.replace(self.MARK, patient.display_name) == real
             self._texts[key] = marked if same else None
             return real
         marked = self._texts[key]
         if marked is None:
-            return correction_text(patient, old_verdict, outcome, fact, previous)
+            return correction_text(patient, old_verdict, outcome, fact, previous, **how)
         return marked.replace(self.MARK, patient.display_name)
 
 

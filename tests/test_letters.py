@@ -74,7 +74,7 @@ def test_every_letter_is_complete_plain_and_consistent(settings, verdict, channe
         assert text.startswith("Dear Synthetic Patient,")
         assert drafting.verdict_instruction(verdict, "valsartan", "+1 202 555 0143") in text
         assert drafting.pack_instruction(verdict) in text
-        if reason.strip():
+        if verdict != "safe":  # a safe letter does not explain a recall that does not cover the pack
             assert f"“{reason}”" in text  # the FDA reason as a quoted detail
             assert drafting.plain_reason(reason) in text
 

@@ -68,7 +68,9 @@ def test_it_corrects_moved_verdicts_reaffirms_the_rest_and_shares_identical_inpu
     assert notice.patient == world["never_asked"] and notice.match == "lot" and notice.new_verdict == "stop"
     assert notice.message.channel == "sms" and notice.message.recipient == "+15555550100"
     # An SMS draft is a short message, not the email letter; what the pharmacist reviews is what is sent.
-    assert len(notice.drafted_text) <= 320 and "recall of your valsartan" in notice.drafted_text
+    # The synthetic holder's row has the lot and the drug but no NDC: probable, and the SMS says "may".
+    assert notice.match_class == "probable"
+    assert len(notice.drafted_text) <= 320 and "a recall that may affect your valsartan" in notice.drafted_text
     assert "Dear" not in notice.drafted_text
     assert notice.message.body == notice.drafted_text and "stop taking" not in notice.drafted_text.lower()
     run = SweepRun.objects.get()
@@ -134,10 +136,15 @@ def test_a_draft_superseded_before_review_goes_stale_and_is_replaced(world, no_a
     assert replacement.old_decision_id == world["decisions"]["a"].id
     assert "closed" in replacement.new_answer and "recalled lot" in replacement.new_answer
     assert report.examined == 2
-    # The notice about the Class I version is stale too and, the recall being closed, not replaced.
-    notice = Correction.objects.get(kind="notice")
+    # The unsent notice about the Class I version is stale too, and replaced in the same step: its
+    # patient still holds a lot of a Class I recall and was never told (closing it does not make
+    # the pack safe, and staling the notice alone would leave them silent).
+    notice = Correction.objects.get(kind="notice", replaces__isnull=True)
     assert notice.status == Correction.Status.STALE and notice.message.status == "cancelled"
-    assert not Correction.objects.filter(replaces=notice).exists()
+    notice_replacement = Correction.objects.get(replaces=notice)
+    assert notice_replacement.status == "draft" and notice_replacement.new_verdict == "stop"
+    assert notice_replacement.trigger_fact.attributes["status"] == "Terminated"
+    assert "closed" in notice_replacement.new_answer and "recalled lot" in notice_replacement.new_answer
 
 
 def test_an_unsent_notice_is_replaced_when_the_recall_changes_again_but_stays_worse(world, no_auto_sweep):
@@ -189,7 +196,9 @@ def test_a_drug_level_escalation_notifies_by_drug_and_says_so(hashing_embeddings
 
     notice = Correction.objects.get(kind=Correction.Kind.NOTICE)
     assert notice.patient == holder and notice.match == Correction.Match.DRUG
-    assert "the recall covers every batch" in notice.drafted_text
+    # Matched by name only (no NDC on the row): a candidate, told what is and is not known.
+    assert notice.match_class == "candidate"
+    assert "recall of every batch of some valsartan products" in notice.drafted_text
     # A recall naming no lot stays "caution" whatever its class (we cannot tell whether their pack is
     # affected): the patient who asked is reaffirmed, not messaged.
     assert notice.new_verdict == "caution"
