@@ -29,6 +29,8 @@ entered at the till).
 `.lot_known`, `.expiry` (date) and `.dispensed_at` (datetime).
 """
 
+import calendar
+import re
 from dataclasses import dataclass
 from datetime import date, datetime
 from enum import StrEnum
@@ -78,11 +80,26 @@ def _day(value) -> date | None:
     return None
 
 
+def _bound(value, *, end: bool) -> date | None:
+    """A window end as a day. Windows keep the precision they were written with ("2020-06", "2019"): a start
+    is the first day of its month or year, an end the last, so "expiry 7/2018 to 6/2020" covers a pack
+    expiring 2020-06-30."""
+    if not isinstance(value, str) or not re.fullmatch(r"\d{4}(?:-\d{2})?", value):
+        return _day(value)
+    year, month = int(value[:4]), int(value[5:7]) if len(value) > 4 else None
+    if month is None:
+        return date(year, 12, 31) if end else date(year, 1, 1)
+    if not 1 <= month <= 12:
+        return None
+    return date(year, month, calendar.monthrange(year, month)[1] if end else 1)
+
+
 def _outside(window, day: date | None) -> bool:
     """True only when both the window and the day are known and the day falls outside it."""
     if not window or day is None:
         return False
-    start, end = (_day(window[0]) if len(window) > 0 else None), (_day(window[1]) if len(window) > 1 else None)
+    start = _bound(window[0], end=False) if len(window) > 0 else None
+    end = _bound(window[1], end=True) if len(window) > 1 else None
     return bool((start and day < start) or (end and day > end))
 
 

@@ -50,7 +50,7 @@ class RecallClaim(Claim):
     # product_description), so adding them to facts ingested before they existed re-versions nothing;
     # a fact whose subject or NDCs change is re-versioned through those.
     UNHASHED_ATTRIBUTES = ("code_info", "ndc_products", "named_ndc_products", "identity_source", "identity_text",
-                           "identity_flag", "lot_scope")
+                           "identity_flag", "lot_scope", "record_flag")
 
     def __post_init__(self):
         # A lot-level fact carries its own lot's entry of the record's scope, not the whole list (recalls.lots).
@@ -93,6 +93,14 @@ class ParsedRecall:
     raw: dict = field(repr=False, default_factory=dict)
     identity: dict = field(default_factory=dict)  # identity_source, identity_text, identity_flag (see identity_of)
     lot_scope: LotScope | None = field(repr=False, default=None)
+    # Another record published under an already-used recall number: what tells it apart (its event, or
+    # its product), "" for the number's first record. Its facts and RecallRecord are its own.
+    record: str = ""
+
+    @property
+    def record_key(self) -> str:
+        """recalls.models.RecallRecord's key: the recall number, or number~record for another record."""
+        return f"{self.recall_number}~{self.record}" if self.record else self.recall_number
 
     @property
     def scope(self) -> str:
@@ -385,8 +393,10 @@ def parse_enforcement(record) -> ParsedRecall:
     # strings. A text naming no lot at all is drug-level too (ParsedRecall.scope), worded differently.
     all_lots = scope.says_all_lots
     lot_scope = scope.as_attribute()
-    if lot_scope["expiry_window"] and lot_scope["expiry_window"][0] is None:
-        lot_scope["expiry_window"][0] = initiated.isoformat()  # "within expiry": unexpired when recalled
+    if lot_scope["expiry_window"] == [None, None]:
+        # "within expiry": unexpired when recalled. An open start with an end ("expiration dates up to
+        # 11/17/2015") stays open: the text names no start, and the recall may postdate the end.
+        lot_scope["expiry_window"][0] = initiated.isoformat()
     attributes = {
         "recall_number": recall_number,
         "event_id": event_id,
@@ -445,7 +455,7 @@ def recall_claims(parsed: ParsedRecall, *, subject: str, ndcs: list, identity: d
     for lot in lots:
         attributes = dict(parsed.attributes, scope=scope, ndcs=list(ndcs), **products, **identity)
         claims.append(RecallClaim(
-            fact_key=recall_fact_key(parsed.recall_number, lot), kind="recall", subject=subject, lot=lot,
+            fact_key=recall_fact_key(parsed.recall_number, lot, parsed.record), kind="recall", subject=subject, lot=lot,
             statement=recall_statement(attributes, lot, all_lots=parsed.all_lots), source=ENFORCEMENT_SOURCE,
             attributes=attributes, source_ref=source_ref[:255], valid_from=parsed.valid_from,
             valid_to=parsed.valid_to, asserted_by=asserted_by,

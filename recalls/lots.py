@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from drugs.lots import printed_lot
 
 KINDS = ("lots", "all_lots", "all_lots_window")
-LOT_SCOPE_VERSION = "2"  # part of recalls.ingest.record_hash: a parser change re-reads every record once
+LOT_SCOPE_VERSION = "3"  # part of recalls.ingest.record_hash: a parser change re-reads every record once
 OPENFDA_CUT = 32600  # openFDA stores at most this many characters of code_info, the rest in more_code_info
 TRUNCATED_AT = 30000  # a code_info this long was cut by openFDA
 REWRAP_EVERY = 4000  # openFDA re-wraps long text, inserting a space about every 4,000 characters
@@ -203,18 +203,38 @@ _ALL_LOTS = re.compile(
     re.I,
 )
 _UNEXPIRED = re.compile(
-    r"(?i)\b(?:within\s+(?:their\s+)?expiry|within\s+expiration|unexpired|non-expired|in[\s-]date)\b")
+    r"(?i)\b(?:within\s+(?:their\s+)?expiry|within\s+expiration|unexpired|non-expired|not\s+expired|in[\s-]date)\b")
+# Words that name an expiry: "expiration dates", "Expirations dates", "expiry", "BUDs", "Use by Date".
+_EXPIRY_NAME = r"(?:exp\w*|buds?|beyond\s+use|use\s+by)\.?\s*(?:dates?\b)?"
+# "expiration dates between A and B", "expiration dates 7/2018 to 6/2020", "Use by Date of A to B",
+# "BUDs between A and B", "Expirations dates of .A to B" (a stray full stop)
 _EXPIRY_WINDOW = re.compile(
-    rf"(?i)\b(?:exp\w*|expiry|beyond\s+use)\.?\s+(?:dates?\s+)?(?:between|from|of)\s+{_D}\s*(?:and|to|through|thru|-)\s*{_D}")
-_EXPIRY_UNTIL = re.compile(rf"(?i)\bwithin\s+expiry\s+(?:through|thru|until|to)\s+{_D}")
+    rf"(?i)\b{_EXPIRY_NAME}\s*:?\s*(?:(?:between|from|of|ranging\s+from)\s*)?\.?\s*{_D}\s*(?:and|to|through|thru|-)\s*{_D}")
+_A_DATE_RANGE = re.compile(r"(?i)\x02\s*(?:and|to|through|thru|-)\s*\x01")  # any window needs one
+# "... and b) 09/25/2016 to 10/01/2016", "; b) All lots with expiry between 09/11 to 12/13": more windows
+_EXPIRY_CONTINUED = re.compile(
+    rf"(?i)\s*(?:,|;)?\s*(?:and\s+)?(?:[a-z]\)\s*)?(?:{_D}|(?:all\s+lots\s+with\s+)?{_EXPIRY_NAME}\s*"
+    rf"(?:between|from|of)?\s*{_D})\s*(?:and|to|through|thru|-)\s*{_D}")
+# An open start: "within expiry through 2016", "expiration dates up to 11/17/2015",
+# "through Expiration Date 06/01/2018", "expiring on or before A"
+_EXPIRY_UNTIL = re.compile(
+    rf"(?i)\b(?:within\s+expiry\s+(?:through|thru|until|to)"
+    rf"|{_EXPIRY_NAME}\s*:?\s*(?:up\s+to|through|thru|until|on\s+or\s+before|before|prior\s+to|no\s+later\s+than)"
+    rf"|(?:up\s+to|through|thru|until)\s+(?:the\s+)?(?:exp\w*|expiry)\.?\s*(?:dates?\b)?\s*:?\s*(?:of\s+)?)"
+    rf"\s*{_D}")
+_UNTIL_WORDS = ("up to", "through", "thru", "until", "before", "prior to", "no later", "within expiry")
 _MANUFACTURED_WINDOW = re.compile(
-    rf"(?i)\b(?:manufactured|made|produced|prepared|compounded|packaged)\s+(?:and\s+distributed\s+)?"
-    rf"(?:between|from|on)\s+{_D}\s*(?:and|to|through|thru|-)\s*{_D}")
+    rf"(?i)\b(?:(?:manufactured|made|produced|prepared|compounded|packaged)\s+(?:and\s+distributed\s+)?"
+    rf"|repackaged\s+)(?:between|from|on)\s+{_D}\s*(?:and|to|through|thru|-)\s*{_D}")
 _LOT_DATE_RANGE = re.compile(rf"(?i)\blots?\b\s*(?:#|no\.?|numbers?)?\s*:?\s*{_D}\s*(?:to|through|thru|-)\s*{_D}")
 _WINDOW_CONTINUED = re.compile(rf"\s*(?:and|,|;)\s*{_D}\s*(?:to|through|thru|-)\s*{_D}")
 _DISPENSED_WINDOW = re.compile(
     rf"(?i)\b(?:distributed|dispensed|filled|sold|shipped|stored\s+and\s+distributed)\s+(?:[A-Za-z]+\s+){{0,3}}?"
     rf"(?:between\s+|from\s+)?{_D}\s*(?:and|to|through|thru|-)\s*{_D}")
+# "Distributed Before 8/5/15", "distributed prior to and including 05/23/2013", "shipped before June 2013"
+_DISPENSED_UNTIL = re.compile(
+    rf"(?i)\b(?:distributed|dispensed|filled|sold|shipped)\s+(?:on\s+or\s+)?"
+    rf"(?:before|prior\s+to(?:\s+and\s+including)?|until|up\s+to)\s+{_D}")
 
 
 class ScopeAttribute(dict):
@@ -426,6 +446,7 @@ def _mask_dates(text: str) -> tuple[str, list[str | None]]:
 def _prepare(text: str) -> str:
     text = text.replace("\u00a0", " ")
     text = re.sub(r"(?i)\b(lots?|batch)(?=\d)", r"\1 ", text)                 # "Lots15952"
+    text = re.sub(r"(?i)\b(between|from|through|thru)(?=\d)", r"\1 ", text)   # "expiry between10/2020-07/2023"
     text = re.sub(r"(?i)-(exp|bud)\b", r" \1", text)                          # "12CQ005-Exp. 02/14", "722995-exp 07/22"
     text = re.sub(r"(?i)\b(lots?|batch|exp|ndc|upc|bud|rx)\s*[#:]", r"\1 # ", text)  # "Lot#:123", "NDC:..."
     text = _GLUED_EXPIRY.sub(r"\1 ", text)
@@ -522,15 +543,26 @@ def _windows(masked: str, values: list[str | None], low: str) -> dict:
                     break
                 spans.append(_window(more, values))
                 break
+        if not spans:
+            spans = [(None, values[int(m.group(1))]) for m in _DISPENSED_UNTIL.finditer(rest)]
         found["dispensed_window"] = _span(spans)
-    if "exp" in low and ("between" in low or "from" in low or " of " in low):
-        for match in _EXPIRY_WINDOW.finditer(masked):
-            found["expiry_window"] = found["expiry_window"] or _window(match, values)
+    if "exp" in low or "bud" in low or "use by" in low or "beyond use" in low:
+        spans = []
+        for match in _EXPIRY_WINDOW.finditer(masked) if _A_DATE_RANGE.search(masked) else ():
+            spans.append(_window(match, values))
+            # "a) Expirations dates of A to B and b) C to D": one window over every span written
+            at = match.end()
+            while more := _EXPIRY_CONTINUED.match(masked, at):
+                dates = [int(d) for d in more.groups() if d is not None]
+                spans.append((values[dates[0]], values[dates[-1]]))
+                at = more.end()
+        found["expiry_window"] = _span(spans)
+        if found["expiry_window"] is None and any(word in low for word in _UNTIL_WORDS):
+            until = [values[int(m.group(1))] for m in _EXPIRY_UNTIL.finditer(masked)]
+            if until:
+                found["expiry_window"] = (None, max(v for v in until if v) if any(until) else None)
     if found["expiry_window"] is None and any(word in low for word in ("within", "expired", "in date", "in-date")):
-        match = _EXPIRY_UNTIL.search(masked)
-        if match:
-            found["expiry_window"] = (None, values[int(match.group(1))])
-        elif _UNEXPIRED.search(masked):
+        if _UNEXPIRED.search(masked):
             found["expiry_window"] = (None, None)  # unexpired when recalled: ingestion knows the date
     return found
 

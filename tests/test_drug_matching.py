@@ -101,6 +101,37 @@ def test_an_all_lots_recall_with_an_expiry_window_excludes_packs_known_to_be_out
     assert match(fact, unknown) == MatchClass.PRODUCT_ALL_LOTS
 
 
+def test_a_month_window_covers_its_whole_end_month_and_its_whole_start_month():
+    from recalls.lots import parse_scope
+
+    # D-1113-2018: "All Lots with expiration dates 7/2018 to 6/2020" -> ["2018-07", "2020-06"]
+    scope = parse_scope("All Lots with expiration dates 7/2018 to 6/2020").as_attribute()
+    assert scope["expiry_window"] == ["2018-07", "2020-06"]
+    fact = SimpleNamespace(kind="recall", subject="valsartan", lot=None, fact_key="recall:X:drug",
+                           attributes={"scope": "drug", "ndc_products": ["00378-5814"], "lot_scope": scope})
+
+    def expiring(day):
+        return dispensing("Diovan", "00378-5814-77", "L1", expiry=day)
+
+    assert match(fact, expiring(date(2020, 6, 30))) == MatchClass.PRODUCT_ALL_LOTS
+    assert match(fact, expiring(date(2018, 7, 1))) == MatchClass.PRODUCT_ALL_LOTS
+    assert match(fact, expiring(date(2020, 7, 1))) is None
+    assert match(fact, expiring(date(2018, 6, 30))) is None
+    # a year-precise end covers its whole year
+    fact.attributes["lot_scope"] = dict(scope, expiry_window=[None, "2016"])
+    assert match(fact, expiring(date(2016, 12, 31))) == MatchClass.PRODUCT_ALL_LOTS
+    assert match(fact, expiring(date(2017, 1, 1))) is None
+
+
+def test_only_within_expiry_takes_the_recall_date_as_its_start():
+    # D-0588-2016 (recalled 2015-08-19): "All lots with expiration dates up to 11/17/2015": no start written
+    assert parse_enforcement(bulk_records()["D-0588-2016"]).attributes["lot_scope"]["expiry_window"] == [
+        None, "2015-11-17"]
+    # D-1833-2015 (recalled 2015-09-10): "All Lots Not Expired and Distributed Before 8/5/15."
+    scope = parse_enforcement(bulk_records()["D-1833-2015"]).attributes["lot_scope"]
+    assert (scope["expiry_window"], scope["dispensed_window"]) == (["2015-09-10", None], [None, "2015-08-05"])
+
+
 def test_the_openfda_block_naming_another_drug_is_flagged_and_its_ndcs_ignored():
     parsed = parse_enforcement(bulk_records()["D-1110-2015"])
     assert parsed.subject == "clarithromycin"

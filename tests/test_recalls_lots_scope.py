@@ -43,7 +43,9 @@ def test_none_of_these_records_is_in_the_evaluation_split():
             "D-0053-2017", "D-0470-2020", "D-0384-2020", "D-0355-2020", "D-1407-2012", "D-197-2013", "D-1176-2017",
             "D-0724-2018", "D-0662-2017", "D-0950-2018", "D-0353-2021", "D-1478-2012", "D-1462-2016", "D-577-2013",
             "D-1365-2016", "D-0587-2020", "D-0580-2020", "D-0251-2017", "D-0293-2019", "D-0431-2015", "D-0874-2023",
-            "D-1057-2013", "D-1455-2019", "D-0159-2021"}
+            "D-1057-2013", "D-1455-2019", "D-0159-2021", "D-1113-2018", "D-0588-2016", "D-0229-2016", "D-0011-2017",
+            "D-0013-2017", "D-225-2013", "D-0321-2018", "D-0208-2017", "D-1599-2020", "D-1833-2015", "D-024-2014",
+            "D-814-2013", "D-562-2015", "D-453-2013"}
     assert not {n for n in used for e in evaluation if e.startswith(n + "@")}
     assert not [e for e in evaluation if e.startswith("D-1396-2016@2023")]  # only its 2021 text is evaluation
 
@@ -172,6 +174,45 @@ def test_ndc_wildcards_are_not_lots():
 def test_all_lots_with_an_expiry_window():
     scope = _scope("D-1610-2020")  # "All lots with expiry between 10/2020-07/2023"
     assert (scope.kind, scope.expiry_window, scope.lots) == ("all_lots_window", ("2020-10", "2023-07"), [])
+
+
+@pytest.mark.parametrize("recall_number, window", [
+    ("D-1113-2018", ("2018-07", "2020-06")),        # "All Lots with expiration dates 7/2018 to 6/2020"
+    ("D-0208-2017", ("2016-05-22", "2016-08-31")),  # "All lots with Use by Date of 5/22/2016 to 8/31/2016"
+    ("D-0011-2017", ("2016-09-20", "2016-10-10")),  # "All unexpired lots;  Expirations dates of .09/20/2016 to ..."
+    ("D-1599-2020", ("2020-10", "2023-07")),        # "All lots with expiry between10/2020-07/2023"
+    # "All lots remaining within expiry (BUDs between November 15, 2017 and December 16, 2017)."
+    ("D-0321-2018", ("2017-11-15", "2017-12-16")),
+    ("D-0588-2016", (None, "2015-11-17")),          # "All lots with expiration dates up to 11/17/2015"
+    ("D-0229-2016", (None, "2018-06-01")),          # "All lots through Expiration Date 06/01/2018"
+])
+def test_all_lots_with_an_expiry_window_as_written(recall_number, window):
+    scope = _scope(recall_number)
+    assert (scope.kind, scope.expiry_window, scope.lots) == ("all_lots_window", window, [])
+    assert mentions_all_lots(_record(recall_number)["code_info"])
+
+
+def test_several_expiry_windows_become_one_that_covers_them_all():
+    # "All unexpired lots; a) Expirations dates of 10/03/2016 to 11/06/2016 and b) 09/25/2016 to 10/01/2016"
+    assert _scope("D-0013-2017").expiry_window == ("2016-09-25", "2016-11-06")
+    # "a) All lots with expiry between 02/12 to 10/15; b) All lots with expiry between 09/11 to 12/13; and c) ..."
+    assert _scope("D-225-2013").expiry_window == ("2011-09", "2015-10")
+
+
+def test_distributed_before_is_a_window_with_an_open_start():
+    scope = _scope("D-1833-2015")  # "All Lots Not Expired and Distributed Before 8/5/15."
+    assert (scope.kind, scope.expiry_window, scope.dispensed_window) == (
+        "all_lots_window", (None, None), (None, "2015-08-05"))
+    assert _scope("D-024-2014").dispensed_window == (None, "2013-05-23")  # "distributed prior to and including ..."
+    assert _scope("D-814-2013").dispensed_window == (None, "2013-06")  # "shipped before June 2013"
+    # "All lots repackaged between 01/05/12 to 02/12/15"
+    assert _scope("D-562-2015").manufactured_window == ("2012-01-05", "2015-02-12")
+
+
+def test_unexpired_with_a_stated_exception_stays_every_lot():
+    # "All products within their expiration date including those dated 90 days prior to April 19, 2013 (Jan. 2013
+    # to April 19, 2013)": an unexpired-when-recalled window would drop the expired packs it names.
+    assert _scope("D-453-2013").kind == "all_lots"
 
 
 def test_all_lots_filled_or_dispensed_in_a_window():
