@@ -50,7 +50,7 @@ class RecallClaim(Claim):
     # product_description), so adding them to facts ingested before they existed re-versions nothing;
     # a fact whose subject or NDCs change is re-versioned through those.
     UNHASHED_ATTRIBUTES = ("code_info", "ndc_products", "named_ndc_products", "identity_source", "identity_text",
-                           "identity_flag", "lot_scope", "record_flag")
+                           "identity_flag", "lot_scope")
 
     def __post_init__(self):
         # A lot-level fact carries its own lot's entry of the record's scope, not the whole list (recalls.lots).
@@ -93,14 +93,6 @@ class ParsedRecall:
     raw: dict = field(repr=False, default_factory=dict)
     identity: dict = field(default_factory=dict)  # identity_source, identity_text, identity_flag (see identity_of)
     lot_scope: LotScope | None = field(repr=False, default=None)
-    # Another record published under an already-used recall number: what tells it apart (its event, or
-    # its product), "" for the number's first record. Its facts and RecallRecord are its own.
-    record: str = ""
-
-    @property
-    def record_key(self) -> str:
-        """recalls.models.RecallRecord's key: the recall number, or number~record for another record."""
-        return f"{self.recall_number}~{self.record}" if self.record else self.recall_number
 
     @property
     def scope(self) -> str:
@@ -455,7 +447,7 @@ def recall_claims(parsed: ParsedRecall, *, subject: str, ndcs: list, identity: d
     for lot in lots:
         attributes = dict(parsed.attributes, scope=scope, ndcs=list(ndcs), **products, **identity)
         claims.append(RecallClaim(
-            fact_key=recall_fact_key(parsed.recall_number, lot, parsed.record), kind="recall", subject=subject, lot=lot,
+            fact_key=recall_fact_key(parsed.recall_number, lot), kind="recall", subject=subject, lot=lot,
             statement=recall_statement(attributes, lot, all_lots=parsed.all_lots), source=ENFORCEMENT_SOURCE,
             attributes=attributes, source_ref=source_ref[:255], valid_from=parsed.valid_from,
             valid_to=parsed.valid_to, asserted_by=asserted_by,
