@@ -12,6 +12,7 @@ import pydantic
 from fhir.resources.R4B.medicationdispense import MedicationDispense
 
 from api import problems
+from api.schemas import parse_instant
 
 NDC_SYSTEM = "http://hl7.org/fhir/sid/ndc"
 
@@ -66,6 +67,11 @@ def dispensing_fields(document: dict) -> dict:
     product = ((medication.code.text if medication.code else "") or
                next((c.display for c in codings if c.display), "") or "")
     quantity = dispense.quantity.value if dispense.quantity else None
+    try:  # the instant as sent: FHIR also allows a bare date or year, which is no instant
+        dispensed_at = parse_instant(document.get("whenHandedOver"))
+    except ValueError as exc:
+        raise problems.invalid("whenHandedOver is not a date-time with a zone.",
+                               errors=[{"field": "whenHandedOver", "message": str(exc)}]) from None
     return {
         "patient": _patient_ref(dispense),
         "drug": "",
@@ -74,6 +80,6 @@ def dispensing_fields(document: dict) -> dict:
         "lot": (batch.lotNumber or "") if batch else "",
         "expiry": _day(batch.expirationDate) if batch else None,
         "quantity": int(quantity) if quantity is not None and quantity == int(quantity) else quantity,
-        "dispensed_at": dispense.whenHandedOver,
+        "dispensed_at": dispensed_at,
         "site": "",
     }

@@ -16,13 +16,12 @@ from uuid import UUID
 
 from django.conf import settings
 from django.db import close_old_connections, connection
-from django.utils.dateparse import parse_datetime
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 
 from api import problems, services
-from api.schemas import CheckOut, DecisionOut, ReplayOut
+from api.schemas import CheckOut, DecisionOut, ReplayOut, parse_instant
 from ask import keys
 
 log = logging.getLogger(__name__)
@@ -97,11 +96,9 @@ def replay(ctx: Context, decision_id: UUID, at: str | None = None) -> ReplayOut:
         instant = None
         if at:
             try:
-                instant = parse_datetime(at)
-            except ValueError:
-                instant = None
-            if instant is None:
-                raise problems.invalid("`at` must be an ISO 8601 date-time with a zone.")
+                instant = parse_instant(at)
+            except ValueError as exc:
+                raise problems.invalid(f"`at`: {exc}") from None
         return services.replay(key, decision_id, instant)
 
     return ReplayOut.model_validate(_call(ctx, "replay", _replay))

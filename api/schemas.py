@@ -1,16 +1,63 @@
 """Request and response bodies of API v1. The OpenAPI document (docs/openapi.json) is generated
 from these; schemathesis checks the live app against it."""
 
-from datetime import date, datetime
-from typing import Literal
+import re
+from datetime import UTC, date, datetime, timedelta, timezone
+from typing import Annotated, Literal
 from uuid import UUID
 
 from ninja import Schema
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, PlainValidator, WithJsonSchema, model_validator
 
 from patients.csvimport import MAX_PRODUCT_TEXT
 
 Verdict = Literal["safe", "caution", "stop", "unknown"]
+
+# PostgreSQL text cannot hold NUL: api.guard refuses it in any URL or body (400) before a schema is
+# read; the pattern says so in the OpenAPI document.
+NO_NUL = r"^[^\u0000]*$"
+
+# --- instants ---------------------------------------------------------------------------------------
+# Every timestamp the API reads (query `at`, body `dispensed_at`, FHIR whenHandedOver, the MCP replay
+# tool) goes through parse_instant: an RFC 3339 date-time with a zone, returned in UTC, that Python and
+# PostgreSQL can both hold. Anything else is a 422, never a guess (a bare number is not 1970) and never
+# a database error (PostgreSQL refuses offsets beyond 15:59, Python years outside 1..9999).
+
+INSTANT_RULE = ("An RFC 3339 date-time with a zone (Z or +hh:mm/-hh:mm), e.g. 2026-12-01T10:00:00Z; years 1 to "
+                "9999 in UTC. In a URL, write + as %2B.")
+_RFC3339 = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt]([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]+))?"
+                      r"(?:[Zz]|([+-])([0-9]{2}):([0-9]{2}))")
+
+
+def parse_instant(value) -> datetime:
+    """The aware UTC datetime of an RFC 3339 date-time with a zone; ValueError saying why not."""
+    if isinstance(value, datetime):  # from Python callers; a JSON or URL value is always a string
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise ValueError(f"Needs a time zone. {INSTANT_RULE}")
+        return value.astimezone(UTC)
+    match = _RFC3339.fullmatch(value) if isinstance(value, str) else None
+    if match is None:
+        raise ValueError(f"Not a date-time with a zone. {INSTANT_RULE}")
+    year, month, day, hour, minute, second = (int(part) for part in match.group(1, 2, 3, 4, 5, 6))
+    fraction, sign, offset_hours, offset_minutes = match.group(7, 8, 9, 10)
+    if second == 60:
+        raise ValueError("A leap second (:60) cannot be stored; use :59.")
+    zone = UTC
+    if sign:
+        if int(offset_hours) > 23 or int(offset_minutes) > 59:
+            raise ValueError(f"The zone offset {sign}{offset_hours}:{offset_minutes} is out of range. {INSTANT_RULE}")
+        offset = timedelta(hours=int(offset_hours), minutes=int(offset_minutes))
+        zone = timezone(-offset if sign == "-" else offset)
+    try:
+        local = datetime(year, month, day, hour, minute, second, int((fraction or "0")[:6].ljust(6, "0")),
+                         tzinfo=zone)
+        return local.astimezone(UTC)
+    except (ValueError, OverflowError):
+        raise ValueError(f"No such instant. {INSTANT_RULE}") from None
+
+
+Instant = Annotated[datetime, PlainValidator(parse_instant),
+                    WithJsonSchema({"type": "string", "format": "date-time", "description": INSTANT_RULE})]
 
 
 class Strict(Schema):
@@ -20,15 +67,23 @@ class Strict(Schema):
 # --- requests ---------------------------------------------------------------------------------------
 
 class AskIn(Strict):
-    question: str = Field(min_length=1, max_length=1000, pattern=r"\S", examples=["Is my valsartan safe?"])
-    subject: str | None = Field(None, min_length=1, max_length=200,
+    question: str = Field(min_length=1, max_length=1000, pattern=r"^[^\u0000]*[^\s\u0000][^\u0000]*$",
+                          examples=["Is my valsartan safe?"])
+    subject: str | None = Field(None, min_length=1, max_length=200, pattern=NO_NUL,
                                 description="The medicine; default: from the question.")
-    patient: str | None = Field(None, min_length=1, max_length=64, description=(
+    patient: str | None = Field(None, min_length=1, max_length=64, pattern=NO_NUL, description=(
         "Pharmacy keys: the patient's external reference or public id (required). Patient-bound keys: omit "
         "(the key's own patient is used; naming another is refused)."))
 
 
 class CheckIn(Strict):
+    """Exactly one of decision_id or decision_ids (a value for each, or neither, is a 422)."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"oneOf": [
+        {"required": ["decision_id"], "properties": {"decision_id": {"type": "string"}}},
+        {"required": ["decision_ids"], "properties": {"decision_ids": {"type": "array"}}},
+    ]})
+
     decision_id: UUID | None = None
     decision_ids: list[UUID] | None = Field(None, min_length=1, max_length=100)
 
@@ -44,19 +99,21 @@ class CheckIn(Strict):
 
 
 class DispensingIn(Strict):
-    patient: str | None = Field(None, min_length=1, max_length=64, description="The patient's external reference.")
-    drug: str = Field("", max_length=MAX_PRODUCT_TEXT,
+    patient: str | None = Field(None, min_length=1, max_length=64, pattern=NO_NUL, description=(
+        "The patient's external reference or public id, one of the key's client's patients. Required: only "
+        "pharmacy keys record dispensing (403 for other keys) and they must name the patient (422 without)."))
+    drug: str = Field("", max_length=MAX_PRODUCT_TEXT, pattern=NO_NUL,
                       description="Generic or brand name as on the label; may be empty if product_description "
                                   "names it. Kept in full.")
-    product_description: str = Field("", max_length=MAX_PRODUCT_TEXT,
+    product_description: str = Field("", max_length=MAX_PRODUCT_TEXT, pattern=NO_NUL,
                                      description="The product as described on the pack or in the pharmacy "
                                                  "system; kept in full (real names run to thousands of characters).")
-    ndc: str = Field("", max_length=20, description="Package NDC, 10-digit hyphenated or 11-digit.")
-    lot: str = Field(min_length=1, max_length=100)
+    ndc: str = Field("", max_length=20, pattern=NO_NUL, description="Package NDC, 10-digit hyphenated or 11-digit.")
+    lot: str = Field(min_length=1, max_length=100, pattern=NO_NUL)
     expiry: date | None = None
     quantity: int = Field(ge=1, le=1_000_000)
-    dispensed_at: datetime
-    site: str = Field("", max_length=200)
+    dispensed_at: Instant
+    site: str = Field("", max_length=200, pattern=NO_NUL)
 
 
 # --- responses --------------------------------------------------------------------------------------

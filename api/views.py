@@ -4,7 +4,6 @@ api/services.py. The OpenAPI document is served at /api/v1/openapi.json, the doc
 
 import json
 import logging
-from datetime import datetime
 from uuid import UUID
 
 from ninja import NinjaAPI, Path, Query, Status
@@ -13,6 +12,7 @@ from ninja.security import HttpBearer
 
 from api import fhir, guard, problems, services
 from api.schemas import (
+    INSTANT_RULE,
     AskIn,
     CheckIn,
     CheckOut,
@@ -20,6 +20,7 @@ from api.schemas import (
     DispensingIn,
     DispensingOut,
     ExposureOut,
+    Instant,
     Problem,
     ReplayOut,
 )
@@ -122,7 +123,8 @@ def _unexpected(request, exc):
 
 @api.post("/ask", response={200: DecisionOut, **ERRORS}, summary="Ask whether a medicine is safe")
 def ask(request, payload: AskIn):
-    """A decision for a patient and question. A patient-bound key asks for its own patient only.
+    """A decision for a patient and question. A patient-bound key asks for its own patient only; a pharmacy
+    key must name the patient (`patient`), or the request is a 422.
     Model calls (UNSAY_REASONER=bedrock) count against the daily and per-client caps."""
     decision = services.ask(request.auth, payload.question, subject=payload.subject, patient_ref=payload.patient)
     return services.decision_detail(decision)
@@ -140,7 +142,8 @@ def check(request, payload: CheckIn):
 
 @api.get("/decisions/{decision_id}/replay", response={200: ReplayOut, **GET_ERRORS},
          summary="What we believed at an instant (bitemporal)")
-def replay(request, decision_id: Path[UUID], at: Query[datetime | None] = None):
+def replay(request, decision_id: Path[UUID], at: Query[Instant | None] = None):
+    """`at` defaults to when the decision was made; a future instant is a 422."""
     return services.replay(request.auth, decision_id, at)
 
 
@@ -165,9 +168,15 @@ def dispensing(request, payload: DispensingIn):
 @api.post("/fhir/MedicationDispense", auth=ApiKeyAuth(body_types=FHIR_TYPES),
           response={201: DispensingOut, 409: Problem, **ERRORS}, summary="Record a FHIR R4 MedicationDispense",
           openapi_extra={"requestBody": {"required": True, "content": {
-              media: {"schema": {"type": "object", "description": (
-                  "A FHIR R4 MedicationDispense (status completed) whose medicationReference points at a "
-                  "contained Medication carrying batch.lotNumber; subject.reference Patient/<external reference>.")}}
+              media: {"schema": {
+                  "type": "object", "required": ["resourceType", "status", "whenHandedOver"],
+                  "properties": {"resourceType": {"const": "MedicationDispense"}, "status": {"const": "completed"},
+                                 "whenHandedOver": {"type": "string", "format": "date-time",
+                                                    "description": INSTANT_RULE}},
+                  "description": (
+                      "A FHIR R4 MedicationDispense (status completed) whose medicationReference points at a "
+                      "contained Medication carrying batch.lotNumber; subject.reference Patient/<external "
+                      "reference>. Text may not contain NUL characters.")}}
               for media in FHIR_TYPES}}})
 def fhir_dispensing(request):
     fields = fhir.dispensing_fields(json.loads(request.body))

@@ -327,3 +327,76 @@ def test_the_openapi_document_and_docs_page_are_served(client):
     assert spec["components"]["securitySchemes"]["ApiKeyAuth"]["scheme"] == "bearer"
     assert client.get("/api/v1/docs").status_code == 200
     problem(client.get("/api/v1/no-such-thing"), 404)
+
+
+# --- the OpenAPI document says what the validation does ------------------------------------------------
+
+@pytest.mark.parametrize("at", [
+    "0.5", "1551434400", "2019-01-05T12:00:00", "2019-01-05", "2019-01-05 12:00:00Z", "0000-01-01T00:00:00Z",
+    "10000-01-01T00:00:00Z", "0001-01-01T00:00:00%2B00:01", "2019-01-05T12:00:00%2B24:00",
+    "2019-01-05T12:00:00%2B02:60", "2016-12-31T23:59:60Z", "2019-02-30T12:00:00Z", "2019-01-05T12:00:00 02:00",
+])
+def test_replay_at_is_an_instant_with_a_zone_python_and_postgresql_can_hold(client, world, at):
+    decision = a_decision(client, world)
+    body = problem(get(client, f"/decisions/{decision['id']}/replay?at={at}", world["keys"]["alice"]), 422)
+    assert [e["field"] for e in body["errors"]] == ["at"], body
+
+
+def test_replay_at_any_rfc_3339_offset_is_read_in_utc(client, world):
+    decision = a_decision(client, world)
+    # PostgreSQL holds no offset beyond 15:59; the instant reaches it in UTC.
+    then = get(client, f"/decisions/{decision['id']}/replay?at=0657-04-07T20:20:01%2B22:26", world["keys"]["alice"])
+    assert then.status_code == 200, then.content
+    assert then.json()["at"] == "0657-04-06T21:54:01Z" and then.json()["believed"] == []
+    edge = get(client, f"/decisions/{decision['id']}/replay?at=0001-01-01T00:00:00.1234567z", world["keys"]["alice"])
+    assert edge.status_code == 200 and edge.json()["at"].startswith("0001-01-01T00:00:00.123")
+
+
+@pytest.mark.parametrize("dispensed_at", [1551434400, 0.5, "2019-03-01T10:00:00", "2019-03-01", None,
+                                          "0000-03-01T10:00:00Z"])
+def test_dispensed_at_is_an_instant_with_a_zone(client, world, dispensed_at):
+    before = state()
+    body = {"patient": "SYN-BOB", "drug": "valsartan", "lot": "3069021", "quantity": 30, "dispensed_at": dispensed_at}
+    errors = problem(post(client, "/dispensing", body, world["keys"]["north"]), 422)["errors"]
+    assert [e["field"] for e in errors] == ["dispensed_at"]
+    fhir = {**fhir_dispense("SYN-BOB"), "whenHandedOver": dispensed_at}
+    errors = problem(post(client, "/fhir/MedicationDispense", fhir, world["keys"]["north"],
+                          "application/fhir+json"), 422)["errors"]
+    assert [e["field"] for e in errors] == ["whenHandedOver"]
+    assert state() == before
+
+
+def test_the_schema_states_the_one_of_the_check_body_and_the_fhir_resource_type(client, world):
+    from jsonschema import Draft202012Validator
+
+    spec = client.get("/api/v1/openapi.json").json()
+    check_in = Draft202012Validator(spec["components"]["schemas"]["CheckIn"])
+    some_id = "00000000-0000-0000-0000-000000000000"
+    for body in ({}, {"decision_id": some_id, "decision_ids": [some_id]}, {"decision_id": None, "decision_ids": None}):
+        assert not check_in.is_valid(body)
+        problem(post(client, "/check", body, world["keys"]["north"]), 422)
+    for body in ({"decision_id": some_id}, {"decision_ids": [some_id]},
+                 {"decision_id": None, "decision_ids": [some_id]}):
+        assert check_in.is_valid(body)
+        problem(post(client, "/check", body, world["keys"]["north"]), 404)
+
+    fhir = spec["paths"]["/api/v1/fhir/MedicationDispense"]["post"]["requestBody"]["content"]
+    for media in ("application/fhir+json", "application/json"):
+        assert fhir[media]["schema"]["properties"]["resourceType"] == {"const": "MedicationDispense"}
+        assert not Draft202012Validator(fhir[media]["schema"]).is_valid({**fhir_dispense(), "resourceType": "Patient"})
+    problem(post(client, "/fhir/MedicationDispense", {**fhir_dispense(), "resourceType": "Patient"},
+                 world["keys"]["north"], "application/fhir+json"), 422)
+
+
+def test_the_schema_refuses_nul_in_text_as_the_api_does(client, world):
+    spec = client.get("/api/v1/openapi.json").json()
+    ask_in, dispensing_in = (spec["components"]["schemas"][name]["properties"] for name in ("AskIn", "DispensingIn"))
+    from jsonschema import Draft202012Validator
+
+    for schema in (ask_in["question"], ask_in["subject"], dispensing_in["lot"], dispensing_in["drug"]):
+        validator = Draft202012Validator(schema)
+        assert validator.is_valid("valsartan") and not validator.is_valid("vals\u0000artan")
+    assert not Draft202012Validator(ask_in["question"]).is_valid("  ")
+    body = problem(post(client, "/ask", {"question": "Is my valsartan safe?", "subject": "vals\u0000artan"},
+                        world["keys"]["alice"]), 400)
+    assert "NUL" in body["detail"]
