@@ -13,14 +13,21 @@ CLASS_SEVERITY = {"Class I": 3, "Class II": 2, "Class III": 1}
 FACT_KEY_PREFIX = "recall:"
 
 
-def fact_key(recall_number: str, lot: str | None) -> str:
-    """'recall:D-0326-2019:lot:3069020', or 'recall:D-0326-2019:drug' for a fact about every lot."""
-    return f"{FACT_KEY_PREFIX}{recall_number}:lot:{lot}" if lot else f"{FACT_KEY_PREFIX}{recall_number}:drug"
+RECORD_MARK = ":record:"
 
 
-def key_prefix(recall_number: str) -> str:
-    """Prefix shared by every fact of one recall (fact_key__startswith uses the fact_key index)."""
-    return f"{FACT_KEY_PREFIX}{recall_number}:"
+def fact_key(recall_number: str, lot: str | None, record: str = "") -> str:
+    """'recall:D-0326-2019:lot:3069020', or 'recall:D-0326-2019:drug' for a fact about every lot.
+    `record` tells apart another record FDA published under the same number (a different event or
+    product): 'recall:D-0418-2015:record:71234:lot:X', still under the number's key_prefix."""
+    number = f"{recall_number}{RECORD_MARK}{record}" if record else recall_number
+    return f"{FACT_KEY_PREFIX}{number}:lot:{lot}" if lot else f"{FACT_KEY_PREFIX}{number}:drug"
+
+
+def key_prefix(recall_number: str, record: str | None = None) -> str:
+    """Prefix shared by every fact of one recall number, every record under it included (fact_key__startswith
+    uses the fact_key index); with `record`, of that one other record only."""
+    return f"{FACT_KEY_PREFIX}{recall_number}{RECORD_MARK}{record}:" if record else f"{FACT_KEY_PREFIX}{recall_number}:"
 
 
 def recall_number_of_key(key: str) -> str:

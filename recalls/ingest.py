@@ -27,6 +27,11 @@ ESCALATION_SOURCE = "demo:escalation"
 CLASSIFICATIONS = ("Class I", "Class II", "Class III")
 STATUSES = ("Ongoing", "Completed", "Terminated", "Pending")
 CODE_INFO_MAX = 2000
+# Free text copied into every fact of a record, bounded at several times the longest in real data
+# (reason 729, product 4,000 - openFDA's own cap -, distribution 713, firm 81 characters). Longer is
+# kept truncated and flagged (attributes["text_flag"]), never a reason to lose the record.
+TEXT_LIMITS = {"reason_for_recall": 4000, "product_description": 8000, "distribution_pattern": 4000,
+               "recalling_firm": 500, "event_id": 40}
 LABEL_SECTIONS = ("boxed_warning", "warnings")
 
 # Fields whose change means the recall changed. `openfda` (re-harmonised by FDA all the time),
@@ -50,7 +55,7 @@ class RecallClaim(Claim):
     # product_description), so adding them to facts ingested before they existed re-versions nothing;
     # a fact whose subject or NDCs change is re-versioned through those.
     UNHASHED_ATTRIBUTES = ("code_info", "ndc_products", "named_ndc_products", "identity_source", "identity_text",
-                           "identity_flag", "lot_scope")
+                           "identity_flag", "lot_scope", "record_flag", "text_flag")
 
     def __post_init__(self):
         # A lot-level fact carries its own lot's entry of the record's scope, not the whole list (recalls.lots).
@@ -93,6 +98,14 @@ class ParsedRecall:
     raw: dict = field(repr=False, default_factory=dict)
     identity: dict = field(default_factory=dict)  # identity_source, identity_text, identity_flag (see identity_of)
     lot_scope: LotScope | None = field(repr=False, default=None)
+    # Another record published under an already-used recall number: what tells it apart (its event, or
+    # its product), "" for the number's first record. Its facts and RecallRecord are its own.
+    record: str = ""
+
+    @property
+    def record_key(self) -> str:
+        """recalls.models.RecallRecord's key: the recall number, or number~record for another record."""
+        return f"{self.recall_number}~{self.record}" if self.record else self.recall_number
 
     @property
     def scope(self) -> str:
@@ -170,6 +183,15 @@ def _text(record: dict, name: str, *, required: bool = False) -> str:
 
 
 OPENFDA_YEARS = range(1900, 2101)
+
+
+def _bounded_text(record: dict, name: str, cut: list[str], *, required: bool = False) -> str:
+    """_text, at most TEXT_LIMITS[name] characters: a longer value is cut, and `cut` says so."""
+    value, limit = _text(record, name, required=required), TEXT_LIMITS[name]
+    if len(value) <= limit:
+        return value
+    cut.append(f"{name} is {len(value):,} characters; the first {limit - 1:,} are kept")
+    return value[: limit - 1].rstrip() + "…"
 
 
 def parse_openfda_date(value: str, name: str) -> date | None:
@@ -350,11 +372,12 @@ def parse_enforcement(record) -> ParsedRecall:
     status = _text(record, "status", required=True)
     if status not in STATUSES:
         raise Malformed(f"status {status!r} is not one of {', '.join(STATUSES)}")
-    description = _text(record, "product_description", required=True)
-    reason = _text(record, "reason_for_recall")
-    firm = _text(record, "recalling_firm")
-    event_id = _text(record, "event_id")
-    distribution = _text(record, "distribution_pattern")
+    cut: list[str] = []
+    description = _bounded_text(record, "product_description", cut, required=True)
+    reason = _bounded_text(record, "reason_for_recall", cut)
+    firm = _bounded_text(record, "recalling_firm", cut)
+    event_id = _bounded_text(record, "event_id", cut)
+    distribution = _bounded_text(record, "distribution_pattern", cut)
     code_info = _text(record, "code_info")
     more_code_info = _text(record, "more_code_info")
     openfda = record.get("openfda")
@@ -403,6 +426,7 @@ def parse_enforcement(record) -> ParsedRecall:
         "termination_date": terminated.isoformat() if terminated else None,
         "code_info": full_code_info[:CODE_INFO_MAX],
         "lot_scope": lot_scope,
+        **({"text_flag": "; ".join(cut)} if cut else {}),
     }
     return ParsedRecall(
         recall_number=recall_number, record_hash=record_hash(record), subject=identity.subject,
@@ -447,7 +471,7 @@ def recall_claims(parsed: ParsedRecall, *, subject: str, ndcs: list, identity: d
     for lot in lots:
         attributes = dict(parsed.attributes, scope=scope, ndcs=list(ndcs), **products, **identity)
         claims.append(RecallClaim(
-            fact_key=recall_fact_key(parsed.recall_number, lot), kind="recall", subject=subject, lot=lot,
+            fact_key=recall_fact_key(parsed.recall_number, lot, parsed.record), kind="recall", subject=subject, lot=lot,
             statement=recall_statement(attributes, lot, all_lots=parsed.all_lots), source=ENFORCEMENT_SOURCE,
             attributes=attributes, source_ref=source_ref[:255], valid_from=parsed.valid_from,
             valid_to=parsed.valid_to, asserted_by=asserted_by,

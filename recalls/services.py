@@ -18,6 +18,7 @@ transaction (memory.services.prepare_claims / write_claims), so a record is neve
 database refusal quarantines just that record and the run goes on.
 """
 
+import hashlib
 import io
 import json
 import logging
@@ -334,10 +335,25 @@ def _tally(run, results):
             run.new_versions += 1
 
 
+def another_record(parsed, first_event: str) -> None:
+    """FDA has published more than one record under this recall number (real data holds several: other
+    firms, other products). None is lost: this one keeps the number its patients and pharmacists know,
+    becomes its own record, told apart by its event id (or, within one event, its product), and is
+    flagged for a person."""
+    event = str(parsed.attributes.get("event_id") or "")
+    if event and event != first_event:
+        parsed.record = f"e{event}"
+    else:
+        parsed.record = "p" + hashlib.sha256(parsed.attributes.get("product_description", "").encode()).hexdigest()[:10]
+    parsed.attributes["record_flag"] = (f"recall number {parsed.recall_number} is also used by another record in "
+                                        f"the same snapshot; kept as its own record ({parsed.record})")
+
+
 class RecallIngester:
     def __init__(self, run: IngestRun, snapshot_updated: date | None = None):
         self.run = run
-        self.first: dict[str, tuple[int, str]] = {}  # recall_number -> (id, hash) of its first record in the source
+        # recall_number -> (id, hash, event_id) of its first record in the source
+        self.first: dict[str, tuple[int, str, str]] = {}
         self.by = f"ingest:run:{run.pk}"
         self.ref = run.snapshot_location or run.source_ref
         self.snapshot_updated = snapshot_updated
@@ -348,7 +364,8 @@ class RecallIngester:
         for raw in records:
             if isinstance(raw, dict) and isinstance(raw.get("recall_number"), str):
                 try:
-                    self.first.setdefault(raw["recall_number"].strip(), (id(raw), record_hash(raw)))
+                    self.first.setdefault(raw["recall_number"].strip(),
+                                          (id(raw), record_hash(raw), str(raw.get("event_id") or "")))
                 except Exception:  # unhashable junk: parse_enforcement quarantines it with the reason
                     continue
 
@@ -391,20 +408,19 @@ class RecallIngester:
             parsed = _parse_or_quarantine(parse_enforcement, self.run, run, raw)
             if parsed is None:
                 continue
-            first_id, first_hash = self.first.get(parsed.recall_number, (id(raw), parsed.record_hash))
+            first_id, first_hash, first_event = self.first.get(parsed.recall_number,
+                                                               (id(raw), parsed.record_hash, ""))
             if first_id != id(raw):
                 if first_hash == parsed.record_hash:
                     run.unchanged += 1
-                else:
-                    _quarantine(self.run, run, raw, f"recall number {parsed.recall_number} appears again in this "
-                                                    f"snapshot with different content; the first record was ingested")
-                continue
+                    continue
+                another_record(parsed, first_event)
             prepared.append(parsed)
         states = {s.recall_number: s for s in RecallRecord.objects.filter(
-            recall_number__in=[p.recall_number for p in prepared])}
+            recall_number__in=[p.record_key for p in prepared])}
         changed = []
         for parsed in prepared:
-            state = states.get(parsed.recall_number)
+            state = states.get(parsed.record_key)
             current = state is not None and state.identity_version == IDENTITY_VERSION
             if current and state.record_hash == parsed.record_hash:
                 run.unchanged += 1
@@ -457,9 +473,11 @@ class RecallIngester:
         return mine, retracted
 
     def _retract_dropped(self, parsed, keys) -> int:
-        prefix = recall_terms.key_prefix(parsed.recall_number)
-        stale = (Fact.objects.believed().filter(kind="recall", fact_key__startswith=prefix)
-                 .exclude(fact_key__in=keys).values_list("fact_key", "lot"))
+        stale = Fact.objects.believed().filter(
+            kind="recall", fact_key__startswith=recall_terms.key_prefix(parsed.recall_number, parsed.record))
+        if not parsed.record:  # the number's first record: the other records under it are not its lots
+            stale = stale.exclude(fact_key__startswith=recall_terms.key_prefix(parsed.recall_number) + "record:")
+        stale = stale.exclude(fact_key__in=keys).values_list("fact_key", "lot")
         count = 0
         for fact_key, lot in stale:
             if lot:
@@ -480,7 +498,7 @@ class RecallIngester:
                     "last_run": self.run, "report_date": date.fromisoformat(reported) if reported else None}
         if self.snapshot_updated:  # a file without meta.last_updated keeps the date we already hold
             defaults["snapshot_updated"] = self.snapshot_updated
-        RecallRecord.objects.update_or_create(recall_number=parsed.recall_number, defaults=defaults)
+        RecallRecord.objects.update_or_create(recall_number=parsed.record_key, defaults=defaults)
 
 
 class LabelIngester:

@@ -242,13 +242,15 @@ def test_malformed_records_are_quarantined_and_the_run_goes_on(hashing_embedding
     assert not Fact.objects.filter(attributes__recall_number__in=["X-1", "X-2"]).exists()
 
 
-def test_duplicate_recall_numbers_in_one_snapshot_keep_the_first(hashing_embeddings):
+def test_duplicate_recall_numbers_in_one_snapshot_keep_the_first_under_the_number(hashing_embeddings):
     dupes = [r for r in _records(OLD) if r["recall_number"] == "D-0121-2021"]  # real duplicate in the bulk file
     assert len(dupes) == 2
     run = ingest_document(_doc(dupes))
-    assert run.quarantined == 1
-    fact = Fact.objects.get(attributes__recall_number="D-0121-2021")
-    assert fact.attributes["reason"] == dupes[0]["reason_for_recall"]
+    assert run.quarantined == 0
+    first = Fact.objects.exclude(fact_key__contains=":record:").get(attributes__recall_number="D-0121-2021")
+    assert first.attributes["reason"] == dupes[0]["reason_for_recall"]
+    other = Fact.objects.get(attributes__recall_number="D-0121-2021", fact_key__contains=":record:")
+    assert other.attributes["reason"] == dupes[1]["reason_for_recall"] and other.attributes["record_flag"]
     again = ingest_document(_doc(dupes))
     assert (again.new_versions, again.new_facts) == (0, 0)
 
@@ -370,3 +372,47 @@ def _retractions_into(heard: list):
     def receiver(sender, pairs, **kwargs):
         heard.extend(pair for pair in pairs if pair[0] is not None)
     return receiver
+
+
+def _published_twice():
+    """Real recall numbers the 2021 snapshot holds more than one different record under."""
+    by_number = {}
+    for record in _records(OLD):
+        if record["recall_number"]:
+            by_number.setdefault(record["recall_number"], []).append(record)
+    return {number: rs for number, rs in by_number.items() if len(rs) > 1}
+
+
+def test_a_recall_number_published_twice_keeps_both_records_flagged(hashing_embeddings):
+    twice = _published_twice()
+    assert len(twice) >= 10  # D-0418-2015, D-1442-2016, D-0821-2018, ...: other firms, other products
+    records = [r for rs in twice.values() for r in rs]
+    run = ingest_document(_doc(records))
+    assert run.quarantined == 0, list(QuarantinedRecord.objects.values_list("recall_number", "reason"))
+    for number, rs in twice.items():
+        believed = Fact.objects.believed().filter(kind="recall", attributes__recall_number=number)
+        products = {f.attributes["product_description"] for f in believed}
+        assert products == {r["product_description"] for r in rs}, number  # every record's product is believed
+        others = [f for f in believed if ":record:" in f.fact_key]
+        assert others and all("also used by another record" in f.attributes["record_flag"] for f in others)
+        assert not any("record_flag" in f.attributes for f in believed if ":record:" not in f.fact_key)
+        assert RecallRecord.objects.filter(recall_number__startswith=number).count() == len(rs)
+    # Sending the same file again changes nothing: no record retracts another's lots.
+    facts_before = Fact.objects.count()
+    again = ingest_document(_doc(records))
+    assert again.quarantined == 0 and again.retracted == 0 and Fact.objects.count() == facts_before
+
+
+def test_an_overlong_reason_is_kept_cut_and_flagged_never_quarantined(hashing_embeddings):
+    """A real record with its reason_for_recall blown up to 5,000,000 characters (a hostile or broken
+    feed): the record is ingested, every fact carries the reason cut to its limit and says so."""
+    record = copy.deepcopy(_sartans(1)[0])
+    record["reason_for_recall"] = record["reason_for_recall"] + " x" * 2_500_000
+    run = ingest_document(_doc([record]))
+    assert run.quarantined == 0
+    facts = list(Fact.objects.believed().filter(kind="recall", attributes__recall_number=record["recall_number"]))
+    assert facts
+    for fact in facts:
+        assert len(fact.attributes["reason"]) <= 4000 and fact.attributes["reason"].endswith("…")
+        assert "reason_for_recall is 5,000,2" in fact.attributes["text_flag"]
+        assert len(fact.statement) < 2000
