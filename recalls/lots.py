@@ -231,10 +231,6 @@ _WINDOW_CONTINUED = re.compile(rf"\s*(?:and|,|;)\s*{_D}\s*(?:to|through|thru|-)\
 _DISPENSED_WINDOW = re.compile(
     rf"(?i)\b(?:distributed|dispensed|filled|sold|shipped|stored\s+and\s+distributed)\s+(?:[A-Za-z]+\s+){{0,3}}?"
     rf"(?:between\s+|from\s+)?{_D}\s*(?:and|to|through|thru|-)\s*{_D}")
-# "Distributed Before 8/5/15", "distributed prior to and including 05/23/2013", "shipped before June 2013"
-_DISPENSED_UNTIL = re.compile(
-    rf"(?i)\b(?:distributed|dispensed|filled|sold|shipped)\s+(?:on\s+or\s+)?"
-    rf"(?:before|prior\s+to(?:\s+and\s+including)?|until|up\s+to)\s+{_D}")
 
 
 class ScopeAttribute(dict):
@@ -533,6 +529,9 @@ def _windows(masked: str, values: list[str | None], low: str) -> dict:
         for match in _MANUFACTURED_WINDOW.finditer(masked):
             found["manufactured_window"] = found["manufactured_window"] or _window(match, values)
             rest = rest.replace(match.group(), " ")
+    # "Distributed Before 8/5/15", "distributed prior to and including 05/23/2013" are not read as windows:
+    # the date bounds the firm's distribution, and a pharmacy can dispense a pack after it (the window
+    # would exclude exposed patients).
     if any(word in low for word in ("distributed", "dispensed", "filled", "sold", "shipped")):
         spans = []
         for match in _DISPENSED_WINDOW.finditer(rest):
@@ -543,8 +542,6 @@ def _windows(masked: str, values: list[str | None], low: str) -> dict:
                     break
                 spans.append(_window(more, values))
                 break
-        if not spans:
-            spans = [(None, values[int(m.group(1))]) for m in _DISPENSED_UNTIL.finditer(rest)]
         found["dispensed_window"] = _span(spans)
     if "exp" in low or "bud" in low or "use by" in low or "beyond use" in low:
         spans = []

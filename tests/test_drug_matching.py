@@ -129,7 +129,7 @@ def test_only_within_expiry_takes_the_recall_date_as_its_start():
         None, "2015-11-17"]
     # D-1833-2015 (recalled 2015-09-10): "All Lots Not Expired and Distributed Before 8/5/15."
     scope = parse_enforcement(bulk_records()["D-1833-2015"]).attributes["lot_scope"]
-    assert (scope["expiry_window"], scope["dispensed_window"]) == (["2015-09-10", None], [None, "2015-08-05"])
+    assert (scope["expiry_window"], scope["dispensed_window"]) == (["2015-09-10", None], None)
 
 
 def test_the_openfda_block_naming_another_drug_is_flagged_and_its_ndcs_ignored():

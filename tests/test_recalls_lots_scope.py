@@ -199,12 +199,12 @@ def test_several_expiry_windows_become_one_that_covers_them_all():
     assert _scope("D-225-2013").expiry_window == ("2011-09", "2015-10")
 
 
-def test_distributed_before_is_a_window_with_an_open_start():
+def test_not_expired_is_an_open_expiry_window_and_distributed_before_is_no_window():
     scope = _scope("D-1833-2015")  # "All Lots Not Expired and Distributed Before 8/5/15."
-    assert (scope.kind, scope.expiry_window, scope.dispensed_window) == (
-        "all_lots_window", (None, None), (None, "2015-08-05"))
-    assert _scope("D-024-2014").dispensed_window == (None, "2013-05-23")  # "distributed prior to and including ..."
-    assert _scope("D-814-2013").dispensed_window == (None, "2013-06")  # "shipped before June 2013"
+    assert (scope.kind, scope.expiry_window, scope.dispensed_window) == ("all_lots_window", (None, None), None)
+    # The firm's distribution date does not bound when a pharmacy dispensed: no window that could drop patients.
+    assert _scope("D-024-2014").kind == "all_lots"  # "all codes distributed prior to and including 05/23/2013"
+    assert _scope("D-814-2013").kind == "all_lots"  # "all lots currently in the market shipped before June 2013"
     # "All lots repackaged between 01/05/12 to 02/12/15"
     assert _scope("D-562-2015").manufactured_window == ("2012-01-05", "2015-02-12")
 
