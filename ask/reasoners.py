@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 
 from drugs.identity import readable
-from drugs.matching import MatchClass
+from drugs.matching import MatchClass, explain
 from drugs.matching import match as _match_uncached
 from drugs.ndc import ndc_products
 from drugs.recall_terms import CLOSED_STATUSES, classification, describe, is_active, short_product  # noqa: F401 (re-exported)
@@ -244,6 +244,18 @@ def must_not_stop_abruptly(drug: str) -> bool:
 
 
 
+def why_probable(facts, ctx: AskContext) -> str:
+    """Why a lot match is probable, not sure, in the patient's words (drugs.matching.explain's rule)."""
+    rules = [(f, row, found.rule) for f in facts for row in ctx.dispensed
+             if (found := explain(f, row)) is not None and found.klass == MatchClass.PROBABLE]
+    for fact, row, rule in rules:
+        if "near miss" in rule:
+            return f"the lot number on record ({row.lot}) is very close to recalled lot {fact.lot}"
+    if any("another labeler" in rule for *_, rule in rules):
+        return "the lot matches a recalled one, in another company's package of the same medicine"
+    return "the lot matches a recalled one, but our records do not confirm the exact product"
+
+
 def listing(numbers: list[str], most: int = 5) -> str:
     """'A, B, C' or, for long lists, 'A, B, C, D, E and 37 more'."""
     if len(numbers) <= most:
@@ -290,15 +302,23 @@ class RulesReasoner:
             classes = {classification(f) for f in lot_hits}
             bearing = {f.id for f in lot_hits + drug_hits}
             facts_text = " ".join(describe(f) + "." for f in lot_hits)
+            # Sure only when a pack matches by its own NDC product and lot; a near-miss lot, a repackager's
+            # NDC or a name is probable: the same verdict (never "safe"), said as what it is.
+            sure = not ctx.dispensed or any(match(f, row) == MatchClass.CONFIRMED
+                                            for f in lot_hits for row in ctx.dispensed)
             closed = "" if any(is_active(f) for f in lot_hits) else (
                 " FDA has closed this recall because the recalled stock has been removed, but the pack "
-                "dispensed to you came from a recalled lot. If you still have any of it, do not use it up.")
+                f"dispensed to you {'came' if sure else 'may have come'} from a recalled lot. If you still have "
+                "any of it, do not use it up.")
+            opening = (f"The {drug} dispensed to you is from a recalled lot." if sure else
+                       f"The {drug} dispensed to you may be from a recalled lot: {why_probable(lot_hits, ctx)}. "
+                       f"Your pharmacist will check the pack.")
             if "Class I" in classes:
-                answer = (f"The {drug} dispensed to you is from a recalled lot. {facts_text}{closed} Contact your "
+                answer = (f"{opening} {facts_text}{closed} Contact your "
                           f"pharmacy now, today, before your next dose. {keep_taking_advice(drug)}")
                 return ReasonerResult("stop", answer, self.identity, bearing)
             if classes - {"Class III"}:  # Class II, or not yet classified: treat as Class II
-                answer = (f"The {drug} dispensed to you is from a recalled lot. {facts_text}{closed} This kind of "
+                answer = (f"{opening} {facts_text}{closed} This kind of "
                           f"recall means a temporary or reversible health risk is possible. Contact your pharmacy "
                           f"to arrange a replacement. {keep_taking_advice(drug)}")
                 return ReasonerResult("caution", answer, self.identity, bearing)

@@ -105,13 +105,17 @@ def _outside(window, day: date | None) -> bool:
 
 def within_lot_scope(fact, dispensing) -> bool:
     """An all-lots recall limited to an expiry or distribution window excludes a dispensing known to be
-    outside it; unknown expiry or date stays in (fail safe)."""
+    outside it; unknown expiry or date stays in (fail safe). A distribution window excludes only what
+    was dispensed before it opened: a pack the firm distributed before its end can reach the patient
+    after it, so the end never drops a patient."""
     scope = recall_terms.lot_scope(fact)
     if not scope or scope.get("kind") != "all_lots_window":
         return True
     if _outside(scope.get("expiry_window"), _day(getattr(dispensing, "expiry", None))):
         return False
-    return not _outside(scope.get("dispensed_window"), _day(getattr(dispensing, "dispensed_at", None)))
+    distributed = scope.get("dispensed_window")
+    return not _outside([distributed[0], None] if distributed else None,
+                        _day(getattr(dispensing, "dispensed_at", None)))
 
 
 @dataclass(frozen=True)

@@ -298,3 +298,17 @@ def test_a_question_naming_a_drug_not_on_file_is_answered_about_that_drug_not_th
     decision = ask(patient, "Is my valsartan safe?")
     assert decision.subject == "valsartan" and decision.verdict == "unknown"
     assert "no record of valsartan dispensed to you" in decision.answer
+
+
+def test_a_near_miss_lot_is_never_safe_and_the_answer_says_probable_not_sure(hashing_embeddings):
+    """D-0502-2019 (real, Class II) recalls losartan lot 4L67C035; the pack's lot was typed with a
+    leading zero. The guardrail holds the floor for a probable match, and the rules' answer says
+    "may be", with the lot on record and the recalled one."""
+    assert_claim(recall_claim("D-0502-2019", "4L67C035"))
+    patient = make_patient("SYN-G3", [("Losartan potassium 50 mg tablets", "04L67C035", "13668-0409-30")])
+    guarded = decide(patient, "Is my losartan safe?", reasoner=SaysSafe())
+    assert guarded.verdict == "caution" and guarded.reasoner_verdict == "safe" and guarded.guardrail_override
+    answer = decide(patient, "Is my losartan safe?").answer
+    assert "may be from a recalled lot" in answer and "(04L67C035) is very close to recalled lot 4L67C035" in answer
+    sure = make_patient("SYN-G4", [("Losartan potassium 50 mg tablets", "4L67-C035", "13668-0409-30")])
+    assert "is from a recalled lot" in decide(sure, "Is my losartan safe?").answer

@@ -195,3 +195,20 @@ def test_a_record_whose_text_names_no_ndc_confirms_by_every_product_it_lists():
     old = SimpleNamespace(**{**vars(fact), "attributes": {k: v for k, v in fact.attributes.items()
                                                           if k != "named_ndc_products"}})
     assert match(old, dispensing("Diovan", "00378-5814-77", "3069020")) == MatchClass.CONFIRMED
+
+
+def test_a_distribution_window_never_drops_a_patient_dispensed_after_its_end():
+    from recalls.lots import parse_scope
+
+    # D-0587-2020 (real): "All lots filled 08/26/2019 and dispensed 08/26-29/2019 remaining within expiry."
+    scope = parse_scope(bulk_records()["D-0587-2020"]["code_info"]).as_attribute()
+    assert scope["dispensed_window"] == ["2019-08-26", "2019-08-29"]
+    fact = SimpleNamespace(kind="recall", subject="valsartan", lot=None, fact_key="recall:X:drug",
+                           attributes={"scope": "drug", "ndc_products": ["00378-5814"], "lot_scope": scope})
+
+    def dispensed(day):
+        return dispensing("Diovan", "00378-5814-77", "L1", dispensed_at=datetime(*day, 12, tzinfo=UTC))
+
+    assert match(fact, dispensed((2019, 8, 27))) == MatchClass.PRODUCT_ALL_LOTS
+    assert match(fact, dispensed((2019, 9, 15))) == MatchClass.PRODUCT_ALL_LOTS  # after the end: still in
+    assert match(fact, dispensed((2019, 8, 25))) is None  # before it opened: cannot come from it
