@@ -8,7 +8,7 @@ from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_http_methods
 
 from ask.forms import AskForm
-from ask.services import ask
+from ask.services import ask_each
 from core.roles import ASK_SCREEN, requires_permission
 from patients.models import Patient
 
@@ -66,9 +66,11 @@ def ask_screen(request):
         form = AskForm(request.POST)
         if form.is_valid():
             patient = form.cleaned_data["patient"]
-            decision = ask(patient, form.cleaned_data["question"], subject=form.cleaned_data["subject"] or None)
-            context.update(decision=decision, reads=list(decision.reads.select_related("fact")),
-                           replay_url=replay_url(decision), patient=patient)
+            # A question naming two medicines ("my losartan and my atorvastatin") is answered per medicine.
+            decisions = ask_each(patient, form.cleaned_data["question"], subject=form.cleaned_data["subject"] or None)
+            answers = [{"decision": d, "reads": list(d.reads.select_related("fact")), "replay_url": replay_url(d)}
+                       for d in decisions]
+            context.update(answers=answers, decision=decisions[0], patient=patient)
         else:
             context["patient"] = _patient_or_none(request.POST.get("patient"))
     else:

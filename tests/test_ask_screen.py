@@ -92,3 +92,19 @@ def test_patient_search_never_puts_a_name_in_a_url(client, patient):
     html = client.post(URL, {"q": "dana\x00"}).content.decode()  # NUL dropped, not a DataError
     assert 'method="post"' in html and "hx-post" in html and "hx-get" not in html
     assert f"?patient={patient.public_id}\"" in html and "&q=" not in html
+
+
+def test_a_question_naming_two_medicines_is_answered_per_medicine_on_the_screen(client, patient):
+    """Synthetic patient holding a recalled montelukast lot (D-0081-2019, real) and a losartan lot no recall
+    names: one question about both gets two decisions, each shown with its own verdict."""
+    holder = make_patient("SYN-D2", [("montelukast", "MON17384"), ("losartan", "NOTRECALLED1")], email="", phone="")
+    client.force_login(user("ph", group=PHARMACIST))
+    response = client.post(URL, {"patient": holder.public_id, "question": "Are my montelukast and losartan safe?"},
+                           HTTP_HX_REQUEST="true")
+    html = response.content.decode()
+    decisions = {d.subject: d for d in Decision.objects.filter(patient=holder)}
+    assert set(decisions) == {"montelukast", "losartan"}
+    assert (decisions["montelukast"].verdict, decisions["losartan"].verdict) == ("stop", "safe")
+    assert html.count('class="answer-card"') == 2
+    for decision in decisions.values():
+        assert str(decision.public_id) in html
