@@ -7,3 +7,14 @@ class ShelfConfig(AppConfig):
     name = "shelf"
     verbose_name = "Shelf"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self):
+        from memory.signals import facts_changed
+        from patients.dispensing import dispensing_changed
+
+        from .quarantine import on_facts_changed
+        from .scans import on_dispensing_changed
+
+        # Both are sent after commit: a recall's units join its shelf task, a scanned fill takes its unit.
+        facts_changed.connect(on_facts_changed, dispatch_uid="shelf.quarantine_after_facts")
+        dispensing_changed.connect(on_dispensing_changed, dispatch_uid="shelf.scan_after_dispensing")

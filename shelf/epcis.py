@@ -1,0 +1,327 @@
+"""Reading EPCIS documents: 1.2 XML and 2.0 JSON / JSON-LD (and 2.0 XML), into plain events.
+
+    parse_document(data: bytes) -> Document      events in document order, master data, document-level errors
+
+XML is parsed by defusedxml with DTDs forbidden: a document carrying a DOCTYPE (the way in for external
+entities, XXE, and for entity expansion, "billion laughs") is refused whole, before any entity is read.
+Oversize input is refused before parsing (MAX_DOCUMENT_BYTES). An event that cannot be read (no time,
+an unreadable EPC, an unknown event type) comes back with `error` set, so the caller records it as
+refused with its reason while the other events of the same document still land.
+
+The GS1 EPCIS XSDs are not shipped (they are not available offline here): structure is checked by hand —
+the document element must be an EPCISDocument / EPCISQueryDocument and each event must carry what the
+shelf reads.
+"""
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from datetime import date, datetime
+
+from defusedxml import DefusedXmlException
+from defusedxml.ElementTree import ParseError as XmlParseError
+from defusedxml.ElementTree import fromstring as xml_fromstring
+
+from . import epc
+
+MAX_DOCUMENT_BYTES = 256 * 1024 * 1024
+EVENT_TYPES = ("ObjectEvent", "AggregationEvent", "TransactionEvent")
+# CBV 1.2 URNs, CBV 2.0 bare words and Web URIs all name the same step.
+_STEP_PREFIXES = ("urn:epcglobal:cbv:bizstep:", "https://ref.gs1.org/cbv/BizStep-", "http://ref.gs1.org/cbv/BizStep-",
+                  "cbv:BizStep-")
+_DISP_PREFIXES = ("urn:epcglobal:cbv:disp:", "https://ref.gs1.org/cbv/Disp-", "http://ref.gs1.org/cbv/Disp-",
+                  "cbv:Disp-")
+_MDA = ("urn:epcglobal:cbv:mda#", "urn:epcglobal:cbv:mda:", "cbvmda:", "https://ref.gs1.org/cbv/mda/",
+        "https://gs1.org/voc/")
+
+
+class DocumentError(ValueError):
+    """The document as a whole cannot be read (nothing in it is applied)."""
+
+
+@dataclass
+class Event:
+    type: str
+    event_id: str = ""
+    event_time: datetime | None = None
+    action: str = ""
+    biz_step: str = ""
+    disposition: str = ""
+    epcs: list[str] = field(default_factory=list)
+    parent: str = ""
+    children: list[str] = field(default_factory=list)
+    lot: str = ""
+    expiry: date | None = None
+    biz_location: str = ""
+    read_point: str = ""
+    transactions: list[str] = field(default_factory=list)
+    error: str = ""
+
+    @property
+    def key(self) -> str:
+        """eventID when the sender gave one; else a hash of what the event says (sorted lists, so the same
+        event written in another order or another format hashes the same)."""
+        if self.event_id:
+            return self.event_id[:300]
+        content = [self.type, self.event_time.isoformat() if self.event_time else "", self.action, self.biz_step,
+                   self.disposition, sorted(self.epcs), self.parent, sorted(self.children), self.lot,
+                   self.expiry.isoformat() if self.expiry else "", self.biz_location, self.read_point,
+                   sorted(self.transactions), self.error]
+        return "sha256:" + hashlib.sha256(json.dumps(content, separators=(",", ":")).encode()).hexdigest()
+
+
+@dataclass
+class Document:
+    format: str  # "xml" | "json"
+    events: list[Event]
+    # GTIN-14 -> {"ndc": "13668-409-30" as sent, "name": ...} from EPCIS master data (EPCClass vocabulary)
+    products: dict[str, dict] = field(default_factory=dict)
+    # (GTIN-14, lot) -> expiry date, from LGTIN master data
+    lot_expiry: dict[tuple[str, str], date] = field(default_factory=dict)
+
+
+def short_step(value: str) -> str:
+    return _short(value, _STEP_PREFIXES)
+
+
+def _short(value: str, prefixes) -> str:
+    value = (value or "").strip()
+    for prefix in prefixes:
+        if value.startswith(prefix):
+            return value[len(prefix):]
+    return value
+
+
+def _mda_name(attr_id: str) -> str:
+    return _short(attr_id, _MDA)
+
+
+def _date(value) -> date | None:
+    if not value:
+        return None
+    try:
+        return date.fromisoformat(str(value).strip()[:10])
+    except ValueError:
+        return None
+
+
+def _time(value) -> datetime | None:
+    text = (str(value or "")).strip()
+    if not text:
+        return None
+    try:
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else None
+
+
+def parse_document(data: bytes) -> Document:
+    if len(data) > MAX_DOCUMENT_BYTES:
+        raise DocumentError(f"The document is {len(data):,} bytes; the limit is {MAX_DOCUMENT_BYTES:,}.")
+    head = data[:64].lstrip(b"\xef\xbb\xbf \t\r\n")
+    if head.startswith(b"<"):
+        return _parse_xml(data)
+    if head.startswith((b"{", b"[")):
+        return _parse_json(data)
+    raise DocumentError("The document is neither XML (EPCIS 1.2 / 2.0) nor JSON (EPCIS 2.0).")
+
+
+# --- XML ----------------------------------------------------------------------------------------------
+
+
+def _local(tag) -> str:
+    return tag.rsplit("}", 1)[-1] if isinstance(tag, str) else ""
+
+
+def _child(el, name):
+    for sub in el:
+        if _local(sub.tag) == name:
+            return sub
+    return None
+
+
+def _text(el, name) -> str:
+    sub = _child(el, name)
+    return (sub.text or "").strip() if sub is not None and sub.text else ""
+
+
+def _find_all(el, name):
+    return [sub for sub in el.iter() if _local(sub.tag) == name]
+
+
+def _parse_xml(data: bytes) -> Document:
+    try:
+        root = xml_fromstring(data, forbid_dtd=True, forbid_entities=True, forbid_external=True)
+    except DefusedXmlException as exc:
+        raise DocumentError(f"The XML declares a DTD or entities, which are refused (XXE / entity expansion): "
+                            f"{type(exc).__name__}.") from exc
+    except XmlParseError as exc:
+        raise DocumentError(f"The XML is malformed: {exc}.") from exc
+    if _local(root.tag) not in ("EPCISDocument", "EPCISQueryDocument"):
+        raise DocumentError(f"The XML document element is {_local(root.tag)!r}, not an EPCISDocument.")
+    doc = Document("xml", [])
+    for element in _find_all(root, "VocabularyElement"):
+        _master_xml(doc, element)
+    event_lists = _find_all(root, "EventList")
+    if not event_lists:
+        raise DocumentError("The EPCIS document has no EventList.")
+    for event_list in event_lists:
+        for el in event_list:
+            name = _local(el.tag)
+            if name == "extension":  # EPCIS 1.2 puts TransformationEvent here: not read by the shelf
+                for sub in el:
+                    doc.events.append(Event(_local(sub.tag), error=f"{_local(sub.tag)} is not read by the shelf."))
+                continue
+            if not name:  # a comment or processing instruction
+                continue
+            doc.events.append(_event_xml(name, el))
+    return doc
+
+
+def _master_xml(doc: Document, element) -> None:
+    attrs = {}
+    for attr in element:
+        if _local(attr.tag) == "attribute":
+            attrs[_mda_name(attr.get("id", ""))] = (attr.text or "").strip()
+    _master(doc, element.get("id", ""), attrs)
+
+
+def _master(doc: Document, class_id: str, attrs: dict) -> None:
+    lot_class = epc.lgtin(class_id)
+    if lot_class and attrs.get("itemExpirationDate"):
+        expiry = _date(attrs["itemExpirationDate"])
+        if expiry:
+            doc.lot_expiry[lot_class] = expiry
+    gtin = epc.sgtin_pattern(class_id)
+    if not gtin:
+        return
+    entry = doc.products.setdefault(gtin, {})
+    code_type = attrs.get("additionalTradeItemIdentificationTypeCode", "")
+    ndc = attrs.get("additionalTradeItemIdentification", "")
+    if ndc and (not code_type or code_type.upper().startswith("FDA_NDC")):
+        entry["ndc"] = ndc
+    name = attrs.get("regulatedProductName") or attrs.get("drugName") or attrs.get("descriptionShort", "")
+    if name:
+        entry["name"] = name[:200]
+
+
+def _event_xml(name: str, el) -> Event:
+    event = Event(name)
+    if name not in EVENT_TYPES:
+        event.error = f"{name} is not an EPCIS event the shelf reads."
+        return event
+    event.event_id = _text(el, "eventID") or next((s.text.strip() for s in _find_all(el, "eventID") if s.text), "")
+    event.event_time = _time(_text(el, "eventTime"))
+    event.action = _text(el, "action")
+    event.biz_step = short_step(_text(el, "bizStep"))
+    event.disposition = _short(_text(el, "disposition"), _DISP_PREFIXES)
+    event.parent = _text(el, "parentID")
+    for list_name, target in (("epcList", event.epcs), ("childEPCs", event.children)):
+        holder = _child(el, list_name)
+        if holder is not None:
+            target.extend((e.text or "").strip() for e in holder if _local(e.tag) == "epc")
+    for bt in _find_all(el, "bizTransaction"):
+        event.transactions.append((bt.text or "").strip())
+    point, location = _child(el, "readPoint"), _child(el, "bizLocation")
+    event.read_point = _text(point, "id") if point is not None else ""
+    event.biz_location = _text(location, "id") if location is not None else ""
+    for ilmd in _find_all(el, "ilmd"):
+        for sub in ilmd:
+            field_name = _local(sub.tag)
+            if field_name == "lotNumber":
+                event.lot = (sub.text or "").strip()
+            elif field_name == "itemExpirationDate":
+                event.expiry = _date(sub.text)
+    _check(event)
+    return event
+
+
+# --- JSON ---------------------------------------------------------------------------------------------
+
+
+def _parse_json(data: bytes) -> Document:
+    try:
+        body = json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        raise DocumentError(f"The JSON is malformed: {str(exc)[:200]}.") from exc
+    if not isinstance(body, dict) or body.get("type") not in ("EPCISDocument", "EPCISQueryDocument"):
+        raise DocumentError("The JSON is not an EPCIS 2.0 document (type EPCISDocument or EPCISQueryDocument).")
+    doc = Document("json", [])
+    header = body.get("epcisHeader") or {}
+    master = header.get("epcisMasterData") or {} if isinstance(header, dict) else {}
+    for vocabulary in (master.get("vocabularyList") or []) if isinstance(master, dict) else []:
+        for element in (vocabulary or {}).get("vocabularyElementList") or []:
+            if not isinstance(element, dict):
+                continue
+            attrs = {}
+            for attr in element.get("attributes") or []:
+                if isinstance(attr, dict):
+                    attrs[_mda_name(str(attr.get("id", "")))] = str(attr.get("attribute", "")).strip()
+            _master(doc, str(element.get("id", "")), attrs)
+    ebody = body.get("epcisBody") or {}
+    events = ebody.get("eventList")
+    if events is None and isinstance(ebody.get("queryResults"), dict):
+        events = (ebody["queryResults"].get("resultsBody") or {}).get("eventList")
+    if events is None and isinstance(ebody.get("event"), dict):  # a single-event document (EPCIS 2.0 capture)
+        events = [ebody["event"]]
+    if not isinstance(events, list):
+        raise DocumentError("The EPCIS document has no epcisBody.eventList.")
+    for raw in events:
+        doc.events.append(_event_json(raw))
+    return doc
+
+
+def _epc_list(value) -> list[str]:
+    return [str(v).strip() for v in value] if isinstance(value, list) else []
+
+
+def _event_json(raw) -> Event:
+    if not isinstance(raw, dict):
+        return Event("unknown", error="An event is not a JSON object.")
+    kind = str(raw.get("type", ""))
+    event = Event(kind or "unknown")
+    if kind not in EVENT_TYPES:
+        event.error = f"{kind or 'An event without a type'} is not an EPCIS event the shelf reads."
+        return event
+    event.event_id = str(raw.get("eventID") or "")
+    event.event_time = _time(raw.get("eventTime"))
+    event.action = str(raw.get("action") or "")
+    event.biz_step = short_step(str(raw.get("bizStep") or ""))
+    event.disposition = _short(str(raw.get("disposition") or ""), _DISP_PREFIXES)
+    event.epcs = _epc_list(raw.get("epcList"))
+    event.parent = str(raw.get("parentID") or "")
+    event.children = _epc_list(raw.get("childEPCs"))
+    event.transactions = [str(t.get("bizTransaction", "")) for t in raw.get("bizTransactionList") or []
+                          if isinstance(t, dict)]
+    for name, target in (("readPoint", "read_point"), ("bizLocation", "biz_location")):
+        value = raw.get(name)
+        if isinstance(value, dict):
+            setattr(event, target, str(value.get("id", "")))
+    ilmd = raw.get("ilmd")
+    if isinstance(ilmd, dict):
+        for key, value in ilmd.items():
+            name = _mda_name(key)
+            if name == "lotNumber":
+                event.lot = str(value).strip()
+            elif name == "itemExpirationDate":
+                event.expiry = _date(value)
+    _check(event)
+    return event
+
+
+def _check(event: Event) -> None:
+    """What the shelf needs of an event; anything else makes it refused with the reason."""
+    if event.event_time is None:
+        event.error = "The event has no eventTime with a time zone."
+    elif event.action not in ("ADD", "OBSERVE", "DELETE"):
+        event.error = f"The event's action {event.action!r} is not ADD, OBSERVE or DELETE."
+    elif event.type == "AggregationEvent" and not event.parent and event.action != "OBSERVE":
+        event.error = "An AggregationEvent with action ADD or DELETE must name its parentID."
+    elif not (event.epcs or event.children or event.parent):
+        event.error = "The event names no EPCs (class-level quantities are not read by the shelf)."
+    else:
+        for uri in [*event.epcs, *event.children]:
+            if not (epc.sgtin(uri) or epc.is_case(uri)):
+                event.error = f"The EPC {uri[:120]!r} is neither an SGTIN nor an SSCC."
+                break

@@ -1,0 +1,163 @@
+"""A recall reaches the shelf: matching units become a quarantine task; staff confirm quarantine and return.
+
+    on_facts_changed(pairs=...)            receiver of memory.signals.facts_changed (sent after commit)
+    match_facts(fact_ids) -> [ShelfTask]   every unit of the sites (any state) a recall fact matches
+    match_units(unit_ids) -> [ShelfTask]   units just received or changed, against believed recall facts
+    confirm_quarantine(task, *, counted, user, note="")   on-hand matched units -> quarantined
+    confirm_return(task, *, counted, user, note="")       quarantined matched units -> returned
+
+Matching is drugs.matching.explain, the same package-first rules as patients (a unit is a dispensing-like
+object: NDC, canonical lot, expiry). A unit whose GTIN's NDC hyphenation was not resolved is tried with
+each candidate NDC. Units of every state are linked, so the task's counts show what is still on the
+shelf beside what already left with patients. Near-miss lots are not looked for: EPCIS lots are machine
+data, not typed.
+"""
+
+import logging
+from types import SimpleNamespace
+
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from drugs import recall_terms
+from drugs.lots import canonical_lot
+from drugs.matching import CERTAINTY_RANK, explain
+from memory.models import Fact
+
+from .models import ShelfEvent, ShelfTask, TaskUnit, Unit
+
+log = logging.getLogger(__name__)
+
+
+class ShelfError(ValueError):
+    """A confirmation that cannot be recorded, with a sentence for the pharmacist."""
+
+
+def on_facts_changed(sender=None, pairs=(), **kwargs):
+    new_ids = sorted({new for _old, new in pairs if new})
+    if not new_ids:
+        return
+    try:
+        match_facts(new_ids)
+    except Exception:  # the ingest already committed; the next fact change or `manage.py shelf_match` retries
+        log.exception("shelf: matching units for facts %s failed", new_ids)
+
+
+def unit_match(fact, unit):
+    """The strongest Found of a recall fact for a unit, trying each candidate NDC of an unresolved GTIN."""
+    ndcs = [unit.ndc] if unit.ndc else [f"{p}-00" for p in unit.ndc_products]
+    best = None
+    for ndc in ndcs or [""]:
+        # An unresolved candidate stands for its product only: '00000' package digits never match a package.
+        probe = SimpleNamespace(drug="", ndc="", ndc_product=ndc[:10], lot=unit.lot, lot_known=bool(unit.lot),
+                                expiry=unit.expiry, dispensed_at=None)
+        found = explain(fact, probe)
+        if found and (best is None or CERTAINTY_RANK[found.klass.value] < CERTAINTY_RANK[best.klass.value]):
+            best = found
+    return best
+
+
+def _units_for(fact):
+    products = sorted(recall_terms.products(fact))
+    if not products:
+        return Unit.objects.none()  # a recall naming no NDC cannot be read against a package
+    by_product = Q(ndc_products__overlap=products)
+    if fact.lot and not recall_terms.is_drug_level(fact):
+        return Unit.objects.filter(Q(lot=canonical_lot(fact.lot)) | Q(lot=""), by_product)
+    return Unit.objects.filter(by_product)
+
+
+def match_facts(fact_ids) -> list[ShelfTask]:
+    facts = [f for f in Fact.objects.filter(id__in=fact_ids, retracted_at__isnull=True) if recall_terms.is_recall(f)]
+    found = []
+    for fact in facts:
+        for unit in _units_for(fact):
+            hit = unit_match(fact, unit)
+            if hit:
+                found.append((recall_terms.recall_number(fact), unit, hit))
+    return _link(found)
+
+
+def match_units(unit_ids) -> list[ShelfTask]:
+    """Units just received: the believed recall facts of their lots (and all-lots recalls of their products)."""
+    units = list(Unit.objects.filter(id__in=unit_ids))
+    if not units:
+        return []
+    lots = sorted({u.lot for u in units if u.lot})
+    products = sorted({p for u in units for p in u.ndc_products})
+    facts = Fact.objects.filter(kind=Fact.Kind.RECALL, retracted_at__isnull=True).filter(
+        Q(lot__in=lots) | Q(lot__isnull=True) | Q(lot="") | Q(attributes__scope="drug"))
+    relevant = [f for f in facts if recall_terms.products(f) & set(products)]
+    found = []
+    for fact in relevant:
+        for unit in units:
+            hit = unit_match(fact, unit)
+            if hit:
+                found.append((recall_terms.recall_number(fact), unit, hit))
+    return _link(found)
+
+
+def _link(found) -> list[ShelfTask]:
+    if not found:
+        return []
+    now = timezone.now()
+    tasks = {}
+    with transaction.atomic():
+        for number, unit, _hit in found:
+            key = (number, unit.site)
+            if key not in tasks:
+                task, _ = ShelfTask.objects.get_or_create(recall_number=number, site=unit.site,
+                                                          defaults={"created": now, "updated": now})
+                tasks[key] = task
+        links = [TaskUnit(task=tasks[(n, u.site)], unit=u, match_class=h.klass.value, rule=h.rule[:200])
+                 for n, u, h in found]
+        created = TaskUnit.objects.bulk_create(links, ignore_conflicts=True, batch_size=5000)
+        ShelfTask.objects.filter(id__in=[t.id for t in tasks.values()]).update(updated=now)
+        for (number, site), _task in tasks.items():
+            ShelfEvent.objects.create(actor_label="recall", action=ShelfEvent.Action.MATCHED, site=site,
+                                      recall_number=number,
+                                      details={"units": sum(1 for n, u, _ in found if (n, u.site) == (number, site)),
+                                               "linked": len(created)})
+    return list(tasks.values())
+
+
+def _event(user, action, task, **details):
+    ShelfEvent.objects.create(actor=user, actor_label=user.get_username()[:150], action=action, site=task.site,
+                              recall_number=task.recall_number, details=details)
+
+
+def confirm_quarantine(task: ShelfTask, *, counted: int, user, note: str = "") -> int:
+    """Staff pulled the recalled units off the shelf: every matched on-hand unit becomes quarantined. The
+    count they give is kept beside the count expected, so a difference is on the record."""
+    if counted is None or counted < 0:
+        raise ShelfError("Give the number of units you put in quarantine (0 if none were on the shelf).")
+    with transaction.atomic():
+        task = ShelfTask.objects.select_for_update().get(pk=task.pk)
+        ids = list(task.units.filter(state=Unit.State.ON_HAND).values_list("id", flat=True))
+        now = timezone.now()
+        moved = Unit.objects.filter(id__in=ids, state=Unit.State.ON_HAND).update(
+            state=Unit.State.QUARANTINED, changed_at=now)
+        task.quarantined_at, task.quarantined_by, task.quarantine_count = now, user, counted
+        task.updated = now
+        task.save(update_fields=["quarantined_at", "quarantined_by", "quarantine_count", "updated"])
+        _event(user, ShelfEvent.Action.QUARANTINED, task, expected=moved, counted=counted, note=note[:2000])
+    return moved
+
+
+def confirm_return(task: ShelfTask, *, counted: int, user, note: str = "") -> int:
+    """The quarantined units went back to the supplier (or to the recall's returns processor)."""
+    if counted is None or counted < 0:
+        raise ShelfError("Give the number of units returned.")
+    with transaction.atomic():
+        task = ShelfTask.objects.select_for_update().get(pk=task.pk)
+        if task.quarantined_at is None:
+            raise ShelfError("Confirm the quarantine first: only quarantined units are returned.")
+        ids = list(task.units.filter(state=Unit.State.QUARANTINED).values_list("id", flat=True))
+        now = timezone.now()
+        moved = Unit.objects.filter(id__in=ids, state=Unit.State.QUARANTINED).update(
+            state=Unit.State.RETURNED, changed_at=now)
+        task.returned_at, task.returned_by, task.return_count, task.updated = now, user, counted, now
+        task.save(update_fields=["returned_at", "returned_by", "return_count", "updated"])
+        _event(user, ShelfEvent.Action.RETURNED, task, expected=moved, counted=counted, note=note[:2000])
+    return moved

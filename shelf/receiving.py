@@ -1,0 +1,278 @@
+"""Receiving an EPCIS document at a site: the one write path for units from EPCIS.
+
+    receive(data, *, site, source="", actor="") -> Receipt
+
+One transaction: the units' rows, the events (applied or refused, with reasons), aggregations and one
+audit row; after commit, units of a lot or product already under recall join that recall's shelf task
+(shelf.quarantine.match_units). Re-sending a document changes nothing: an event already received at the
+site (same eventID, or same content hash) is skipped.
+
+What each event does to the units it names (a case, by SSCC or parent EPC, stands for the units packed in it,
+from AggregationEvents of this document or of earlier ones):
+
+| bizStep | unit not known at the site | unit known |
+|---|---|---|
+| receiving, and a supplier's shipping (the DSCSA notice of what it sent us) | on hand | (returned ->) on hand |
+| shipping of a unit we hold (a return to the supplier) | - | returned |
+| dispensing | dispensed | dispensed |
+| decommissioning, destroying | destroyed | destroyed |
+| commissioning (and other steps) | lot and expiry noted for later events | lot / expiry filled in |
+
+AggregationEvent with ADD records case -> units (packing); its own receiving / shipping step moves the
+units too. TransactionEvent moves units by its bizStep like an ObjectEvent.
+"""
+
+from dataclasses import dataclass, field
+
+from django.db import transaction
+from django.utils import timezone
+
+from drugs.gs1 import ndc_candidates
+from drugs.lots import canonical_lot, printed_lot
+from drugs.ndc import normalize_ndc
+from memory.models import Fact
+from patients.models import DispensingRecord
+
+from . import epc
+from .epcis import Document, DocumentError, Event, parse_document
+from .models import Aggregation, ReceivedEvent, ShelfEvent, Unit
+
+MOVING_STEPS = {"receiving", "shipping", "dispensing", "decommissioning", "destroying"}
+CHUNK = 5000
+
+
+@dataclass
+class Receipt:
+    site: str
+    applied: int = 0
+    skipped: int = 0  # already received (idempotent re-send)
+    refused: list[tuple[str, str]] = field(default_factory=list)  # (event key, reason)
+    units_new: int = 0
+    units_changed: int = 0
+    error: str = ""  # the document as a whole was refused
+
+    @property
+    def ok(self) -> bool:
+        return not self.error
+
+    def as_dict(self) -> dict:
+        return {"site": self.site, "applied": self.applied, "skipped": self.skipped,
+                "refused": [{"event": k, "reason": r} for k, r in self.refused],
+                "units_new": self.units_new, "units_changed": self.units_changed, "error": self.error}
+
+
+class _Products:
+    """GTIN -> (NDC-11 or "", candidate NDC products). The GTIN's 10 NDC digits can be hyphenated three
+    ways; master data that names the NDC decides, else the one candidate product a recall or a dispensing
+    row knows; otherwise every candidate is kept and matching tries each."""
+
+    def __init__(self, doc: Document):
+        self.doc, self.cache = doc, {}
+
+    def __call__(self, gtin: str) -> tuple[str, list[str]] | None:
+        if gtin not in self.cache:
+            self.cache[gtin] = self._resolve(gtin)
+        return self.cache[gtin]
+
+    def _resolve(self, gtin: str):
+        candidates = ndc_candidates(gtin)
+        if not candidates:
+            return None
+        by_ndc = {c.ndc11: c for c in candidates}
+        sent = (self.doc.products.get(gtin) or {}).get("ndc", "")
+        if sent:
+            for form in (sent, sent.replace(" ", "")):
+                try:
+                    ndc = normalize_ndc(form)
+                except ValueError:
+                    continue
+                if ndc in by_ndc:
+                    return ndc, [ndc[:10]]
+        products = [c.product for c in candidates]
+        known = set(DispensingRecord.objects.filter(ndc_product__in=products)
+                    .values_list("ndc_product", flat=True).distinct())
+        for product in products:
+            if Fact.objects.filter(kind=Fact.Kind.RECALL, retracted_at__isnull=True,
+                                   attributes__ndc_products__contains=[product]).exists():
+                known.add(product)
+        if len(known) == 1:
+            (product,) = known
+            return next(c.ndc11 for c in candidates if c.product == product), [product]
+        return "", products
+
+
+def receive(data: bytes, *, site: str, source: str = "", actor: str = "") -> Receipt:
+    receipt = Receipt(site=site)
+    if not site:
+        receipt.error = "A site is required."
+        return receipt
+    try:
+        doc = parse_document(data)
+    except DocumentError as exc:
+        receipt.error = str(exc)
+        return receipt
+    return receive_document(doc, site=site, source=source, actor=actor, receipt=receipt)
+
+
+def _expand(uri: str, children: dict[str, list[str]], seen=None) -> list[str]:
+    """The SGTINs a URI stands for: itself, or a case's contents (cases in cases), read from `children`."""
+    if epc.sgtin(uri) and uri not in children:
+        return [uri]
+    seen = seen or set()
+    if uri in seen:
+        return []
+    seen.add(uri)
+    out = []
+    for child in children.get(uri, []):
+        out.extend(_expand(child, children, seen))
+    return out
+
+
+def receive_document(doc: Document, *, site: str, source: str = "", actor: str = "",
+                     receipt: Receipt | None = None) -> Receipt:
+    receipt = receipt or Receipt(site=site)
+    now = timezone.now()
+    keys = [e.key for e in doc.events]
+    with transaction.atomic():
+        known_keys = set()
+        for i in range(0, len(keys), CHUNK):
+            known_keys.update(ReceivedEvent.objects.filter(site=site, event_key__in=keys[i:i + CHUNK])
+                              .values_list("event_key", flat=True))
+        todo, records, seen_keys = [], [], set()
+        for event in doc.events:
+            key = event.key
+            if key in known_keys or key in seen_keys:
+                receipt.skipped += 1
+                continue
+            seen_keys.add(key)
+            todo.append(event)
+        # Aggregations: this document's packing, and earlier ones for the cases it names.
+        children: dict[str, list[str]] = {}
+        for event in todo:
+            if event.type == "AggregationEvent" and event.action == "ADD" and not event.error:
+                children.setdefault(event.parent, []).extend(event.children)
+        cases = {u for e in todo if not e.error for u in [*e.epcs, e.parent] if u and not epc.sgtin(u)} - set(children)
+        if cases:
+            for parent, child in Aggregation.objects.filter(site=site, parent__in=list(cases)) \
+                    .values_list("parent", "child"):
+                children.setdefault(parent, []).append(child)
+        # Lot and expiry noted by commissioning (ILMD) anywhere in the document.
+        noted: dict[str, tuple[str, object]] = {}
+        for event in todo:
+            if not event.error and event.lot:
+                for uri in [*event.epcs, *event.children]:
+                    noted.setdefault(uri, (event.lot, event.expiry))
+        # Units named anywhere: loaded once.
+        named = {u for e in todo if not e.error for uri in [*e.epcs, *e.children, e.parent] if uri
+                 for u in _expand(uri, children)}
+        ids = {uri: epc.sgtin(uri) for uri in named}
+        units = _load_units(site, [v for v in ids.values() if v])
+        products = _Products(doc)
+        new_units, changed = {}, {}
+        for event in todo:
+            reason = event.error or _apply(event, site, now, children, ids, noted, units, new_units, changed,
+                                           products, doc)
+            records.append(ReceivedEvent(
+                site=site, event_key=event.key, event_type=event.type[:40], action=event.action[:10],
+                biz_step=event.biz_step[:60], event_time=event.event_time,
+                status=ReceivedEvent.Status.REFUSED if reason else ReceivedEvent.Status.APPLIED,
+                reason=reason or "", units=0 if reason else len(event.epcs) + len(event.children),
+                source=source[:300], received_at=now))
+            if reason:
+                receipt.refused.append((event.key, reason))
+            else:
+                receipt.applied += 1
+        Unit.objects.bulk_create(new_units.values(), batch_size=CHUNK)
+        changed_existing = [u for u in changed.values() if u.pk]
+        if changed_existing:
+            Unit.objects.bulk_update(changed_existing, ["state", "changed_at", "lot", "lot_printed", "expiry"],
+                                     batch_size=CHUNK)
+        ReceivedEvent.objects.bulk_create(records, batch_size=CHUNK)
+        packs = [Aggregation(site=site, parent=e.parent[:200], child=c[:200]) for e in todo
+                 if e.type == "AggregationEvent" and e.action == "ADD" and not e.error for c in e.children]
+        Aggregation.objects.bulk_create(packs, batch_size=CHUNK, ignore_conflicts=True)
+        receipt.units_new, receipt.units_changed = len(new_units), len(changed_existing)
+        ShelfEvent.objects.create(actor_label=(actor or "epcis")[:150], action=ShelfEvent.Action.RECEIVED,
+                                  site=site, details={"source": source[:300], **{
+                                      k: v for k, v in receipt.as_dict().items() if k != "refused"},
+                                      "refused": len(receipt.refused)})
+        touched = [u.pk for u in [*new_units.values(), *changed_existing]]
+        if touched:
+            from .quarantine import match_units
+
+            transaction.on_commit(lambda: match_units(touched))
+    return receipt
+
+
+def _load_units(site: str, sgtins: list[tuple[str, str]]) -> dict[tuple[str, str], Unit]:
+    out = {}
+    serials = sorted({s for _, s in sgtins})
+    wanted = set(sgtins)
+    for i in range(0, len(serials), CHUNK):
+        for unit in Unit.objects.filter(site=site, serial__in=serials[i:i + CHUNK]):
+            if (unit.gtin, unit.serial) in wanted:
+                out[(unit.gtin, unit.serial)] = unit
+    return out
+
+
+def _apply(event: Event, site, now, children, ids, noted, units, new_units, changed, products, doc) -> str:
+    """Apply one event to the in-memory units; a reason when the event is refused (nothing of it applied)."""
+    step = event.biz_step
+    moving = step in MOVING_STEPS and event.action in ("ADD", "OBSERVE")
+    if event.type == "AggregationEvent" and not moving:
+        return ""  # packing / unpacking: recorded as aggregations by the caller
+    uris = [*event.epcs, *event.children] or ([event.parent] if event.parent else [])
+    sgtins = [u for uri in uris for u in _expand(uri, children)]
+    if moving and not sgtins:
+        return "The event names cases whose contents are unknown (no AggregationEvent packs them)."
+    planned = []
+    for uri in sgtins:
+        gtin, serial = ids.get(uri) or epc.sgtin(uri)
+        resolved = products(gtin)
+        if resolved is None:
+            return f"GTIN {gtin} is not a US drug GTIN (no NDC in it): the event is kept refused for review."
+        planned.append((uri, gtin, serial, resolved))
+    for uri, gtin, serial, (ndc, candidates) in planned:
+        key = (gtin, serial)
+        unit = units.get(key)
+        lot, expiry = (event.lot, event.expiry) if event.lot else noted.get(uri, ("", None))
+        if expiry is None and lot:
+            expiry = doc.lot_expiry.get((gtin, lot))
+        if unit is None:
+            if not moving:
+                continue
+            state = _new_state(step)
+            unit = Unit(site=site, gtin=gtin, serial=serial[:20], ndc=ndc, ndc_products=candidates,
+                        lot=canonical_lot(lot), lot_printed=printed_lot(lot)[:100], expiry=expiry,
+                        product_name=(doc.products.get(gtin) or {}).get("name", ""), state=state,
+                        received_at=event.event_time or now, changed_at=now)
+            units[key] = new_units[key] = unit
+            continue
+        dirty = False
+        if lot and not unit.lot:
+            unit.lot, unit.lot_printed, dirty = canonical_lot(lot), printed_lot(lot)[:100], True
+        if expiry and not unit.expiry:
+            unit.expiry, dirty = expiry, True
+        if moving:
+            state = _next_state(step, unit.state)
+            if state != unit.state:
+                unit.state, unit.changed_at, dirty = state, now, True
+        if dirty and key not in new_units:
+            changed[key] = unit
+    return ""
+
+
+def _new_state(step: str) -> str:
+    return {"receiving": Unit.State.ON_HAND, "shipping": Unit.State.ON_HAND, "dispensing": Unit.State.DISPENSED,
+            "decommissioning": Unit.State.DESTROYED, "destroying": Unit.State.DESTROYED}[step]
+
+
+def _next_state(step: str, state: str) -> str:
+    if step == "receiving":
+        return Unit.State.ON_HAND if state == Unit.State.RETURNED else state
+    if step == "shipping":
+        return Unit.State.RETURNED if state in (Unit.State.ON_HAND, Unit.State.QUARANTINED) else state
+    if step == "dispensing":
+        return Unit.State.DISPENSED
+    return Unit.State.DESTROYED
+

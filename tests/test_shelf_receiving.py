@@ -1,0 +1,185 @@
+"""Receiving EPCIS documents (SYNTHETIC shipments of the real recalled lot of D-0502-2019; tests/epcis_docs.py)."""
+
+import pytest
+from django.core.management import call_command
+
+from shelf.epcis import parse_document
+from shelf.models import Aggregation, ReceivedEvent, Unit
+from shelf.receiving import receive
+from shelf.selectors import on_hand
+from tests import epcis_docs as d
+
+pytestmark = pytest.mark.django_db
+
+SITE = "Main St"
+
+
+def states(site=SITE):
+    return sorted(Unit.objects.filter(site=site).values_list("serial", "state"))
+
+
+def test_a_shipment_lands_its_units_on_hand_with_lot_expiry_and_ndc():
+    receipt = receive(d.shipment_xml(d.serials("A", 3)), site=SITE, source="asn.xml")
+    assert receipt.ok and receipt.applied == 3 and not receipt.refused
+    unit = Unit.objects.get(serial="A000001")
+    assert (unit.gtin, unit.ndc, unit.lot, unit.lot_printed, str(unit.expiry), unit.state) == (
+        d.LOSARTAN_GTIN, "13668-0409-30", "4L67C035", "4L67C035", "2019-10-31", "on_hand")
+    assert unit.product_name.startswith("Losartan")
+    assert Aggregation.objects.filter(parent=d.sscc(1)).count() == 3
+
+
+def test_resending_a_document_changes_nothing():
+    doc = d.shipment_xml(d.serials("A", 3))
+    receive(doc, site=SITE)
+    before = (Unit.objects.count(), ReceivedEvent.objects.count())
+    again = receive(doc, site=SITE)
+    assert (again.applied, again.skipped, again.units_new) == (0, 3, 0)
+    assert (Unit.objects.count(), ReceivedEvent.objects.count()) == before
+
+
+def test_the_same_document_at_another_site_is_that_sites_stock():
+    doc = d.shipment_xml(d.serials("A", 2))
+    receive(doc, site=SITE)
+    receive(doc, site="Elm St")
+    assert Unit.objects.filter(site="Elm St").count() == 2
+
+
+def test_each_biz_step_moves_the_unit():
+    receive(d.shipment_xml(d.serials("A", 5)), site=SITE)
+    epcs = d.units(d.LOSARTAN_GTIN, d.serials("A", 5))
+    doc = d.json_document([
+        d.json_event("ObjectEvent", epcs=[epcs[0]], step="dispensing", time="2019-01-13T09:00:00Z"),
+        d.json_event("ObjectEvent", epcs=[epcs[1]], step="urn:epcglobal:cbv:bizstep:destroying", action="OBSERVE"),
+        d.json_event("ObjectEvent", epcs=[epcs[2]], step="https://ref.gs1.org/cbv/BizStep-decommissioning"),
+        d.json_event("ObjectEvent", epcs=[epcs[3]], step="shipping", action="OBSERVE"),
+    ])
+    receipt = receive(doc, site=SITE)
+    assert receipt.applied == 4, receipt.refused
+    assert states() == [("A000001", "dispensed"), ("A000002", "destroyed"), ("A000003", "destroyed"),
+                        ("A000004", "returned"), ("A000005", "on_hand")]
+    (lot,) = on_hand(SITE)
+    c = lot.counts
+    assert (c.received, c.on_hand, c.dispensed, c.returned, c.destroyed) == (5, 1, 1, 1, 2)
+    assert c.received - c.dispensed - c.returned - c.destroyed - c.quarantined == c.on_hand
+    # A returned unit received again is on hand again.
+    receive(d.json_document([d.json_event("ObjectEvent", epcs=[epcs[3]], step="receiving",
+                                          time="2019-02-01T09:00:00Z")]), site=SITE)
+    assert Unit.objects.get(serial="A000004").state == "on_hand"
+
+
+def test_a_receiving_aggregation_event_and_a_transaction_event():
+    epcs = d.units(d.LOSARTAN_GTIN, d.serials("B", 2))
+    more = d.units(d.LOSARTAN_GTIN, d.serials("C", 2))
+    doc = d.xml_document([
+        d.xml_object_event(epcs + more, "commissioning", lot=d.LOSARTAN_LOT, expiry=d.LOSARTAN_EXPIRY),
+        d.xml_aggregation_event(d.sscc(7), epcs, step="receiving"),
+        d.xml_transaction_event(more, "receiving"),
+    ])
+    receipt = receive(doc, site=SITE)
+    assert receipt.applied == 3 and receipt.units_new == 4
+    assert Unit.objects.filter(state="on_hand", lot="4L67C035").count() == 4
+
+
+def test_a_case_received_later_is_expanded_from_the_packing_of_an_earlier_document():
+    epcs = d.units(d.LOSARTAN_GTIN, d.serials("D", 3))
+    receive(d.xml_document([d.xml_object_event(epcs, "commissioning", lot=d.LOSARTAN_LOT,
+                                               expiry=d.LOSARTAN_EXPIRY),
+                            d.xml_aggregation_event(d.sscc(9), epcs)]), site=SITE)
+    assert Unit.objects.count() == 0  # commissioning and packing put nothing on the shelf
+    receive(d.json_document([d.json_event("ObjectEvent", epcs=[d.sscc(9)], step="receiving",
+                                          action="OBSERVE")]), site=SITE)
+    # The lot was noted by a document that landed no unit: the units arrive without it (matched by product).
+    assert Unit.objects.filter(state="on_hand").count() == 3
+
+
+def test_epcis_2_json_ld_with_ilmd_lands_units():
+    epcs = d.units(d.LOSARTAN_GTIN, d.serials("E", 2))
+    doc = d.json_document([d.json_event("ObjectEvent", epcs=epcs, step="receiving", lot=d.LOSARTAN_LOT,
+                                        expiry=d.LOSARTAN_EXPIRY, event_id="ni:///sha-256;abc?ver=CBV2.0")])
+    receipt = receive(doc, site=SITE)
+    assert receipt.applied == 1
+    assert ReceivedEvent.objects.get().event_key == "ni:///sha-256;abc?ver=CBV2.0"
+    assert set(Unit.objects.values_list("lot", flat=True)) == {"4L67C035"}
+
+
+def test_xxe_and_billion_laughs_are_refused_before_any_entity_is_read(tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("PHI")
+    xxe = (f'<?xml version="1.0"?><!DOCTYPE d [<!ENTITY x SYSTEM "file://{secret}">]>'
+           '<epcis:EPCISDocument xmlns:epcis="urn:epcglobal:epcis:xsd:1"><EPCISBody><EventList>'
+           '<ObjectEvent><eventTime>&x;</eventTime></ObjectEvent></EventList></EPCISBody>'
+           '</epcis:EPCISDocument>').encode()
+    laughs = ('<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol">'
+              + "".join(f'<!ENTITY lol{i} "{("&lol" + str(i - 1) + ";") * 10 if i else "&lol;" * 10}">'
+                        for i in range(10))
+              + ']><epcis:EPCISDocument xmlns:epcis="urn:epcglobal:epcis:xsd:1">&lol9;</epcis:EPCISDocument>').encode()
+    for doc in (xxe, laughs):
+        receipt = receive(doc, site=SITE)
+        assert not receipt.ok and "DTD" in receipt.error
+    assert ReceivedEvent.objects.count() == 0
+
+
+@pytest.mark.parametrize("doc, says", [
+    (b"<epcis:EPCISDocument xmlns:epcis='urn:epcglobal:epcis:xsd:1'><EPCISBody>", "malformed"),
+    (b"{\"type\": \"EPCISDocument\", ", "malformed"),
+    (b"<html><body/></html>", "not an EPCISDocument"),
+    (b"{\"type\": \"Invoice\"}", "not an EPCIS 2.0 document"),
+    (b"PK\x03\x04", "neither XML"),
+])
+def test_malformed_documents_are_refused_with_a_reason(doc, says):
+    receipt = receive(doc, site=SITE)
+    assert not receipt.ok and says in receipt.error
+
+
+def test_oversize_documents_are_refused(monkeypatch):
+    monkeypatch.setattr("shelf.epcis.MAX_DOCUMENT_BYTES", 100)
+    receipt = receive(d.shipment_xml(d.serials("A", 1)), site=SITE)
+    assert "limit" in receipt.error
+
+
+def test_bad_events_are_refused_with_reasons_while_good_ones_land():
+    good = d.units(d.LOSARTAN_GTIN, d.serials("F", 2))
+    not_a_drug = "urn:epc:id:sgtin:0614141.107346.2017"  # a GS1 example GTIN that is no NDC
+    doc = d.json_document([
+        d.json_event("ObjectEvent", epcs=good, step="receiving", lot=d.LOSARTAN_LOT, expiry=d.LOSARTAN_EXPIRY),
+        d.json_event("ObjectEvent", epcs=[not_a_drug], step="receiving"),
+        d.json_event("ObjectEvent", epcs=["urn:epc:id:grai:0614141.12345.400"], step="receiving"),
+        dict(d.json_event("ObjectEvent", epcs=good, step="receiving"), eventTime="yesterday"),
+        {"type": "TransformationEvent"},
+        "not an event",
+    ])
+    receipt = receive(doc, site=SITE)
+    assert receipt.applied == 1 and len(receipt.refused) == 5
+    reasons = " | ".join(r for _, r in receipt.refused)
+    for text in ("not a US drug GTIN", "neither an SGTIN nor an SSCC", "no eventTime", "TransformationEvent",
+                 "not a JSON object"):
+        assert text in reasons
+    assert Unit.objects.count() == 2
+    assert ReceivedEvent.objects.filter(status="refused").count() == 5
+
+
+def test_the_gtin_hyphenation_is_resolved_without_master_data_only_when_one_product_is_known():
+    epcs = d.units(d.LOSARTAN_GTIN, d.serials("G", 1))
+    receive(d.json_document([d.json_event("ObjectEvent", epcs=epcs, step="receiving", lot="X1")], master=False),
+            site=SITE)
+    unit = Unit.objects.get()
+    assert unit.ndc == "" and sorted(unit.ndc_products) == ["01366-8409", "13668-0409", "13668-4093"]
+
+
+def test_parse_reads_the_same_event_from_xml_and_json_to_the_same_hash():
+    epcs = d.units(d.LOSARTAN_GTIN, d.serials("H", 2))
+    xml = parse_document(d.xml_document([d.xml_object_event(epcs, "receiving", time="2019-01-12T09:00:00Z")]))
+    js = parse_document(d.json_document([{**d.json_event("ObjectEvent", epcs=epcs, step="receiving",
+                                                         time="2019-01-12T09:00:00Z"),
+                                          "disposition": "in_progress", "readPoint": {"id": d.SUPPLIER},
+                                          "bizLocation": {"id": d.SUPPLIER}}]))
+    assert xml.events[0].key == js.events[0].key
+
+
+def test_the_management_command_receives_a_file(tmp_path, capsys):
+    path = tmp_path / "shipment.xml"
+    path.write_bytes(d.shipment_xml(d.serials("J", 4)))
+    call_command("receive_epcis", str(path), "--site", SITE)
+    out = capsys.readouterr().out
+    assert "3 events applied" in out and "4 new units" in out
+    assert Unit.objects.filter(site=SITE, state="on_hand").count() == 4
