@@ -1,0 +1,121 @@
+"""A recall reaches the shelf, and a scan at fill ties a unit to its patient. The recall is the REAL record
+D-0502-2019 (losartan 50 mg, NDC 13668-409-30, lot 4L67C035); shipments and patients are SYNTHETIC."""
+
+import pytest
+
+from memory.services import assert_claim
+from shelf import quarantine
+from shelf.models import ShelfEvent, ShelfTask, Unit
+from shelf.receiving import receive
+from shelf.selectors import recall_shelf, recall_shelf_summary, recalled_units_on_hand
+from tests import epcis_docs as d
+from tests.factories import make_patient, recall_claim
+
+pytestmark = pytest.mark.django_db(transaction=True)  # facts are written in their own transactions
+
+SITE, RECALL = "Main St", "D-0502-2019"
+
+
+@pytest.fixture
+def pharmacist(django_user_model):
+    return django_user_model.objects.create_user("synthetic-pharmacist", password="x")
+
+
+def _receive(doc, site=SITE):
+    receipt = receive(doc, site=site)
+    assert receipt.ok and not receipt.refused, receipt.refused
+    return receipt
+
+
+def _stock(capture):
+    with capture(execute=True):
+        _receive(d.shipment_xml(d.serials("R", 5)))
+        _receive(d.shipment_xml(d.serials("K", 2), lot=d.OTHER_LOT, case=2))
+
+
+def _scan_fill(serial, ref="P1", site=SITE):
+    """A fill whose pack was scanned: the row carries the DataMatrix's GTIN and serial (patients.scanning)."""
+    return make_patient(ref, [{"drug": "losartan", "lot": d.LOSARTAN_LOT, "ndc": d.LOSARTAN_NDC,
+                               "gtin": d.LOSARTAN_GTIN, "serial": serial, "site": site, "quantity": 30}],
+                        through_service=True).dispensings.get()
+
+
+def _counts(site=SITE):
+    (view,) = [v for v in recall_shelf(RECALL) if v.task.site == site]
+    return view, view.counts
+
+
+def test_a_scan_at_fill_decommissions_the_serial_and_ties_it_to_the_patient(django_capture_on_commit_callbacks):
+    _stock(django_capture_on_commit_callbacks)
+    with django_capture_on_commit_callbacks(execute=True):
+        row = _scan_fill("R000001")
+    unit = Unit.objects.get(serial="R000001")
+    assert (unit.state, unit.dispensing_id) == ("dispensed", row.id)
+    assert ShelfEvent.objects.filter(action="scanned").count() == 1
+
+
+def test_a_new_recall_makes_a_quarantine_task_of_the_matching_units(django_capture_on_commit_callbacks):
+    _stock(django_capture_on_commit_callbacks)
+    with django_capture_on_commit_callbacks(execute=True):
+        _scan_fill("R000001")
+    with django_capture_on_commit_callbacks(execute=True):
+        assert_claim(recall_claim(RECALL, d.LOSARTAN_LOT))
+    view, c = _counts()
+    assert (c.received, c.on_hand, c.dispensed, c.quarantined, c.returned) == (5, 4, 1, 0, 0)
+    assert view.by_class == {"confirmed": 5}
+    assert [u.dispensing.patient.external_ref for u in view.dispensed] == ["P1"]
+    assert recalled_units_on_hand() == {RECALL: 4}
+
+
+def test_units_received_after_the_recall_join_its_task(django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        assert_claim(recall_claim(RECALL, d.LOSARTAN_LOT))
+    assert not ShelfTask.objects.exists()
+    _stock(django_capture_on_commit_callbacks)
+    _view, c = _counts()
+    assert (c.received, c.on_hand) == (5, 5)
+
+
+def test_an_escalation_keeps_one_task_and_links_nothing_twice(django_capture_on_commit_callbacks):
+    _stock(django_capture_on_commit_callbacks)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert_claim(recall_claim(RECALL, d.LOSARTAN_LOT))
+    with django_capture_on_commit_callbacks(execute=True):
+        assert_claim(recall_claim(RECALL, d.LOSARTAN_LOT, classification="Class I"), reason="escalated")
+    assert ShelfTask.objects.count() == 1
+    assert ShelfEvent.objects.filter(action="matched").count() == 2
+    _view, c = _counts()
+    assert c.received == 5
+
+
+def test_an_all_lots_recall_matches_every_lot_of_the_product(django_capture_on_commit_callbacks):
+    _stock(django_capture_on_commit_callbacks)
+    fact = assert_claim(recall_claim(RECALL, d.LOSARTAN_LOT)).fact
+    # The same real record read as an all-lots recall (its drug-level claim shape): scope "drug", no lot.
+    fact.lot, fact.attributes = None, {**fact.attributes, "scope": "drug", "lot_scope": None}
+    assert {u.serial[0] for u in Unit.objects.all() if quarantine.unit_match(fact, u)} == {"R", "K"}
+
+
+def test_quarantine_and_return_are_confirmed_with_counts_and_add_up(django_capture_on_commit_callbacks, pharmacist):
+    _stock(django_capture_on_commit_callbacks)
+    with django_capture_on_commit_callbacks(execute=True):
+        _scan_fill("R000001")
+        assert_claim(recall_claim(RECALL, d.LOSARTAN_LOT))
+    task = ShelfTask.objects.get()
+    with pytest.raises(quarantine.ShelfError):
+        quarantine.confirm_return(task, counted=4, user=pharmacist)
+    assert quarantine.confirm_quarantine(task, counted=4, user=pharmacist) == 4
+    _view, c = _counts()
+    assert (c.on_hand, c.quarantined) == (0, 4)
+    assert recalled_units_on_hand() == {}
+    assert quarantine.confirm_return(task, counted=3, user=pharmacist, note="one bottle missing") == 4
+    task.refresh_from_db()
+    assert (task.quarantine_count, task.return_count) == (4, 3)
+    summary = recall_shelf_summary(RECALL)
+    assert summary["received"] == summary["on_hand"] + summary["quarantined"] + summary["dispensed"] \
+        + summary["returned"] + summary["destroyed"] == 5
+    assert (summary["returned"], summary["dispensed_to_known_patient"]) == (4, 1)
+    assert list(ShelfEvent.objects.filter(action__in=["quarantined", "returned"])
+                .values_list("details__counted", flat=True)) == [4, 3]
+    # The other lot stays on the shelf, out of the recall.
+    assert Unit.objects.filter(lot=d.OTHER_LOT.replace("-", ""), state="on_hand").count() == 2
