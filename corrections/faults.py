@@ -5,6 +5,7 @@ settings.UNSAY_SWEEP_CRASH_AT, set in the environment of the real sweep processe
 import logging
 import os
 import signal
+import time
 
 from django.conf import settings
 
@@ -27,3 +28,9 @@ def maybe_crash(point: str, page: int):
     if target and target == (point, page):
         log.warning("UNSAY_SWEEP_CRASH_AT reached (%s:%d): killing this process", point, page)
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+def maybe_pause(page: int):
+    """UNSAY_SWEEP_PAGE_DELAY=<seconds>: wait after each committed page (tests stop or kill a sweep mid-run)."""
+    if settings.UNSAY_SWEEP_PAGE_DELAY:
+        time.sleep(settings.UNSAY_SWEEP_PAGE_DELAY)

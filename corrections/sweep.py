@@ -21,6 +21,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from core import runlock, shutdown
 from core.gc_pause import collection_paused
 from core.retry import run_in_transaction
 from memory.decisions import DecisionAlreadySuperseded
@@ -163,13 +164,60 @@ def _set_based_page(decisions, reasons, pending, decider, run, page_no, report, 
     return False
 
 
-def abandon_dead_runs() -> int:
-    """Runs still 'running' whose heartbeat stopped (the process was killed): mark them failed so the
-    operations page stops showing them as live. Their work is not lost: the stale set still has it."""
-    cutoff = timezone.now() - timedelta(seconds=settings.UNSAY_SWEEP_HEARTBEAT_TIMEOUT)
-    return SweepRun.objects.filter(status=SweepRun.Status.RUNNING, heartbeat__lt=cutoff).update(
-        status=SweepRun.Status.FAILED, finished=timezone.now(),
-        error_text="abandoned: no heartbeat (process killed?); a later sweep picks up its remaining work")
+RUN_LOCK = "sweep_run"  # core.runlock kind: a live sweep holds the advisory lock of its run id
+
+
+def abandon_dead_runs(*, resume: bool = True, covered_by: Scope | None = None) -> int:
+    """Runs still 'running' whose process is gone: mark them failed so the operations page stops
+    showing them as live, and resume their work. Their work is not lost: the stale set still has it.
+
+    On PostgreSQL a live sweep holds the advisory lock of its run id (core.runlock), so a killed one is
+    seen at once; on CockroachDB (no advisory locks) a run is dead once its heartbeat is older than
+    UNSAY_SWEEP_HEARTBEAT_TIMEOUT. resume: queue a sweep of each dead run's scope (when triggers run
+    on a worker), unless `covered_by` (the sweep about to start) covers everything anyway."""
+    running = SweepRun.objects.filter(status=SweepRun.Status.RUNNING)
+    dead_ids = runlock.dead_among(RUN_LOCK, list(running.values_list("id", flat=True)))
+    if dead_ids is None:
+        cutoff = timezone.now() - timedelta(seconds=settings.UNSAY_SWEEP_HEARTBEAT_TIMEOUT)
+        dead = running.filter(heartbeat__lt=cutoff)
+        why = "abandoned: no heartbeat (process killed?); a later sweep picks up its remaining work"
+    elif not dead_ids:
+        return 0
+    else:
+        dead = running.filter(pk__in=dead_ids)
+        why = "abandoned: its process is gone (its run lock was free); a later sweep picks up its remaining work"
+    runs = list(dead.only("id", "fact_ids", "patient_ids"))
+    if not runs:
+        return 0
+    count = SweepRun.objects.filter(pk__in=[r.pk for r in runs], status=SweepRun.Status.RUNNING).update(
+        status=SweepRun.Status.FAILED, finished=timezone.now(), error_text=why)
+    log.warning("sweep runs %s: %s", [r.pk for r in runs], why)
+    if resume and not (covered_by is not None and covered_by.everything):
+        transaction.on_commit(lambda: resume_runs(runs))
+    return count
+
+
+def resume_runs(runs) -> int:
+    """Queue a sweep of each run's scope (facts, patients or everything) for the worker. Without a
+    worker (Celery eager) nothing is queued: the next `manage.py sweep` or periodic sweep finds the
+    same stale set. Returns the number queued."""
+    from .tasks import periodic_sweep, sweep_facts, sweep_patients, sweep_triggers_enabled
+
+    if not sweep_triggers_enabled():
+        return 0
+    queued = 0
+    for run in runs:
+        try:
+            if run.patient_ids:
+                sweep_patients.delay(list(run.patient_ids))
+            elif run.fact_ids:
+                sweep_facts.delay(list(run.fact_ids))
+            else:
+                periodic_sweep.delay()
+            queued += 1
+        except Exception:  # noqa: BLE001 - no broker: the periodic sweep still finds the stale set
+            log.exception("could not queue the resumption of sweep run %s", run.pk)
+    return queued
 
 
 def page_size_default() -> int:
@@ -190,10 +238,14 @@ def sweep(*, fact_ids=None, patient_ids=None, trigger=SweepRun.Trigger.MANUAL, d
     page_size = page_size or page_size_default()
     total = SweepReport()
     run = None
+    lock = None
     if not dry_run:
-        abandon_dead_runs()
-        run = SweepRun.objects.create(trigger=trigger, fact_ids=fact_ids or [],
-                                      patient_ids=list(scope.patient_ids or []), heartbeat=timezone.now())
+        abandon_dead_runs(covered_by=scope)
+        with transaction.atomic():  # the run lock is taken before the row is visible (core.runlock)
+            run = SweepRun.objects.create(trigger=trigger, fact_ids=fact_ids or [],
+                                          patient_ids=list(scope.patient_ids or []), heartbeat=timezone.now())
+            lock = runlock.RunLock(RUN_LOCK, run.pk)
+            lock.acquire()
         total.run = run
     decider = SharedDecider()
     from .sweep_pages import SweepCaches
@@ -221,12 +273,15 @@ def sweep(*, fact_ids=None, patient_ids=None, trigger=SweepRun.Trigger.MANUAL, d
                     _process_page, after, page_size, scope, decider, run, page_no, dry_run=False,
                     caches=caches, among=among)
                 faults.maybe_crash("after_commit", page_no)
+                faults.maybe_pause(page_no)
             total.add(report)
             if progress and rows:
                 progress(rows)
             if among is None and rows < page_size:
                 break
+            _stop_if_asked(page_no)
         if notices:
+            _stop_if_asked(page_no)
             notice_no = [0]
             decider.reset()
             calls_before = decider.calls
@@ -249,15 +304,28 @@ def sweep(*, fact_ids=None, patient_ids=None, trigger=SweepRun.Trigger.MANUAL, d
             total.add(notice_report)
     except BaseException as exc:
         if run is not None:
+            text = f"handed back: {exc}" if isinstance(exc, shutdown.HandedBack) else f"{type(exc).__name__}: {exc}"
             SweepRun.objects.filter(pk=run.pk).update(
-                status=SweepRun.Status.FAILED, finished=timezone.now(),
-                error_text=(f"{type(exc).__name__}: {exc}")[:10000])
+                status=SweepRun.Status.FAILED, finished=timezone.now(), error_text=text[:10000])
         raise
-    if run is not None:
-        SweepRun.objects.filter(pk=run.pk).update(status=SweepRun.Status.FINISHED, finished=timezone.now(),
-                                                  heartbeat=timezone.now())
-        run.refresh_from_db()
+    else:
+        if run is not None:
+            SweepRun.objects.filter(pk=run.pk).update(status=SweepRun.Status.FINISHED, finished=timezone.now(),
+                                                      heartbeat=timezone.now())
+            run.refresh_from_db()
+    finally:
+        if lock is not None:  # after the run's final status: a free lock never meets a 'running' row
+            lock.release()
     return total
+
+
+def _stop_if_asked(page_no: int) -> None:
+    """Between pages: a stop was asked for (SIGTERM, core.shutdown), so hand the rest back. Every page
+    so far is committed; what is left is still in the stale set, and notices are drafted by the next
+    sweep (their dedupe keys make that safe)."""
+    if shutdown.requested():
+        raise shutdown.HandedBack(f"stopped on request (SIGTERM) after {page_no} page(s), each committed; "
+                                  "the next sweep continues with the rest of the stale set")
 
 
 def has_work(fact_ids=None, patient_ids=None) -> bool:

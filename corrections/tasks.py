@@ -7,6 +7,7 @@ import threading
 from celery import shared_task
 from django.db import OperationalError
 
+from core import shutdown
 from core.retry import RetriesExhausted
 
 log = logging.getLogger(__name__)
@@ -90,11 +91,33 @@ def sweep_facts(fact_ids: list[int], helper: bool = False) -> str:
     from .sweep import has_work, sweep
 
     if helper:  # a second pair of hands on a large stale set: pages only, the first task drafts notices
-        return sweep(fact_ids=fact_ids, trigger=SweepRun.Trigger.SUPERSESSION, notices=False).summary()
+        with _hand_back(sweep_facts, fact_ids, helper=True) as result:
+            result.append(sweep(fact_ids=fact_ids, trigger=SweepRun.Trigger.SUPERSESSION, notices=False).summary())
+        return result[0]
     if not has_work(fact_ids):
         return f"facts {fact_ids}: nothing to sweep"
     _enqueue_helpers(fact_ids)
-    return sweep(fact_ids=fact_ids, trigger=SweepRun.Trigger.SUPERSESSION).summary()
+    with _hand_back(sweep_facts, fact_ids) as result:
+        result.append(sweep(fact_ids=fact_ids, trigger=SweepRun.Trigger.SUPERSESSION).summary())
+    return result[0]
+
+
+@contextlib.contextmanager
+def _hand_back(task, *args, **kwargs):
+    """The worker is stopping (SIGTERM, core.shutdown): the sweep committed its page and stopped; queue
+    the same task again so the next worker continues at once (the stale set is what is left). Yields a
+    list that holds the task's result, or the hand-back line."""
+    result = []
+    try:
+        yield result
+    except shutdown.HandedBack as exc:
+        log.warning("%s handed back: %s", task.name, exc)
+        try:  # to the queue it came from
+            queue = (getattr(task.request, "delivery_info", None) or {}).get("routing_key")
+            task.apply_async(args=args, kwargs=kwargs, **({"queue": queue} if queue else {}))
+        except Exception:  # noqa: BLE001 - no broker: the periodic sweep finds the same stale set
+            log.exception("could not queue %s again; the periodic sweep will continue it", task.name)
+        result.append(f"handed back: {exc}")
 
 
 def _enqueue_helpers(fact_ids: list[int]) -> int:
@@ -126,7 +149,9 @@ def sweep_patients(patient_ids: list[int]) -> str:
 
     if not has_work(patient_ids=patient_ids):
         return f"{len(patient_ids)} patients: nothing to sweep"
-    return sweep(patient_ids=patient_ids, trigger=SweepRun.Trigger.DISPENSING).summary()
+    with _hand_back(sweep_patients, patient_ids) as result:
+        result.append(sweep(patient_ids=patient_ids, trigger=SweepRun.Trigger.DISPENSING).summary())
+    return result[0]
 
 
 @shared_task(name="corrections.tasks.periodic_sweep", autoretry_for=TRANSIENT, max_retries=3, retry_backoff=60,
@@ -135,16 +160,36 @@ def periodic_sweep() -> str:
     from .models import SweepRun
     from .sweep import sweep
 
-    return sweep(trigger=SweepRun.Trigger.BEAT).summary()
+    with _hand_back(periodic_sweep) as result:
+        result.append(sweep(trigger=SweepRun.Trigger.BEAT).summary())
+    return result[0]
 
 
 @shared_task(name="corrections.tasks.dispatch_outbox")
 def dispatch_outbox() -> str:
     from .dispatch import dispatch_ready, flag_unknown_outcomes
 
+    reaped = reap_dead_runs()
     flagged = flag_unknown_outcomes()
     result = dispatch_ready()
-    return f"{result.summary()}, flagged unknown {flagged}"
+    return f"{result.summary()}, flagged unknown {flagged}" + (f", dead runs resumed {reaped}" if reaped else "")
+
+
+def reap_dead_runs() -> int:
+    """The periodic check (every minute, with the outbox dispatch): sweep and ingest runs still 'running'
+    whose process is gone (run lock free; heartbeat timeout on CockroachDB) are marked abandoned and
+    their work queued again. Returns how many were found."""
+    from recalls.services import abandon_dead_runs as abandon_dead_ingests
+
+    from .sweep import abandon_dead_runs as abandon_dead_sweeps
+
+    found = 0
+    for reap in (abandon_dead_sweeps, abandon_dead_ingests):
+        try:
+            found += reap()
+        except Exception:  # noqa: BLE001 - never let the check stop the outbox
+            log.exception("checking for dead runs failed (%s)", reap.__module__)
+    return found
 
 
 def describe_triggered_sweeps(since) -> str:

@@ -30,10 +30,11 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 
 from django.conf import settings
-from django.db import connections
+from django.db import connections, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from core import runlock, shutdown
 from core.retry import run_in_transaction
 from drugs import recall_terms
 from memory.embeddings import get_provider
@@ -126,27 +127,87 @@ class Progress:
     run: IngestRun
 
 
-def abandon_dead_runs() -> int:
-    """Runs still 'running' whose heartbeat stopped (the process was killed): mark them failed, so the
-    operations page stops showing them as live. What they wrote is kept (each record commits on its
-    own); the next run re-reads the snapshot and writes only what is still missing."""
+RUN_LOCK = "ingest_run"  # core.runlock kind: a live ingest run holds the advisory lock of its id
+
+
+def abandon_dead_runs(*, resume: bool = True) -> int:
+    """Runs still 'running' whose process is gone: mark them failed, so the operations page stops
+    showing them as live, and resume them. What they wrote is kept (each record commits on its own).
+
+    On PostgreSQL a live run holds the advisory lock of its id (core.runlock): a killed run is seen at
+    once. On CockroachDB (no advisory locks) a run is dead once its heartbeat is older than
+    UNSAY_INGEST_HEARTBEAT_TIMEOUT. resume: a dead run whose snapshot was archived (or read from a
+    file) is queued for the worker to ingest again (resume_run: only what is still missing is
+    written); without a worker (Celery eager) the next run of the same file or window does it."""
     now = timezone.now()
-    cutoff = now - timedelta(seconds=settings.UNSAY_INGEST_HEARTBEAT_TIMEOUT)
-    return IngestRun.objects.filter(status=IngestRun.Status.RUNNING).filter(
-        Q(heartbeat__lt=cutoff) | Q(heartbeat__isnull=True, started__lt=cutoff)).update(
-        status=IngestRun.Status.FAILED, finished=now,
-        error="abandoned: no heartbeat (process killed?); the next run writes what this one did not")
+    running = IngestRun.objects.filter(status=IngestRun.Status.RUNNING)
+    dead_ids = runlock.dead_among(RUN_LOCK, list(running.values_list("id", flat=True)))
+    if dead_ids is None:
+        cutoff = now - timedelta(seconds=settings.UNSAY_INGEST_HEARTBEAT_TIMEOUT)
+        dead = running.filter(Q(heartbeat__lt=cutoff) | Q(heartbeat__isnull=True, started__lt=cutoff))
+        why = "abandoned: no heartbeat (process killed?); the next run writes what this one did not"
+    elif not dead_ids:
+        return 0
+    else:
+        dead = running.filter(pk__in=dead_ids)
+        why = "abandoned: its process is gone (its run lock was free); the next run writes what this one did not"
+    ids = list(dead.values_list("id", flat=True))
+    if not ids:
+        return 0
+    count = IngestRun.objects.filter(pk__in=ids, status=IngestRun.Status.RUNNING).update(
+        status=IngestRun.Status.FAILED, finished=now, error=why)
+    log.warning("ingest runs %s: %s", ids, why)
+    if resume and not settings.CELERY_TASK_ALWAYS_EAGER:
+        transaction.on_commit(lambda: _queue_resumptions(ids))
+    return count
+
+
+def _queue_resumptions(run_ids) -> None:
+    from .tasks import resume_ingest
+
+    for run_id in IngestRun.objects.filter(pk__in=run_ids).exclude(snapshot_location="").values_list("id", flat=True):
+        try:
+            resume_ingest.delay(run_id)
+        except Exception:  # noqa: BLE001 - no broker: the next scheduled or manual run covers it
+            log.exception("could not queue the resumption of ingest run %s", run_id)
+
+
+def resume_run(run_id: int, *, trigger: str = "resume", workers: int = 1) -> IngestRun | None:
+    """Ingest a stopped run's snapshot again as a new run (same kind, source and window): what the
+    stopped run wrote is unchanged now and skipped; what it did not reach is written. None when there
+    is nothing to resume (still running, no snapshot, or a later run of the same snapshot exists)."""
+    stopped = IngestRun.objects.filter(pk=run_id).first()
+    if (stopped is None or stopped.status == IngestRun.Status.RUNNING or not stopped.snapshot_location
+            or IngestRun.objects.filter(snapshot_location=stopped.snapshot_location,
+                                        started__gt=stopped.started).exists()):
+        return None
+    document = load_document(stopped.snapshot_location)
+    run = start_run(source=stopped.source, kind=stopped.kind, trigger=trigger, since=stopped.since,
+                    until=stopped.until, source_ref=f"resumes run {stopped.pk}: {stopped.source_ref}",
+                    snapshot_location=stopped.snapshot_location)
+    return ingest_document(document, run=run, workers=workers)
 
 
 def start_run(*, source, kind=IngestRun.Kind.ENFORCEMENT, source_ref="", trigger="command", since=None,
               until=None, snapshot_location="") -> IngestRun:
+    """A new run, holding its run lock (core.runlock) from before its row is visible until _finish."""
     abandon_dead_runs()
     now = timezone.now()
-    return IngestRun.objects.create(
-        source=source, kind=kind, source_ref=str(source_ref)[:500], trigger=trigger, since=since, until=until,
-        snapshot_location=snapshot_location[:500], started=now, heartbeat=now,
-        embedding_provider=get_provider().name,
-    )
+    with transaction.atomic():
+        run = IngestRun.objects.create(
+            source=source, kind=kind, source_ref=str(source_ref)[:500], trigger=trigger, since=since, until=until,
+            snapshot_location=snapshot_location[:500], started=now, heartbeat=now,
+            embedding_provider=get_provider().name,
+        )
+        run.run_lock = runlock.RunLock(RUN_LOCK, run.pk)
+        run.run_lock.acquire()
+    return run
+
+
+def _release(run) -> None:
+    lock = getattr(run, "run_lock", None)
+    if lock is not None:
+        lock.release()
 
 
 def ingest_document(document: dict, *, source=IngestRun.Source.FILE, kind=IngestRun.Kind.ENFORCEMENT,
@@ -155,6 +216,10 @@ def ingest_document(document: dict, *, source=IngestRun.Source.FILE, kind=Ingest
     """Ingest every record of an API-shaped document into one IngestRun."""
     records = document.get("results")
     if not isinstance(records, list):
+        if run is not None:
+            run.status, run.finished, run.error = IngestRun.Status.FAILED, timezone.now(), "no 'results' list"
+            run.save(update_fields=["status", "finished", "error"])
+            _release(run)
         raise SourceError("expected an openFDA document with a 'results' list")
     run = run or start_run(source=source, kind=kind, source_ref=source_ref, trigger=trigger)
     run.total = len(records)
@@ -176,25 +241,44 @@ def ingest_document(document: dict, *, source=IngestRun.Source.FILE, kind=Ingest
         run.save(update_fields=[*Tally.COUNTERS, "embedding_calls", "duration_seconds", "heartbeat"])
         if progress:
             progress(Progress(run.fetched, len(records), run))
+        if settings.UNSAY_INGEST_CHUNK_DELAY:  # tests only: time to stop or kill a real process mid-run
+            time.sleep(settings.UNSAY_INGEST_CHUNK_DELAY)
 
     if progress:
         progress(Progress(0, len(records), run))
     try:
         if workers <= 1:
-            for chunk in chunks:
+            for done, chunk in enumerate(chunks, 1):
                 record_progress(ingester.ingest_chunk(chunk))
+                _stop_if_asked(done, len(chunks))
         else:
             # Each claim commits in its own transaction, so the run is bound by round trips and commits;
             # chunks touch disjoint recall numbers (or set ids), so they can be written concurrently.
             with ThreadPoolExecutor(max_workers=workers) as pool:
                 futures = [pool.submit(_in_thread, ingester.ingest_chunk, chunk) for chunk in chunks]
-                for future in as_completed(futures):
-                    record_progress(future.result())
+                try:
+                    for done, future in enumerate(as_completed(futures), 1):
+                        record_progress(future.result())
+                        _stop_if_asked(done, len(chunks))
+                except shutdown.HandedBack:
+                    for future in futures:  # chunks not started stay unwritten; those started finish
+                        future.cancel()
+                    raise
     except BaseException as exc:
-        _finish(run, clock, provider, calls_before, IngestRun.Status.FAILED, f"{type(exc).__name__}: {exc}")
+        error = f"{type(exc).__name__}: {exc}"
+        if isinstance(exc, shutdown.HandedBack):
+            error, exc.run_id = f"handed back: {exc}", run.pk
+        _finish(run, clock, provider, calls_before, IngestRun.Status.FAILED, error)
         raise
     _finish(run, clock, provider, calls_before, IngestRun.Status.SUCCEEDED)
     return run
+
+
+def _stop_if_asked(done: int, chunks: int) -> None:
+    """Between chunks: a stop was asked for (SIGTERM, core.shutdown); every chunk so far is written."""
+    if shutdown.requested() and done < chunks:
+        raise shutdown.HandedBack(f"stopped on request (SIGTERM) after {done} of {chunks} chunk(s); the next "
+                                  "run of the same snapshot writes what this one did not")
 
 
 def _in_thread(fn, *args):
@@ -211,6 +295,7 @@ def _finish(run, clock, provider, calls_before, status, error=""):
     run.duration_seconds = time.monotonic() - clock
     run.embedding_calls = provider.calls - calls_before
     run.save()
+    _release(run)  # after the final status: a free lock never meets a 'running' row
 
 
 def ingest_file(location, *, kind=IngestRun.Kind.ENFORCEMENT, source=IngestRun.Source.FILE, trigger="command",
@@ -243,6 +328,7 @@ def ingest_from_api(since: date, until: date | None = None, *, labels=False, cli
         run.status, run.error, run.finished = IngestRun.Status.FAILED, f"{type(exc).__name__}: {exc}", timezone.now()
         run.duration_seconds = time.monotonic() - clock
         run.save()
+        _release(run)
         raise
     return ingest_document(document, run=run, progress=progress, workers=workers)
 

@@ -352,6 +352,7 @@ def test_a_run_whose_heartbeat_stopped_is_marked_abandoned_when_the_next_run_sta
     from django.utils import timezone
 
     settings.UNSAY_INGEST_HEARTBEAT_TIMEOUT = 600
+    settings.UNSAY_RUN_LOCKS = False  # as on CockroachDB (no advisory locks): heartbeats decide
     now = timezone.now()
     killed = IngestRun.objects.create(source="file", started=now - timedelta(hours=2),
                                       heartbeat=now - timedelta(hours=1))
@@ -365,6 +366,28 @@ def test_a_run_whose_heartbeat_stopped_is_marked_abandoned_when_the_next_run_sta
         assert row.status == IngestRun.Status.FAILED and row.finished and "abandoned" in row.error
     live.refresh_from_db()
     assert live.status == IngestRun.Status.RUNNING and not live.error
+
+
+def test_a_run_whose_run_lock_is_free_is_dead_at_once_and_a_live_one_is_left_alone(hashing_embeddings):
+    """PostgreSQL: a live run holds the advisory lock of its id (core.runlock), however old its
+    heartbeat; a run whose lock is free is dead, however fresh. (A real SIGKILL: test_run_locks_procs.)"""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from core.runlock import RunLock
+    from recalls.services import RUN_LOCK
+
+    now = timezone.now()
+    killed = IngestRun.objects.create(source="file", started=now, heartbeat=now)
+    slow = IngestRun.objects.create(source="file", started=now - timedelta(hours=3), heartbeat=now - timedelta(hours=2))
+    with RunLock(RUN_LOCK, slow.pk):
+        run = ingest_document(_doc(_sartans(2)))
+    assert run.status == IngestRun.Status.SUCCEEDED
+    killed.refresh_from_db()
+    slow.refresh_from_db()
+    assert killed.status == IngestRun.Status.FAILED and "process is gone" in killed.error
+    assert slow.status == IngestRun.Status.RUNNING
 
 
 def _retractions_into(heard: list):

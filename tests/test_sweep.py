@@ -6,8 +6,11 @@ D-0315-2019 lot 3061169 is a real Class II, Ongoing Mylan valsartan recall. Esca
 demo.escalation.escalate asserts) moves lot holders from caution to stop and leaves others safe.
 """
 
+from datetime import timedelta
+
 import pytest
 from django.core.management import call_command
+from django.utils import timezone
 
 from ask.services import ask
 from corrections.models import AuditEvent, Correction, OutboxMessage, Redecision, SweepRun
@@ -208,10 +211,26 @@ def test_a_drug_level_escalation_notifies_by_drug_and_says_so(hashing_embeddings
 
 
 def test_a_killed_sweeps_run_row_is_marked_abandoned_by_the_next_sweep(no_auto_sweep):
-    from datetime import timedelta
+    """PostgreSQL: a live run holds its run lock (core.runlock); a run whose lock is free is dead at
+    once, however fresh its heartbeat. (A real SIGKILL: tests/test_run_locks_procs.py.)"""
+    from core.runlock import RunLock
+    from corrections.sweep import RUN_LOCK
 
-    from django.utils import timezone
+    dead = SweepRun.objects.create(trigger="manual", heartbeat=timezone.now())
+    live = SweepRun.objects.create(trigger="manual", heartbeat=timezone.now() - timedelta(hours=1))
 
+    with RunLock(RUN_LOCK, live.pk):
+        sweep()
+
+    dead.refresh_from_db()
+    live.refresh_from_db()
+    assert dead.status == SweepRun.Status.FAILED and "process is gone" in dead.error_text
+    assert live.status == SweepRun.Status.RUNNING  # its lock is held: working, however slowly
+
+
+def test_without_run_locks_a_run_is_dead_once_its_heartbeat_stops(no_auto_sweep, settings):
+    """CockroachDB has no advisory locks (nor a PgBouncer in transaction mode keeps them): heartbeats."""
+    settings.UNSAY_RUN_LOCKS = False
     dead = SweepRun.objects.create(trigger="manual", heartbeat=timezone.now() - timedelta(hours=1))
     live = SweepRun.objects.create(trigger="manual", heartbeat=timezone.now())
 

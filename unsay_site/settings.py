@@ -327,6 +327,9 @@ UNSAY_CLASS1_DEADLINE_DAYS = env_int("UNSAY_CLASS1_DEADLINE_DAYS", 3, minimum=1,
 UNSAY_FOLLOW_UP_DAYS = env_int("UNSAY_FOLLOW_UP_DAYS", 2, minimum=0, maximum=365)
 # Hard limit on an SMS (drafted or edited), enforced by the server: two concatenated segments.
 UNSAY_SMS_LIMIT = env_int("UNSAY_SMS_LIMIT", 320, minimum=70, maximum=1600)
+# Reply links (replies app): every sent letter carries a link to {UNSAY_SITE_URL}/r/<token> where the
+# patient answers. The link expires after UNSAY_REPLY_LINK_DAYS; each client address may open or post
+# UNSAY_REPLY_RATE reply pages an hour; a sent letter with no answer after UNSAY_REPLY_FOLLOW_UP_DAYS
 # Cards shown per recall on the review queue before "more" (htmx); keeps the page small.
 UNSAY_QUEUE_PAGE = env_int("UNSAY_QUEUE_PAGE", 10, minimum=1, maximum=500)
 EMAIL_BACKEND = env_str("UNSAY_EMAIL_BACKEND", "django.core.mail.backends.filebased.EmailBackend")
@@ -359,6 +362,10 @@ UNSAY_DEMO_PASSWORD = env_str("UNSAY_DEMO_PASSWORD")  # else the demo logins get
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
+# Letters and the reply page are written in the patient's language (Patient.preferred_language);
+# the catalogues are locale/<lang>/LC_MESSAGES/django.po, compiled to the committed django.mo.
+LANGUAGES = [("en", "English"), ("es", "Español")]
+LOCALE_PATHS = [BASE_DIR / "locale"]
 USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"

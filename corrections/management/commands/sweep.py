@@ -1,10 +1,14 @@
-"""manage.py sweep [--dry-run] [--fact ID ...]: re-decide stale decisions and draft corrections."""
+"""manage.py sweep [--dry-run] [--fact ID ...]: re-decide stale decisions and draft corrections.
+
+SIGTERM finishes the page in flight, marks the run handed back and exits with status 3; every committed
+page stays, and the next sweep continues with the rest of the stale set (a second SIGTERM kills)."""
 
 import sys
 
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
+from core import shutdown
 from corrections.models import SweepRun
 from corrections.sweep import count_stale, sweep
 
@@ -47,8 +51,13 @@ class Command(BaseCommand):
             bar = tqdm(total=total, unit="decision", desc="sweep" + (" (dry run)" if dry_run else ""),
                        file=sys.stderr, disable=verbosity == 0)
             try:
-                report = sweep(fact_ids=fact_ids, trigger=trigger, dry_run=dry_run, page_size=page_size,
-                               progress=bar.update, notices=not no_notices)
+                with shutdown.stop_on_sigterm():
+                    report = sweep(fact_ids=fact_ids, trigger=trigger, dry_run=dry_run, page_size=page_size,
+                                   progress=bar.update, notices=not no_notices)
+            except shutdown.HandedBack as exc:
+                bar.close()
+                self.stderr.write(f"Handed back: {exc}.")
+                sys.exit(3)
             finally:
                 bar.close()
         out = self.stdout

@@ -5,13 +5,18 @@
     manage.py ingest_recalls --labels --since D   the same for drug labels (effective_time)
     manage.py ingest_recalls --labels --file PATH
     (the demo's own slice: manage.py ingest_recalls --file demo/data/demo-slice.json, run by load_demo)
+
+SIGTERM finishes the chunk in flight, marks the run handed back and exits with status 3; running the
+same command again writes only what the stopped run did not (a second SIGTERM kills).
 """
 
+import sys
 from datetime import date
 
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
+from core import shutdown
 from recalls import services
 from recalls.models import IngestRun
 from recalls.openfda import OpenFDAError
@@ -58,14 +63,21 @@ class Command(BaseCommand):
 
         kind = IngestRun.Kind.LABEL if options["labels"] else IngestRun.Kind.ENFORCEMENT
         try:
-            if options["file"]:
-                run = services.ingest_file(options["file"], kind=kind, progress=progress,
-                                           workers=options["workers"])
-            else:
-                run = services.ingest_from_api(options["since"], options["until"], labels=options["labels"],
-                                               progress=progress, workers=options["workers"])
+            with shutdown.stop_on_sigterm():
+                if options["file"]:
+                    run = services.ingest_file(options["file"], kind=kind, progress=progress,
+                                               workers=options["workers"])
+                else:
+                    run = services.ingest_from_api(options["since"], options["until"], labels=options["labels"],
+                                                   progress=progress, workers=options["workers"])
         except (services.SourceError, OpenFDAError, LookupError) as exc:
             raise CommandError(str(exc)) from exc
+        except shutdown.HandedBack as exc:
+            if bar is not None:
+                bar.close()
+                bar = None
+            self.stderr.write(f"Handed back: run {getattr(exc, 'run_id', '?')} {exc}.")
+            sys.exit(3)
         finally:
             if bar is not None:
                 bar.close()
