@@ -330,6 +330,11 @@ UNSAY_SMS_LIMIT = env_int("UNSAY_SMS_LIMIT", 320, minimum=70, maximum=1600)
 # Reply links (replies app): every sent letter carries a link to {UNSAY_SITE_URL}/r/<token> where the
 # patient answers. The link expires after UNSAY_REPLY_LINK_DAYS; each client address may open or post
 # UNSAY_REPLY_RATE reply pages an hour; a sent letter with no answer after UNSAY_REPLY_FOLLOW_UP_DAYS
+# gets a follow-up task (manage.py reply_follow_ups, and the beat task replies.tasks.reply_follow_ups).
+UNSAY_SITE_URL = env_str("UNSAY_SITE_URL", "http://127.0.0.1:8000").rstrip("/")
+UNSAY_REPLY_LINK_DAYS = env_int("UNSAY_REPLY_LINK_DAYS", 60, minimum=1, maximum=365)
+UNSAY_REPLY_RATE = env_int("UNSAY_REPLY_RATE", 30, minimum=1, maximum=10000)
+UNSAY_REPLY_FOLLOW_UP_DAYS = env_int("UNSAY_REPLY_FOLLOW_UP_DAYS", 7, minimum=1, maximum=365)
 # Cards shown per recall on the review queue before "more" (htmx); keeps the page small.
 UNSAY_QUEUE_PAGE = env_int("UNSAY_QUEUE_PAGE", 10, minimum=1, maximum=500)
 EMAIL_BACKEND = env_str("UNSAY_EMAIL_BACKEND", "django.core.mail.backends.filebased.EmailBackend")
