@@ -104,15 +104,36 @@ def claim(batch: int = 1, *, worker: str | None = None) -> list[int]:
         return sorted(row[0] for row in cursor.fetchall())
 
 
+# What a message ends with as it is sent, below the reviewed text: functions of the message returning a
+# line or "", registered by the layers above (replies.apps adds the reply link). Not stored in the body, so
+# the pharmacist reviews the letter alone and the link is never edited by hand.
+SEND_FOOTERS: list = []
+
+
+def body_for_sending(message: OutboxMessage) -> str:
+    lines = [line for line in (footer(message) for footer in SEND_FOOTERS) if line]
+    return "\n\n".join([message.body, *lines]) if lines else message.body
+
+
+def language_of(message: OutboxMessage) -> str:
+    """The patient's language, for the parts of a letter built at send time (HTML frame, footers)."""
+    patient = getattr(getattr(message, "correction", None), "patient", None)
+    return getattr(patient, "preferred_language", "") or "en"
+
+
 def send_email(message: OutboxMessage) -> str:
     if not message.recipient:
         raise PermanentSendError("the patient has no email address on file")
+    from django.utils.translation import override
+
     from .drafting import letter_html
 
-    email = EmailMultiAlternatives(subject=message.subject, body=message.body, to=[message.recipient],
+    body = body_for_sending(message)
+    email = EmailMultiAlternatives(subject=message.subject, body=body, to=[message.recipient],
                                    headers={"Message-ID": message.message_id})
     # The HTML part is built from exactly the reviewed text (drafting.letter_html), never from elsewhere.
-    email.attach_alternative(letter_html(message.body), "text/html")
+    with override(language_of(message)):
+        email.attach_alternative(letter_html(body), "text/html")
     try:
         email.send(fail_silently=False)
     except (smtplib.SMTPRecipientsRefused, smtplib.SMTPSenderRefused) as exc:
@@ -145,7 +166,7 @@ def send_sms(message: OutboxMessage, client=None) -> str:
 
     client = client or sns_client()
     try:
-        response = client.publish(PhoneNumber=message.recipient, Message=message.body[:1600],
+        response = client.publish(PhoneNumber=message.recipient, Message=body_for_sending(message)[:1600],
                                   MessageAttributes={"AWS.SNS.SMS.SMSType": {"DataType": "String",
                                                                              "StringValue": "Transactional"}})
     except ClientError as exc:
@@ -165,7 +186,7 @@ def write_sms_file(message: OutboxMessage) -> str:
     folder = Path(settings.SMS_FILE_PATH)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{message.dedupe_key}.txt"
-    path.write_text(f"To: {message.recipient}\n\n{message.body[:1600]}\n")
+    path.write_text(f"To: {message.recipient}\n\n{body_for_sending(message)[:1600]}\n")
     return f"file:{path}"
 
 

@@ -41,12 +41,12 @@ class DispensingInline(admin.TabularInline):
 class PatientAdmin(admin.ModelAdmin):
     form = PatientForm
     list_display = ["display_name", "external_ref", "region", "preferred_channel", "synthetic", "created"]
-    list_filter = ["region", "preferred_channel", "synthetic"]
+    list_filter = ["region", "preferred_channel", "preferred_language", "synthetic"]
     search_fields = ["display_name", "external_ref", "email", "phone"]
     readonly_fields = ["public_id", "synthetic", "created", "updated"]
     fieldsets = [
         (None, {"fields": ["display_name", "external_ref", "region"]}),
-        ("Contact", {"fields": ["preferred_channel", "email", "phone"]}),
+        ("Contact", {"fields": ["preferred_channel", "preferred_language", "email", "phone"]}),
         ("Record", {"fields": ["public_id", "synthetic", "created", "updated"]}),
     ]
     inlines = [DispensingInline]

@@ -23,7 +23,7 @@ class PatientForm(forms.ModelForm):
 
     class Meta:
         model = Patient
-        fields = ["display_name", "external_ref", "region", "preferred_channel", "email", "phone"]
+        fields = ["display_name", "external_ref", "region", "preferred_channel", "preferred_language", "email", "phone"]
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

@@ -50,6 +50,10 @@ class Patient(models.Model):
         EMAIL = "email", "Email"
         SMS = "sms", "SMS"
 
+    class Language(models.TextChoices):
+        ENGLISH = "en", "English"
+        SPANISH = "es", "Español"
+
     public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     # Home region drives REGIONAL BY ROW residency on CockroachDB (migration 0002); required, never defaulted.
     region = models.CharField(max_length=40, validators=[validate_region])
@@ -57,6 +61,8 @@ class Patient(models.Model):
     email = models.EmailField(blank=True)
     phone = models.CharField(max_length=32, blank=True, help_text="E.164, e.g. +15555550123")
     preferred_channel = models.CharField(max_length=8, choices=Channel.choices, default=Channel.EMAIL)
+    # The language letters and the reply page are written in (settings.LANGUAGES; catalogues in locale/).
+    preferred_language = models.CharField(max_length=8, choices=Language.choices, default=Language.ENGLISH)
     external_ref = models.CharField(max_length=64, unique=True, help_text="The pharmacy's own patient id.")
     synthetic = models.BooleanField(default=False, help_text="Generated demo/benchmark data, not a real person.")
     created = models.DateTimeField(auto_now_add=True)

@@ -7,3 +7,12 @@ class RepliesConfig(AppConfig):
     name = "replies"
     verbose_name = "Replies"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self):
+        # Every sent letter ends with its reply link (corrections sits below replies, so it is told, not imported).
+        from corrections import dispatch
+
+        from .links import footer
+
+        if footer not in dispatch.SEND_FOOTERS:
+            dispatch.SEND_FOOTERS.append(footer)

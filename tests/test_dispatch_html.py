@@ -18,7 +18,8 @@ def test_the_email_carries_the_reviewed_text_as_its_html_part(people, drafts, se
     approve(a.pk, user=people["pharmacist"], final_text=edited)
     assert dispatch.dispatch_ready().sent == 1
     [email] = mail.outbox
-    assert email.body == edited
+    # The reviewed text, then the reply link added at send time (replies.links.footer).
+    assert email.body.startswith(edited + "\n\n") and "/r/" in email.body[len(edited):]
     [(html, mimetype)] = email.alternatives
     assert mimetype == "text/html"
     assert "Edited by the pharmacist: bring the pack &lt;and&gt; the box." in html  # escaped, not raw

@@ -57,7 +57,8 @@ def test_sms_goes_through_sns(people, drafts, sns):
     notice = drafts["SYN-D"]  # prefers SMS
     approve(notice.pk, user=people["pharmacist"])
     stubber.add_response("publish", {"MessageId": "sns-123"},
-                         {"PhoneNumber": "+15555550100", "Message": notice.drafted_text,
+                         # The reviewed text, then its reply link (the same link on every attempt).
+                         {"PhoneNumber": "+15555550100", "Message": dispatch.body_for_sending(notice.message),
                           "MessageAttributes": {"AWS.SNS.SMS.SMSType": {"DataType": "String",
                                                                         "StringValue": "Transactional"}}})
 

@@ -121,3 +121,67 @@ class WorkEvent(models.Model):
 
     def __str__(self):
         return f"{self.at:%Y-%m-%d %H:%M} {self.actor_label} {self.action} {self.recall_number}"
+
+
+class PatientAnswer(models.Model):
+    """What a patient told us about a recalled medicine, recorded on their recall row: through the reply
+    link of a sent letter (replies app). One per letter at most; the newest answer of a patient on a
+    recall is the one the row shows."""
+
+    class Answer(models.TextChoices):
+        STOPPED = "stopped", _("I have stopped using it")
+        RETURNED = "returned", _("I returned it to the pharmacy")
+        STILL_HAVE = "still_have", _("I still have it")
+        QUESTION = "question", _("I have a question")
+
+    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    recall_number = models.CharField(max_length=40)
+    patient = models.ForeignKey("patients.Patient", on_delete=models.PROTECT, related_name="answers")
+    correction = models.OneToOneField("corrections.Correction", null=True, blank=True, on_delete=models.PROTECT,
+                                      related_name="patient_answer")
+    answer = models.CharField(max_length=12, choices=Answer.choices)
+    # The patient's own words (a question); bounded by replies.forms.MAX_TEXT. Erased on request.
+    text = models.TextField(blank=True)
+    at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["at", "id"]
+        indexes = [
+            # Used by the recall page and the effectiveness report: one recall's answers.
+            models.Index(fields=["recall_number", "patient", "at"], name="answer_recall_patient"),
+        ]
+
+    def __str__(self):
+        return f"{self.get_answer_display()} ({self.recall_number})"
+
+
+class PatientTask(models.Model):
+    """Something a pharmacist must do about one patient on one recall: answer a question, call a patient
+    who still has a Class I pack, follow up a letter nobody answered. Open until marked done."""
+
+    class Reason(models.TextChoices):
+        QUESTION = "question", _("The patient asked a question")
+        STILL_HAVE = "still_have", _("The patient still has a Class I recalled pack")
+        NO_REPLY = "no_reply", _("No reply to the letter")
+
+    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    recall_number = models.CharField(max_length=40)
+    patient = models.ForeignKey("patients.Patient", on_delete=models.PROTECT, related_name="worklist_tasks")
+    reason = models.CharField(max_length=12, choices=Reason.choices)
+    answer = models.ForeignKey(PatientAnswer, null=True, blank=True, on_delete=models.PROTECT, related_name="tasks")
+    created = models.DateTimeField()
+    done_at = models.DateTimeField(null=True, blank=True)
+    done_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
+                                related_name="+")
+
+    class Meta:
+        ordering = ["created", "id"]
+        constraints = [
+            # One open task per patient, recall and reason: a replayed reply or a second follow-up run adds none.
+            models.UniqueConstraint(fields=["recall_number", "patient", "reason"], condition=models.Q(done_at=None),
+                                    name="patient_task_open_once"),
+        ]
+        indexes = [models.Index(fields=["recall_number", "patient"], name="patient_task_recall")]
+
+    def __str__(self):
+        return f"{self.get_reason_display()} ({self.recall_number})"

@@ -1012,3 +1012,21 @@ def uncertain_scope(recall_number: str) -> dict | None:
     if not uncertain and not truncated:
         return None
     return {"uncertain": uncertain, "truncated": truncated, "raw": raw, "understood": sorted(understood)}
+
+
+# --- patient answers and tasks ------------------------------------------------------------------
+
+
+def answers_and_tasks(recall_number: str, patient_ids) -> dict[int, dict]:
+    """patient id -> {"answer": their newest answer on this recall or None, "tasks": open tasks}: two
+    queries for a page of rows."""
+    from .models import PatientAnswer, PatientTask
+
+    ids = list(patient_ids)
+    out = {pid: {"answer": None, "tasks": []} for pid in ids}
+    for answer in PatientAnswer.objects.filter(recall_number=recall_number, patient_id__in=ids).order_by("at", "id"):
+        out[answer.patient_id]["answer"] = answer
+    for task in (PatientTask.objects.filter(recall_number=recall_number, patient_id__in=ids, done_at=None)
+                 .select_related("answer")):
+        out[task.patient_id]["tasks"].append(task)
+    return out

@@ -8,7 +8,7 @@ from core.retry import run_in_transaction
 from corrections.review import can_review
 
 from . import selectors
-from .models import STEP_ORDER, ContactAttempt, RecallTask, RecallWork, Step, WorkEvent
+from .models import STEP_ORDER, ContactAttempt, PatientAnswer, PatientTask, RecallTask, RecallWork, Step, WorkEvent
 
 
 class WorkflowError(ValidationError):
@@ -136,7 +136,84 @@ def log_contact(recall_number: str, patient, *, user, method: str, outcome: str,
     return run_in_transaction(_do)
 
 
-__all__ = ["WorkflowError", "complete_step", "log_contact", "open_work", "record_none_found"]
+def record_answer(correction, answer: str, *, text: str = "", now=None) -> PatientAnswer:
+    """A patient's answer to a sent letter, on their recall row; in the caller's transaction (replies.services
+    holds the link's lock). A question, or "I still have it" on a Class I recall, opens a task for a pharmacist."""
+    if answer not in PatientAnswer.Answer.values:
+        raise WorkflowError(f"Unknown answer {answer!r}.")
+    now = now or timezone.now()
+    recorded = PatientAnswer.objects.create(recall_number=correction.recall_number, patient_id=correction.patient_id,
+                                            correction=correction, answer=answer, text=text if answer ==
+                                            PatientAnswer.Answer.QUESTION else "", at=now)
+    reason = None
+    if answer == PatientAnswer.Answer.QUESTION:
+        reason = PatientTask.Reason.QUESTION
+    elif answer == PatientAnswer.Answer.STILL_HAVE and recall_is_class1(correction):
+        reason = PatientTask.Reason.STILL_HAVE
+    if reason:
+        open_task(correction.recall_number, correction.patient_id, reason, answer=recorded, now=now)
+    # An answer is a reply: the follow-up for "no reply" is done.
+    PatientTask.objects.filter(recall_number=correction.recall_number, patient_id=correction.patient_id,
+                               reason=PatientTask.Reason.NO_REPLY, done_at=None).update(done_at=now)
+    return recorded
+
+
+def recall_is_class1(correction) -> bool:
+    facts = selectors.recall_facts([correction.recall_number]).get(correction.recall_number)
+    return (facts.classification if facts and facts.classification else correction.classification) == "Class I"
+
+
+def open_task(recall_number: str, patient_id: int, reason: str, *, answer=None, now=None) -> PatientTask | None:
+    """One open task per patient, recall and reason (a partial unique index): a second one is not added."""
+    task = PatientTask(recall_number=recall_number, patient_id=patient_id, reason=reason, answer=answer,
+                       created=now or timezone.now())
+    exists = PatientTask.objects.filter(recall_number=recall_number, patient_id=patient_id, reason=reason,
+                                        done_at=None)
+    if exists.exists():
+        return None
+    task.save()
+    return task
+
+
+def complete_patient_task(code, *, user) -> PatientTask:
+    _require_pharmacist(user)
+
+    def _do():
+        task = PatientTask.objects.select_for_update().get(public_id=code)
+        if task.done_at is None:
+            task.done_at, task.done_by = timezone.now(), user
+            task.save(update_fields=["done_at", "done_by"])
+            _event(user, WorkEvent.Action.CONTACT, task.recall_number, patient=task.patient,
+                   task=task.reason, outcome="task done")
+        return task
+
+    return run_in_transaction(_do)
+
+
+def open_no_reply_tasks(*, days: int, now=None) -> int:
+    """A follow-up task for every sent letter with a reply link and no answer after `days` days: the
+    patient may not have read it. Idempotent (one open task per patient and recall)."""
+    from corrections.models import OutboxMessage
+
+    now = now or timezone.now()
+    cutoff = now - timezone.timedelta(days=days)
+    sent = (OutboxMessage.objects.filter(status=OutboxMessage.Status.SENT, sent_at__lte=cutoff,
+                                         correction__patient_answer__isnull=True)
+            .exclude(correction__recall_number="")
+            .values_list("correction__recall_number", "correction__patient_id").distinct())
+    opened = 0
+    for recall_number, patient_id in sent:
+        if PatientAnswer.objects.filter(recall_number=recall_number, patient_id=patient_id).exists():
+            continue
+        if PatientTask.objects.filter(recall_number=recall_number, patient_id=patient_id,
+                                      reason=PatientTask.Reason.NO_REPLY).exists():
+            continue  # one follow-up per patient and recall, even once done
+        opened += open_task(recall_number, patient_id, PatientTask.Reason.NO_REPLY, now=now) is not None
+    return opened
+
+
+__all__ = ["WorkflowError", "complete_patient_task", "complete_step", "log_contact", "open_no_reply_tasks",
+           "open_work", "record_answer", "record_none_found"]
 
 
 def redact_patient_notes(patient_id: int) -> dict[str, int]:
@@ -145,4 +222,5 @@ def redact_patient_notes(patient_id: int) -> dict[str, int]:
     return {
         "contact attempts": ContactAttempt.objects.filter(patient_id=patient_id).update(note=""),
         "worklist events": WorkEvent.objects.filter(patient_id=patient_id).update(details={}),
+        "patient answers": PatientAnswer.objects.filter(patient_id=patient_id).exclude(text="").update(text=""),
     }

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views
+from . import shelf, views
 
 app_name = "worklist"
 # Recall numbers go in as `path:` so a number with "/" (seen in real data) still routes and reverses.
@@ -12,7 +12,11 @@ urlpatterns = [
     path("patient/<uuid:code>/", views.patient_trail, name="patient_trail"),
     path("contact/<uuid:code>/", views.log_contact, name="log_contact"),
     path("step/", views.step, name="step"),
+    path("task/<uuid:code>/", views.complete_task, name="complete_task"),
     path("none-found/", views.none_found, name="none_found"),
+    path("shelf/<uuid:code>/quarantine/", shelf.shelf_quarantine, name="shelf_quarantine"),
+    path("shelf/<uuid:code>/return/", shelf.shelf_return, name="shelf_return"),
+    path("shelf-panel/<path:recall_number>", shelf.shelf_panel, name="shelf_panel"),
     path("recall/<path:recall_number>", views.recall, name="recall"),
     path("report.csv/<path:recall_number>", views.report_csv, name="report_csv"),
     path("report/<path:recall_number>", views.report, name="report"),

@@ -22,7 +22,7 @@ from patients.models import Patient
 
 from . import selectors, services
 from .forms import ContactForm, NoneFoundForm, OpenRecallForm, StepForm
-from .models import ContactAttempt
+from .models import ContactAttempt, PatientTask
 
 PATIENTS_PER_PAGE = 50
 
@@ -82,6 +82,11 @@ def recall(request, recall_number):
     # Patients not accounted for come first, a page at a time: a national recall can expose
     # thousands. Counts come from one GROUP BY; only this page's patients are read.
     page = Paginator(f.lines, PATIENTS_PER_PAGE).get_page(request.GET.get("page"))
+    # What each patient on this page answered (replies app) and the tasks it opened.
+    page.object_list = list(page.object_list)
+    replies = selectors.answers_and_tasks(recall_number, [ln.patient.id for ln in page.object_list])
+    for ln in page.object_list:
+        ln.reply = replies.get(ln.patient.id)
     return render(request, "worklist/recall.html", {
         "f": f, "page": page, **_row_controls(request),
         "none_found_form": NoneFoundForm(initial={"recall_number": recall_number}),
@@ -200,3 +205,15 @@ def history(request):
 def patient_trail(request, code):
     patient = get_object_or_404(Patient, public_id=code)
     return render(request, "worklist/patient.html", {"patient": patient, "trail": selectors.patient_trail(patient)})
+
+
+@require_POST
+@reviewer_required
+def complete_task(request, code):
+    """A pharmacist marks a patient task done (answered the question, called the patient)."""
+    try:
+        task = services.complete_patient_task(code, user=request.user)
+    except PatientTask.DoesNotExist:
+        return HttpResponse(status=404)
+    messages.success(request, f"Done: {task.get_reason_display()}.")
+    return _back(task.recall_number)
