@@ -2,7 +2,7 @@
 
     on_facts_changed(pairs=...)            receiver of memory.signals.facts_changed (sent after commit)
     match_facts(fact_ids) -> [ShelfTask]   every unit of the sites (any state) a recall fact matches
-    match_units(unit_ids) -> [ShelfTask]   units just received or changed, against believed recall facts
+    match_units(units) -> [ShelfTask]      units just received or changed, against believed recall facts
     confirm_quarantine(task, *, counted, user, note="")   on-hand matched units -> quarantined
     confirm_return(task, *, counted, user, note="")       quarantined matched units -> returned
 
@@ -17,7 +17,8 @@ import logging
 from types import SimpleNamespace
 
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import F, Func, Q, Value
+from django.db.models.functions import Upper
 from django.utils import timezone
 
 from drugs import recall_terms
@@ -79,19 +80,24 @@ def match_facts(fact_ids) -> list[ShelfTask]:
     return _link(found)
 
 
-def match_units(unit_ids) -> list[ShelfTask]:
-    """Units just received: the believed recall facts of their lots (and all-lots recalls of their products)."""
-    units = list(Unit.objects.filter(id__in=unit_ids))
+def match_units(units) -> list[ShelfTask]:
+    """Units just received (saved Unit rows): the believed recall facts of their lots, and all-lots recalls
+    of their products. The facts are read first, so a shipment no recall touches costs one query."""
     if not units:
         return []
     lots = sorted({u.lot for u in units if u.lot})
-    products = sorted({p for u in units for p in u.ndc_products})
-    facts = Fact.objects.filter(kind=Fact.Kind.RECALL, retracted_at__isnull=True).filter(
-        Q(lot__in=lots) | Q(lot__isnull=True) | Q(lot="") | Q(attributes__scope="drug"))
-    relevant = [f for f in facts if recall_terms.products(f) & set(products)]
+    products = {p for u in units for p in u.ndc_products}
+    # A fact names its lot as printed ('M331J18-1'); units carry the canonical lot: compare canonically.
+    canonical = Upper(Func(F("lot"), Value("[^A-Za-z0-9]"), Value(""), Value("g"), function="regexp_replace"))
+    facts = Fact.objects.filter(kind=Fact.Kind.RECALL, retracted_at__isnull=True).annotate(lot_key=canonical).filter(
+        Q(lot_key__in=lots) | Q(lot__isnull=True) | Q(lot="") | Q(attributes__scope="drug"))
+    relevant = [f for f in facts if recall_terms.products(f) & products]
     found = []
     for fact in relevant:
+        lot = canonical_lot(fact.lot) if fact.lot and not recall_terms.is_drug_level(fact) else None
         for unit in units:
+            if lot is not None and unit.lot not in (lot, ""):
+                continue
             hit = unit_match(fact, unit)
             if hit:
                 found.append((recall_terms.recall_number(fact), unit, hit))

@@ -196,7 +196,7 @@ def receive_document(doc: Document, *, site: str, source: str = "", actor: str =
                                   site=site, details={"source": source[:300], **{
                                       k: v for k, v in receipt.as_dict().items() if k != "refused"},
                                       "refused": len(receipt.refused)})
-        touched = [u.pk for u in [*new_units.values(), *changed_existing]]
+        touched = [*new_units.values(), *changed_existing]
         if touched:
             from .quarantine import match_units
 
