@@ -131,22 +131,44 @@ def start_child(argv: list[str], env: dict) -> subprocess.Popen:
 
 # runserver exits cleanly (atexit hooks run) on SIGINT, not on SIGTERM; Celery does a warm shutdown on SIGTERM.
 STOP_SIGNALS = {"web": signal.SIGINT}
+# How long a child may take to stop before it is SIGKILLed. The worker's warm shutdown lets a sweep or
+# ingest finish the page in flight and hand the rest back (core/shutdown.py); a page takes seconds, a
+# slow one (the local embedding model on a cold cache) longer, so it gets a minute.
+STOP_TIMEOUTS = {"worker": 60.0}
+STOP_TIMEOUT = 15.0
 
 
-def stop_children(children: dict[str, subprocess.Popen], *, timeout: float = 15.0) -> dict[str, int]:
-    """Ask every child to stop, wait, then SIGKILL stragglers. Returns exit codes by name."""
+def stop_children(children: dict[str, subprocess.Popen], *, timeout: float | None = None,
+                  timeouts: dict[str, float] | None = None, say=None) -> dict[str, int]:
+    """Ask every child to stop (STOP_SIGNALS, else SIGTERM), wait for each up to its bound (`timeouts`,
+    STOP_TIMEOUTS, else `timeout` or STOP_TIMEOUT), then SIGKILL it. `say(line)` is told what is waited
+    for and what had to be killed. Returns exit codes by name."""
+    chosen = {**STOP_TIMEOUTS, **(timeouts or {})}
+    default = STOP_TIMEOUT if timeout is None else timeout
+    bounds = {name: chosen.get(name, default) for name in children}
+    started = time.monotonic()
     for name, proc in children.items():
         if proc.poll() is None:
             proc.send_signal(STOP_SIGNALS.get(name, signal.SIGTERM))
-    deadline = time.monotonic() + timeout
+    if say:
+        time.sleep(0.2)  # most children are gone by now; name only those still stopping
+        waiting = {name: bounds[name] for name, proc in children.items() if proc.poll() is None}
+        if waiting:
+            say("Waiting up to " + ", ".join(
+                f"{seconds:.0f}s for {name}" + (" (a sweep or ingest finishes its page in flight and hands the "
+                                                "rest back)" if name == "worker" else "")
+                for name, seconds in sorted(waiting.items(), key=lambda item: -item[1])) + ", then SIGKILL...")
     codes = {}
-    for name, proc in children.items():
+    for name, proc in sorted(children.items(), key=lambda item: bounds[item[0]]):
+        left = bounds[name] - (time.monotonic() - started)
         try:
-            codes[name] = proc.wait(max(0.1, deadline - time.monotonic()))
+            codes[name] = proc.wait(max(0.1, left))
         except subprocess.TimeoutExpired:
+            if say:
+                say(f"{name} did not stop within {bounds[name]:.0f}s: killing it (SIGKILL).")
             proc.kill()
             codes[name] = proc.wait()
-    return codes
+    return {name: codes[name] for name in children}
 
 
 def wait_for_health(url: str, *, timeout: float = 90.0, proc: subprocess.Popen | None = None,

@@ -79,17 +79,28 @@ class Command(BaseCommand):
             self.load_failure = f"load_demo failed with exit code {result.returncode} (see its error above)"
             self.stderr.write(self.load_failure)
 
+    def _say(self, line):
+        self.stdout.write(line)
+        self.stdout.flush()
+
     def _serve(self, env, port, started, redis_proc):
-        stop = threading.Event()
+        stop, stopping = threading.Event(), threading.Event()
         received = []
+        children = {}
 
         def on_signal(signum, frame):
             received.append(signal.Signals(signum).name)
+            if stopping.is_set():  # a second Ctrl-C while children finish: no more waiting
+                os.write(1, b"Second signal: killing the children now (SIGKILL).\n")
+                for proc in children.values():
+                    if proc.poll() is None:
+                        proc.kill()
             stop.set()
 
         previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
         self.stdout.flush()
-        children = {name: demo_setup.start_child(argv, env) for name, argv in demo_setup.child_commands(port).items()}
+        children.update({name: demo_setup.start_child(argv, env)
+                         for name, argv in demo_setup.child_commands(port).items()})
         failed = None
         try:
             base = f"http://127.0.0.1:{port}"
@@ -112,7 +123,8 @@ class Command(BaseCommand):
                 self.stdout.write(f"  Login      {username} / {password}")
             if self.load_failure:
                 self.stderr.write(f"  WARNING    {self.load_failure}; the demo runs without the rest of its data.")
-            self.stdout.write("Ctrl-C stops the web server, the worker and beat.\n")
+            self.stdout.write("Ctrl-C stops the web server, the worker and beat (the worker finishes the page in "
+                              f"flight first, up to {demo_setup.STOP_TIMEOUTS['worker']:.0f}s).\n")
             while not stop.wait(0.5):
                 dead = {name: proc.returncode for name, proc in children.items() if proc.poll() is not None}
                 if dead:
@@ -121,8 +133,10 @@ class Command(BaseCommand):
         except RuntimeError as exc:
             failed = str(exc)
         finally:
-            self.stdout.write(f"Stopping ({', '.join(received) or 'a process exited'})...")
-            codes = demo_setup.stop_children(children)
+            stopping.set()
+            self.stdout.write(f"Stopping ({', '.join(received) or 'a process exited'}; Ctrl-C again kills at once)...")
+            self.stdout.flush()
+            codes = demo_setup.stop_children(children, say=self._say)
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
             self.stdout.write(f"Stopped: {', '.join(f'{name} exit {code}' for name, code in codes.items())}.")
