@@ -8,6 +8,7 @@ The pure-URI forms are small enough to read here with the GS1 rules (company pre
 reference, check digit recomputed), so no EPC package enters the runtime image.
 """
 
+import functools
 import re
 from urllib.parse import unquote
 
@@ -27,6 +28,7 @@ def _gtin(company: str, item: str) -> str | None:
     return body + str(_check_digit(body))
 
 
+@functools.lru_cache(maxsize=1 << 18)  # a document names each unit in several events
 def sgtin(uri: str) -> tuple[str, str] | None:
     uri = (uri or "").strip()
     found = _SGTIN.match(uri)

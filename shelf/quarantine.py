@@ -2,7 +2,7 @@
 
     on_facts_changed(pairs=...)            receiver of memory.signals.facts_changed (sent after commit)
     match_facts(fact_ids) -> [ShelfTask]   every unit of the sites (any state) a recall fact matches
-    match_units(units) -> [ShelfTask]      units just received or changed, against believed recall facts
+    match_units(site, lots, products)      units just received or changed, against believed recall facts
     confirm_quarantine(task, *, counted, user, note="")   on-hand matched units -> quarantined
     confirm_return(task, *, counted, user, note="")       quarantined matched units -> returned
 
@@ -80,24 +80,22 @@ def match_facts(fact_ids) -> list[ShelfTask]:
     return _link(found)
 
 
-def match_units(units) -> list[ShelfTask]:
-    """Units just received (saved Unit rows): the believed recall facts of their lots, and all-lots recalls
-    of their products. The facts are read first, so a shipment no recall touches costs one query."""
-    if not units:
+def match_units(site: str, lots, products) -> list[ShelfTask]:
+    """Units just received or changed at a site (their canonical lots and candidate NDC products): the believed
+    recall facts of those lots, and all-lots recalls of those products, read first, so a shipment no recall
+    touches costs one query; then each relevant fact's units at the site."""
+    lots, products = sorted(set(lots) - {""}), set(products)
+    if not products:
         return []
-    lots = sorted({u.lot for u in units if u.lot})
-    products = {p for u in units for p in u.ndc_products}
     # A fact names its lot as printed ('M331J18-1'); units carry the canonical lot: compare canonically.
     canonical = Upper(Func(F("lot"), Value("[^A-Za-z0-9]"), Value(""), Value("g"), function="regexp_replace"))
     facts = Fact.objects.filter(kind=Fact.Kind.RECALL, retracted_at__isnull=True).annotate(lot_key=canonical).filter(
         Q(lot_key__in=lots) | Q(lot__isnull=True) | Q(lot="") | Q(attributes__scope="drug"))
-    relevant = [f for f in facts if recall_terms.products(f) & products]
     found = []
-    for fact in relevant:
-        lot = canonical_lot(fact.lot) if fact.lot and not recall_terms.is_drug_level(fact) else None
-        for unit in units:
-            if lot is not None and unit.lot not in (lot, ""):
-                continue
+    for fact in facts:
+        if not recall_terms.products(fact) & products:
+            continue
+        for unit in _units_for(fact).filter(site=site):
             hit = unit_match(fact, unit)
             if hit:
                 found.append((recall_terms.recall_number(fact), unit, hit))
