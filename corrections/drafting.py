@@ -11,6 +11,7 @@ import re
 from django.conf import settings
 from django.template.loader import render_to_string
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop, override
 
 from memory.models import Fact
 
@@ -64,24 +65,24 @@ def sms_instruction(verdict: str) -> str:
 # what the letter says. Order matters: the first match wins.
 GLOSSARY = [
     (r"\bN-?nitroso|\bNDEA\b|\bNDMA\b|\bNMBA\b|nitrosamine",
-     "an impurity was found that may raise the risk of cancer if taken for a long time"),
-    (r"c?GMP|current good manufacturing", "it was not made to the required quality standards"),
-    (r"sub-?potent", "it may contain less medicine than it should"),
-    (r"super-?potent", "it may contain more medicine than it should"),
-    (r"steril", "it may not be sterile"),
-    (r"microbial|bacteria|contaminat|mold|fung", "it may be contaminated"),
-    (r"dissolution", "it may not dissolve in the body as it should"),
-    (r"impurit|degradation", "it may contain an impurity above the allowed limit"),
-    (r"foreign|particulate", "something that should not be there was found in it"),
-    (r"label|mislabel|packag", "there is a mistake on the label or packaging"),
-    (r"stability", "it may not stay effective until its expiry date"),
+     gettext_noop("an impurity was found that may raise the risk of cancer if taken for a long time")),
+    (r"c?GMP|current good manufacturing", gettext_noop("it was not made to the required quality standards")),
+    (r"sub-?potent", gettext_noop("it may contain less medicine than it should")),
+    (r"super-?potent", gettext_noop("it may contain more medicine than it should")),
+    (r"steril", gettext_noop("it may not be sterile")),
+    (r"microbial|bacteria|contaminat|mold|fung", gettext_noop("it may be contaminated")),
+    (r"dissolution", gettext_noop("it may not dissolve in the body as it should")),
+    (r"impurit|degradation", gettext_noop("it may contain an impurity above the allowed limit")),
+    (r"foreign|particulate", gettext_noop("something that should not be there was found in it")),
+    (r"label|mislabel|packag", gettext_noop("there is a mistake on the label or packaging")),
+    (r"stability", gettext_noop("it may not stay effective until its expiry date")),
 ]
 JARGON = ["CGMP", "GMP", "NDEA", "NDMA", "NMBA", "subpotent", "superpotent", "dissolution", "Class I",
           "Class II", "Class III"]
 CLASS_PLAIN = {
-    "Class I": "the most serious kind of recall: the product could cause serious health problems",
-    "Class II": "a recall because the product could cause temporary health problems",
-    "Class III": "a recall of a product unlikely to cause health problems",
+    "Class I": gettext_noop("the most serious kind of recall: the product could cause serious health problems"),
+    "Class II": gettext_noop("a recall because the product could cause temporary health problems"),
+    "Class III": gettext_noop("a recall of a product unlikely to cause health problems"),
 }
 
 
@@ -165,7 +166,7 @@ def what_changed(previous: Fact | None, fact: Fact | None, *, dispensing_changed
     if old_class != new_class and new_class in CLASS_PLAIN:
         moved = rank.get(new_class, 0) - rank.get(old_class, 0)
         changes.append((_("the recall has been raised to %(plain)s") if moved > 0 else
-                        _("the recall has been lowered to %(plain)s")) % {"plain": CLASS_PLAIN[new_class]})
+                        _("the recall has been lowered to %(plain)s")) % {"plain": _(CLASS_PLAIN[new_class])})
     closed_before, closed_now = before.get("status") in CLOSED, after.get("status") in CLOSED
     if closed_now and not closed_before:
         changes.append(_("the FDA has closed the recall"))
@@ -229,7 +230,8 @@ def letter_context(patient, verdict: str, fact: Fact | None, *, kind: str, match
         "pack": pack_instruction(verdict), "sms_instruction": sms_instruction(verdict), "verdict": verdict,
         "old_headline": verdict_headline(old_verdict) if old_verdict else "",
         "change": what_changed(previous, fact, dispensing_changed=dispensing_changed) if kind == "correction" else "",
-        "recall_plain": CLASS_PLAIN.get(attrs.get("classification", ""), _("a recall")),
+        "recall_plain": _(CLASS_PLAIN[attrs["classification"]]) if attrs.get("classification") in CLASS_PLAIN
+        else _("a recall"),
         "why": why_sentence(verdict, fact, certainty=certainty), "maybe": certainty in ("candidate", "probable"),
         "reason_quoted": "" if safe else (attrs.get("reason") or "").strip(),
         "recall_number": attrs.get("recall_number", ""), "firm": attrs.get("firm", ""),
@@ -265,8 +267,19 @@ def fit_sms(context: dict) -> str:
     return text[: limit - 1].rstrip() + "…"
 
 
+def language_of(patient) -> str:
+    """The language a patient's letters are written in (Patient.preferred_language; English if none)."""
+    return getattr(patient, "preferred_language", "") or "en"
+
+
 def correction_text(patient, old_verdict: str, outcome, fact: Fact | None, previous: Fact | None = None,
                     *, channel: str | None = None, match_class: str = "", dispensing_changed: bool = False) -> str:
+    with override(language_of(patient)):
+        return _correction_text(patient, old_verdict, outcome, fact, previous, channel=channel,
+                                match_class=match_class, dispensing_changed=dispensing_changed)
+
+
+def _correction_text(patient, old_verdict, outcome, fact, previous, *, channel, match_class, dispensing_changed):
     context = letter_context(patient, outcome.verdict, fact, kind="correction", old_verdict=old_verdict,
                              previous=previous, subject=getattr(outcome, "subject", ""), match_class=match_class,
                              dispensing_changed=dispensing_changed)
@@ -275,6 +288,11 @@ def correction_text(patient, old_verdict: str, outcome, fact: Fact | None, previ
 
 def notice_text(patient, match: str, outcome, fact: Fact, *, channel: str | None = None,
                 match_class: str = "") -> str:
+    with override(language_of(patient)):
+        return _notice_text(patient, match, outcome, fact, channel=channel, match_class=match_class)
+
+
+def _notice_text(patient, match, outcome, fact, *, channel, match_class):
     context = letter_context(patient, outcome.verdict, fact, kind="notice", match=match,
                              subject=getattr(outcome, "subject", ""), match_class=match_class)
     return render_letter(context, _channel(patient, channel))

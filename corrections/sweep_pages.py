@@ -334,11 +334,13 @@ class Letters:
         how = {"match_class": match_class, "dispensing_changed": dispensing_changed}
         if channel == "sms":
             return correction_text(patient, old_verdict, outcome, fact, previous, **how)
-        key = (channel, old_verdict, outcome.verdict, outcome.subject, _version(fact), _version(previous),
+        language = getattr(patient, "preferred_language", "") or "en"
+        key = (channel, language, old_verdict, outcome.verdict, outcome.subject, _version(fact), _version(previous),
                match_class, dispensing_changed)
         if key not in self._texts:
             real = correction_text(patient, old_verdict, outcome, fact, previous, **how)
-            marked = correction_text(SimpleNamespace(display_name=self.MARK, preferred_channel=channel),
+            marked = correction_text(SimpleNamespace(display_name=self.MARK, preferred_channel=channel,
+                                                     preferred_language=language),
                                      old_verdict, outcome, fact, previous, **how)
             same = marked.count(self.MARK) == 1 and marked.replace(self.MARK, patient.display_name) == real
             self._texts[key] = marked if same else None
