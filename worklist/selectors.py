@@ -1030,3 +1030,40 @@ def answers_and_tasks(recall_number: str, patient_ids) -> dict[int, dict]:
                  .select_related("answer")):
         out[task.patient_id]["tasks"].append(task)
     return out
+
+
+# --- replies: did the letters work? --------------------------------------------------------------
+
+EFFECTIVENESS_COLUMNS = ["recall_number", "notified", "delivered", "replied", "replied_stopped", "replied_returned",
+                         "replied_still_have", "replied_question", "no_reply_days", "no_reply", "follow_up_tasks_open",
+                         "tasks_open"]
+
+
+def reply_effectiveness(recall_number: str, *, days: int | None = None, now=None) -> dict:
+    """Per recall, counted in patients: notified (a letter approved and handed to the outbox), delivered
+    (sent), replied by answer (their newest answer), no reply `days` after the letter was sent, and the
+    open follow-up tasks (worklist.services.open_no_reply_tasks opens them)."""
+    from .models import PatientAnswer, PatientTask
+
+    days = settings.UNSAY_REPLY_FOLLOW_UP_DAYS if days is None else days
+    now = now or timezone.now()
+    messages = OutboxMessage.objects.filter(correction__recall_number=recall_number)
+    handed = messages.exclude(status__in=[OutboxMessage.Status.HELD, OutboxMessage.Status.CANCELLED])
+    notified = set(handed.values_list("correction__patient_id", flat=True))
+    sent = dict(handed.filter(status=OutboxMessage.Status.SENT).values_list("correction__patient_id")
+                .annotate(first=Min("sent_at")).values_list("correction__patient_id", "first"))
+    newest = {}
+    for patient_id, answer in (PatientAnswer.objects.filter(recall_number=recall_number).order_by("at", "id")
+                               .values_list("patient_id", "answer")):
+        newest[patient_id] = answer
+    by_answer = {a: 0 for a in PatientAnswer.Answer.values}
+    for answer in newest.values():
+        by_answer[answer] += 1
+    cutoff = now - timedelta(days=days)
+    no_reply = sum(1 for pid, at in sent.items() if pid not in newest and at and at <= cutoff)
+    tasks = PatientTask.objects.filter(recall_number=recall_number, done_at=None)
+    return {
+        "recall_number": recall_number, "notified": len(notified), "delivered": len(sent), "replied": len(newest),
+        **{f"replied_{a}": n for a, n in by_answer.items()}, "no_reply_days": days, "no_reply": no_reply,
+        "follow_up_tasks_open": tasks.filter(reason=PatientTask.Reason.NO_REPLY).count(), "tasks_open": tasks.count(),
+    }

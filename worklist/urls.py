@@ -19,5 +19,6 @@ urlpatterns = [
     path("shelf-panel/<path:recall_number>", shelf.shelf_panel, name="shelf_panel"),
     path("recall/<path:recall_number>", views.recall, name="recall"),
     path("report.csv/<path:recall_number>", views.report_csv, name="report_csv"),
+    path("replies.csv/<path:recall_number>", views.effectiveness_csv, name="effectiveness_csv"),
     path("report/<path:recall_number>", views.report, name="report"),
 ]

@@ -175,7 +175,22 @@ def report(request, recall_number):
     # ?all=1 prints every row; by default a page at a time (the CSV always has every row).
     per_page = (len(data["rows"]) or 1) if every else PATIENTS_PER_PAGE
     page = Paginator(data["rows"], per_page).get_page(request.GET.get("page"))
-    return render(request, "worklist/report.html", {**data, "f": data["file"], "now": timezone.now(), "page": page})
+    return render(request, "worklist/report.html", {**data, "f": data["file"], "now": timezone.now(), "page": page,
+                                                    "replies": selectors.reply_effectiveness(recall_number)})
+
+
+@require_GET
+@reviewer_required
+def effectiveness_csv(request, recall_number):
+    """The recall's letter effectiveness counts (notified, delivered, replies by answer, no reply) as one CSV row."""
+    counts = selectors.reply_effectiveness(recall_number)
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    safe = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in recall_number)
+    response["Content-Disposition"] = f'attachment; filename="recall-{safe}-replies.csv"'
+    writer = csv.writer(response)
+    writer.writerow(selectors.EFFECTIVENESS_COLUMNS)
+    writer.writerow([spreadsheet_cell(counts[c]) for c in selectors.EFFECTIVENESS_COLUMNS])
+    return response
 
 
 @require_GET
