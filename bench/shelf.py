@@ -102,7 +102,7 @@ def bench_on_hand(m: int, repeats: int, reuse: bool):
     if not (reuse and bench_units.count() >= m):
         TaskUnit.objects.all().delete()
         ShelfTask.objects.all().delete()
-        bench_units.delete()
+        Unit.objects.all().delete()  # the bench's own database: start from an empty shelf
         load_units(m)
     fact = assert_claim(recall_claim(RECALL, LOT)).fact
     if fact is None:

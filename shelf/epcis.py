@@ -13,6 +13,7 @@ the document element must be an EPCISDocument / EPCISQueryDocument and each even
 shelf reads.
 """
 
+import functools
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -57,7 +58,7 @@ class Event:
     transactions: list[str] = field(default_factory=list)
     error: str = ""
 
-    @property
+    @functools.cached_property
     def key(self) -> str:
         """eventID when the sender gave one; else a hash of what the event says (sorted lists, so the same
         event written in another order or another format hashes the same)."""
