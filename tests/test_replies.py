@@ -225,3 +225,24 @@ def test_the_recall_report_counts_notified_delivered_replies_and_silence_and_exp
     [row] = list(csv.DictReader(io.StringIO(client.get(f"/worklist/replies.csv/{RECALL}").content.decode())))
     assert (row["notified"], row["delivered"], row["replied_still_have"], row["no_reply"],
             row["follow_up_tasks_open"]) == ("2", "2", "1", "1", "1")
+
+
+def test_the_demo_sends_two_letters_and_records_a_reply(drafts, people, monkeypatch):
+    import io
+
+    from django.contrib.auth.models import Group
+    from django.core.management import call_command
+
+    from core.roles import PHARMACIST
+
+    monkeypatch.setattr("demo.patients.DEMO_RECALL_NUMBER", RECALL)
+    demo = type(people["pharmacist"]).objects.create_user("pharmacist", password="pw")
+    demo.groups.add(Group.objects.get(name=PHARMACIST))
+    out = io.StringIO()
+    call_command("demo_reply", stdout=out)
+    assert "answered through the letter's link" in out.getvalue() and "/r/" in out.getvalue()
+    [answer] = PatientAnswer.objects.all()
+    assert answer.answer == "question" and PatientTask.objects.get().reason == "question"
+    assert len(mail.outbox) == 2
+    call_command("demo_reply", stdout=out)  # again: nothing new
+    assert PatientAnswer.objects.count() == 1 and len(mail.outbox) == 2
