@@ -60,6 +60,21 @@ Instant = Annotated[datetime, PlainValidator(parse_instant),
                     WithJsonSchema({"type": "string", "format": "date-time", "description": INSTANT_RULE})]
 
 
+def parse_day(value) -> date:
+    """An RFC 3339 full-date (YYYY-MM-DD); ValueError otherwise (a number is not a day since 1970)."""
+    if isinstance(value, date) and not isinstance(value, datetime):
+        return value
+    if isinstance(value, str) and re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", value):
+        try:
+            return date.fromisoformat(value)
+        except ValueError:
+            pass
+    raise ValueError("Not a date: send YYYY-MM-DD, e.g. 2027-06-30.")
+
+
+Day = Annotated[date, PlainValidator(parse_day), WithJsonSchema({"type": "string", "format": "date"})]
+
+
 class Strict(Schema):
     model_config = ConfigDict(extra="forbid")
 
@@ -110,7 +125,7 @@ class DispensingIn(Strict):
                                                  "system; kept in full (real names run to thousands of characters).")
     ndc: str = Field("", max_length=20, pattern=NO_NUL, description="Package NDC, 10-digit hyphenated or 11-digit.")
     lot: str = Field(min_length=1, max_length=100, pattern=NO_NUL)
-    expiry: date | None = None
+    expiry: Day | None = None
     quantity: int = Field(ge=1, le=1_000_000)
     dispensed_at: Instant
     site: str = Field("", max_length=200, pattern=NO_NUL)

@@ -1,14 +1,14 @@
 """api.schemas.parse_instant, the one reader of every timestamp the API takes: any RFC 3339 date-time
 with a zone is either an instant PostgreSQL stores as it is, or a ValueError (the API's 422)."""
 
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta, timezone
 
 import pytest
 from django.db import connection
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from api.schemas import parse_instant
+from api.schemas import parse_day, parse_instant
 
 OFFSETS = st.integers(min_value=-(23 * 60 + 59), max_value=23 * 60 + 59)
 
@@ -54,3 +54,11 @@ def test_a_naive_datetime_from_python_is_refused_and_an_aware_one_read_in_utc():
         parse_instant(datetime(2019, 1, 5, 12))
     assert parse_instant(datetime(2019, 1, 5, 12, tzinfo=timezone(timedelta(hours=-5)))) == datetime(
         2019, 1, 5, 17, tzinfo=UTC)
+
+
+@pytest.mark.parametrize("text", [1551398400, 0, "2019-03-01T00:00:00", "20190301", "2019-02-30", "0000-01-01",
+                                  "٢٠١٩-03-01", "", None])
+def test_a_day_is_yyyy_mm_dd_and_nothing_else(text):
+    with pytest.raises(ValueError):
+        parse_day(text)
+    assert parse_day("2027-06-30") == date(2027, 6, 30)

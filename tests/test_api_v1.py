@@ -366,6 +366,14 @@ def test_dispensed_at_is_an_instant_with_a_zone(client, world, dispensed_at):
     assert state() == before
 
 
+@pytest.mark.parametrize("expiry", [1593475200, 0, "2020-06-30T00:00:00", "2020-06-31"])
+def test_expiry_is_a_yyyy_mm_dd_date(client, world, expiry):
+    body = {"patient": "SYN-BOB", "drug": "valsartan", "lot": "3069021", "quantity": 30,
+            "dispensed_at": "2019-03-01T10:00:00Z", "expiry": expiry}
+    errors = problem(post(client, "/dispensing", body, world["keys"]["north"]), 422)["errors"]
+    assert [e["field"] for e in errors] == ["expiry"]
+
+
 def test_the_schema_states_the_one_of_the_check_body_and_the_fhir_resource_type(client, world):
     from jsonschema import Draft202012Validator
 
