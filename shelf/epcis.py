@@ -2,8 +2,9 @@
 
     parse_document(data: bytes) -> Document      events in document order, master data, document-level errors
 
-XML is parsed by defusedxml with DTDs forbidden: a document carrying a DOCTYPE (the way in for external
-entities, XXE, and for entity expansion, "billion laughs") is refused whole, before any entity is read.
+XML is parsed by defusedxml with entities and external references forbidden: a document declaring an entity
+(the way in for external entities, XXE, and for entity expansion, "billion laughs") is refused whole, before
+any entity is read. A bare DOCTYPE without declarations is read (GS1's example documents carry one).
 Oversize input is refused before parsing (MAX_DOCUMENT_BYTES). An event that cannot be read (no time,
 an unreadable EPC, an unknown event type) comes back with `error` set, so the caller records it as
 refused with its reason while the other events of the same document still land.
@@ -153,10 +154,11 @@ def _find_all(el, name):
 
 def _parse_xml(data: bytes) -> Document:
     try:
-        root = xml_fromstring(data, forbid_dtd=True, forbid_entities=True, forbid_external=True)
+        # A bare <!DOCTYPE x> is harmless (GS1's own examples carry one); any entity declaration is refused.
+        root = xml_fromstring(data, forbid_dtd=False, forbid_entities=True, forbid_external=True)
     except DefusedXmlException as exc:
-        raise DocumentError(f"The XML declares a DTD or entities, which are refused (XXE / entity expansion): "
-                            f"{type(exc).__name__}.") from exc
+        raise DocumentError(f"The XML declares entities or external references, which are refused (XXE, entity "
+                            f"expansion): {type(exc).__name__}.") from exc
     except XmlParseError as exc:
         raise DocumentError(f"The XML is malformed: {exc}.") from exc
     if _local(root.tag) not in ("EPCISDocument", "EPCISQueryDocument"):
