@@ -21,7 +21,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 
 from api import problems, services
-from api.schemas import CheckOut, DecisionOut, ReplayOut, parse_instant
+from api.schemas import AskOut, CheckOut, DecisionOut, ReplayOut, parse_instant
 from ask import keys
 
 log = logging.getLogger(__name__)
@@ -63,7 +63,7 @@ def _call(ctx: Context, tool: str, fn, *args, **kwargs):
 
 
 @server.tool(description="Ask whether a medicine is safe. Records a decision with the exact fact versions it read.")
-def ask(ctx: Context, question: str, subject: str | None = None, patient: str | None = None) -> DecisionOut:
+def ask(ctx: Context, question: str, subject: str | None = None, patient: str | None = None) -> AskOut:
     """`patient`: pharmacy keys only (the patient's reference); a patient key always asks for its own patient."""
     def _ask(key):
         if len(question) > 1000 or not question.strip():
@@ -72,9 +72,9 @@ def ask(ctx: Context, question: str, subject: str | None = None, patient: str | 
             raise problems.malformed("NUL characters are not allowed.")
         if (subject and len(subject) > 200) or (patient and len(patient) > 64):
             raise problems.invalid("subject is at most 200 characters, patient at most 64.")
-        return services.decision_detail(services.ask(key, question, subject=subject, patient_ref=patient))
+        return services.ask_each(key, question, subject=subject, patient_ref=patient)
 
-    return DecisionOut.model_validate(_call(ctx, "ask", _ask))
+    return AskOut.model_validate(_call(ctx, "ask", _ask))
 
 
 @server.tool(description="Is each decision still standing? If not, what changed and which decision stands now.")

@@ -214,6 +214,14 @@ class DecisionOut(Schema):
     corrections: list[CorrectionOut]
 
 
+class AskOut(DecisionOut):
+    """The decision about the first medicine the question names, and every decision the question made."""
+
+    decisions: list[DecisionOut] = Field(description=(
+        "One decision per medicine the question names, in the order named (a question about two medicines, "
+        "\"my losartan and my atorvastatin\", is two decisions); the first is the one above."))
+
+
 class ChangeOut(Schema):
     kind: Literal["retracted_read", "new_fact", "dispensing_changed"]
     read: FactRef | None = Field(description="The version the decision read (retracted_read).")

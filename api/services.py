@@ -125,6 +125,15 @@ def ask(key: ApiKey, question: str, *, subject: str | None = None, patient_ref: 
     return ask_module.ask(patient, question, subject=subject or None, client=key.client)
 
 
+def ask_each(key: ApiKey, question: str, *, subject: str | None = None, patient_ref: str | None = None) -> dict:
+    """AskOut: one decision per medicine the question names (ask.services.ask_each), the first in full
+    at the top level as a single-medicine answer has always been."""
+    patient = patient_for(key, patient_ref)
+    details = [decision_detail(d) for d in ask_module.ask_each(patient, question, subject=subject or None,
+                                                                client=key.client)]
+    return dict(details[0], decisions=details)
+
+
 # --- a decision in full ---------------------------------------------------------------------------
 
 def current_of(decision: Decision) -> Decision:

@@ -14,7 +14,6 @@ the document element must be an EPCISDocument / EPCISQueryDocument and each even
 shelf reads.
 """
 
-import functools
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -59,10 +58,18 @@ class Event:
     transactions: list[str] = field(default_factory=list)
     error: str = ""
 
-    @functools.cached_property
+    _key: str = field(default="", repr=False, compare=False)
+
+    @property
     def key(self) -> str:
         """eventID when the sender gave one; else a hash of what the event says (sorted lists, so the same
-        event written in another order or another format hashes the same)."""
+        event written in another order or another format hashes the same). Computed once (cached_property
+        takes a lock per read on Python 3.11, a tenth of the receiving time)."""
+        if not self._key:
+            self._key = self._compute_key()
+        return self._key
+
+    def _compute_key(self) -> str:
         if self.event_id:
             return self.event_id[:300]
         content = [self.type, self.event_time.isoformat() if self.event_time else "", self.action, self.biz_step,
