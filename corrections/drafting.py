@@ -267,6 +267,12 @@ def fit_sms(context: dict) -> str:
     return text[: limit - 1].rstrip() + "…"
 
 
+def letter_subject(patient, *, recalled: bool) -> str:
+    """The email subject, in the patient's language."""
+    with override(language_of(patient)):
+        return _("Update about your recalled medicine") if recalled else _("Update about your medicine")
+
+
 def language_of(patient) -> str:
     """The language a patient's letters are written in (Patient.preferred_language; English if none)."""
     return getattr(patient, "preferred_language", "") or "en"

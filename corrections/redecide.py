@@ -13,7 +13,7 @@ from drugs.recall_terms import is_active, severity  # the one reading of a recal
 from memory.models import Fact
 
 from . import audit, staleness, transitions
-from .drafting import correction_text, fact_diff
+from .drafting import correction_text, fact_diff, letter_subject
 from .models import AuditEvent, Correction, OutboxMessage, Redecision, SweepRun
 from .staleness import Scope
 
@@ -253,7 +253,7 @@ def write_draft(*, kind, patient, match, trigger, previous, old_decision, new_de
     recipient = patient.phone if channel == "sms" else patient.email
     OutboxMessage.objects.create(
         correction=correction, region=patient.region, channel=channel, recipient=recipient or "",
-        subject=f"Update about your {correction.recall_number and 'recalled ' or ''}medicine"[:200],
+        subject=letter_subject(patient, recalled=bool(correction.recall_number))[:200],
         body=text, dedupe_key=key, status=OutboxMessage.Status.HELD,
     )
     audit.record(AuditEvent.Action.DRAFTED, by=SWEEP_ACTOR, correction=correction, decision=new_decision,

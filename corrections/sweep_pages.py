@@ -42,7 +42,7 @@ from drugs.recall_terms import severity
 from memory.models import Decision, DecisionInput, DecisionPremise, DecisionRead
 
 from . import audit
-from .drafting import correction_text, fact_diff
+from .drafting import correction_text, fact_diff, letter_subject
 from .models import AuditEvent, Correction, OutboxMessage, Redecision
 from .redecide import (
     LIVE_STATUSES,
@@ -369,7 +369,7 @@ def _message_and_audit(correction_id, correction: tuple, p: Plan, new_id, now, r
     recipient = patient.phone if channel == "sms" else patient.email
     recall_number, body = correction[8], correction[20]
     message = (correction_id, patient.region, channel, recipient or "",
-               f"Update about your {recall_number and 'recalled ' or ''}medicine"[:200], body, p.key, _HELD,
+               letter_subject(patient, recalled=bool(recall_number))[:200], body, p.key, _HELD,
                0, None, None, "", "", None, "", now)
     before, after = {"verdict": p.decision.verdict}, {"verdict": p.outcome.verdict, "status": _STATUS_DRAFT}
     content = audit.content_hash(at=now, actor_label=SWEEP_ACTOR, action=_DRAFTED, correction_id=correction_id,

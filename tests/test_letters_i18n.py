@@ -128,3 +128,5 @@ def test_a_spanish_patients_draft_is_written_and_redrafted_in_spanish(world, no_
     assert drafts["SYN-B"].drafted_text.startswith("Dear Synthetic SYN-B,")  # same letter, English patient
     assert "Llame al" in drafts["SYN-D"].drafted_text and len(drafts["SYN-D"].drafted_text) <= settings.UNSAY_SMS_LIMIT
     assert redraft(drafts["SYN-A"], channel="email").startswith("Estimado/a")
+    assert drafts["SYN-A"].message.subject == "Novedad sobre su medicamento retirado"
+    assert drafts["SYN-B"].message.subject == "Update about your recalled medicine"

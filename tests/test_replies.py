@@ -246,3 +246,14 @@ def test_the_demo_sends_two_letters_and_records_a_reply(drafts, people, monkeypa
     assert len(mail.outbox) == 2
     call_command("demo_reply", stdout=out)  # again: nothing new
     assert PatientAnswer.objects.count() == 1 and len(mail.outbox) == 2
+
+
+def test_erasing_the_patient_blanks_the_words_of_their_question(client, drafts, people):
+    from privacy.services import erase_patient
+
+    a = drafts["SYN-A"]
+    token = sent_link(a, people)
+    client.post(f"/r/{token}", {"answer": "question", "text": "My name is Synthetic SYN-A and I live at 1 Elm Road"})
+    erase_patient(a.patient, by="operator", reason="patient request")
+    [answer] = PatientAnswer.objects.all()
+    assert (answer.answer, answer.text) == ("question", "")
