@@ -198,3 +198,7 @@ def openapi_document() -> dict:
 def unknown_route(request, rest=""):
     """Anything else under /api/v1/ answers a problem too, not Django's HTML 404 page."""
     return problems.not_found("No such endpoint; see /api/v1/openapi.json.").response(request.path)
+
+
+# POST /epcis lives with its own auth and schemas (shelf receiving); importing it registers it on `api`.
+from api import epcis as _epcis  # noqa: E402, F401
