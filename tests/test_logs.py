@@ -60,3 +60,20 @@ def test_django_request_warnings_carry_no_query_string(caplog):
     assert lines, "Django logged no warning for the 404"
     assert all("Wilhelmina" not in json.dumps(line) for line in lines), lines
     assert lines[0]["request"] == "GET /no-such-page/?<query omitted>"
+
+
+def test_a_request_line_in_any_message_loses_its_query_string(caplog):
+    """runserver logs "GET /admin/...?q=<name> HTTP/1.1" through django.server (not django_structlog):
+    the handler's filter takes the query out of the message, and drops the socket `request` extra."""
+    import socket
+
+    record = logging.LogRecord("django.server", logging.INFO, __file__, 1, '"%s" %s %s',
+                               ("GET /admin/patients/patient/?q=Wilhelmina+Quist HTTP/1.1", "200", "123"), None)
+    record.request = connection = socket.socket()
+    try:
+        assert logs.RedactQueryStrings().filter(record)
+    finally:
+        connection.close()
+    [line] = render([record])
+    assert line["event"] == '"GET /admin/patients/patient/?<query omitted> HTTP/1.1" 200 123'
+    assert "request" not in line and "Quist" not in json.dumps(line)

@@ -48,8 +48,9 @@ def test_the_images_gunicorn_command_serves_the_app_and_its_static_files(tmp_pat
     argv = dockerfile_cmd()
     assert argv[0] == "gunicorn"
     argv[argv.index("--bind") + 1] = f"127.0.0.1:{port}"
+    access_log = (tmp_path / "access.log").open("w")
     proc = subprocess.Popen([sys.executable, "-m", *argv], cwd=PROJECT_DIR, env=subprocess_env(**production),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                            stdout=access_log, stderr=subprocess.PIPE, text=True)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 90
@@ -68,8 +69,13 @@ def test_the_images_gunicorn_command_serves_the_app_and_its_static_files(tmp_pat
         assert body == (tmp_path / "static" / hashed).read_bytes()
         _, gz_headers, _ = get(f"{base}/static/{hashed}", **{"Accept-Encoding": "gzip"})
         assert gz_headers.get("Content-Encoding") == "gzip"
-        status, _, page = get(base + "/admin/login/")
+        status, _, page = get(base + "/admin/login/?q=Synthetic+Wilhelmina+Quist", Referer=f"{base}/?q=Quist")
         assert status == 200 and hashed.encode() in page  # templates link the hashed names
     finally:
         proc.terminate()
         proc.wait(20)
+        access_log.close()
+    # gunicorn.conf.py: the access log has the path, never the query string, client address or referrer
+    lines = (tmp_path / "access.log").read_text().splitlines()
+    assert '"GET /admin/login/ HTTP/1.1" 200' in "\n".join(lines), lines
+    assert not [line for line in lines if "?" in line or "Quist" in line or "127.0.0.1" in line], lines

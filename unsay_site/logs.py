@@ -53,13 +53,14 @@ class RedactQueryStrings(logging.Filter):
     the client's address) is dropped."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        try:
-            message = record.getMessage()
-        except Exception:  # noqa: BLE001 - a malformed record is the formatter's to report
-            return True
-        redacted = omit_query(message)
-        if redacted != message:
-            record.msg, record.args = redacted, ()
+        if isinstance(record.msg, str):  # structlog's own records carry an event dict, redacted by `redact`
+            try:
+                message = record.getMessage()
+            except Exception:  # noqa: BLE001 - a malformed record is the formatter's to report
+                return True
+            redacted = omit_query(message)
+            if redacted != message:
+                record.msg, record.args = redacted, ()
         request = getattr(record, "request", None)
         if request is not None and not isinstance(request, str) and not hasattr(request, "path"):
             del record.request
