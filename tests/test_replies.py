@@ -156,9 +156,14 @@ def test_a_question_and_still_having_a_class_i_pack_become_pharmacist_tasks(clie
     tasks = {t.patient_id: t for t in PatientTask.objects.filter(done_at=None)}
     assert tasks[a.patient_id].reason == "question" and tasks[a.patient_id].answer.text == "Can I take the\nnew pack?"
     assert tasks[b.patient_id].reason == "still_have"  # the recall is Class I (escalated)
+    client.force_login(people["staff"])  # pharmacy staff do not work recall tasks
+    assert client.post(f"/worklist/task/{tasks[a.patient_id].public_id}/").status_code == 403
+    assert PatientTask.objects.get(pk=tasks[a.patient_id].pk).done_at is None
     client.force_login(people["pharmacist"])
     page = client.get(f"/worklist/recall/{RECALL}").content.decode()
     assert "The patient asked a question" in page and "Can I take the" in page
+    queue = client.get("/worklist/follow-up/").content.decode()
+    assert "The patient still has a Class I recalled pack" in queue and "Can I take the" in queue
     assert client.post(f"/worklist/task/{tasks[a.patient_id].public_id}/").status_code == 302
     assert PatientTask.objects.get(pk=tasks[a.patient_id].pk).done_by == people["pharmacist"]
 

@@ -1067,3 +1067,12 @@ def reply_effectiveness(recall_number: str, *, days: int | None = None, now=None
         **{f"replied_{a}": n for a, n in by_answer.items()}, "no_reply_days": days, "no_reply": no_reply,
         "follow_up_tasks_open": tasks.filter(reason=PatientTask.Reason.NO_REPLY).count(), "tasks_open": tasks.count(),
     }
+
+
+def open_patient_tasks(limit: int = 200) -> list:
+    """Open patient tasks across recalls, oldest first (the follow-up queue): questions, Class I packs still
+    held, letters nobody answered."""
+    from .models import PatientTask
+
+    return list(PatientTask.objects.filter(done_at=None).select_related("patient", "answer")
+                .order_by("created", "id")[:limit])

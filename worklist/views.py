@@ -163,7 +163,8 @@ def follow_up(request):
     groups = selectors.follow_up_page()
     return render(request, "worklist/follow_up.html", {
         "items": [(g["recall_number"], ln) for g in groups for ln in g["lines"]],
-        "more": [g for g in groups if g["total"] > len(g["lines"])], **_row_controls(request)})
+        "more": [g for g in groups if g["total"] > len(g["lines"])], **_row_controls(request),
+        "tasks": selectors.open_patient_tasks()})
 
 
 @require_GET
