@@ -14,6 +14,7 @@ from api import fhir, guard, problems, services
 from api.schemas import (
     INSTANT_RULE,
     AskIn,
+    AskOut,
     CheckIn,
     CheckOut,
     DecisionOut,
@@ -121,13 +122,13 @@ def _unexpected(request, exc):
 
 # --- endpoints ---------------------------------------------------------------------------------------
 
-@api.post("/ask", response={200: DecisionOut, **ERRORS}, summary="Ask whether a medicine is safe")
+@api.post("/ask", response={200: AskOut, **ERRORS}, summary="Ask whether a medicine is safe")
 def ask(request, payload: AskIn):
-    """A decision for a patient and question. A patient-bound key asks for its own patient only; a pharmacy
-    key must name the patient (`patient`), or the request is a 422.
+    """A decision for a patient and question; a question naming several medicines gets one decision per
+    medicine (`decisions`), the first also at the top level. A patient-bound key asks for its own patient
+    only; a pharmacy key must name the patient (`patient`), or the request is a 422.
     Model calls (UNSAY_REASONER=bedrock) count against the daily and per-client caps."""
-    decision = services.ask(request.auth, payload.question, subject=payload.subject, patient_ref=payload.patient)
-    return services.decision_detail(decision)
+    return services.ask_each(request.auth, payload.question, subject=payload.subject, patient_ref=payload.patient)
 
 
 @api.get("/decisions/{decision_id}", response={200: DecisionOut, **GET_ERRORS}, summary="A decision in full")

@@ -214,7 +214,7 @@ def test_a_decision_shows_verdict_reads_with_versions_premises_and_inputs(client
     assert read["version"] == 1 and read["load_bearing"] is True and read["believed_now"] is True
     assert isinstance(decision["premises"], list) and isinstance(decision["inputs"], list)
     again = get(client, f"/decisions/{decision['id']}", world["keys"]["alice"]).json()
-    assert again == decision
+    assert again == {k: v for k, v in decision.items() if k != "decisions"}  # /ask adds the per-medicine list
 
 
 def test_check_names_the_retracted_load_bearing_read_and_its_successor(client, world):

@@ -115,3 +115,19 @@ def test_a_patient_key_needs_a_patient_of_its_client(world):
 def test_a_patient_key_stops_working_when_its_patient_leaves_the_client(client, world):
     ClientPatient.objects.filter(patient=world["alice"]).delete()
     assert post(client, world["alice_key"], {"question": "Is my valsartan safe?"}).status_code == 403
+
+
+def test_a_question_naming_two_medicines_gets_one_decision_per_medicine(client, world):
+    """Synthetic patient with the recalled valsartan lot (D-0315-2019, real) and an atorvastatin lot no recall
+    names: one question, two decisions; the first is also the top-level answer, as before."""
+    north = ApiClient.objects.get(name="North Pharmacy")
+    make_patient("SYN-DANA", [("valsartan", "3061169"), ("atorvastatin", "NOTRECALLED1")], email="", phone="",
+                 client=north)
+    response = post(client, world["north_key"], {"question": "Are my valsartan and atorvastatin safe?",
+                                                 "patient": "SYN-DANA"})
+    assert response.status_code == 200, response.content
+    data = response.json()
+    verdicts = {d["subject"]: d["verdict"] for d in data["decisions"]}
+    assert verdicts == {"valsartan": "caution", "atorvastatin": "safe"}
+    assert data["id"] == data["decisions"][0]["id"] and "decisions" not in data["decisions"][0]
+    assert Decision.objects.filter(patient__external_ref="SYN-DANA").count() == 2
