@@ -18,9 +18,10 @@ def _client(request) -> str:
     return request.META.get("REMOTE_ADDR", "") or "unknown"
 
 
-def rate_limited(request) -> bool:
-    """UNSAY_REPLY_RATE requests an hour per client address (the shared cache: Redis when configured)."""
-    key = f"replies:rate:{_client(request)}"
+def over_limit(key: str) -> bool:
+    """One more use of `key` this hour; True past UNSAY_REPLY_RATE (Django's cache: per process unless
+    CACHES names a shared one)."""
+    key = f"replies:rate:{key}"
     cache.add(key, 0, timeout=3600)
     try:
         count = cache.incr(key)
@@ -47,9 +48,11 @@ def _page(request, template, context=None, *, status=200, language=None):
 @never_cache
 @require_http_methods(["GET", "POST"])
 def reply(request, token):
-    if rate_limited(request):
-        return _page(request, "replies/refused.html", {"too_many": True}, status=429)
+    # Two limits: refused tokens per client address (guessing; behind a proxy every patient shares its
+    # address, and a patient's own link must still work), and uses per link.
     link = links.find(token)
+    if over_limit(f"link:{link.pk}" if link else f"miss:{_client(request)}"):
+        return _page(request, "replies/refused.html", {"too_many": True}, status=429)
     if link is None or (request.method == "GET" and link.answer_id is not None):
         return _page(request, "replies/refused.html", status=404)
     language = getattr(link.message.correction.patient, "preferred_language", "") or "en"

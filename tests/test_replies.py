@@ -168,9 +168,11 @@ def test_a_question_and_still_having_a_class_i_pack_become_pharmacist_tasks(clie
     assert PatientTask.objects.get(pk=tasks[a.patient_id].pk).done_by == people["pharmacist"]
 
 
-def test_replies_are_rate_limited_per_client(client, drafts, people, settings):
+def test_replies_are_rate_limited_per_link_and_guesses_per_client(client, drafts, people, settings):
     token = sent_link(drafts["SYN-A"], people)
     settings.UNSAY_REPLY_RATE = 3
+    assert [client.get("/r/" + "A" * 22).status_code for _ in range(4)] == [404, 404, 404, 429]
+    # A patient behind the same address (a shared proxy) still reaches their own link, a few times.
     assert [client.get(f"/r/{token}").status_code for _ in range(3)] == [200, 200, 200]
     assert client.post(f"/r/{token}", {"answer": "stopped"}).status_code == 429
     assert not PatientAnswer.objects.exists()

@@ -336,9 +336,10 @@ UNSAY_FOLLOW_UP_DAYS = env_int("UNSAY_FOLLOW_UP_DAYS", 2, minimum=0, maximum=365
 # Hard limit on an SMS (drafted or edited), enforced by the server: two concatenated segments.
 UNSAY_SMS_LIMIT = env_int("UNSAY_SMS_LIMIT", 320, minimum=70, maximum=1600)
 # Reply links (replies app): every sent letter carries a link to {UNSAY_SITE_URL}/r/<token> where the
-# patient answers. The link expires after UNSAY_REPLY_LINK_DAYS; each client address may open or post
-# UNSAY_REPLY_RATE reply pages an hour; a sent letter with no answer after UNSAY_REPLY_FOLLOW_UP_DAYS
-# gets a follow-up task (manage.py reply_follow_ups, and the beat task replies.tasks.reply_follow_ups).
+# patient answers. The link expires after UNSAY_REPLY_LINK_DAYS; one link may be used, and one client
+# address may present refused tokens, UNSAY_REPLY_RATE times an hour; a sent letter with no answer after
+# UNSAY_REPLY_FOLLOW_UP_DAYS gets a follow-up task (daily beat task replies.tasks.reply_follow_ups, or
+# manage.py reply_follow_ups). docs/replies.md
 UNSAY_SITE_URL = env_str("UNSAY_SITE_URL", "http://127.0.0.1:8000").rstrip("/")
 UNSAY_REPLY_LINK_DAYS = env_int("UNSAY_REPLY_LINK_DAYS", 60, minimum=1, maximum=365)
 UNSAY_REPLY_RATE = env_int("UNSAY_REPLY_RATE", 30, minimum=1, maximum=10000)
