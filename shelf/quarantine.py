@@ -13,7 +13,9 @@ shelf beside what already left with patients. Near-miss lots are not looked for:
 data, not typed.
 """
 
+import functools
 import logging
+import operator
 from types import SimpleNamespace
 
 from django.db import transaction
@@ -41,7 +43,7 @@ def on_facts_changed(sender=None, pairs=(), **kwargs):
         return
     try:
         match_facts(new_ids)
-    except Exception:  # the ingest already committed; the next fact change or `manage.py shelf_match` retries
+    except Exception:  # the ingest already committed; `manage.py shelf_match` runs it again
         log.exception("shelf: matching units for facts %s failed", new_ids)
 
 
@@ -70,7 +72,13 @@ def _units_for(fact):
 
 
 def match_facts(fact_ids) -> list[ShelfTask]:
-    facts = [f for f in Fact.objects.filter(id__in=fact_ids, retracted_at__isnull=True) if recall_terms.is_recall(f)]
+    facts = [f for f in Fact.objects.filter(id__in=fact_ids, retracted_at__isnull=True).defer("embedding")
+             if recall_terms.is_recall(f)]
+    # This runs after every ingested record's commit: one query says whether any unit can match at all
+    # (usually none), instead of one per lot of the record.
+    candidates = [_units_for(fact) for fact in facts]
+    if not candidates or not functools.reduce(operator.or_, candidates).exists():
+        return []
     found = []
     for fact in facts:
         for unit in _units_for(fact):

@@ -119,3 +119,20 @@ def test_quarantine_and_return_are_confirmed_with_counts_and_add_up(django_captu
                 .values_list("details__counted", flat=True)) == [4, 3]
     # The other lot stays on the shelf, out of the recall.
     assert Unit.objects.filter(lot=d.OTHER_LOT.replace("-", ""), state="on_hand").count() == 2
+
+
+def test_shelf_match_links_again_what_a_failed_run_missed(django_capture_on_commit_callbacks, capsys):
+    from django.core.management import call_command
+
+    from shelf.models import TaskUnit
+
+    _stock(django_capture_on_commit_callbacks)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert_claim(recall_claim(RECALL, d.LOSARTAN_LOT))
+    TaskUnit.objects.all().delete()  # as if matching had failed after the recall was written
+    call_command("shelf_match", "--recall", RECALL)
+    assert "1 recall facts matched" in capsys.readouterr().out
+    _view, c = _counts()
+    assert (c.received, c.on_hand) == (5, 5)
+    call_command("shelf_match")  # idempotent
+    assert TaskUnit.objects.count() == 5
