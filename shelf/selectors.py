@@ -4,6 +4,7 @@
     recall_shelf(recall_number) -> [TaskView]              per site: counts, the units that left with patients
     recalled_units_on_hand(site=None) -> {recall: count}   what is still on a shelf under a recall
     recall_shelf_summary(recall_number) -> dict            the counts the effectiveness report adds up
+    open_tasks() -> [dict]                                 tasks with units still on hand or not yet returned
 
 Every unit has one state, so received = on hand + quarantined + dispensed + returned + destroyed holds by
 construction (tests check it against the events).
@@ -101,3 +102,15 @@ def recalled_units_on_hand(site: str | None = None) -> dict[str, int]:
         links = links.filter(unit__site=site)
     return dict(links.values_list("task__recall_number").annotate(n=Count("id")).values_list("task__recall_number",
                                                                                               "n"))
+
+
+def open_tasks() -> list[dict]:
+    """Shelf tasks with matched units still on hand or quarantined and not returned, per recall and site: the
+    worklist home lists them, since a recall can touch the shelf without touching a patient."""
+    rows = (TaskUnit.objects.filter(unit__state__in=[S.ON_HAND, S.QUARANTINED], task__returned_at__isnull=True)
+            .values("task__public_id", "task__recall_number", "task__site")
+            .annotate(on_hand=Count("id", filter=Q(unit__state=S.ON_HAND)),
+                      quarantined=Count("id", filter=Q(unit__state=S.QUARANTINED)))
+            .order_by("task__recall_number", "task__site"))
+    return [{"code": r["task__public_id"], "recall_number": r["task__recall_number"], "site": r["task__site"],
+             "on_hand": r["on_hand"], "quarantined": r["quarantined"]} for r in rows]

@@ -87,3 +87,12 @@ def test_the_report_counts_the_shelf_beside_the_patients(client, people, shelf_w
     page = _login(client, people).get(f"/worklist/report/{RECALL}").content.decode()
     assert 'id="shelf-received">4 at 1 site' in page and 'id="shelf-on-hand">3<' in page
     assert 'id="shelf-dispensed">1 (1)<' in page
+
+
+def test_the_worklist_home_lists_recalled_units_still_on_a_shelf(client, people, shelf_world):
+    c = _login(client, people)
+    page = c.get("/worklist/").content.decode()
+    assert 'id="shelf-tasks"' in page and f'data-recall="{RECALL}" data-site="{SITE}"' in page
+    c.post(f"/worklist/shelf/{shelf_world.public_id}/quarantine/", {"counted": "3"})
+    c.post(f"/worklist/shelf/{shelf_world.public_id}/return/", {"counted": "3"})
+    assert 'id="shelf-tasks"' not in c.get("/worklist/").content.decode()

@@ -1,9 +1,11 @@
-"""{% shelf_half recall_number %} on the recall page and {% shelf_report recall_number %} in the report:
+"""{% shelf_half recall_number %} on the recall page, {% shelf_report recall_number %} in the report and
+{% shelf_open %} on the worklist home:
 the shelf half beside the patient half, without the page views having to know about the shelf."""
 
 from django import template
 
-from shelf.selectors import recall_shelf_summary
+from shelf.selectors import open_tasks, recall_shelf_summary
+from worklist import selectors
 from worklist.shelf import shelf_half as read_shelf_half
 
 register = template.Library()
@@ -18,3 +20,14 @@ def shelf_half(context, recall_number):
 @register.inclusion_tag("worklist/_shelf_report.html")
 def shelf_report(recall_number):
     return {"s": recall_shelf_summary(recall_number)}
+
+
+@register.inclusion_tag("worklist/_shelf_open.html")
+def shelf_open():
+    tasks = open_tasks()
+    facts = selectors.recall_facts([t["recall_number"] for t in tasks])
+    for t in tasks:
+        f = facts.get(t["recall_number"]) or selectors.RecallFacts(t["recall_number"])
+        t["classification"] = f.classification
+        t["deadline"] = selectors.deadline_for(f.first_class1, None)
+    return {"tasks": tasks}
