@@ -136,3 +136,35 @@ def test_shelf_match_links_again_what_a_failed_run_missed(django_capture_on_comm
     assert (c.received, c.on_hand) == (5, 5)
     call_command("shelf_match")  # idempotent
     assert TaskUnit.objects.count() == 5
+
+
+def test_an_escalation_makes_the_task_when_the_first_version_made_none(django_capture_on_commit_callbacks,
+                                                                       monkeypatch):
+    """The Class II version was written while shelf matching failed (it is logged, the ingest stands); the
+    escalation's new version makes the task, and the task then has the Class I deadline."""
+    _stock(django_capture_on_commit_callbacks)
+    with monkeypatch.context() as m:
+        m.setattr(quarantine, "match_facts", lambda ids: 1 / 0)
+        with django_capture_on_commit_callbacks(execute=True):
+            assert_claim(recall_claim(RECALL, d.LOSARTAN_LOT))
+    assert not ShelfTask.objects.exists()
+    with django_capture_on_commit_callbacks(execute=True):
+        assert_claim(recall_claim(RECALL, d.LOSARTAN_LOT, classification="Class I"), reason="escalated")
+    _view, c = _counts()
+    assert (c.received, c.on_hand) == (5, 5)
+    from worklist.shelf import shelf_half
+
+    assert shelf_half(RECALL)[0].deadline.state == "due"
+
+
+def test_an_expiry_window_limits_an_all_lots_recall(django_capture_on_commit_callbacks):
+    _stock(django_capture_on_commit_callbacks)
+    with django_capture_on_commit_callbacks(execute=True):
+        _receive(d.shipment_xml(d.serials("Z", 2), lot="4L99Z001", expiry="2021-03-31", case=3))
+    fact = assert_claim(recall_claim(RECALL, d.LOSARTAN_LOT)).fact
+    # The real record read as 'all lots expiring 01/2019 to 12/2019' (the shape recalls.lots gives such text).
+    fact.lot = None
+    fact.attributes = {**fact.attributes, "scope": "drug",
+                       "lot_scope": {"kind": "all_lots_window", "expiry_window": ["2019-01", "2019-12"]}}
+    matched = {u.serial[0] for u in Unit.objects.all() if quarantine.unit_match(fact, u)}
+    assert matched == {"R", "K"}  # the 2021 lot is outside the window
