@@ -96,3 +96,11 @@ def test_the_worklist_home_lists_recalled_units_still_on_a_shelf(client, people,
     c.post(f"/worklist/shelf/{shelf_world.public_id}/quarantine/", {"counted": "3"})
     c.post(f"/worklist/shelf/{shelf_world.public_id}/return/", {"counted": "3"})
     assert 'id="shelf-tasks"' not in c.get("/worklist/").content.decode()
+
+
+def test_the_admin_lists_units_events_and_tasks_read_only(admin_client, shelf_world):
+    for model in ("unit", "receivedevent", "shelftask", "shelfevent"):
+        response = admin_client.get(f"/admin/shelf/{model}/")
+        assert response.status_code == 200, model
+    assert b"W000002" in admin_client.get("/admin/shelf/unit/?q=W000002").content
+    assert admin_client.get("/admin/shelf/unit/add/").status_code == 403
