@@ -134,6 +134,11 @@ def receive_document(doc: Document, *, site: str, source: str = "", actor: str =
     now = timezone.now()
     keys = [e.key for e in doc.events]
     with transaction.atomic():
+        if connection.vendor == "postgresql":
+            # One receipt at a time per site: two copies of a document sent at once must not both pass the
+            # "already received?" check and then collide on the event key.
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"shelf.receive:{site}"])
         with connection.cursor() as cursor:  # one array parameter, not 100,000 placeholders
             cursor.execute(f"SELECT event_key FROM {ReceivedEvent._meta.db_table} WHERE site = %s "
                            "AND event_key = ANY(%s)", [site, keys])

@@ -210,3 +210,23 @@ def test_gs1s_published_examples_are_read_as_they_are():
     for i, path in enumerate(files):
         receipt = receive(path.read_bytes(), site=f"gs1-{i}")
         assert receipt.ok or "EPCISDocument" in receipt.error, (path, receipt.error)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_same_document_sent_twice_at_once_lands_once():
+    from concurrent.futures import ThreadPoolExecutor
+
+    from django.db import connection
+
+    doc = d.shipment_xml(d.serials("T", 20))
+
+    def send(_):
+        try:
+            return receive(doc, site=SITE)
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(2) as pool:
+        receipts = list(pool.map(send, range(2)))
+    assert sorted(r.applied for r in receipts) == [0, 3] and sorted(r.skipped for r in receipts) == [0, 3]
+    assert Unit.objects.filter(site=SITE).count() == 20
