@@ -257,8 +257,8 @@ SEVERITY_CLASS = {3: "Class I", 2: "Class II", 1: "Class III"}
 CARD_FIELDS = [
     "public_id", "kind", "status", "match", "match_class", "recall_number", "classification", "severity", "old_verdict",
     "new_verdict", "old_answer", "diff", "drafted_text", "final_text", "created", "rejection_reason",
-    "patient__display_name", "patient__external_ref", "patient__preferred_channel", "patient__email",
-    "patient__phone", "old_decision__question", "old_decision__decided_at", "trigger_fact__fact_key",
+    "patient__display_name", "patient__external_ref", "patient__preferred_channel", "patient__preferred_language",
+    "patient__email", "patient__phone", "old_decision__question", "old_decision__decided_at", "trigger_fact__fact_key",
     "trigger_fact__version", "trigger_fact__statement", "previous_fact__fact_key", "previous_fact__version",
     "previous_fact__statement", "message__channel", "message__recipient", "message__status",
     "reviewed_by__username",

@@ -111,7 +111,7 @@ def test_the_reply_link_and_every_reply_page_render_in_spanish():
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_spanish_patients_draft_is_written_and_redrafted_in_spanish(world, no_auto_sweep):
+def test_a_spanish_patients_draft_is_written_and_redrafted_in_spanish(world, no_auto_sweep, client, people):
     from corrections.models import Correction
     from corrections.review import redraft
     from corrections.sweep import sweep
@@ -130,3 +130,6 @@ def test_a_spanish_patients_draft_is_written_and_redrafted_in_spanish(world, no_
     assert redraft(drafts["SYN-A"], channel="email").startswith("Estimado/a")
     assert drafts["SYN-A"].message.subject == "Novedad sobre su medicamento retirado"
     assert drafts["SYN-B"].message.subject == "Update about your recalled medicine"
+    client.force_login(people["pharmacist"])  # the card says which language the pharmacist is editing
+    queue = client.get("/corrections/review/").content.decode()
+    assert "in Español, followed by the patient's reply link" in queue and "in English, followed by" in queue
