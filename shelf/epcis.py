@@ -36,6 +36,11 @@ _MDA = ("urn:epcglobal:cbv:mda#", "urn:epcglobal:cbv:mda:", "cbvmda:", "https://
         "https://gs1.org/voc/")
 
 
+# An error declaration says an earlier event was wrong; undoing what it did to units is for a person to decide.
+ERROR_DECLARATION = ("The event is an error declaration (it says an earlier event was wrong): not applied "
+                     "automatically; review the units it names.")
+
+
 class DocumentError(ValueError):
     """The document as a whole cannot be read (nothing in it is applied)."""
 
@@ -243,6 +248,8 @@ def _event_xml(name: str, el) -> Event:
                 event.lot = (sub.text or "").strip()
             elif field_name == "itemExpirationDate":
                 event.expiry = _date(sub.text)
+    if _find_all(el, "errorDeclaration"):
+        event.error = ERROR_DECLARATION
     _check(event)
     return event
 
@@ -316,12 +323,16 @@ def _event_json(raw) -> Event:
                 event.lot = str(value).strip()
             elif name == "itemExpirationDate":
                 event.expiry = _date(value)
+    if raw.get("errorDeclaration"):
+        event.error = ERROR_DECLARATION
     _check(event)
     return event
 
 
 def _check(event: Event) -> None:
     """What the shelf needs of an event; anything else makes it refused with the reason."""
+    if event.error:
+        return
     if event.event_time is None:
         event.error = "The event has no eventTime with a time zone."
     elif event.action not in ("ADD", "OBSERVE", "DELETE"):

@@ -230,3 +230,13 @@ def test_the_same_document_sent_twice_at_once_lands_once():
         receipts = list(pool.map(send, range(2)))
     assert sorted(r.applied for r in receipts) == [0, 3] and sorted(r.skipped for r in receipts) == [0, 3]
     assert Unit.objects.filter(site=SITE).count() == 20
+
+
+def test_an_error_declaration_is_refused_for_review_not_applied():
+    receive(d.shipment_xml(d.serials("V", 2)), site=SITE)
+    epcs = d.units(d.LOSARTAN_GTIN, d.serials("V", 2))
+    event = dict(d.json_event("ObjectEvent", epcs=epcs, step="destroying"),
+                 errorDeclaration={"declarationTime": "2019-02-01T00:00:00Z", "reason": "incorrect_data"})
+    receipt = receive(d.json_document([event]), site=SITE)
+    assert receipt.applied == 0 and "error declaration" in receipt.refused[0][1]
+    assert set(Unit.objects.values_list("state", flat=True)) == {"on_hand"}
