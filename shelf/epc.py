@@ -20,6 +20,7 @@ _SGTIN_PAT = re.compile(r"^urn:epc:idpat:sgtin:(\d{6,12})\.(\d{1,7})\.\*$")
 _DIGITAL_LINK = re.compile(r"^https?://[^/]+(?:/.*)?/01/(\d{14})(?:/(10|21)/([^/?#]{1,20}))?")
 
 
+@functools.lru_cache(maxsize=4096)  # a shipment repeats a handful of products
 def _gtin(company: str, item: str) -> str | None:
     """GTIN-14 from the URI's company prefix and indicator+item reference (13 digits together)."""
     if len(company) + len(item) != 13:

@@ -222,9 +222,11 @@ class _NewUnit:
                  "state", "received_at", "changed_at")
     pk = None
 
-    def __init__(self, *values):
-        for name, value in zip(self.__slots__, values, strict=True):
-            setattr(self, name, value)
+    def __init__(self, site, gtin, serial, ndc, ndc_products, lot, lot_printed, expiry, product_name, state,
+                 received_at, changed_at):
+        self.site, self.gtin, self.serial, self.ndc, self.ndc_products = site, gtin, serial, ndc, ndc_products
+        self.lot, self.lot_printed, self.expiry, self.product_name = lot, lot_printed, expiry, product_name
+        self.state, self.received_at, self.changed_at = state, received_at, changed_at
 
 
 def _copy(model, fields: list[str], objs, *, rows: bool = False) -> None:
