@@ -6,6 +6,8 @@ the embedding engine's own texts/s measured in the same run (the ceiling a first
     .venv/bin/python bench/ingest.py --embeddings hashing   # lexical test embeddings (no model cost)
     .venv/bin/python bench/ingest.py --limit 500 --runs 1   # quicker: the first 500 records once
     .venv/bin/python bench/ingest.py --file tests/fixtures/openfda/drug-enforcement-2021-04-28.json.zip
+                                                            # the 12,504-record bulk file
+    .venv/bin/python bench/ingest.py --engine-sample 0      # engine alone on every text the run embedded
 
 Runs against its own database on the embedded PostgreSQL (UNSAY_DB_NAME, default bench_recalls),
 which it empties before each run. Per run it prints records/s for both passes, facts written,
@@ -36,7 +38,8 @@ def main():
     parser.add_argument("--limit", type=int, default=0, help="Only the first N records (0 = all).")
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--engine-sample", type=int, default=1000, help="texts re-embedded for 'engine alone'")
+    parser.add_argument("--engine-sample", type=int, default=1000,
+                        help="texts re-embedded for 'engine alone' (0 = every text the run embedded)")
     parser.add_argument("--db", default=os.environ.get("UNSAY_DB_NAME", "bench_recalls"))
     args = parser.parse_args()
     if not args.db.startswith("bench_"):
@@ -93,7 +96,8 @@ def main():
                   f"embedding calls {run.embedding_calls:4d}  texts embedded {provider.texts - texts_before:6d}  "
                   f"in the model {provider.seconds - seconds_before:6.1f}s")
         texts_per_record = len(sent) / records
-        sample = sent[:: max(1, len(sent) // args.engine_sample)][: args.engine_sample]
+        sample = (list(sent) if args.engine_sample <= 0
+                  else sent[:: max(1, len(sent) // args.engine_sample)][: args.engine_sample])
         started = time.perf_counter()
         for i in range(0, len(sample), CHUNK):
             original(sample[i:i + CHUNK])

@@ -19,6 +19,8 @@ import math
 import re
 import threading
 import time
+from array import array
+from collections import OrderedDict
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
@@ -74,6 +76,45 @@ class EmbeddingProvider:
 
 
 _NO_LOCK = contextlib.nullcontext()
+
+
+class VectorCache:
+    """The vectors of texts one job (an ingest run) has already embedded, so a text met again in a later
+    batch is not sent to the model again: the same text always gets the same vector, so this changes no
+    fact's embedding. Bounded: the least recently used text goes first. Thread-safe (chunks run in threads)."""
+
+    def __init__(self, size: int = 4096):
+        self.size = size
+        self._vectors: OrderedDict[str, array] = OrderedDict()  # float64, as the provider gave them
+        self._lock = threading.Lock()
+
+    def __len__(self):
+        return len(self._vectors)
+
+    def embed(self, provider: EmbeddingProvider, texts: list[str]) -> list[list[float]]:
+        """provider.embed(texts), asking the provider only for the texts not already held."""
+        with self._lock:
+            missing = [t for t in dict.fromkeys(texts) if t not in self._vectors]
+        fresh = dict(zip(missing, provider.embed(missing), strict=True)) if missing else {}
+        with self._lock:
+            out = []
+            for text in texts:
+                vector = fresh.get(text)
+                if vector is None:
+                    held = self._vectors.get(text)
+                    vector = list(held) if held is not None else None
+                    if held is not None:
+                        self._vectors.move_to_end(text)
+                if vector is None:  # evicted by another thread in between: ask again, outside the lock
+                    break
+                out.append(vector)
+            for text, vector in fresh.items():
+                self._vectors[text] = array("d", vector)
+            while len(self._vectors) > self.size:
+                self._vectors.popitem(last=False)
+        if len(out) < len(texts):
+            return provider.embed(texts)
+        return out
 
 
 def _checked(vector, dimension, name):

@@ -31,7 +31,7 @@ from psycopg import pq
 
 from core.retry import retry_conflicts, run_in_transaction
 from drugs.scopes import claim_ndc_products, fact_scopes
-from memory.embeddings import get_provider, to_sql_vector
+from memory.embeddings import VectorCache, get_provider, to_sql_vector
 from memory.models import Fact
 from memory.signals import facts_changed
 
@@ -152,9 +152,10 @@ class PreparedClaims:
     vectors: dict[int, list[float]]
 
 
-def prepare_claims(claims: list[Claim]) -> PreparedClaims:
+def prepare_claims(claims: list[Claim], *, cache: VectorCache | None = None) -> PreparedClaims:
     """One query for the believed versions, one embedding batch for the claims whose content changed.
-    Unchanged claims cost no embedding call."""
+    Unchanged claims cost no embedding call; with a `cache` (one per ingest run), neither does a text
+    an earlier batch of the same job already embedded."""
     hashes = [c.content_hash() for c in claims]
     believed = {f.fact_key: f for f in _believed_facts({c.fact_key for c in claims})}
     unchanged, pending = {}, []
@@ -164,7 +165,9 @@ def prepare_claims(claims: list[Claim]) -> PreparedClaims:
             unchanged[i] = AssertResult("unchanged", current)
         else:
             pending.append(i)
-    vectors = get_provider().embed([claims[i].embedding_text() for i in pending]) if pending else []
+    texts = [claims[i].embedding_text() for i in pending]
+    provider = get_provider()
+    vectors = (cache.embed(provider, texts) if cache is not None else provider.embed(texts)) if pending else []
     return PreparedClaims(claims, hashes, unchanged, dict(zip(pending, vectors, strict=True)))
 
 

@@ -37,7 +37,7 @@ from django.utils import timezone
 from core import runlock, shutdown
 from core.retry import run_in_transaction
 from drugs import recall_terms
-from memory.embeddings import get_provider
+from memory.embeddings import VectorCache, get_provider
 from memory.models import Fact
 from memory.services import (
     assert_claims,
@@ -443,6 +443,9 @@ class RecallIngester:
         self.by = f"ingest:run:{run.pk}"
         self.ref = run.snapshot_location or run.source_ref
         self.snapshot_updated = snapshot_updated
+        # Lots of one record share one masked text (RecallClaim.embedding_text); this catches the same text
+        # in another record of the run (another record under the number, a record re-prepared alone).
+        self.vectors = VectorCache()
 
     def prepare(self, records):
         """Note each recall number's first record, so duplicates are judged the same way whatever the
@@ -523,9 +526,10 @@ class RecallIngester:
                             subject, (ndcs, identity)))
         if not changed:
             return run
+        believed_under = self._believed_under([parsed for parsed, _, _, _ in changed])
         try:
             # One believed-version query and one embedding batch for the whole chunk.
-            prepared = prepare_claims([c for _, claims, _, _ in changed for c in claims])
+            prepared = prepare_claims([c for _, claims, _, _ in changed for c in claims], cache=self.vectors)
         except Exception:
             log.exception("preparing the chunk failed; preparing record by record to isolate the bad one")
             prepared = None
@@ -535,37 +539,59 @@ class RecallIngester:
             offset += len(claims)
             try:
                 if prepared is None:  # the chunk could not be prepared: this record on its own
-                    own, own_indexes = prepare_claims(claims), range(len(claims))
+                    own, own_indexes = prepare_claims(claims, cache=self.vectors), range(len(claims))
                 else:
                     own, own_indexes = prepared, indexes
                 mine, retracted = run_in_transaction(
-                    self._write_record, own, own_indexes,
-                    parsed, {c.fact_key for c in claims}, subject, ndcs, retry_unique_violations=True)
+                    self._write_record, own, own_indexes, parsed, {c.fact_key for c in claims}, subject, ndcs,
+                    believed_under.get(parsed.record_key, ()), retry_unique_violations=True)
                 _tally(run, mine)
                 run.retracted += retracted
                 if not retracted and all(r.status == "unchanged" for r in mine):
                     run.unchanged += 1
+                # What is believed under this record's key now, should the chunk hold its key again.
+                believed_under[parsed.record_key] = [(c.fact_key, c.lot) for c in claims]
             except Exception as exc:  # a database refusal for this record only; the run goes on
                 log.exception("recall %s failed", parsed.recall_number)
                 _quarantine(self.run, run, parsed.raw, f"could not be written: {type(exc).__name__}: {exc}")
         return run
 
-    def _write_record(self, prepared, indexes, parsed, keys, subject, ndcs):
+    def _write_record(self, prepared, indexes, parsed, keys, subject, ndcs, believed):
         """One record's new versions, retractions of its dropped lots and its change-detection hash:
         all in one transaction, so a record is never half-written."""
         mine = write_claims(prepared, indexes)
-        retracted = self._retract_dropped(parsed, keys)
+        retracted = self._retract_dropped(parsed, keys, believed)
         self._remember(parsed, subject, ndcs)
         return mine, retracted
 
-    def _retract_dropped(self, parsed, keys) -> int:
-        stale = Fact.objects.believed().filter(
-            kind="recall", fact_key__startswith=recall_terms.key_prefix(parsed.recall_number, parsed.record))
-        if not parsed.record:  # the number's first record: the other records under it are not its lots
-            stale = stale.exclude(fact_key__startswith=recall_terms.key_prefix(parsed.recall_number) + "record:")
-        stale = stale.exclude(fact_key__in=keys).values_list("fact_key", "lot")
+    @staticmethod
+    def _believed_under(records) -> dict[str, list[tuple[str, str | None]]]:
+        """(fact_key, lot) of the believed recall facts under each record's key prefix, for the whole chunk
+        in one query. Read per record it was a scan of every believed fact per record (LIKE 'prefix%' cannot
+        use the fact_key index under a non-C collation): quadratic in a first load. Read before the records'
+        transactions: chunks touch disjoint prefixes, and a fact listed here that another writer retracts
+        meanwhile is skipped by retract_in_transaction (it re-reads the key under its lock)."""
+        numbers = sorted({parsed.recall_number for parsed in records})
+        if not numbers:
+            return {}
+        under_number = Q()
+        for number in numbers:
+            under_number |= Q(fact_key__startswith=recall_terms.key_prefix(number))
+        rows = list(Fact.objects.believed().filter(under_number, kind="recall").values_list("fact_key", "lot"))
+        found: dict[str, list] = {}
+        for parsed in records:
+            prefix = recall_terms.key_prefix(parsed.recall_number, parsed.record)
+            # The number's first record: the other records under it are not its lots.
+            others = None if parsed.record else recall_terms.key_prefix(parsed.recall_number) + "record:"
+            found[parsed.record_key] = [(key, lot) for key, lot in rows
+                                        if key.startswith(prefix) and not (others and key.startswith(others))]
+        return found
+
+    def _retract_dropped(self, parsed, keys, believed) -> int:
         count = 0
-        for fact_key, lot in stale:
+        for fact_key, lot in believed:
+            if fact_key in keys:
+                continue
             if lot:
                 reason = (f"lot {lot} is no longer listed in recall {parsed.recall_number}: openFDA amended its "
                           f"code_info" + (" to cover all lots" if parsed.scope == "drug" else ""))
@@ -584,7 +610,10 @@ class RecallIngester:
                     "last_run": self.run, "report_date": date.fromisoformat(reported) if reported else None}
         if self.snapshot_updated:  # a file without meta.last_updated keeps the date we already hold
             defaults["snapshot_updated"] = self.snapshot_updated
-        RecallRecord.objects.update_or_create(recall_number=parsed.record_key, defaults=defaults)
+        # One INSERT ... ON CONFLICT DO UPDATE (update_or_create takes a locking read and a savepoint).
+        RecallRecord.objects.bulk_create([RecallRecord(recall_number=parsed.record_key, **defaults)],
+                                         update_conflicts=True, unique_fields=["recall_number"],
+                                         update_fields=[*defaults, "updated"])
 
 
 class LabelIngester:
