@@ -258,6 +258,8 @@ def _event_xml(name: str, el) -> Event:
 
 
 def _parse_json(data: bytes) -> Document:
+    if b"\x00" in data or b"\\u0000" in data:
+        raise DocumentError("NUL characters are not allowed.")  # PostgreSQL text cannot hold one
     try:
         body = json.loads(data)
     except (ValueError, RecursionError) as exc:
@@ -339,6 +341,8 @@ def _check(event: Event) -> None:
         event.error = f"The event's action {event.action!r} is not ADD, OBSERVE or DELETE."
     elif event.type == "AggregationEvent" and not event.parent and event.action != "OBSERVE":
         event.error = "An AggregationEvent with action ADD or DELETE must name its parentID."
+    elif len(event.lot) > 20:
+        event.error = f"The lot {event.lot[:40]!r}... is longer than GS1's 20 characters (AI 10)."
     elif not (event.epcs or event.children or event.parent):
         event.error = "The event names no EPCs (class-level quantities are not read by the shelf)."
     else:

@@ -103,8 +103,8 @@ class _Products:
 
 def receive(data: bytes, *, site: str, source: str = "", actor: str = "") -> Receipt:
     receipt = Receipt(site=site)
-    if not site:
-        receipt.error = "A site is required."
+    if not site or len(site) > 200 or "\x00" in site:
+        receipt.error = "A site (1 to 200 characters) is required."
         return receipt
     try:
         doc = parse_document(data)

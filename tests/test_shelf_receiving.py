@@ -240,3 +240,14 @@ def test_an_error_declaration_is_refused_for_review_not_applied():
     receipt = receive(d.json_document([event]), site=SITE)
     assert receipt.applied == 0 and "error declaration" in receipt.refused[0][1]
     assert set(Unit.objects.values_list("state", flat=True)) == {"on_hand"}
+
+
+def test_overlong_lots_nul_characters_and_bad_sites_are_refused_not_crashed():
+    epcs = d.units(d.LOSARTAN_GTIN, d.serials("N", 1))
+    doc = d.json_document([d.json_event("ObjectEvent", epcs=epcs, step="receiving", lot="L" * 500)])
+    receipt = receive(doc, site=SITE)
+    assert receipt.applied == 0 and "longer than GS1's 20 characters" in receipt.refused[0][1]
+    nul = d.json_document([d.json_event("ObjectEvent", epcs=epcs, step="receiving", lot="A\u0000B")])
+    assert "NUL" in receive(nul, site=SITE).error
+    assert "site" in receive(d.shipment_xml(["1"]), site="S" * 201).error
+    assert not Unit.objects.exists()
