@@ -190,7 +190,10 @@ def _parse_xml(data: bytes) -> Document:
                 continue
             if not name:  # a comment or processing instruction
                 continue
-            doc.events.append(_event_xml(name, el))
+            try:
+                doc.events.append(_event_xml(name, el))
+            except (TypeError, ValueError, AttributeError) as exc:
+                doc.events.append(Event(name[:40], error=f"The event could not be read: {str(exc)[:200]}."))
     return doc
 
 
@@ -266,6 +269,13 @@ def _parse_json(data: bytes) -> Document:
         raise DocumentError(f"The JSON is malformed: {str(exc)[:200]}.") from exc
     if not isinstance(body, dict) or body.get("type") not in ("EPCISDocument", "EPCISQueryDocument"):
         raise DocumentError("The JSON is not an EPCIS 2.0 document (type EPCISDocument or EPCISQueryDocument).")
+    try:
+        return _read_json(body)
+    except (TypeError, ValueError, AttributeError) as exc:  # the document's structure is not EPCIS's
+        raise DocumentError(f"The EPCIS document's structure could not be read: {str(exc)[:200]}.") from exc
+
+
+def _read_json(body: dict) -> Document:
     doc = Document("json", [])
     header = body.get("epcisHeader") or {}
     master = header.get("epcisMasterData") or {} if isinstance(header, dict) else {}
@@ -296,6 +306,14 @@ def _epc_list(value) -> list[str]:
 
 
 def _event_json(raw) -> Event:
+    try:
+        return _read_event_json(raw)
+    except (TypeError, ValueError, AttributeError) as exc:  # a field of an unexpected JSON type
+        kind = raw.get("type") if isinstance(raw, dict) else None
+        return Event(str(kind or "unknown")[:40], error=f"The event could not be read: {str(exc)[:200]}.")
+
+
+def _read_event_json(raw) -> Event:
     if not isinstance(raw, dict):
         return Event("unknown", error="An event is not a JSON object.")
     kind = str(raw.get("type", ""))

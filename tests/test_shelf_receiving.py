@@ -5,6 +5,9 @@ from pathlib import Path
 
 import pytest
 from django.core.management import call_command
+from django.db import transaction
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from shelf.epcis import parse_document
 from shelf.models import Aggregation, ReceivedEvent, Unit
@@ -251,3 +254,43 @@ def test_overlong_lots_nul_characters_and_bad_sites_are_refused_not_crashed():
     assert "NUL" in receive(nul, site=SITE).error
     assert "site" in receive(d.shipment_xml(["1"]), site="S" * 201).error
     assert not Unit.objects.exists()
+
+
+@pytest.mark.parametrize("body", [
+    {"type": "EPCISDocument", "epcisBody": []},
+    {"type": "EPCISDocument", "epcisHeader": {"epcisMasterData": {"vocabularyList": [[1]]}}, "epcisBody": {}},
+    {"type": "EPCISDocument", "epcisBody": {"eventList": 7}},
+])
+def test_documents_of_the_wrong_shape_are_refused_not_crashed(body):
+    import json
+
+    assert receive(json.dumps(body).encode(), site=SITE).error
+
+
+@pytest.mark.parametrize("field, value", [("bizTransactionList", 7), ("ilmd", {"cbvmda:lotNumber": ["x"]}),
+                                          ("epcList", [{"a": 1}]), ("eventTime", 20190110), ("readPoint", [1])])
+def test_events_with_fields_of_the_wrong_json_type_are_refused_with_a_reason(field, value):
+    epcs = d.units(d.LOSARTAN_GTIN, d.serials("M", 1))
+    good = d.json_event("ObjectEvent", epcs=d.units(d.LOSARTAN_GTIN, d.serials("G", 1)), step="receiving")
+    bad = dict(d.json_event("ObjectEvent", epcs=epcs, step="receiving"), **{field: value})
+    receipt = receive(d.json_document([good, bad]), site=SITE)
+    assert receipt.ok and receipt.applied + len(receipt.refused) == 2 and receipt.applied >= 1
+
+
+JSON_SCALARS = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=30)
+JSON_VALUES = st.recursive(JSON_SCALARS, lambda inner: st.lists(inner, max_size=3)
+                           | st.dictionaries(st.text(max_size=10), inner, max_size=3), max_leaves=8)
+EVENT_FIELDS = ["type", "eventID", "eventTime", "action", "bizStep", "epcList", "parentID", "childEPCs", "ilmd",
+                "bizLocation", "readPoint", "bizTransactionList", "disposition", "errorDeclaration"]
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(changes=st.dictionaries(st.sampled_from(EVENT_FIELDS), JSON_VALUES, min_size=1, max_size=4))
+def test_any_json_in_an_events_fields_is_applied_or_refused_never_a_crash(changes):
+    epcs = d.units(d.LOSARTAN_GTIN, d.serials("H", 1))
+    event = {**d.json_event("ObjectEvent", epcs=epcs, step="receiving", lot=d.LOSARTAN_LOT), **changes}
+    with transaction.atomic():
+        receipt = receive(d.json_document([event]), site=SITE)
+        assert receipt.error or receipt.applied + receipt.skipped + len(receipt.refused) == 1
+        transaction.set_rollback(True)
