@@ -8,9 +8,10 @@
 
 Matching is drugs.matching.explain, the same package-first rules as patients (a unit is a dispensing-like
 object: NDC, canonical lot, expiry). A unit whose GTIN's NDC hyphenation was not resolved is tried with
-each candidate NDC. Units of every state are linked, so the task's counts show what is still on the
-shelf beside what already left with patients. Near-miss lots are not looked for: EPCIS lots are machine
-data, not typed.
+each candidate NDC, and a match through one is at most probable (candidate for an all-lots recall): the
+barcode does not say which labeler's product its digits are. Units of every state are linked, so the
+task's counts show what is still on the shelf beside what already left with patients. Near-miss lots are
+not looked for: EPCIS lots are machine data, not typed.
 """
 
 import functools
@@ -25,12 +26,15 @@ from django.utils import timezone
 
 from drugs import recall_terms
 from drugs.lots import canonical_lot
-from drugs.matching import CERTAINTY_RANK, explain
+from drugs.matching import CERTAINTY_RANK, Found, MatchClass, explain
 from memory.models import Fact
 
 from .models import ShelfEvent, ShelfTask, TaskUnit, Unit
 
 log = logging.getLogger(__name__)
+
+
+_UNRESOLVED_CLASS = {MatchClass.CONFIRMED: MatchClass.PROBABLE, MatchClass.PRODUCT_ALL_LOTS: MatchClass.CANDIDATE}
 
 
 class ShelfError(ValueError):
@@ -58,6 +62,10 @@ def unit_match(fact, unit):
         found = explain(fact, probe)
         if found and (best is None or CERTAINTY_RANK[found.klass.value] < CERTAINTY_RANK[best.klass.value]):
             best = found
+    if best and not unit.ndc and best.klass in _UNRESOLVED_CLASS:
+        # The GTIN's 10 digits could be read as another labeler's product: the package is not confirmed.
+        best = Found(_UNRESOLVED_CLASS[best.klass],
+                     f"{best.rule} (NDC read from the GTIN, its hyphenation unconfirmed)")
     return best
 
 

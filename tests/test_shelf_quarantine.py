@@ -168,3 +168,17 @@ def test_an_expiry_window_limits_an_all_lots_recall(django_capture_on_commit_cal
                        "lot_scope": {"kind": "all_lots_window", "expiry_window": ["2019-01", "2019-12"]}}
     matched = {u.serial[0] for u in Unit.objects.all() if quarantine.unit_match(fact, u)}
     assert matched == {"R", "K"}  # the 2021 lot is outside the window
+
+
+def test_a_unit_whose_ndc_hyphenation_is_unconfirmed_matches_at_most_probably(django_capture_on_commit_callbacks):
+    epcs = d.units(d.LOSARTAN_GTIN, d.serials("U", 1))
+    with django_capture_on_commit_callbacks(execute=True):  # no master data, no recall or fill knows the product
+        _receive(d.json_document([d.json_event("ObjectEvent", epcs=epcs, step="receiving", lot=d.LOSARTAN_LOT)],
+                                 master=False))
+    unit = Unit.objects.get()
+    assert unit.ndc == "" and "13668-0409" in unit.ndc_products
+    fact = assert_claim(recall_claim(RECALL, d.LOSARTAN_LOT)).fact
+    found = quarantine.unit_match(fact, unit)
+    assert found.klass == "probable" and "hyphenation unconfirmed" in found.rule
+    (view,) = recall_shelf(RECALL)
+    assert view.by_class == {"probable": 1}
