@@ -68,7 +68,7 @@ class TaskView:
 
     @property
     def open(self) -> bool:
-        return self.counts.on_hand > 0 or (self.counts.quarantined > 0 and self.task.returned_at is None)
+        return self.counts.on_hand > 0 or self.counts.quarantined > 0
 
 
 def recall_shelf(recall_number: str) -> list[TaskView]:
@@ -105,9 +105,9 @@ def recalled_units_on_hand(site: str | None = None) -> dict[str, int]:
 
 
 def open_tasks() -> list[dict]:
-    """Shelf tasks with matched units still on hand or quarantined and not returned, per recall and site: the
+    """Shelf tasks with matched units still on hand, or quarantined and not yet returned, per recall and site: the
     worklist home lists them, since a recall can touch the shelf without touching a patient."""
-    rows = (TaskUnit.objects.filter(unit__state__in=[S.ON_HAND, S.QUARANTINED], task__returned_at__isnull=True)
+    rows = (TaskUnit.objects.filter(unit__state__in=[S.ON_HAND, S.QUARANTINED])
             .values("task__public_id", "task__recall_number", "task__site")
             .annotate(on_hand=Count("id", filter=Q(unit__state=S.ON_HAND)),
                       quarantined=Count("id", filter=Q(unit__state=S.QUARANTINED)))

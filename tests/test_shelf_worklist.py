@@ -104,3 +104,16 @@ def test_the_admin_lists_units_events_and_tasks_read_only(admin_client, shelf_wo
         assert response.status_code == 200, model
     assert b"W000002" in admin_client.get("/admin/shelf/unit/?q=W000002").content
     assert admin_client.get("/admin/shelf/unit/add/").status_code == 403
+
+
+def test_units_arriving_after_a_return_reopen_the_shelf_task(client, people, shelf_world):
+    c = _login(client, people)
+    c.post(f"/worklist/shelf/{shelf_world.public_id}/quarantine/", {"counted": "3"})
+    c.post(f"/worklist/shelf/{shelf_world.public_id}/return/", {"counted": "3"})
+    assert receive(d.shipment_xml(d.serials("X", 2), case=5), site=SITE).applied == 3  # a late delivery
+    assert f'data-recall="{RECALL}" data-site="{SITE}"' in c.get("/worklist/").content.decode()
+    c.post(f"/worklist/shelf/{shelf_world.public_id}/quarantine/", {"counted": "2"})
+    page = c.get(f"/worklist/recall/{RECALL}").content.decode()
+    assert 'name="return"' in page and 'data-n="quarantined">2<' in page
+    c.post(f"/worklist/shelf/{shelf_world.public_id}/return/", {"counted": "2"})
+    assert Unit.objects.filter(state="returned").count() == 5
