@@ -28,6 +28,12 @@ class PatientForm(forms.ModelForm):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["region"].choices = [("", "— choose a region —")] + [(r, r) for r in settings.UNSAY_REGIONS]
+        # Letters go out in English unless a language is chosen: a form posted without the field (an older
+        # page, a script) keeps the default rather than failing.
+        self.fields["preferred_language"].required = False
+
+    def clean_preferred_language(self):
+        return self.cleaned_data.get("preferred_language") or Patient.Language.ENGLISH
 
 
 class DispensingRecordForm(forms.ModelForm):
