@@ -203,3 +203,8 @@ def unknown_route(request, rest=""):
 
 # POST /epcis lives with its own auth and schemas (shelf receiving); importing it registers it on `api`.
 from api import epcis as _epcis  # noqa: E402, F401
+
+# FHIR out (corrections as CommunicationRequest, sent messages as Communication; docs/fhir.md).
+from api.fhir_routes import router as _fhir_out  # noqa: E402
+
+api.add_router("/fhir", _fhir_out)

@@ -90,3 +90,30 @@ def test_search_by_patient_and_status_within_the_keys_scope(drafts, people, keys
         fhir_out.read_request(keys["patient_a"], b.public_id)
     with pytest.raises(problems.Problem):
         fhir_out.read_request(keys["other"], a.public_id)
+
+
+def test_the_fhir_endpoints_answer_with_bundles_and_resources_for_the_key(client, drafts, people):
+    north = ApiClient.objects.create(name="North")
+    for ref in ("SYN-A", "SYN-B"):
+        ClientPatient.objects.create(client=north, patient=drafts[ref].patient)
+    _, secret = issue_key(north)
+    _, outsider = issue_key(ApiClient.objects.create(name="South"))
+    a = drafts["SYN-A"]
+    approve(a.pk, user=people["pharmacist"])
+    dispatch.dispatch_ready()
+    auth = {"HTTP_AUTHORIZATION": f"Bearer {secret}"}
+    found = client.get("/api/v1/fhir/CommunicationRequest", {"patient": "Patient/SYN-A", "status": "completed"},
+                       **auth)
+    assert found.status_code == 200
+    Bundle.model_validate(found.json())
+    assert found.json()["total"] == 1 and found.json()["entry"][0]["resource"]["id"] == str(a.public_id)
+    one = client.get(f"/api/v1/fhir/CommunicationRequest/{a.public_id}", **auth)
+    assert one.status_code == 200 and one.json()["status"] == "completed"
+    sent = client.get("/api/v1/fhir/Communication", {"patient": "SYN-A", "_count": 1}, **auth).json()
+    assert sent["total"] == 1 and sent["entry"][0]["resource"]["resourceType"] == "Communication"
+    assert client.get(f"/api/v1/fhir/Communication/{a.public_id}", **auth).json()["sent"]
+    assert client.get("/api/v1/fhir/CommunicationRequest", {"status": "bogus"}, **auth).status_code == 422
+    assert client.get("/api/v1/fhir/CommunicationRequest", {"_count": 0}, **auth).status_code == 422
+    assert client.get(f"/api/v1/fhir/CommunicationRequest/{a.public_id}",
+                      HTTP_AUTHORIZATION=f"Bearer {outsider}").status_code == 404
+    assert client.get("/api/v1/fhir/CommunicationRequest").status_code == 401

@@ -64,7 +64,7 @@ def test_the_live_api_matches_its_openapi_document(api_world, live_server, who):
     schema = schemathesis.openapi.from_url(f"{live_server.url}/api/v1/openapi.json")
     headers = {"Authorization": f"Bearer {api_world['keys'][who]}"}
     operations = [result.ok() for result in schema.get_all_operations()]
-    assert len(operations) == 8
+    assert len(operations) == 12
 
     for operation in operations:
         @given(case=operation.as_strategy(), real=st.booleans())
@@ -93,7 +93,7 @@ def test_the_boundaries_of_every_documented_input_get_a_2xx_or_a_4xx_problem(api
          "--seed", "1", "--continue-on-failure", "--workers", "1", "--no-color"],
         capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
-    assert "Tested: 8" in run.stdout, run.stdout[-2000:]
+    assert "Tested: 12" in run.stdout, run.stdout[-2000:]
 
 
 def test_docs_openapi_json_is_up_to_date():
