@@ -323,7 +323,10 @@ def test_the_openapi_document_and_docs_page_are_served(client):
     spec = client.get("/api/v1/openapi.json").json()
     assert set(spec["paths"]) == {"/api/v1/ask", "/api/v1/decisions/{decision_id}", "/api/v1/check",
                                   "/api/v1/decisions/{decision_id}/replay", "/api/v1/dispensing",
-                                  "/api/v1/fhir/MedicationDispense", "/api/v1/recalls/{recall_number}/exposure"}
+                                  "/api/v1/fhir/MedicationDispense", "/api/v1/recalls/{recall_number}/exposure",
+                                  "/api/v1/epcis", "/api/v1/fhir/Communication",
+                                  "/api/v1/fhir/Communication/{correction_id}", "/api/v1/fhir/CommunicationRequest",
+                                  "/api/v1/fhir/CommunicationRequest/{correction_id}"}
     assert spec["components"]["securitySchemes"]["ApiKeyAuth"]["scheme"] == "bearer"
     assert client.get("/api/v1/docs").status_code == 200
     problem(client.get("/api/v1/no-such-thing"), 404)
