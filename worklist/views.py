@@ -180,15 +180,20 @@ def report(request, recall_number):
                                                     "replies": selectors.reply_effectiveness(recall_number)})
 
 
+def _csv_download(recall_number: str, what: str):
+    """(response, csv writer) for a recall's CSV download, named recall-<number>-<what>.csv."""
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    safe = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in recall_number)
+    response["Content-Disposition"] = f'attachment; filename="recall-{safe}-{what}.csv"'
+    return response, csv.writer(response)
+
+
 @require_GET
 @reviewer_required
 def effectiveness_csv(request, recall_number):
     """The recall's letter effectiveness counts (notified, delivered, replies by answer, no reply) as one CSV row."""
     counts = selectors.reply_effectiveness(recall_number)
-    response = HttpResponse(content_type="text/csv; charset=utf-8")
-    safe = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in recall_number)
-    response["Content-Disposition"] = f'attachment; filename="recall-{safe}-replies.csv"'
-    writer = csv.writer(response)
+    response, writer = _csv_download(recall_number, "replies")
     writer.writerow(selectors.EFFECTIVENESS_COLUMNS)
     writer.writerow([spreadsheet_cell(counts[c]) for c in selectors.EFFECTIVENESS_COLUMNS])
     return response
@@ -198,10 +203,7 @@ def effectiveness_csv(request, recall_number):
 @reviewer_required
 def report_csv(request, recall_number):
     data = selectors.report_page(recall_number)
-    response = HttpResponse(content_type="text/csv; charset=utf-8")
-    safe = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in recall_number)
-    response["Content-Disposition"] = f'attachment; filename="recall-{safe}-report.csv"'
-    writer = csv.writer(response)
+    response, writer = _csv_download(recall_number, "report")
     writer.writerow([spreadsheet_cell(c) for c in data["columns"]])
     for row in data["rows"]:
         writer.writerow([spreadsheet_cell(row[c]) for c in data["columns"]])
