@@ -117,3 +117,12 @@ def dead_among(kind: str, run_ids) -> list[int] | None:
     if not supported():
         return None
     return [run_id for run_id in run_ids if run_is_dead(kind, run_id)]
+
+
+def dead_runs(kind: str, running, no_heartbeat):
+    """(the runs among the `running` queryset whose process is gone, found by their lock). By their free
+    lock; on an engine without advisory locks, by `no_heartbeat` (a Q: the heartbeat timed out)."""
+    dead_ids = dead_among(kind, list(running.values_list("id", flat=True)))
+    if dead_ids is None:
+        return running.filter(no_heartbeat), False
+    return running.filter(pk__in=dead_ids), True

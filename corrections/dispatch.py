@@ -115,24 +115,18 @@ def body_for_sending(message: OutboxMessage) -> str:
     return "\n\n".join([message.body, *lines]) if lines else message.body
 
 
-def language_of(message: OutboxMessage) -> str:
-    """The patient's language, for the parts of a letter built at send time (HTML frame, footers)."""
-    patient = getattr(getattr(message, "correction", None), "patient", None)
-    return getattr(patient, "preferred_language", "") or "en"
-
-
 def send_email(message: OutboxMessage) -> str:
     if not message.recipient:
         raise PermanentSendError("the patient has no email address on file")
     from django.utils.translation import override
 
-    from .drafting import letter_html
+    from .drafting import language_of, letter_html
 
     body = body_for_sending(message)
     email = EmailMultiAlternatives(subject=message.subject, body=body, to=[message.recipient],
                                    headers={"Message-ID": message.message_id})
     # The HTML part is built from exactly the reviewed text (drafting.letter_html), never from elsewhere.
-    with override(language_of(message)):
+    with override(language_of(getattr(getattr(message, "correction", None), "patient", None))):
         email.attach_alternative(letter_html(body), "text/html")
     try:
         email.send(fail_silently=False)

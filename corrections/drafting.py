@@ -13,6 +13,7 @@ from django.template.loader import render_to_string
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop, override
 
+from drugs.recall_terms import CLASS_SEVERITY
 from memory.models import Fact
 
 
@@ -141,7 +142,6 @@ def _channel(patient, channel=None) -> str:
 
 
 CLOSED = ("Terminated", "Completed")
-CERTAIN = ("confirmed", "product_all_lots", "")  # "" = a draft written before match classes were kept
 
 
 def what_changed(previous: Fact | None, fact: Fact | None, *, dispensing_changed: bool = False) -> str:
@@ -160,11 +160,10 @@ def what_changed(previous: Fact | None, fact: Fact | None, *, dispensing_changed
         return _("a recall has been announced") if after.get("status") not in CLOSED else \
             _("we have learned of a recall, since closed by the FDA")
     before = previous.attributes or {}
-    rank = {"Class I": 3, "Class II": 2, "Class III": 1}
     changes = []
     old_class, new_class = before.get("classification", ""), after.get("classification", "")
     if old_class != new_class and new_class in CLASS_PLAIN:
-        moved = rank.get(new_class, 0) - rank.get(old_class, 0)
+        moved = CLASS_SEVERITY.get(new_class, 0) - CLASS_SEVERITY.get(old_class, 0)
         changes.append((_("the recall has been raised to %(plain)s") if moved > 0 else
                         _("the recall has been lowered to %(plain)s")) % {"plain": _(CLASS_PLAIN[new_class])})
     closed_before, closed_now = before.get("status") in CLOSED, after.get("status") in CLOSED
@@ -274,31 +273,23 @@ def letter_subject(patient, *, recalled: bool) -> str:
 
 
 def language_of(patient) -> str:
-    """The language a patient's letters are written in (Patient.preferred_language; English if none)."""
+    """The language a patient's letters and reply page are in (Patient.preferred_language; English if
+    none, or no patient). The one reading of it: drafting, sending and the reply page all ask here."""
     return getattr(patient, "preferred_language", "") or "en"
 
 
 def correction_text(patient, old_verdict: str, outcome, fact: Fact | None, previous: Fact | None = None,
                     *, channel: str | None = None, match_class: str = "", dispensing_changed: bool = False) -> str:
     with override(language_of(patient)):
-        return _correction_text(patient, old_verdict, outcome, fact, previous, channel=channel,
-                                match_class=match_class, dispensing_changed=dispensing_changed)
-
-
-def _correction_text(patient, old_verdict, outcome, fact, previous, *, channel, match_class, dispensing_changed):
-    context = letter_context(patient, outcome.verdict, fact, kind="correction", old_verdict=old_verdict,
-                             previous=previous, subject=getattr(outcome, "subject", ""), match_class=match_class,
-                             dispensing_changed=dispensing_changed)
-    return render_letter(context, _channel(patient, channel))
+        context = letter_context(patient, outcome.verdict, fact, kind="correction", old_verdict=old_verdict,
+                                 previous=previous, subject=getattr(outcome, "subject", ""),
+                                 match_class=match_class, dispensing_changed=dispensing_changed)
+        return render_letter(context, _channel(patient, channel))
 
 
 def notice_text(patient, match: str, outcome, fact: Fact, *, channel: str | None = None,
                 match_class: str = "") -> str:
     with override(language_of(patient)):
-        return _notice_text(patient, match, outcome, fact, channel=channel, match_class=match_class)
-
-
-def _notice_text(patient, match, outcome, fact, *, channel, match_class):
-    context = letter_context(patient, outcome.verdict, fact, kind="notice", match=match,
-                             subject=getattr(outcome, "subject", ""), match_class=match_class)
-    return render_letter(context, _channel(patient, channel))
+        context = letter_context(patient, outcome.verdict, fact, kind="notice", match=match,
+                                 subject=getattr(outcome, "subject", ""), match_class=match_class)
+        return render_letter(context, _channel(patient, channel))

@@ -272,16 +272,20 @@ def change_token(trigger, previous, outcome) -> str:
     return f"inputs-{outcome.inputs_hash}"
 
 
+def letter_fact(trigger, previous, outcome):
+    """(the fact a letter is about, whether what changed was the dispensing). A dispensing change has
+    no fact of its own: the letter is about the most severe fact the new answer rests on."""
+    if trigger is not None or previous is not None:
+        return trigger, False
+    bearing = [r.fact for r in outcome.retrieved if r.fact.id in outcome.load_bearing_ids]
+    return max(bearing, key=lambda f: (severity(f), f.id), default=None), True
+
+
 def redecide(decision, reasons, decider, run, report, *, dry_run, pending, latest, drafted_keys):
     previous, trigger = pick_trigger(reasons, latest)
     outcome, shared = decider.decide(decision.patient, decision.question, decision.subject)
     token = change_token(trigger, previous, outcome)
-    # A dispensing change has no fact of its own: the letter is about the most severe fact the new
-    # answer rests on.
-    dispensing_changed = trigger is None and previous is None
-    if dispensing_changed:
-        bearing = [r.fact for r in outcome.retrieved if r.fact.id in outcome.load_bearing_ids]
-        trigger = max(bearing, key=lambda f: (severity(f), f.id), default=None)
+    trigger, dispensing_changed = letter_fact(trigger, previous, outcome)
     recall_number = ((trigger or previous).attributes or {}).get("recall_number", "") if (trigger or previous) else ""
     # If this decision came from a correction the patient has not received yet, that draft goes
     # stale, and the comparison is with what the patient was actually told before it.

@@ -19,6 +19,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from core import runlock, shutdown
@@ -175,17 +176,11 @@ def abandon_dead_runs(*, resume: bool = True, covered_by: Scope | None = None) -
     seen at once; on CockroachDB (no advisory locks) a run is dead once its heartbeat is older than
     UNSAY_SWEEP_HEARTBEAT_TIMEOUT. resume: queue a sweep of each dead run's scope (when triggers run
     on a worker), unless `covered_by` (the sweep about to start) covers everything anyway."""
-    running = SweepRun.objects.filter(status=SweepRun.Status.RUNNING)
-    dead_ids = runlock.dead_among(RUN_LOCK, list(running.values_list("id", flat=True)))
-    if dead_ids is None:
-        cutoff = timezone.now() - timedelta(seconds=settings.UNSAY_SWEEP_HEARTBEAT_TIMEOUT)
-        dead = running.filter(heartbeat__lt=cutoff)
-        why = "abandoned: no heartbeat (process killed?); a later sweep picks up its remaining work"
-    elif not dead_ids:
-        return 0
-    else:
-        dead = running.filter(pk__in=dead_ids)
-        why = "abandoned: its process is gone (its run lock was free); a later sweep picks up its remaining work"
+    cutoff = timezone.now() - timedelta(seconds=settings.UNSAY_SWEEP_HEARTBEAT_TIMEOUT)
+    dead, by_lock = runlock.dead_runs(RUN_LOCK, SweepRun.objects.filter(status=SweepRun.Status.RUNNING),
+                                      Q(heartbeat__lt=cutoff))
+    why = ("abandoned: its process is gone (its run lock was free)" if by_lock
+           else "abandoned: no heartbeat (process killed?)") + "; a later sweep picks up its remaining work"
     runs = list(dead.only("id", "fact_ids", "patient_ids"))
     if not runs:
         return 0

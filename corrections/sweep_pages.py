@@ -50,6 +50,7 @@ from .redecide import (
     SweepReport,
     change_token,
     dedupe_key,
+    letter_fact,
     pick_trigger,
     strongest_match,
 )
@@ -116,10 +117,7 @@ def plan_page(decisions, reasons, decider, *, fact_cache: FactCache) -> tuple[li
         previous, trigger = pick_trigger(reasons[d.id], latest)
         outcome, shared, group = grouped.decide(d.patient, d.question, d.subject)
         token = change_token(trigger, previous, outcome)
-        dispensing_changed = trigger is None and previous is None
-        if dispensing_changed:
-            bearing = [r.fact for r in outcome.retrieved if r.fact.id in outcome.load_bearing_ids]
-            trigger = max(bearing, key=lambda f: (severity(f), f.id), default=None)
+        trigger, dispensing_changed = letter_fact(trigger, previous, outcome)
         cause = trigger or previous
         recall_number = (cause.attributes or {}).get("recall_number", "") if cause else ""
         changed = outcome.verdict != d.verdict

@@ -140,17 +140,11 @@ def abandon_dead_runs(*, resume: bool = True) -> int:
     file) is queued for the worker to ingest again (resume_run: only what is still missing is
     written); without a worker (Celery eager) the next run of the same file or window does it."""
     now = timezone.now()
-    running = IngestRun.objects.filter(status=IngestRun.Status.RUNNING)
-    dead_ids = runlock.dead_among(RUN_LOCK, list(running.values_list("id", flat=True)))
-    if dead_ids is None:
-        cutoff = now - timedelta(seconds=settings.UNSAY_INGEST_HEARTBEAT_TIMEOUT)
-        dead = running.filter(Q(heartbeat__lt=cutoff) | Q(heartbeat__isnull=True, started__lt=cutoff))
-        why = "abandoned: no heartbeat (process killed?); the next run writes what this one did not"
-    elif not dead_ids:
-        return 0
-    else:
-        dead = running.filter(pk__in=dead_ids)
-        why = "abandoned: its process is gone (its run lock was free); the next run writes what this one did not"
+    cutoff = now - timedelta(seconds=settings.UNSAY_INGEST_HEARTBEAT_TIMEOUT)
+    dead, by_lock = runlock.dead_runs(RUN_LOCK, IngestRun.objects.filter(status=IngestRun.Status.RUNNING),
+                                      Q(heartbeat__lt=cutoff) | Q(heartbeat__isnull=True, started__lt=cutoff))
+    why = ("abandoned: its process is gone (its run lock was free)" if by_lock
+           else "abandoned: no heartbeat (process killed?)") + "; the next run writes what this one did not"
     ids = list(dead.values_list("id", flat=True))
     if not ids:
         return 0

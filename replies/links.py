@@ -13,6 +13,8 @@ from django.utils import timezone
 from django.utils.crypto import salted_hmac
 from django.utils.translation import override
 
+from corrections.drafting import language_of
+
 from .models import ReplyLink
 
 SALT = "unsay.replies.link.v1"
@@ -51,7 +53,7 @@ def footer(message) -> str:
     calls this through its SEND_FOOTERS; replies.apps registers it)."""
     _, token = link_for(message)
     patient = message.correction.patient
-    with override(getattr(patient, "preferred_language", "") or "en"):
+    with override(language_of(patient)):
         name = "letters/reply_link_sms.txt" if message.channel == "sms" else "letters/reply_link_email.txt"
         return render_to_string(name, {"url": url_for(token)}).strip()
 

@@ -10,6 +10,8 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
+from corrections.drafting import language_of
+
 from . import links, services
 from .forms import ReplyForm
 
@@ -55,7 +57,7 @@ def reply(request, token):
         return _page(request, "replies/refused.html", {"too_many": True}, status=429)
     if link is None or (request.method == "GET" and link.answer_id is not None):
         return _page(request, "replies/refused.html", status=404)
-    language = getattr(link.message.correction.patient, "preferred_language", "") or "en"
+    language = language_of(link.message.correction.patient)
     with translation.override(language):
         form = ReplyForm(request.POST or None)
         if request.method == "POST" and form.is_valid():
