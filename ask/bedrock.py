@@ -3,7 +3,6 @@ forced tool call. Citations are grounded against the retrieved set; anything wro
 throttling, timeouts, caps) fails closed to the rules result (ask.reasoners.RulesReasoner), marked in
 its identity."""
 
-import functools
 import json
 import logging
 from typing import Literal
@@ -12,6 +11,7 @@ import pydantic
 from django.conf import settings
 
 from ask.reasoners import VERDICTS, AskContext, ReasonerResult, RulesReasoner
+from core import aws
 
 log = logging.getLogger(__name__)
 
@@ -44,18 +44,6 @@ SYSTEM_PROMPT = (
 )
 
 
-@functools.cache
-def _shared_runtime_client():
-    """One bedrock-runtime client per process (clients are thread-safe; creating one costs ~50 ms)."""
-    import boto3
-    from botocore.config import Config
-
-    return boto3.client(
-        "bedrock-runtime", region_name=settings.UNSAY_AWS_REGION,
-        config=Config(connect_timeout=5, read_timeout=30, retries={"max_attempts": 2, "mode": "standard"}),
-    )
-
-
 class ReasonerFailed(Exception):
     """The model's answer could not be used; the caller falls back to the rules."""
 
@@ -71,7 +59,7 @@ class BedrockReasoner:
     @property
     def client(self):
         if self._client is None:
-            self._client = _shared_runtime_client()
+            self._client = aws.client("bedrock-runtime")
         return self._client
 
     def request(self, ctx: AskContext) -> dict:

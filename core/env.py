@@ -1,71 +1,70 @@
-"""Typed parsing of UNSAY_* environment variables.
+"""Typed reading of UNSAY_* environment variables, parsed and validated by environs (marshmallow).
 
-Every parser names the variable in its error, so a bad deployment fails at start-up
-with a message an operator can act on instead of a stack trace deep in a request.
+Every reader names the variable and its value in the error, so a bad deployment fails at start-up
+with a message an operator can act on instead of a stack trace deep in a request. An empty value
+means unset (a compose or systemd file that writes `NAME=` gets the default), which environs alone
+would reject as "Not a valid integer".
 """
 
 import os
 
 from django.core.exceptions import ImproperlyConfigured
+from environs import Env, EnvValidationError
+from environs import validate as check
 
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off"}
+# eager: the first bad value raises at once. No .env file is read (read_env is never called) and no
+# $VAR expansion happens (expand_vars off), so a secret containing "$" is taken as written.
+_env = Env(eager=True, expand_vars=False)
+
+
+def _unset(name):
+    raw = os.environ.get(name)
+    return raw is None or raw.strip() == ""
+
+
+def _read(parse, name, **kwargs):
+    try:
+        return parse(name, **kwargs)
+    except EnvValidationError as error:
+        messages = error.error_messages
+        reason = " ".join(messages) if isinstance(messages, list) else str(messages)
+        raise ImproperlyConfigured(f"{name}={os.environ.get(name)!r} is invalid: {reason}") from None
+
+
+def _bounds(minimum, maximum):
+    if minimum is None and maximum is None:
+        return None
+    return check.Range(min=minimum, max=maximum)
 
 
 def env_str(name, default=None):
-    value = os.environ.get(name)
-    return default if value is None or value == "" else value
+    return default if _unset(name) else os.environ[name]
 
 
 def env_bool(name, default=False):
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    lowered = raw.strip().lower()
-    if lowered in _TRUE:
-        return True
-    if lowered in _FALSE:
-        return False
-    raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean; use one of 1/0, true/false, yes/no, on/off.")
+    """1/0, true/false, yes/no, on/off, y/n, t/f in lower, Title or UPPER case."""
+    return default if _unset(name) else _read(_env.bool, name)
 
 
 def env_int(name, default, *, minimum=None, maximum=None):
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        raise ImproperlyConfigured(f"{name}={raw!r} is not a whole number.") from None
-    if minimum is not None and value < minimum:
-        raise ImproperlyConfigured(f"{name}={value} is below the minimum {minimum}.")
-    if maximum is not None and value > maximum:
-        raise ImproperlyConfigured(f"{name}={value} is above the maximum {maximum}.")
-    return value
+    return default if _unset(name) else _read(_env.int, name, validate=_bounds(minimum, maximum))
 
 
 def env_float(name, default, *, minimum=None):
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = float(raw.strip())
-    except ValueError:
-        raise ImproperlyConfigured(f"{name}={raw!r} is not a number.") from None
-    if minimum is not None and value < minimum:
-        raise ImproperlyConfigured(f"{name}={value} is below the minimum {minimum}.")
-    return value
+    return default if _unset(name) else _read(_env.float, name, validate=_bounds(minimum, None))
 
 
 def env_choice(name, default, choices):
-    value = env_str(name, default)
-    if value not in choices:
-        raise ImproperlyConfigured(f"{name}={value!r} is not one of: {', '.join(sorted(choices))}.")
-    return value
+    if _unset(name):
+        value = default
+        if value not in choices:
+            raise ImproperlyConfigured(f"{name} default {value!r} is not one of: {', '.join(sorted(choices))}.")
+        return value
+    return _read(_env.str, name, validate=check.OneOf(sorted(choices)))
 
 
 def env_list(name, default):
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
+    """Comma-separated; items are trimmed and blank items dropped ("a, ,b," is ["a", "b"])."""
+    if _unset(name):
         return list(default)
-    return [item.strip() for item in raw.split(",") if item.strip()]
+    return [item.strip() for item in _read(_env.list, name) if item.strip()]

@@ -26,6 +26,8 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection, transaction
 
+from core import aws
+
 
 class EmbeddingError(RuntimeError):
     pass
@@ -201,9 +203,7 @@ class BedrockTitan(EmbeddingProvider):
     @property
     def client(self):
         if self._client is None:
-            import boto3
-
-            self._client = boto3.client("bedrock-runtime", region_name=settings.UNSAY_AWS_REGION)
+            self._client = aws.client("bedrock-runtime")
         return self._client
 
     def _embed(self, texts):

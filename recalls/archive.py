@@ -11,22 +11,16 @@ from pathlib import Path
 
 from django.conf import settings
 
-_client = None
+from core import aws
 
 
 def s3_client():
-    global _client
-    if _client is None:
-        import boto3
-
-        _client = boto3.client("s3", region_name=settings.UNSAY_AWS_REGION)
-    return _client
+    return aws.client("s3")
 
 
 def set_s3_client(client):
-    """Swap the S3 client (tests use a botocore Stubber on it)."""
-    global _client
-    _client = client
+    """Swap the S3 client (tests use a botocore Stubber on it); None goes back to the real one."""
+    aws.use_client("s3", client)
 
 
 def snapshot_name(kind: str, label: str, now: datetime | None = None) -> str:
