@@ -57,7 +57,7 @@ class ApiKeyAuth(HttpBearer):
 class UnsayApi(NinjaAPI):
     def get_openapi_operation_id(self, operation) -> str:
         """Stable when this module moves: generated clients name their methods after these ids, which
-        were memory_api_views_<view> before issue #15 moved the API out of memory."""
+        were memory_api_views_<view> when the API lived in the memory app."""
         return f"memory_api_views_{operation.view_func.__name__}"
 
     def get_openapi_schema(self, *args, **kwargs):

@@ -45,7 +45,7 @@ def replay_url(decision) -> str:
 
 def _search_query(request) -> str:
     """The patient search text, from the POST body only: names in URLs end up in access logs,
-    browser history and proxies (80 access-log lines with names in the probe of issue #16). NUL and
+    browser history and proxies (a probe once found 80 access-log lines with names). NUL and
     other control characters are dropped (PostgreSQL refuses NUL; nobody types them)."""
     raw = request.POST.get("q", "") if request.method == "POST" else ""
     return "".join(ch for ch in raw if ch.isprintable())[:200]

@@ -128,7 +128,7 @@ def time_lookups(fact, repeats: int, **options) -> dict:
 
 
 def time_reference(repeats: int) -> dict:
-    """Same-run reference: session 1's query shape, the (drug, lot) rows with their patients, no matching."""
+    """Same-run reference: the first query shape, the (drug, lot) rows with their patients, no matching."""
     def run():
         return list(DispensingRecord.objects.filter(drug=TARGET_DRUG, lot=TARGET_LOT).select_related("patient")
                     .order_by("patient_id", "dispensed_at", "id"))

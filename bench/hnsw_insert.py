@@ -8,7 +8,7 @@ memory_fact that differ only in their vector index, interleaved round by round o
 
 Variants: no vector index (the ceiling in the same run), HNSW on vector(384) (also m 12/40, m 16/32) and on the
 halfvec(384) cast, each at pgvector's default m=16/ef_construction=64 and at m=8/ef_construction=32
-(halfvec also at m 12/40 and m 10/32: measured in session 4, not adopted, docs/benchmarks.md).
+(halfvec also at m 12/40 and m 10/32: measured, not adopted: docs/benchmarks.md).
 Each table is prefilled with --prefill rows (index built after the fill) so inserts walk a real
 graph. Vectors: hashing embeddings of real recall statements (the cost of an insert depends on
 the dimension and the graph, not on the model). Prints tps per variant per round, then
@@ -39,7 +39,7 @@ VARIANTS = {
     "halfvec m12 ef40": "USING hnsw ((embedding::halfvec(384)) halfvec_cosine_ops) WITH (m = 12, ef_construction = 40)",
     "halfvec m10 ef32": "USING hnsw ((embedding::halfvec(384)) halfvec_cosine_ops) WITH (m = 10, ef_construction = 32)",
     # IVFFlat: an insert is a scan of the list centroids and an append to one list (no graph walk).
-    # Lists trained on the prefill (the index is built after it). Session 7; recall in bench/vector_recall.py.
+    # Lists trained on the prefill (the index is built after it); recall in bench/vector_recall.py.
     "ivfflat lists100": "USING ivfflat (embedding vector_cosine_ops) WITH (lists = 100)",
     "ivfflat lists40": "USING ivfflat (embedding vector_cosine_ops) WITH (lists = 40)",
 }

@@ -33,7 +33,7 @@ from drugs.matching import MatchClass, match  # noqa: E402
 from drugs.ndc import ndcs_in_text, normalize_ndc  # noqa: E402
 
 BULK_FILES = ("drug-enforcement-2021-04-28.json.zip", "drug-enforcement-2023-08-05-part.json.zip")
-# Words that must never be part of a subject (the junk subjects of issue #11).
+# Words that must never be part of a subject (junk subjects once seen in stored facts).
 FORM_PACKAGING_NDC = set(
     "tab tabs tablet tablets capsule capsules caplet caplets usp injection oral solution suspension count "
     "bottle bottles blister carton cartons pack packs unit dose ndc upc rx only mg mcg ml vial vials "

@@ -1,4 +1,4 @@
-"""Loopback load test (issue #16): the app served by gunicorn, N clients probing /health and M clients
+"""Loopback load test: the app served by gunicorn, N clients probing /health and M clients
 asking POST /api/ask at once, for a bounded time; then checks the app still answers normally.
 
     .venv/bin/python bench/load.py                       # 200 /health + 50 /api/ask clients for 60 s

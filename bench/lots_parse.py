@@ -1,4 +1,4 @@
-"""How long parse_scope takes on the longest real code_info and on a 3,000-lot record (issue #17).
+"""How long parse_scope takes on the longest real code_info and on a 3,000-lot record.
 
 The 3,000-lot text is built from the real D-1396-2016 entries ("Service Code …, Lot Number …,
 Exp. Date …;") repeated with a running suffix so every lot is distinct: synthetic in its length only.

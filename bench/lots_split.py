@@ -1,4 +1,4 @@
-"""Split the real openFDA code_info strings into a development pool and an evaluation split (issue #17).
+"""Split the real openFDA code_info strings into a development pool and an evaluation split.
 
 Run once, before the parser was rewritten; the result is tests/fixtures/lots_split.json. Each distinct
 code_info + more_code_info text goes to one side only (the same text under several recall numbers or in

@@ -5,7 +5,7 @@ embedded with the real local MiniLM model, before and after many versions are re
     .venv/bin/python bench/vector_recall.py --all           # every unique statement of the 12.5k records
     .venv/bin/python bench/vector_recall.py --index ivfflat-after,40 --ef-search 4,8,12   # IVFFlat, probes
 
-IVFFlat (session 7, for the cost of a fact write: bench/hnsw_insert.py): `--index ivfflat,LISTS` builds
+IVFFlat (for the cost of a fact write: bench/hnsw_insert.py): `--index ivfflat,LISTS` builds
 it on the empty table, as a migration would, so its lists are trained on nothing; `ivfflat-after,LISTS`
 builds it after the corpus is loaded, as a rebuild would. --ef-search then gives ivfflat.probes values
 (iterative scan relaxed_order, as pgvector allows for IVFFlat).

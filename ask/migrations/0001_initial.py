@@ -1,4 +1,4 @@
-"""API clients, keys and usage counters move here from memory (issue #15): state only, the tables keep their names (memory_apiclient, ...)."""
+"""API clients, keys and usage counters move here from memory: state only, the tables keep their names (memory_apiclient, ...)."""
 
 import django.db.models.deletion
 from django.db import migrations, models

@@ -64,7 +64,7 @@ for case, entry in zip(cases, split['evaluation'], strict=True):
         case['added'] = ("window phrasing moved from development to evaluation and labelled before the parser "
                          "was changed to read window phrasings (lots_split.json 'added')")
 out = {
-  "about": ("Evaluation split for recalls.lots.parse_scope (issue #17): real openFDA code_info/more_code_info "
+  "about": ("Evaluation split for recalls.lots.parse_scope: real openFDA code_info/more_code_info "
             "texts chosen by bench/lots_split.py before the parser was rewritten, each labelled by reading it (not "
             "from parser output). Never used to tune the parser. Labelling rules: see docs/lots.md. Cases marked "
             "'added' are expiry-window and all-lots phrasings added later, held out the same way (b09.txt)."),

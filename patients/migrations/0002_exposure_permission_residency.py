@@ -40,7 +40,7 @@ class Migration(migrations.Migration):
             name='dispensingrecord',
             options={'permissions': [('view_exposure', 'Can see which patients a recall exposes')]},
         ),
-        # Frozen (issue #15): groups are synced from core.roles by a post_migrate receiver
+        # Frozen: groups are synced from core.roles by a post_migrate receiver
         # (unsay_site.apps), as django.contrib.auth creates permissions; this step used to replay
         # today's table from a historical migration.
         migrations.RunPython(migrations.RunPython.noop, migrations.RunPython.noop),

@@ -21,7 +21,7 @@ class Migration(migrations.Migration):
         ("auth", "0012_alter_user_first_name_max_length"),
         ("contenttypes", "0002_remove_content_type_name"),
     ]
-    operations = [# Frozen (issue #15): groups are synced from core.roles by a post_migrate receiver
+    operations = [# Frozen: groups are synced from core.roles by a post_migrate receiver
         # (unsay_site.apps), as django.contrib.auth creates permissions; this step used to replay
         # today's table from a historical migration.
         migrations.RunPython(migrations.RunPython.noop, backwards)]

@@ -1,6 +1,6 @@
 """Re-resolve the drug identity of stored dispensing rows (drugs.identity), through save_dispensing.
 
-Run after deploying the identity vocabulary (issue #11) or a new version of it. A row whose identity
+Run after deploying the identity vocabulary or a new version of it. A row whose identity
 key, identity source or NDC product changes is saved through patients.dispensing.save_dispensing, so
 it gets an audit row and its patient's standing decisions about the old and new drug are re-decided
 (dispensing_changed). Rows that do not change are not written. --dry-run only counts.
