@@ -290,5 +290,5 @@ def column_dimension() -> int | None:
 
 def to_sql_vector(vector) -> str:
     # map(str.format) gives the same text as an f-string per element in about half the time; this runs
-    # once per fact version written (issue #14).
+    # once per fact version written.
     return "[" + ",".join(map("{:.7g}".format, vector)) + "]"

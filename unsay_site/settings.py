@@ -212,7 +212,7 @@ CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_TIMEZONE = "UTC"
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
-# Delivery (issue #16: a worker killed mid-sweep lost the task). A task is acknowledged only after it
+# Delivery (a worker killed mid-sweep must not lose the task). A task is acknowledged only after it
 # returns (acks_late), and a task whose worker process died is requeued, not dropped
 # (reject_on_worker_lost): every task here is idempotent (sweeps re-decide from the database and skip
 # what is handled, ingest skips unchanged records, dispatch claims one message at a time).
