@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint check bench
+.PHONY: demo test test-fast lint check bench
 
 $(STAMP): requirements.txt $(wildcard requirements/*.txt)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -22,8 +22,19 @@ demo: $(STAMP)
 # tests use its db 15, so tasks they queue never reach a demo or dev worker.
 LOCAL_REDIS := $(shell (exec 3<>/dev/tcp/127.0.0.1/6379) 2>/dev/null && echo redis://127.0.0.1:6379/15)
 
+# Every test, in parallel (pytest-xdist): each worker has its own test database (<name>_gw0, _gw1, ...),
+# and the `slow` tests (real processes, timings) run one after another on a single worker
+# (tests/conftest.py). TEST_WORKERS=0 for a serial run. `make test-fast` skips the slow ones for a
+# quick loop; CI (.ci/run) runs `make test`.
+TEST_WORKERS ?= auto
+PYTEST := UNSAY_PROFILE=test REDIS_URL=$${REDIS_URL:-$(LOCAL_REDIS)} $(PY) -m pytest -n $(TEST_WORKERS) \
+	--maxprocesses 4 --dist loadgroup
+
 test: $(STAMP)
-	UNSAY_PROFILE=test REDIS_URL=$${REDIS_URL:-$(LOCAL_REDIS)} $(PY) -m pytest
+	$(PYTEST)
+
+test-fast: $(STAMP)
+	$(PYTEST) -m "not slow"
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -23,7 +23,14 @@ def hashing_embeddings():
 
 
 def pytest_collection_modifyitems(config, items):
-    """Tests marked `cockroach` need a real CockroachDB; without UNSAY_COCKROACH_URL they are skipped, saying so."""
+    """Tests marked `slow` (real processes, timings) run one after another on a single xdist worker
+    (`--dist loadgroup`, Makefile), so two of them never compete for the same cores; everything else is
+    spread over the workers. Tests marked `cockroach` need a real CockroachDB; without
+    UNSAY_COCKROACH_URL they are skipped, saying so."""
+    if config.pluginmanager.hasplugin("xdist"):
+        for item in items:
+            if "slow" in item.keywords:
+                item.add_marker(pytest.mark.xdist_group("real_processes"))
     if os.environ.get("UNSAY_COCKROACH_URL"):
         return
     skip = pytest.mark.skip(reason="UNSAY_COCKROACH_URL is not set (e.g. cockroachdb://root@localhost:26257/defaultdb"
@@ -35,7 +42,10 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_sessionfinish(session, exitstatus):
     """Tasks the tests queued on their own Redis database (db 15, see settings) have no worker:
-    drop them so they do not pile up across runs."""
+    drop them so they do not pile up across runs. Under xdist only the controller does it, once every
+    worker is done: a worker finishing first must not empty the queues the other's tests still read."""
+    if hasattr(session.config, "workerinput"):
+        return
     from django.conf import settings
 
     url = getattr(settings, "REDIS_URL", None) or ""
