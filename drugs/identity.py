@@ -10,19 +10,18 @@ the vocabulary finds no drug, or only words we know to be unreliable, resolves t
 
 The vocabulary is `drug-named-entity-recognition` (DrugBank open data + MeSH + Wikipedia names:
 brands, salts, synonyms and named combinations; see docs/drug-identity.md for why this one). We read
-its bundled dictionary directly and match whole words, longest phrase first, rather than call its
-`find_drugs`, which also does fuzzy matching and can reach the network for structures and OMOP ids.
-The dictionary is loaded on first use and cached for the process (about 2 s): importing this module
-costs nothing, so test collection and `manage.py` start-up stay fast.
+the lookup tables its finder publishes (`drugs_finder.drug_variant_to_canonical` and
+`drug_canonical_to_data`, the ones its add_custom_drug_synonym / reset_drugs_data maintain) and match
+whole words, longest phrase first, rather than call its `find_drugs`: that one looks at one- and
+two-word spans only ("valsartan and hydrochlorothiazide" is three), and its options reach the network
+for structures and OMOP ids, which we never turn on.
+The package is imported on first use and the index cached for the process (about 4 s): importing this
+module costs nothing, so test collection and `manage.py` start-up stay fast.
 """
 
-import bz2
 import functools
-import importlib.util
-import pickle
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
 VOCABULARY = "drug-named-entity-recognition"
 SOURCE = "drug-ner"
@@ -136,20 +135,15 @@ def _is_class(name: str, data: dict) -> bool:
     return bool(trees) and last.endswith("s") and not last.endswith(("ss", "us", "is", "os"))
 
 
-def _dictionary_path() -> Path:
-    spec = importlib.util.find_spec("drug_named_entity_recognition")
-    if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError(f"{VOCABULARY} is not installed (requirements.txt pins it)")
-    return Path(next(iter(spec.submodule_search_locations))) / "drug_ner_dictionary.pkl.bz2"
-
-
 @functools.lru_cache(maxsize=1)
 def vocabulary() -> dict[str, tuple[str, ...]]:
     """Phrase (lower-case words joined by one space) -> sorted ingredient names. Loaded once per process."""
-    with bz2.open(_dictionary_path(), "rb") as handle:
-        data = pickle.load(handle)  # the package's own bundled file, not user input
-    variant_to_canonical = data["drug_variant_to_canonical"]
-    canonicals = set(data["drug_canonical_to_data"])
+    # Imported here, not at the top: the finder builds its tables (and a fuzzy-match index) on import.
+    from drug_named_entity_recognition import drugs_finder
+
+    variant_to_canonical = drugs_finder.drug_variant_to_canonical
+    canonical_to_data = drugs_finder.drug_canonical_to_data
+    canonicals = set(canonical_to_data)
 
     def ingredient(name: str) -> str:
         words = _words(name)
@@ -180,7 +174,7 @@ def vocabulary() -> dict[str, tuple[str, ...]]:
             continue  # "sulfate", "patch": a salt or a dosage form alone names no drug ("sodium chloride" does)
         found = set()
         for target in targets:
-            if not _is_class(target, data["drug_canonical_to_data"].get(target) or {}):
+            if not _is_class(target, canonical_to_data.get(target) or {}):
                 found.update(ingredients_of(target))
         # Wikipedia-derived names that describe a product ("low dose aspirin", "progestin only norethindrone
         # oral contraceptives") are not ingredient names: the words around them find the ingredient instead.
