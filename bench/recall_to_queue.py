@@ -2,7 +2,7 @@
 patient's correction draft reaches the pharmacists' queue.
 
     .venv/bin/python bench/recall_to_queue.py [--patients 200000] [--decisions 1000000] [--affected 100000]
-        [--runs 3] [--keep] [--sweep celery|inline] [--concurrency 2] [--profile] [--db-name NAME]
+        [--runs 3] [--warmup 1] [--keep] [--sweep celery|inline] [--concurrency 2] [--profile] [--db-name NAME]
 
 The world (bench/_scale.py): synthetic patients (labelled synthetic) holding real products and lots;
 the 2021-04-28 openFDA bulk file's records of those drugs ingested as the facts believed before; one
@@ -16,14 +16,14 @@ corrections.tasks.sweep_facts on Redis (REDIS_URL, required) and a Celery worker
 helpers (UNSAY_SWEEP_WORKERS) for the other pool process. --sweep inline calls the same task function
 in this process (no broker; UNSAY_SWEEP_WORKERS=1), which is what --profile profiles.
 
-Per run: seconds from ingest start to the last draft of the recall committed (Correction.created of
-its last draft; the drafts are the review queue's pending rows for that recall), the split (ingest,
-queue wait, sweep, notices), re-decisions/s, the COPY ceiling of the same rows in the same run
-(bench/_scale.copy_ceiling: into unlogged scratch tables) and the ratio ceiling seconds / end-to-end
-seconds, peak RSS of every process (VmHWM, reset at the run's start: this bench, the worker's main
-process and each pool process), load average, affected patients and drafts, and the check that every
-affected patient has exactly one draft and no other patient has any. Then min / median / max over the
-runs, and the goal.
+An uncounted warm-up run comes first (--warmup). Per run: seconds from ingest start to the last draft
+of the recall committed (Correction.created of its last draft; the drafts are the review queue's
+pending rows for that recall), the split (ingest, queue wait, sweep), re-decisions/s, the COPY ceiling
+of the same rows in the same run (bench/_scale.copy_ceiling: into unlogged scratch tables) and the
+ratio ceiling seconds / end-to-end seconds, peak RSS of every process (VmHWM, reset at the run's start:
+this bench, the worker's main process and each pool process), load average, affected patients and
+drafts, and the check that every affected patient has exactly one draft and no other patient has any.
+Then min / median / max over the runs, and the goal.
 
 The world is built in its own database (default unsay_bench_r2q_<patients>_<decisions>_<affected>);
 between runs only what a run wrote is undone (_scale.reset_to: rows past the build's ids deleted,
@@ -58,6 +58,9 @@ def parse_args(argv=None):
     parser.add_argument("--decisions", type=int, default=1_000_000, help="standing decisions (one per product held)")
     parser.add_argument("--affected", type=int, default=100_000, help="patients holding a lot of the new recall")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=1,
+                        help="uncounted runs first (a production worker has imported and loaded everything "
+                             "before a recall arrives; a fresh pool process spends seconds on that)")
     parser.add_argument("--keep", action="store_true",
                         help="reuse the database an earlier invocation built with the same sizes")
     parser.add_argument("--sweep", choices=["celery", "inline"], default="celery")
@@ -305,7 +308,7 @@ def one_run(n: int, args, world, built: dict, new_path: Path, worker: Worker | N
                 ingest = ingest_file(new_path)  # its after-commit signal queues the sweep task
             ingested = time.monotonic()
             if worker is None:
-                if args.profile:
+                if args.profile and n == 1:
                     import cProfile
 
                     profiler = cProfile.Profile()
@@ -417,6 +420,10 @@ def main(argv=None):
         sys.exit("--sweep celery needs REDIS_URL (a Redis db of its own, e.g. redis://127.0.0.1:6379/8)")
     db_name = args.db_name or f"unsay_bench_r2q_{args.patients}_{args.decisions}_{args.affected}"
     os.environ["UNSAY_DB_NAME"] = db_name
+    if os.environ.get("DATABASE_URL"):  # the same server, this bench's own database (it is dropped and rebuilt)
+        from urllib.parse import urlparse, urlunparse
+
+        os.environ["DATABASE_URL"] = urlunparse(urlparse(os.environ["DATABASE_URL"])._replace(path="/" + db_name))
     setup_django(db_name=db_name, profile="test", migrate=False)
 
     import _scale
@@ -470,10 +477,14 @@ def main(argv=None):
 
         app.control.purge()
         worker = Worker(args.concurrency, RESULTS / f"recall_to_queue-worker-{stamp}.log")
-    runs = []
+    runs, warmups = [], []
     try:
         if worker:
             worker.wait_ready()
+        for n in range(1, args.warmup + 1):
+            figures = one_run(-n, args, world, built, new_path, worker, log)
+            log(f"warm-up {n} (not counted): {figures['ingest_to_last_draft_s']} s ingest to last draft")
+            warmups.append(figures)
         for n in range(1, args.runs + 1):
             figures = one_run(n, args, world, built, new_path, worker, log)
             log(json.dumps(figures))
@@ -505,7 +516,7 @@ def main(argv=None):
     log("\nSummary:")
     log(json.dumps(summary, indent=2))
     out_path.write_text(json.dumps({"sizes": sizes, "sweep": args.sweep, "build": built["build"], "runs": runs,
-                                    "summary": summary, "log": lines}, indent=2, default=str))
+                                    "warmups": warmups, "summary": summary, "log": lines}, indent=2, default=str))
     log(f"Raw output: {out_path}")
     return summary
 

@@ -1,0 +1,34 @@
+"""bench/recall_to_queue.py at a tiny scale: a real new recall reaches the review queue as exactly one
+draft for every patient holding one of its lots, and none for anyone else."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from django.conf import settings
+
+from tests.procs import PROJECT_DIR, subprocess_env
+
+pytestmark = pytest.mark.slow
+
+
+def test_every_affected_patient_gets_exactly_one_draft_and_no_one_else_any(tmp_path):
+    out = tmp_path / "recall_to_queue.json"
+    database = settings.DATABASES["default"]["TEST"]["NAME"] + "_r2q"  # the bench builds its own world here
+    env = subprocess_env()
+    env.pop("UNSAY_DB_NAME", None)
+    finished = subprocess.run(
+        [sys.executable, "bench/recall_to_queue.py", "--patients", "200", "--decisions", "1000", "--affected", "50",
+         "--runs", "1", "--warmup", "0", "--sweep", "inline", "--db-name", database, "--out", str(out)],
+        cwd=PROJECT_DIR, env=env, capture_output=True, text=True, timeout=900)
+    assert finished.returncode == 0, finished.stdout[-3000:] + finished.stderr[-3000:]
+
+    [run] = json.loads(out.read_text())["runs"]
+    assert run["affected_patients"] == 50
+    assert run["affected_with_one_draft"] == 50
+    assert run["affected_without_draft"] == 0
+    assert run["affected_with_several_drafts"] == 0
+    assert run["unaffected_with_a_draft"] == 0
+    assert run["drafts_written"] == run["drafts_in_review_queue"] == 50
+    assert run["errors"] == 0
