@@ -1,16 +1,20 @@
 """The Docker image's entry point, exercised without Docker: the Dockerfile's CMD (gunicorn) serves the
 app against the embedded database, in the production profile after the image's collectstatic step,
-and whitenoise answers a static file (hashed name from the manifest, long cache, compressed variant)."""
+and whitenoise answers a static file (hashed name from the manifest, long cache, compressed variant).
+The demo's web server is the same gunicorn with the same configuration, started as `make demo` starts it."""
 
 import json
 import re
+import runpy
 import subprocess
 import sys
 import time
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from demo import setup as demo_setup
 from tests.procs import PROJECT_DIR, subprocess_env
 from tests.reliability.servers import free_port
 
@@ -79,3 +83,43 @@ def test_the_images_gunicorn_command_serves_the_app_and_its_static_files(tmp_pat
     lines = (tmp_path / "access.log").read_text().splitlines()
     assert '"GET /admin/login/ HTTP/1.1" 200' in "\n".join(lines), lines
     assert not [line for line in lines if "?" in line or "Quist" in line or "127.0.0.1" in line], lines
+
+
+def test_the_dockerfile_cmd_and_gunicorn_conf_agree_on_the_worker_model():
+    """The demo reads the worker model from gunicorn.conf.py; the image's CMD repeats it as flags."""
+    argv, config = dockerfile_cmd(), runpy.run_path(str(PROJECT_DIR / "gunicorn.conf.py"))
+    flags = {flag: argv[argv.index(flag) + 1] for flag in ("--workers", "--threads", "--timeout")}
+    assert flags == {"--workers": str(config["workers"]), "--threads": str(config["threads"]),
+                     "--timeout": str(config["timeout"])}
+
+
+def test_the_demos_web_server_is_gunicorn_as_in_production_and_stops_cleanly(tmp_path):
+    """Started exactly as `manage.py demo` starts it (demo.setup.child_commands, start_child): gunicorn
+    with gunicorn.conf.py's worker model, /health under a burst of concurrent probes, a static file from
+    whitenoise, the access log without query strings; SIGTERM (what the demo sends) stops it with exit 0."""
+    port = free_port()
+    argv = demo_setup.child_commands(port)["web"]
+    assert argv[1:3] == ["-m", "gunicorn"] and argv[argv.index("--bind") + 1] == f"127.0.0.1:{port}"
+    out = tmp_path / "web.log"
+    env = subprocess_env(UNSAY_PROFILE="demo", UNSAY_VAR_DIR=str(tmp_path), PYTHONUNBUFFERED="1")
+    with out.open("w") as log:  # as demo.setup.start_child, with the output kept to read
+        proc = subprocess.Popen(argv, cwd=PROJECT_DIR, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        assert demo_setup.wait_for_health(f"{base}/health", proc=proc) == {"status": "up"}
+        with ThreadPoolExecutor(200) as pool:  # runserver: one thread per connection, timeouts under a burst
+            answers = list(pool.map(lambda _: get(f"{base}/health")[0], range(200)))
+        assert answers == [200] * 200
+        status, headers, body = get(f"{base}/static/admin/css/base.css")
+        assert status == 200 and headers["Content-Type"].startswith("text/css") and body
+        assert get(f"{base}/admin/login/?q=Synthetic+Wilhelmina+Quist")[0] == 200
+    finally:
+        codes = demo_setup.stop_children({"web": proc})
+    assert codes == {"web": 0}
+    text = out.read_text()
+    assert "Using worker: gthread" in text, text[-3000:]
+    config = runpy.run_path(str(PROJECT_DIR / "gunicorn.conf.py"))
+    assert text.count("Booting worker with pid") == config["workers"], text[-3000:]
+    assert '"GET /admin/login/ HTTP/1.1" 200' in text and "Quist" not in text, text[-3000:]
+    assert "Control socket listening" not in text  # one path per user: never shared by two gunicorns
