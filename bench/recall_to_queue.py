@@ -394,6 +394,18 @@ def spread(values) -> str:
     return f"{values[0]} / {statistics.median(values)} / {values[-1]}"
 
 
+def code_version() -> str:
+    """The commit measured: git's HEAD, or the name of an exported tree (git archive into a folder named
+    after its commit, so that edits in a shared working tree cannot change the code mid-run)."""
+    found = subprocess.run(["git", "-C", str(PROJECT_DIR), "rev-parse", "--short", "HEAD"], capture_output=True,
+                           text=True)
+    dirty = subprocess.run(["git", "-C", str(PROJECT_DIR), "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True).stdout.strip()
+    if found.returncode == 0:
+        return found.stdout.strip() + (" with uncommitted changes in the tree" if dirty else "")
+    return f"exported tree {PROJECT_DIR.name}"
+
+
 def against_goal(runs: list, affected: int) -> dict:
     median_s = statistics.median(r["ingest_to_last_draft_s"] for r in runs)
     median_ratio = statistics.median(r["ratio_ceiling_to_actual"] for r in runs)
@@ -455,6 +467,9 @@ def main(argv=None):
         except Exception:  # noqa: BLE001 - no such database yet: build it
             state = {}
     if state.get("sizes") == sizes and "snapshot" in state:
+        from django.core.management import call_command
+
+        call_command("migrate", verbosity=0)  # the code may have moved on since the build
         log(f"Reusing the world built earlier in {db_name} ({state['build']['build_s']}s to build).")
         if state.get("dirty"):
             log(f"  a run was left unfinished; undone: {reset(state)}")
@@ -496,6 +511,7 @@ def main(argv=None):
     roles = sorted({role for r in runs for role in r["peak_rss_mb"]})
     summary = {
         "machine": describe_machine(),
+        "code": code_version(),
         "runs": len(runs),
         "affected_patients": runs[-1]["affected_patients"],
         "drafts_written min/median/max": spread([r["drafts_written"] for r in runs]),
