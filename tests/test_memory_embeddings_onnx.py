@@ -1,6 +1,10 @@
 """The local model on ONNX Runtime: the same vectors as torch on real statements, chosen by
 UNSAY_EMBEDDINGS=local when available, torch as the fallback, repeated texts embedded once."""
 
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 from django.core.exceptions import ImproperlyConfigured
@@ -30,6 +34,18 @@ def test_onnx_vectors_equal_torch_vectors_on_real_recall_statements(settings):
     cosines = (np.asarray(onnx) * np.asarray(torch)).sum(axis=1)
     assert cosines.min() >= 0.99999, cosines.min()
     assert np.allclose(np.linalg.norm(onnx, axis=1), 1.0, atol=1e-5)
+
+
+def test_the_graph_is_written_without_torch_and_gives_the_reference_vectors(tmp_path):
+    # The image has no torch: write the graph in a process where importing it (or transformers) fails.
+    graph = tmp_path / "graph.onnx"
+    blocked = ("import sys; sys.modules.update(torch=None, transformers=None, sentence_transformers=None); "
+               "from pathlib import Path; from memory import minilm; minilm._export(Path(sys.argv[1]))")
+    subprocess.run([sys.executable, "-c", blocked, str(graph)], cwd=Path(__file__).resolve().parent.parent,
+                   check=True, timeout=600)
+    texts = sample_statements(DEMO_SLICE, limit=16)
+    vectors = minilm.OnnxMiniLM(graph).encode(texts)
+    assert np.abs(vectors - minilm.TorchMiniLM().encode(texts)).max() < 1e-5
 
 
 def test_local_picks_onnx_when_available_and_torch_when_told(settings):
