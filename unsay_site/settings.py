@@ -139,9 +139,9 @@ UNSAY_DB_NAME = env_str("UNSAY_DB_NAME", "unsay")
 
 
 # pgvector session settings for every PostgreSQL connection: a filtered HNSW top-k keeps scanning
-# until it has k rows (engine-notes TL;DR 5). ef_search 200: with many dead entries (half the facts
+# until it has k rows (pgvector iterative index scans). ef_search 200: with many dead entries (half the facts
 # re-versioned, or 90% retracted) recall@8 of the forced index was 0.983-0.992 at 100 and >= 0.993 at
-# 200, for 0.1-0.5 ms more a query (docs/benchmarks.md, "Issue #14: fact writes, session 4").
+# 200, for 0.1-0.5 ms more a query (docs/benchmarks.md, the fact-write measurements).
 PGVECTOR_SESSION_OPTIONS = "-c hnsw.iterative_scan=strict_order -c hnsw.ef_search=200"
 
 # dj-database-url knows postgres://, postgresql:// and cockroach://; cockroachdb:// is the spelling
@@ -258,7 +258,7 @@ UNSAY_SWEEP_HEARTBEAT_TIMEOUT = env_int("UNSAY_SWEEP_HEARTBEAT_TIMEOUT", 600, mi
 # off behind a transaction-pooling PgBouncer, where session locks do not hold.
 UNSAY_RUN_LOCKS = env_bool("UNSAY_RUN_LOCKS", True)
 # Sweep tasks that share one large stale set (pages taken with SKIP LOCKED; notices by the first only):
-# a triggered sweep whose stale set spans more than two pages enqueues this many minus one helpers.
+# a triggered sweep whose stale set spans more than two pages enqueues this many minus one more sweep tasks.
 UNSAY_SWEEP_WORKERS = env_int("UNSAY_SWEEP_WORKERS", 2, minimum=1, maximum=16)
 # Tests only: <point>:<page> SIGKILLs a sweep process there (corrections/faults.py, crash-replay tests).
 UNSAY_SWEEP_CRASH_AT = env_str("UNSAY_SWEEP_CRASH_AT", "")
