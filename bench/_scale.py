@@ -126,7 +126,8 @@ def before_document(ingredients: set[str]) -> tuple[dict, int]:
 class World:
     """Who holds what, computed (never stored in Python for all patients at once)."""
 
-    def __init__(self, patients: int, decisions: int, affected: int, recalled: Product, others: list[Product]):
+    def __init__(self, patients: int, decisions: int, affected: int, recalled: Product, others: list[Product],
+                 *, same_fill_time: bool = False):
         if not 1 <= affected < patients:
             raise ValueError("affected must be between 1 and patients - 1")
         if decisions < patients:
@@ -137,6 +138,7 @@ class World:
         self.patients, self.decisions, self.affected = patients, decisions, affected
         self.recalled, self.others = recalled, others
         self.per, self.extra = per, extra
+        self.same_fill_time = same_fill_time
         self.epoch = datetime(2026, 1, 1, tzinfo=UTC)
 
     def is_affected(self, pid: int) -> bool:
@@ -159,7 +161,11 @@ class World:
         return self.recalled if index < 0 else self.others[index]
 
     def dispensed_at(self, pid: int, index: int) -> datetime:
-        """Unique per patient and product (a fill has its own time), within the half year before the recall."""
+        """Unique per patient and product (a fill has its own time), within the half year before the recall.
+        same_fill_time: one instant per product for everyone (then the sweep can share one reasoner call
+        between patients whose inputs are otherwise equal: the experiment that prices the reasoner)."""
+        if self.same_fill_time:
+            return self.product(index).dispensed_before - timedelta(days=30)
         seconds = (pid * 7919 + (index + 1) * 104_729) % (182 * 86400)
         return self.product(index).dispensed_before - timedelta(seconds=seconds + 1)
 

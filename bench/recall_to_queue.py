@@ -63,6 +63,9 @@ def parse_args(argv=None):
                              "before a recall arrives; a fresh pool process spends seconds on that)")
     parser.add_argument("--keep", action="store_true",
                         help="reuse the database an earlier invocation built with the same sizes")
+    parser.add_argument("--same-fill-time", action="store_true",
+                        help="every fill of a product at one instant (default: each fill its own time), so "
+                             "the sweep can share reasoner calls: prices the reasoner's share of the time")
     parser.add_argument("--sweep", choices=["celery", "inline"], default="celery")
     parser.add_argument("--concurrency", type=int, default=2, help="pool processes of the Celery worker")
     parser.add_argument("--profile", action="store_true", help="with --sweep inline: cProfile the sweep (to stderr)")
@@ -219,14 +222,16 @@ def build(args, log) -> dict:
     with auto_sweep_suppressed():
         run = ingest_file(before_path)
     log(f"  before: {records} real 2021 records ingested ({run.new_facts} facts) in {time.monotonic() - began:.1f}s")
-    world = _scale.World(args.patients, args.decisions, args.affected, recalled, others)
+    world = _scale.World(args.patients, args.decisions, args.affected, recalled, others,
+                         same_fill_time=args.same_fill_time)
     figures = _scale.load(world, log=log)
     vacuum_began = time.monotonic()
     with connection.cursor() as cursor:
         cursor.execute("VACUUM (ANALYZE)")
     figures["vacuum_s"] = round(time.monotonic() - vacuum_began, 1)
     snapshot = _scale.snapshot()
-    sizes = {"patients": args.patients, "decisions": args.decisions, "affected": args.affected}
+    sizes = {"patients": args.patients, "decisions": args.decisions, "affected": args.affected,
+             "same_fill_time": args.same_fill_time}
     figures.update({"before_records": records, "facts": snapshot["believed_facts"],
                     "build_s": round(time.monotonic() - began, 1)})
     _scale.save_state({"sizes": sizes, "build": figures, "snapshot": snapshot, "dirty": False})
@@ -430,7 +435,8 @@ def main(argv=None):
         os.environ["UNSAY_SWEEP_WORKERS"] = "1"
     elif not os.environ.get("REDIS_URL"):
         sys.exit("--sweep celery needs REDIS_URL (a Redis db of its own, e.g. redis://127.0.0.1:6379/8)")
-    db_name = args.db_name or f"unsay_bench_r2q_{args.patients}_{args.decisions}_{args.affected}"
+    db_name = args.db_name or (f"unsay_bench_r2q_{args.patients}_{args.decisions}_{args.affected}"
+                               + ("_same_fill_time" if args.same_fill_time else ""))
     os.environ["UNSAY_DB_NAME"] = db_name
     if os.environ.get("DATABASE_URL"):  # the same server, this bench's own database (it is dropped and rebuilt)
         from urllib.parse import urlparse, urlunparse
@@ -456,7 +462,8 @@ def main(argv=None):
         + (f" (worker --concurrency {args.concurrency}, UNSAY_SWEEP_WORKERS {os.environ.get('UNSAY_SWEEP_WORKERS', '')}"
            f"{'' if os.environ.get('UNSAY_SWEEP_WORKERS') else 'default'})" if args.sweep == "celery" else "")
         + f"; database {db_name}")
-    sizes = {"patients": args.patients, "decisions": args.decisions, "affected": args.affected}
+    sizes = {"patients": args.patients, "decisions": args.decisions, "affected": args.affected,
+             "same_fill_time": args.same_fill_time}
     state = {}
     if args.keep:
         from django.db import connection
@@ -466,7 +473,7 @@ def main(argv=None):
             state = _scale.load_state()
         except Exception:  # noqa: BLE001 - no such database yet: build it
             state = {}
-    if state.get("sizes") == sizes and "snapshot" in state:
+    if {"same_fill_time": False, **state.get("sizes", {})} == sizes and "snapshot" in state:
         from django.core.management import call_command
 
         call_command("migrate", verbosity=0)  # the code may have moved on since the build
@@ -481,7 +488,8 @@ def main(argv=None):
     log("Build: " + json.dumps(built["build"]))
 
     recalled, others = _scale.products()
-    world = _scale.World(args.patients, args.decisions, args.affected, recalled, others)
+    world = _scale.World(args.patients, args.decisions, args.affected, recalled, others,
+                         same_fill_time=args.same_fill_time)
     meta, record = _scale.new_recall_record()
     new_path = PROJECT_DIR / "var" / "bench-recall-to-queue-new.json"
     new_path.write_text(json.dumps({"meta": meta, "results": [record]}))
