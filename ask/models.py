@@ -1,10 +1,10 @@
 """API clients, keys and model-usage counters: who may ask, and how often the model may be
-called. Moved from memory (issue #15) with their tables' names kept."""
+called. Their tables are named for this app (ask_*), like every model's."""
 
 from django.db import models
 from django.db.models import Q
 
-# --- Ask: API clients, keys and model-usage counters (issue #6) -----------------------------
+# --- Ask: API clients, keys and model-usage counters ------------------------------------------
 # A pharmacy client owns patients through ClientPatient (Patient has no client column; this table
 # is the mapping, one client per patient). Keys are scoped to a client and optionally bound to
 # one patient (patient-facing keys).
@@ -17,7 +17,6 @@ class ApiClient(models.Model):
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        db_table = "memory_apiclient"
         verbose_name = "API client"
 
     def __str__(self):
@@ -30,12 +29,9 @@ class ClientPatient(models.Model):
     client = models.ForeignKey(ApiClient, on_delete=models.CASCADE, related_name="patient_links")
     patient = models.OneToOneField("patients.Patient", on_delete=models.CASCADE, related_name="api_client_link")
 
-
-    class Meta:
-        db_table = "memory_clientpatient"
-
     def __str__(self):
         return f"{self.patient_id} -> {self.client}"
+
 
 class ApiKeyQuerySet(models.QuerySet):
     def active(self):
@@ -66,7 +62,6 @@ class ApiKey(models.Model):
     objects = ApiKeyQuerySet.as_manager()
 
     class Meta:
-        db_table = "memory_apikey"
         verbose_name = "API key"
         constraints = [
             models.CheckConstraint(
@@ -94,7 +89,6 @@ class UsageCounter(models.Model):
     n = models.PositiveIntegerField(default=0)
 
     class Meta:
-        db_table = "memory_usagecounter"
         constraints = [models.UniqueConstraint(fields=["scope", "window_start"], name="usage_counter_window_unique")]
 
     def __str__(self):

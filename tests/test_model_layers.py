@@ -1,0 +1,174 @@
+"""Models keep to the layers too. A relation (ForeignKey, OneToOneField, ManyToManyField, however it
+was declared: class or "app.Model" string) is a dependency just as an import is, so a model may point
+only to models of its own app or of a layer below; the order is read from the layers contract in
+.importlinter, the one place it is written. Each model's table is named for the app that owns it."""
+
+# ruff: noqa: DJ008 -- the synthetic models below exist only to be inspected, never shown
+
+import configparser
+from pathlib import Path
+
+from django.apps import apps
+from django.db import models
+from django.test.utils import isolate_apps
+
+IMPORTLINTER = Path(__file__).resolve().parent.parent / ".importlinter"
+
+# Relations declared to settings.AUTH_USER_MODEL name "the configured user model", Django's own
+# indirection for it, not an app: the user model (unsay_site.User) is the project's choice, read from
+# settings, and every layer may record who acted.
+SWAPPABLE_SETTINGS = {"AUTH_USER_MODEL"}
+
+# Known relations upwards, each with its reason; the list only shrinks.
+# memory.Decision.patient: a decision is about a patient, and patients reads decisions back (the
+# sweep's anti-join in patients.services.exposed_patients) and recall facts (scanning, exposure), so
+# patients cannot sit below memory. The fix keeps Decision in memory and holds the patient as a
+# plain patient_id (same column, no foreign key), read through a patients selector; its callers in
+# corrections, api, ask, memory.decisions and memory.services change with it.
+KNOWN_UPWARD = {"memory.Decision.patient -> patients.Patient"}
+
+
+def layer_order(path: Path = IMPORTLINTER) -> list[list[str]]:
+    """The layers contract's layers, lowest first; each a list of the apps side by side in it."""
+    config = configparser.ConfigParser()
+    config.read(path)
+    lines = config["importlinter:contract:layers"]["layers"].split("\n")
+    layers = [[name.strip() for name in line.replace(":", "|").split("|")] for line in lines if line.strip()]
+    return list(reversed(layers))
+
+
+def may_point_to(layers: list[list[str]]):
+    """A check (from_app, to_app) -> bool: the same app, or an app in a layer strictly below. Apps side
+    by side in one layer (`recalls | patients`) are independent: neither points to the other."""
+    rank = {app: i for i, layer in enumerate(layers) for app in layer}
+
+    def allowed(from_app: str, to_app: str) -> bool:
+        if from_app == to_app or to_app not in rank:
+            return True  # Django's own apps and third-party apps sit below everything of ours
+        return rank[to_app] < rank[from_app]
+
+    return allowed, rank
+
+
+def relation_fields(model):
+    """The relations a model declares itself (not the reverse ones other models give it)."""
+    for field in model._meta.get_fields():
+        if field.auto_created or not field.is_relation or field.related_model is None:
+            continue
+        if field.many_to_one or field.one_to_one or field.many_to_many:
+            yield field
+
+
+def upward_relations(models_, layers) -> list[str]:
+    """`app.Model.field -> app.Model` for each relation of one of our models to a model of a higher
+    (or an independent) layer."""
+    allowed, rank = may_point_to(layers)
+    offenders = []
+    for model in models_:
+        app = model._meta.app_label
+        if app not in rank:
+            continue
+        for field in relation_fields(model):
+            if getattr(field, "swappable_setting", None) in SWAPPABLE_SETTINGS:
+                continue
+            target = field.related_model._meta
+            if not allowed(app, target.app_label):
+                offenders.append(f"{model._meta.label}.{field.name} -> {target.label}")
+    return sorted(offenders)
+
+
+def misnamed_tables(models_, layers) -> list[str]:
+    """`app.Model: table` for each of our models whose table is not named app_label_..."""
+    ours = {app for layer in layers for app in layer}
+    return sorted(f"{m._meta.label}: {m._meta.db_table}" for m in models_
+                  if m._meta.app_label in ours and not m._meta.db_table.startswith(m._meta.app_label + "_"))
+
+
+# -- the project ------------------------------------------------------------------------------------
+
+def test_no_model_points_to_a_higher_layer():
+    offenders = [o for o in upward_relations(apps.get_models(), layer_order()) if o not in KNOWN_UPWARD]
+    assert offenders == [], "relations to a higher layer:\n" + "\n".join(offenders)
+
+
+def test_every_known_upward_relation_still_exists():
+    """An entry fixed is an entry removed: the allowance never outlives the relation."""
+    assert KNOWN_UPWARD <= set(upward_relations(apps.get_models(), layer_order()))
+
+
+def test_every_table_is_named_for_its_app():
+    misnamed = misnamed_tables(apps.get_models(), layer_order())
+    assert misnamed == [], "tables not named for their app:\n" + "\n".join(misnamed)
+
+
+def test_the_layers_are_read_from_the_contract():
+    layers = layer_order()
+    assert layers[0] == ["core"] and layers[-1] == ["unsay_site"]
+    assert ["recalls", "patients"] in layers or ["patients", "recalls"] in layers
+    assert all(app in {a for layer in layers for a in layer} for app in ("memory", "ask", "corrections"))
+
+
+# -- the checks themselves, on synthetic models -----------------------------------------------------
+
+LAYERS = [["core"], ["memory"], ["recalls", "patients"], ["ask"]]
+
+
+@isolate_apps("memory", "recalls", "patients", "ask")
+def test_a_relation_upwards_is_found_whether_declared_by_class_or_string():
+    class Person(models.Model):
+        class Meta:
+            app_label = "patients"
+
+    class Lot(models.Model):
+        class Meta:
+            app_label = "recalls"
+
+    class Answer(models.Model):
+        person = models.ForeignKey("patients.Person", on_delete=models.PROTECT)  # string, resolved lazily
+        only_person = models.OneToOneField(Person, on_delete=models.PROTECT, related_name="+")
+        people = models.ManyToManyField(Person, related_name="+")
+        previous = models.ForeignKey("self", null=True, on_delete=models.PROTECT)  # own app: fine
+
+        class Meta:
+            app_label = "memory"
+
+    class Exposure(models.Model):
+        person = models.ForeignKey(Person, on_delete=models.PROTECT)  # same layer, independent app
+        answer = models.ForeignKey(Answer, on_delete=models.PROTECT)  # down: fine
+
+        class Meta:
+            app_label = "recalls"
+
+    class Key(models.Model):
+        person = models.ForeignKey(Person, on_delete=models.PROTECT)  # down: fine
+
+        class Meta:
+            app_label = "ask"
+
+    assert upward_relations([Person, Lot, Answer, Exposure, Key], LAYERS) == [
+        "memory.Answer.only_person -> patients.Person",
+        "memory.Answer.people -> patients.Person",
+        "memory.Answer.person -> patients.Person",
+        "recalls.Exposure.person -> patients.Person",
+    ]
+
+
+@isolate_apps("memory", "ask")
+def test_a_table_named_for_another_app_is_found():
+    class Client(models.Model):
+        class Meta:
+            app_label = "ask"
+            db_table = "memory_client"
+
+    class Fact(models.Model):
+        class Meta:
+            app_label = "memory"
+
+    assert misnamed_tables([Client, Fact], LAYERS) == ["ask.Client: memory_client"]
+
+
+def test_the_contract_is_parsed_lowest_first_with_sides(tmp_path):
+    contract = tmp_path / ".importlinter"
+    contract.write_text("[importlinter:contract:layers]\nname = x\ntype = layers\n"
+                        "layers =\n    ask\n    recalls | patients\n    memory\n    core\n")
+    assert layer_order(contract) == LAYERS
