@@ -7,7 +7,7 @@ from django.utils import timezone
 from core.retry import run_in_transaction
 from corrections.review import can_review
 
-from . import selectors
+from . import patient_state, recall_list, recall_pages
 from .models import STEP_ORDER, ContactAttempt, PatientAnswer, PatientTask, RecallTask, RecallWork, Step, WorkEvent
 
 
@@ -21,7 +21,7 @@ def _require_pharmacist(user):
 
 
 def open_work(recall_number: str) -> RecallWork:
-    if not recall_number or not selectors.recall_known(recall_number):
+    if not recall_number or not recall_pages.recall_known(recall_number):
         raise WorkflowError(f"No recall {recall_number!r} is on file.")
     work, _ = RecallWork.objects.get_or_create(recall_number=recall_number)
     return work
@@ -32,7 +32,7 @@ def _event(user, action, recall_number, *, patient=None, **details):
                              recall_number=recall_number, patient=patient, details=details)
 
 
-def _check_step(step: str, work: RecallWork, done: dict, f: selectors.RecallFile):
+def _check_step(step: str, work: RecallWork, done: dict, f: recall_pages.RecallFile):
     """Why `step` cannot be recorded now, or None. The order is the standard one; notify and follow
     up are satisfied by a "checked, none found" finding."""
     if step in done:
@@ -71,7 +71,7 @@ def complete_step(recall_number: str, step: str, *, user, note: str = "") -> Rec
         work = open_work(recall_number)
         RecallWork.objects.select_for_update().get(pk=work.pk)  # one step change per recall at a time
         done = {t.step: t for t in work.tasks.select_related("done_by")}
-        reason = _check_step(step, work, done, selectors.recall_file(recall_number))
+        reason = _check_step(step, work, done, recall_pages.recall_file(recall_number))
         if reason:
             raise WorkflowError(reason)
         task = RecallTask.objects.create(work=work, step=step, done_by=user, done_at=timezone.now(), note=note)
@@ -92,7 +92,7 @@ def record_none_found(recall_number: str, *, user, note: str = "") -> RecallWork
             raise WorkflowError("“Checked, none found” is already recorded.")
         if not work.tasks.filter(step=Step.ACKNOWLEDGE).exists():
             raise WorkflowError("Acknowledge the recall first.")
-        exposed = selectors.patient_lines(recall_number)
+        exposed = patient_state.patient_lines(recall_number)
         if exposed:
             raise WorkflowError(f"{len(exposed)} patient(s) are on file for this recall, so it cannot be "
                                 "recorded as “checked, none found”.")
@@ -159,7 +159,7 @@ def record_answer(correction, answer: str, *, text: str = "", now=None) -> Patie
 
 
 def recall_is_class1(correction) -> bool:
-    facts = selectors.recall_facts([correction.recall_number]).get(correction.recall_number)
+    facts = recall_list.recall_facts([correction.recall_number]).get(correction.recall_number)
     return (facts.classification if facts and facts.classification else correction.classification) == "Class I"
 
 

@@ -4,7 +4,7 @@ dispensed and to whom, quarantined, returned), with the quarantine and return co
     shelf_half(recall_number, *, now=None) -> [ShelfRow]     reads (shelf.selectors) plus the deadline
     shelf_panel / shelf_quarantine / shelf_return            views: the panel alone (htmx) and the two actions
 
-A Class I recall's shelf task has the same deadline as its patient work (selectors.deadline_for from the
+A Class I recall's shelf task has the same deadline as its patient work (recall_list.deadline_for from the
 first Class I version), met when the quarantine is confirmed.
 """
 
@@ -20,13 +20,13 @@ from shelf import quarantine
 from shelf.models import ShelfTask
 from shelf.selectors import TaskView, recall_shelf
 
-from . import selectors
+from . import recall_list
 
 
 @dataclass
 class ShelfRow:
     view: TaskView
-    deadline: selectors.Deadline
+    deadline: recall_list.Deadline
 
     @property
     def task(self):
@@ -41,8 +41,8 @@ def shelf_half(recall_number: str, *, now=None) -> list[ShelfRow]:
     views = recall_shelf(recall_number)
     if not views:
         return []
-    facts = selectors.recall_facts([recall_number]).get(recall_number, selectors.RecallFacts(recall_number))
-    return [ShelfRow(v, selectors.deadline_for(facts.first_class1, v.task.quarantined_at, now=now)) for v in views]
+    facts = recall_list.recall_facts([recall_number]).get(recall_number, recall_list.RecallFacts(recall_number))
+    return [ShelfRow(v, recall_list.deadline_for(facts.first_class1, v.task.quarantined_at, now=now)) for v in views]
 
 
 class CountForm(forms.Form):

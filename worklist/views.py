@@ -1,6 +1,7 @@
 """The pharmacist's recall screens: worklist (home), one recall's file, the follow-up queue, the
 effectiveness report (page + CSV), sent/approved history and the audit trail by patient.
-Thin views: a form, one service call, a redirect; reads come from worklist.selectors."""
+Thin views: a form, one service call, a redirect; reads come from the worklist's read modules
+(recall_list, recall_pages, recall_report, contact_history)."""
 
 import csv
 import uuid
@@ -20,7 +21,7 @@ from corrections.models import Correction
 from corrections.views import reviewer_required
 from patients.models import Patient
 
-from . import selectors, services
+from . import contact_history, recall_list, recall_pages, recall_report, services
 from .forms import ContactForm, NoneFoundForm, OpenRecallForm, StepForm
 from .models import ContactAttempt, PatientTask
 
@@ -55,7 +56,7 @@ def home(request):
     form = OpenRecallForm(request.GET or None)
     if form.is_bound and form.is_valid():
         return redirect("worklist:recall", form.cleaned_data["recall"].strip())
-    rows = selectors.worklist()
+    rows = recall_list.worklist()
     open_rows = [r for r in rows if not r.closed]
     return render(request, "worklist/home.html", {
         "rows": rows, "form": form, "match_classes": ["confirmed", "probable", "candidate"],
@@ -68,7 +69,7 @@ def home(request):
 @require_GET
 @reviewer_required
 def status_json(request):
-    status = selectors.deadline_status()
+    status = recall_list.deadline_status()
     status["next_due_at"] = status["next_due_at"].isoformat() if status["next_due_at"] else None
     return JsonResponse(status)
 
@@ -76,21 +77,21 @@ def status_json(request):
 @require_GET
 @reviewer_required
 def recall(request, recall_number):
-    f = selectors.recall_page(recall_number, page=_page_number(request), per_page=PATIENTS_PER_PAGE)
-    if not f.exposed and not f.work and not selectors.recall_known(recall_number):
+    f = recall_pages.recall_page(recall_number, page=_page_number(request), per_page=PATIENTS_PER_PAGE)
+    if not f.exposed and not f.work and not recall_pages.recall_known(recall_number):
         return render(request, "worklist/unknown.html", {"recall_number": recall_number}, status=404)
     # Patients not accounted for come first, a page at a time: a national recall can expose
     # thousands. Counts come from one GROUP BY; only this page's patients are read.
     page = Paginator(f.lines, PATIENTS_PER_PAGE).get_page(request.GET.get("page"))
     # What each patient on this page answered (replies app) and the tasks it opened.
     page.object_list = list(page.object_list)
-    replies = selectors.answers_and_tasks(recall_number, [ln.patient.id for ln in page.object_list])
+    replies = recall_pages.answers_and_tasks(recall_number, [ln.patient.id for ln in page.object_list])
     for ln in page.object_list:
         ln.reply = replies.get(ln.patient.id)
     return render(request, "worklist/recall.html", {
         "f": f, "page": page, **_row_controls(request),
         "none_found_form": NoneFoundForm(initial={"recall_number": recall_number}),
-        "pending": f.pending, "uncertain": selectors.uncertain_scope(recall_number),
+        "pending": f.pending, "uncertain": recall_pages.uncertain_scope(recall_number),
     })
 
 
@@ -160,24 +161,24 @@ def log_contact(request, code):
 @require_GET
 @reviewer_required
 def follow_up(request):
-    groups = selectors.follow_up_page()
+    groups = recall_pages.follow_up_page()
     return render(request, "worklist/follow_up.html", {
         "items": [(g["recall_number"], ln) for g in groups for ln in g["lines"]],
         "more": [g for g in groups if g["total"] > len(g["lines"])], **_row_controls(request),
-        "tasks": selectors.open_patient_tasks()})
+        "tasks": recall_pages.open_patient_tasks()})
 
 
 @require_GET
 @reviewer_required
 def report(request, recall_number):
     every = bool(request.GET.get("all"))
-    data = selectors.report_page(recall_number, page=1 if every else _page_number(request),
+    data = recall_report.report_page(recall_number, page=1 if every else _page_number(request),
                                  per_page=PATIENTS_PER_PAGE)
     # ?all=1 prints every row; by default a page at a time (the CSV always has every row).
     per_page = (len(data["rows"]) or 1) if every else PATIENTS_PER_PAGE
     page = Paginator(data["rows"], per_page).get_page(request.GET.get("page"))
     return render(request, "worklist/report.html", {**data, "f": data["file"], "now": timezone.now(), "page": page,
-                                                    "replies": selectors.reply_effectiveness(recall_number)})
+                                                    "replies": recall_report.reply_effectiveness(recall_number)})
 
 
 def _csv_download(recall_number: str, what: str):
@@ -192,17 +193,17 @@ def _csv_download(recall_number: str, what: str):
 @reviewer_required
 def effectiveness_csv(request, recall_number):
     """The recall's letter effectiveness counts (notified, delivered, replies by answer, no reply) as one CSV row."""
-    counts = selectors.reply_effectiveness(recall_number)
+    counts = recall_report.reply_effectiveness(recall_number)
     response, writer = _csv_download(recall_number, "replies")
-    writer.writerow(selectors.EFFECTIVENESS_COLUMNS)
-    writer.writerow([spreadsheet_cell(counts[c]) for c in selectors.EFFECTIVENESS_COLUMNS])
+    writer.writerow(recall_report.EFFECTIVENESS_COLUMNS)
+    writer.writerow([spreadsheet_cell(counts[c]) for c in recall_report.EFFECTIVENESS_COLUMNS])
     return response
 
 
 @require_GET
 @reviewer_required
 def report_csv(request, recall_number):
-    data = selectors.report_page(recall_number)
+    data = recall_report.report_page(recall_number)
     response, writer = _csv_download(recall_number, "report")
     writer.writerow([spreadsheet_cell(c) for c in data["columns"]])
     for row in data["rows"]:
@@ -214,7 +215,7 @@ def report_csv(request, recall_number):
 @reviewer_required
 def history(request):
     before = request.GET.get("before", "")
-    items, more = selectors.sent_history(before_id=int(before) if before.isdigit() else None)
+    items, more = contact_history.sent_history(before_id=int(before) if before.isdigit() else None)
     return render(request, "worklist/history.html", {"items": items, "more": more})
 
 
@@ -222,7 +223,8 @@ def history(request):
 @reviewer_required
 def patient_trail(request, code):
     patient = get_object_or_404(Patient, public_id=code)
-    return render(request, "worklist/patient.html", {"patient": patient, "trail": selectors.patient_trail(patient)})
+    return render(request, "worklist/patient.html",
+                  {"patient": patient, "trail": contact_history.patient_trail(patient)})
 
 
 @require_POST

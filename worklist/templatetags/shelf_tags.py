@@ -5,7 +5,7 @@ the shelf half beside the patient half, without the page views having to know ab
 from django import template
 
 from shelf.selectors import open_tasks, recall_shelf_summary
-from worklist import selectors
+from worklist import recall_list
 from worklist.shelf import shelf_half as read_shelf_half
 
 register = template.Library()
@@ -25,9 +25,9 @@ def shelf_report(recall_number):
 @register.inclusion_tag("worklist/_shelf_open.html")
 def shelf_open():
     tasks = open_tasks()
-    facts = selectors.recall_facts([t["recall_number"] for t in tasks])
+    facts = recall_list.recall_facts([t["recall_number"] for t in tasks])
     for t in tasks:
-        f = facts.get(t["recall_number"]) or selectors.RecallFacts(t["recall_number"])
+        f = facts.get(t["recall_number"]) or recall_list.RecallFacts(t["recall_number"])
         t["classification"] = f.classification
-        t["deadline"] = selectors.deadline_for(f.first_class1, None)
+        t["deadline"] = recall_list.deadline_for(f.first_class1, None)
     return {"tasks": tasks}

@@ -19,7 +19,7 @@ from patients.dispensing import save_dispensing
 from patients.models import DispensingRecord
 from shelf.epc import sgtin_uri
 from shelf.receiving import receive
-from worklist.selectors import recall_known
+from worklist.recall_pages import recall_known
 
 PRINTED_NDC = "0378-5814-77"  # as on the bottle (4-4-2); the 5-4-2 form is 00378-5814-77
 OTHER_LOT = "3095511"         # a lot of the same product that the recall does not name
