@@ -24,6 +24,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.mail import EmailMultiAlternatives
 from django.db import connection, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from . import audit, transitions
@@ -93,15 +94,14 @@ def claim(batch: int = 1, *, worker: str | None = None) -> list[int]:
         ids = [row[0] for row in cursor.fetchall()]
         if not ids:
             return []
-        cursor.execute(
-            f"""
-            UPDATE {table} SET status = 'sending', claimed_at = %s, claimed_by = %s, attempts = attempts + 1
-            WHERE id = ANY(%s) AND status = 'ready'
-            RETURNING id
-            """,
-            [now, worker or worker_name(), ids],
-        )
-        return sorted(row[0] for row in cursor.fetchall())
+        # Locked above in this transaction: every one of them is still ready, and now ours.
+        worker = worker or worker_name()
+        moved = transitions.move(OutboxMessage, {"id__in": ids}, OutboxMessage.Status.READY,
+                                 OutboxMessage.Status.SENDING, claimed_at=now, claimed_by=worker,
+                                 attempts=F("attempts") + 1)
+        return sorted(ids) if moved == len(ids) else sorted(OutboxMessage.objects.filter(
+            id__in=ids, status=OutboxMessage.Status.SENDING, claimed_by=worker, claimed_at=now).values_list(
+            "id", flat=True))
 
 
 # What a message ends with as it is sent, below the reviewed text: functions of the message returning a
@@ -192,46 +192,41 @@ def send(message: OutboxMessage, *, sms_client=None) -> str:
 
 def _finish_sent(message_id: int, worker: str, provider_id: str) -> bool:
     with transaction.atomic():
-        updated = OutboxMessage.objects.filter(pk=message_id, status=OutboxMessage.Status.SENDING,
-                                               claimed_by=worker).update(
-            status=OutboxMessage.Status.SENT, sent_at=timezone.now(), provider_id=provider_id[:200], last_error="")
+        updated = transitions.move(OutboxMessage, {"pk": message_id, "claimed_by": worker},
+                                   OutboxMessage.Status.SENDING, OutboxMessage.Status.SENT, sent_at=timezone.now(),
+                                   provider_id=provider_id[:200], last_error="")
         if updated != 1:
             return False
         message = OutboxMessage.objects.select_related("correction").get(pk=message_id)
-        Correction.objects.filter(pk=message.correction_id).update(status=Correction.Status.SENT,
-                                                                    updated=timezone.now())
-        audit.record(AuditEvent.Action.SENT, by=DISPATCH_ACTOR, correction=message.correction_id,
-                     before={"status": "sending"},
-                     after={"status": "sent", "provider_id": provider_id, "attempts": message.attempts})
+        transitions.move(Correction, {"pk": message.correction_id}, Correction.Status.APPROVED,
+                         Correction.Status.SENT, event={
+                             "action": AuditEvent.Action.SENT, "by": DISPATCH_ACTOR,
+                             "correction": message.correction_id, "before": {"status": "sending"},
+                             "after": {"status": "sent", "provider_id": provider_id, "attempts": message.attempts}})
     return True
 
 
 def _finish_failed(message: OutboxMessage, worker: str, exc: Exception, *, transient: bool) -> str:
     give_up = not transient or message.attempts >= max_attempts()
+    status = OutboxMessage.Status.FAILED if give_up else OutboxMessage.Status.READY
     values = {"last_error": f"{type(exc).__name__}: {exc}"[:2000]}
-    if give_up:
-        values["status"] = OutboxMessage.Status.FAILED
-    else:
-        values["status"] = OutboxMessage.Status.READY
+    if not give_up:
         values["next_attempt_at"] = timezone.now() + timedelta(seconds=backoff_seconds(message.attempts))
-    transitions.check(OutboxMessage, OutboxMessage.Status.SENDING, values["status"])
-    with transaction.atomic():
-        OutboxMessage.objects.filter(pk=message.pk, status=OutboxMessage.Status.SENDING,
-                                     claimed_by=worker).update(**values)
-        audit.record(AuditEvent.Action.SEND_FAILED, by=DISPATCH_ACTOR, correction=message.correction_id,
-                     before={"status": "sending"},
-                     after={"status": values["status"], "attempts": message.attempts, "error": values["last_error"]})
-    return values["status"]
+    transitions.move(OutboxMessage, {"pk": message.pk, "claimed_by": worker}, OutboxMessage.Status.SENDING, status,
+                     event={"action": AuditEvent.Action.SEND_FAILED, "by": DISPATCH_ACTOR,
+                            "correction": message.correction_id, "before": {"status": "sending"},
+                            "after": {"status": status, "attempts": message.attempts, "error": values["last_error"]}},
+                     **values)
+    return status
 
 
 def _cancel_claimed(message: OutboxMessage):
     """Rejected or staled after approval: never send; undo our claim into cancelled, audited."""
     reason = f"correction is {message.correction.status}"
-    with transaction.atomic():
-        if OutboxMessage.objects.filter(pk=message.pk, status=OutboxMessage.Status.SENDING).update(
-                status=OutboxMessage.Status.CANCELLED, last_error=reason):
-            audit.record(AuditEvent.Action.CANCELLED, by=DISPATCH_ACTOR, correction=message.correction_id,
-                         before={"status": "sending"}, after={"status": "cancelled"}, note=reason)
+    transitions.move(OutboxMessage, {"pk": message.pk}, OutboxMessage.Status.SENDING, OutboxMessage.Status.CANCELLED,
+                     last_error=reason, event={"action": AuditEvent.Action.CANCELLED, "by": DISPATCH_ACTOR,
+                                               "correction": message.correction_id, "before": {"status": "sending"},
+                                               "after": {"status": "cancelled"}, "note": reason})
 
 
 def dispatch_ready(batch: int | None = None, *, sms_client=None, worker: str | None = None) -> DispatchResult:
@@ -270,15 +265,12 @@ def flag_unknown_outcomes(*, older_than_seconds: int | None = None) -> int:
                                         else claim_timeout())
     flagged = 0
     for message in OutboxMessage.objects.filter(status=OutboxMessage.Status.SENDING, claimed_at__lt=cutoff):
-        with transaction.atomic():
-            if OutboxMessage.objects.filter(pk=message.pk, status=OutboxMessage.Status.SENDING,
-                                            claimed_at=message.claimed_at).update(
-                    status=OutboxMessage.Status.UNKNOWN,
-                    last_error="claimed but no send result recorded: check with the provider before resending") != 1:
-                continue
-            audit.record(AuditEvent.Action.SEND_UNKNOWN, by=DISPATCH_ACTOR, correction=message.correction_id,
-                         before={"status": "sending"}, after={"status": "unknown", "claimed_by": message.claimed_by})
-            flagged += 1
+        flagged += transitions.move(
+            OutboxMessage, {"pk": message.pk, "claimed_at": message.claimed_at}, OutboxMessage.Status.SENDING,
+            OutboxMessage.Status.UNKNOWN,
+            last_error="claimed but no send result recorded: check with the provider before resending",
+            event={"action": AuditEvent.Action.SEND_UNKNOWN, "by": DISPATCH_ACTOR, "correction": message.correction_id,
+                   "before": {"status": "sending"}, "after": {"status": "unknown", "claimed_by": message.claimed_by}})
     return flagged
 
 
@@ -292,12 +284,6 @@ class NotRequeueable(ValueError):
 class ConfirmationNeeded(NotRequeueable):
     """An *unknown* message may have reached the mail server or the SMS provider before the crash: sending
     it again may send a second letter. A pharmacist must confirm it did not go out."""
-
-
-def current_contact(patient) -> tuple[str, str]:
-    """(channel, recipient) from the patient's contact details as they are now (as the sweep drafts)."""
-    channel = patient.preferred_channel
-    return channel, (patient.phone if channel == "sms" else patient.email) or ""
 
 
 def requeue(message_id: int, *, user, note: str = "", confirmed_not_delivered: bool = False) -> OutboxMessage:
@@ -322,21 +308,17 @@ def requeue(message_id: int, *, user, note: str = "", confirmed_not_delivered: b
                                  f"not approved")
         before = {"status": message.status, "channel": message.channel, "recipient": message.recipient,
                   "attempts": message.attempts, "last_error": message.last_error[:500]}
-        channel, recipient = current_contact(message.correction.patient)
-        message.channel, message.recipient = channel, recipient
-        message.status = OutboxMessage.Status.READY
-        message.attempts, message.next_attempt_at = 0, None
-        message.claimed_at, message.claimed_by, message.last_error = None, "", ""
-        message.save(update_fields=["channel", "recipient", "status", "attempts", "next_attempt_at", "claimed_at",
-                                    "claimed_by", "last_error"])
-        transitions.check(OutboxMessage, before["status"], OutboxMessage.Status.READY)
-        audit.record(
-            AuditEvent.Action.REQUEUED, by=user, correction=message.correction_id, before=before,
-            after={"status": "ready", "channel": channel, "recipient": recipient,
-                   "recipient_changed": recipient != before["recipient"] or channel != before["channel"],
-                   **({"confirmed_not_delivered_by": user.get_username()}
-                      if before["status"] == OutboxMessage.Status.UNKNOWN else {})},
-            note=note[:500])
+        channel, recipient = message.correction.patient.contact()
+        transitions.move_row(
+            message, OutboxMessage.Status.READY, channel=channel, recipient=recipient, attempts=0,
+            next_attempt_at=None, claimed_at=None, claimed_by="", last_error="",
+            event={"action": AuditEvent.Action.REQUEUED, "by": user, "correction": message.correction_id,
+                   "before": before,
+                   "after": {"status": "ready", "channel": channel, "recipient": recipient,
+                             "recipient_changed": recipient != before["recipient"] or channel != before["channel"],
+                             **({"confirmed_not_delivered_by": user.get_username()}
+                                if before["status"] == OutboxMessage.Status.UNKNOWN else {})},
+                   "note": note[:500]})
         from .review import _enqueue_dispatch
 
         _enqueue_dispatch()

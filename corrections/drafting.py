@@ -138,6 +138,7 @@ def fact_diff(before: Fact | None, after: Fact | None) -> list[dict]:
 
 
 def _channel(patient, channel=None) -> str:
+    # Patient.contact's channel; also for the stand-in patient a set-based page renders a letter for.
     return channel or getattr(patient, "preferred_channel", "") or "email"
 
 

@@ -9,7 +9,7 @@ note (marked `redacted`: their content hash stays as written, so the audit chain
 the erasure's own audit event names them). Statuses, verdicts, recall numbers, match classes and
 times stay: the recall report still counts who was notified."""
 
-from django.utils import timezone
+from django.db.models import Q
 
 from . import transitions
 from .models import AuditEvent, Correction, OutboxMessage
@@ -19,19 +19,15 @@ ERASED = "[erased on request]"
 
 def end_pending_work(patient_id: int) -> dict[str, int]:
     C, M = Correction.Status, OutboxMessage.Status
-    corrections = Correction.objects.filter(patient_id=patient_id)
+    # Not one whose message a dispatcher holds or has sent: that letter is out of our hands.
+    unheld = Q(patient_id=patient_id) & ~Q(message__status__in=[M.SENDING, M.SENT])
     counts = {}
     for old, new in ((C.DRAFT, C.REJECTED), (C.APPROVED, C.STALE)):
-        transitions.check(Correction, old, new)
-        pending = corrections.filter(status=old).exclude(message__status__in=[M.SENDING, M.SENT])
-        counts[f"corrections {old} -> {new}"] = pending.update(
-            status=new, rejection_reason="personal data erased on request" if new == C.REJECTED else "",
-            updated=timezone.now())
-    unsent = [M.HELD, M.READY, M.FAILED, M.UNKNOWN]
-    for old in unsent:
-        transitions.check(OutboxMessage, old, M.CANCELLED)
-    counts["outbox messages cancelled"] = OutboxMessage.objects.filter(
-        correction__patient_id=patient_id, status__in=unsent).update(status=M.CANCELLED)
+        counts[f"corrections {old} -> {new}"] = transitions.move(
+            Correction, unheld, old, new,
+            rejection_reason="personal data erased on request" if new == C.REJECTED else "")
+    counts["outbox messages cancelled"] = transitions.move(
+        OutboxMessage, {"correction__patient_id": patient_id}, [M.HELD, M.READY, M.FAILED, M.UNKNOWN], M.CANCELLED)
     return counts
 
 

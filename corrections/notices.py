@@ -13,8 +13,9 @@ from memory.models import Decision, Fact
 
 from . import faults
 from .drafting import notice_text
+from .drafts import notice_key, write_draft
 from .models import Correction
-from .redecide import SweepReport, dedupe_key, latest_version, mark_stale, save_run_progress, worsened, write_draft
+from .redecide import SweepReport, latest_version, mark_stale, save_run_progress, worsened
 
 
 def worsened_pairs(fact_ids=None) -> list[tuple[Fact, Fact]]:
@@ -150,7 +151,7 @@ def draft_notices_for(previous: Fact | None, current: Fact, decider, run, report
         outcome, _shared = decider.decide(patient, question, subject or current.subject)
         if outcome.verdict not in (Decision.Verdict.CAUTION, Decision.Verdict.STOP):
             continue  # the decision logic does not find this patient affected: nothing to tell them
-        key = dedupe_key("notice", patient.id, outcome.verdict, current.id)
+        key = notice_key(patient.id, outcome.verdict, current.id)
         if Correction.objects.filter(dedupe_key=key).exists():
             continue  # drafted or sent already: neither counted again nor redrafted
         if dry_run:

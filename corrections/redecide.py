@@ -2,25 +2,20 @@
 inputs), and draft a correction where the verdict moved (per-decision path; corrections.sweep_pages writes
 the same rows for a whole page)."""
 
-import hashlib
 from dataclasses import dataclass, field
 
 from django.db import connection
 from django.utils import timezone
 
 from drugs.matching import CERTAINTY_RANK
-from drugs.recall_terms import is_active, severity  # the one reading of a recall (issue #11)
+from drugs.recall_terms import is_active, severity
 from memory.models import Fact
 
-from . import audit, staleness, transitions
-from .drafting import correction_text, fact_diff, letter_subject
+from . import staleness, transitions
+from .drafting import correction_text
+from .drafts import SWEEP_ACTOR, coalesce, draft_key, write_draft
 from .models import AuditEvent, Correction, OutboxMessage, Redecision, SweepRun
 from .staleness import Scope
-
-SWEEP_ACTOR = audit.SWEEP
-
-
-LIVE_STATUSES = {Correction.Status.DRAFT, Correction.Status.APPROVED, Correction.Status.SENT}
 
 
 def worsened(before: Fact | None, after: Fact | None) -> bool:
@@ -42,10 +37,6 @@ def latest_version(fact: Fact) -> Fact | None:
         current = Fact.objects.defer("embedding").get(pk=current.superseded_by_id)
         seen += 1
     return current
-
-
-def dedupe_key(*parts) -> str:
-    return hashlib.sha256(":".join(str(p) for p in parts).encode()).hexdigest()
 
 
 def question_key(question: str) -> str:
@@ -157,7 +148,7 @@ def set_page_snapshot():
     if connection.vendor == "postgresql":
         # One snapshot per page: identical inputs really do see identical beliefs. No parallel workers:
         # a page's queries are small, and the planner was starting two workers (new processes) per page
-        # for its stale-reasons union, on cores the sweeps themselves need (issue #14, +1-6%/s).
+        # for its stale-reasons union, on cores the sweeps themselves need (+1-6% decisions/s).
         with connection.cursor() as cursor:
             cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ; "
                            "SET LOCAL max_parallel_workers_per_gather = 0")
@@ -198,7 +189,7 @@ def pick_trigger(reasons: dict, latest: dict) -> tuple[Fact | None, Fact | None]
 # One index probe per page id (LATERAL ... LIMIT 1 cannot be turned into one scan of the table). The
 # plain `new_decision_id = ANY(ids) ... LIMIT 1` was planned as a sequential scan whenever the table's
 # statistics were older than its drafts, as on a new install's first large recall (8.5 ms a page at
-# 10,000 drafts); so was `EXISTS` over the ids (one scan, materialized). #14, session 8.
+# 10,000 drafts); so was `EXISTS` over the ids (one scan, materialized).
 PENDING_PROBE_SQL = ("SELECT 1 FROM unnest(%s::bigint[]) AS page(decision_id) CROSS JOIN LATERAL ("
                      f"SELECT 1 FROM {Correction._meta.db_table} c WHERE c.new_decision_id = page.decision_id "
                      "AND c.status = ANY(%s) LIMIT 1) AS pending LIMIT 1")
@@ -223,43 +214,16 @@ def pending_corrections(decision_ids, *, lock: bool) -> dict[int, Correction]:
 
 def mark_stale(correction: Correction, *, replaced_by: Correction | None = None, run=None, note="") -> bool:
     """Stale a draft before it is sent. Returns False when its message is already out of our hands."""
-    cancelled = OutboxMessage.objects.filter(
-        correction=correction, status__in=[OutboxMessage.Status.HELD, OutboxMessage.Status.READY]
-    ).update(status=OutboxMessage.Status.CANCELLED, last_error="stale: superseded before sending")
+    unsent = [OutboxMessage.Status.HELD, OutboxMessage.Status.READY]
+    cancelled = transitions.move(OutboxMessage, {"correction": correction}, unsent, OutboxMessage.Status.CANCELLED,
+                                 last_error="stale: superseded before sending")
     has_message = OutboxMessage.objects.filter(correction=correction).exists()
     if has_message and not cancelled:
         return False
     before = {"status": correction.status}
-    transitions.check(Correction, correction.status, Correction.Status.STALE)
-    correction.status = Correction.Status.STALE
-    correction.save(update_fields=["status", "updated"])
-    audit.record(AuditEvent.Action.STALE, by=SWEEP_ACTOR, correction=correction, sweep_run=run, before=before,
-                 after={"status": correction.status}, note=note)
-    return True
-
-
-def write_draft(*, kind, patient, match, trigger, previous, old_decision, new_decision, old_verdict, old_answer,
-                 new_verdict, new_answer, key, text, run, replaces=None, match_class="") -> Correction:
-    attrs = ((trigger or previous).attributes or {}) if (trigger or previous) else {}
-    correction = Correction.objects.create(
-        kind=kind, patient=patient, region=patient.region, match=match, match_class=match_class,
-        recall_number=attrs.get("recall_number", ""),
-        classification=attrs.get("classification", ""), severity=severity(trigger or previous),
-        old_decision=old_decision, new_decision=new_decision, old_verdict=old_verdict, old_answer=old_answer,
-        new_verdict=new_verdict, new_answer=new_answer, trigger_fact=trigger, previous_fact=previous,
-        diff=fact_diff(previous, trigger), drafted_text=text, dedupe_key=key, sweep_run=run, replaces=replaces,
-    )
-    channel = patient.preferred_channel
-    recipient = patient.phone if channel == "sms" else patient.email
-    OutboxMessage.objects.create(
-        correction=correction, region=patient.region, channel=channel, recipient=recipient or "",
-        subject=letter_subject(patient, recalled=bool(correction.recall_number))[:200],
-        body=text, dedupe_key=key, status=OutboxMessage.Status.HELD,
-    )
-    audit.record(AuditEvent.Action.DRAFTED, by=SWEEP_ACTOR, correction=correction, decision=new_decision,
-                 sweep_run=run, before={"verdict": old_verdict},
-                 after={"verdict": new_verdict, "status": correction.status})
-    return correction
+    return transitions.move_row(correction, Correction.Status.STALE, event={
+        "action": AuditEvent.Action.STALE, "by": SWEEP_ACTOR, "correction": correction, "sweep_run": run,
+        "before": before, "after": {"status": Correction.Status.STALE}, "note": note})
 
 
 def change_token(trigger, previous, outcome) -> str:
@@ -298,16 +262,12 @@ def redecide(decision, reasons, decider, run, report, *, dry_run, pending, lates
     if replaced is not None and replaced.previous_fact_id:
         previous = replaced.previous_fact
     changed = outcome.verdict != told_verdict
-    # One live draft per patient, drug, new verdict and change, however many decisions they hold.
-    key = dedupe_key("correction", decision.patient_id, decision.subject, outcome.verdict, token)
+    key = draft_key(decision.patient_id, decision.subject, outcome.verdict, token)
     coalesced = False
     if changed:
         earlier = None if key in drafted_keys else Correction.objects.filter(dedupe_key=key).values_list(
             "status", flat=True).first()
-        if key in drafted_keys or earlier in LIVE_STATUSES:
-            coalesced = True
-        elif earlier is not None:  # that draft went stale or was rejected: this is a new message
-            key = dedupe_key(key, "decision", decision.id)
+        key, coalesced = coalesce(key, earlier, drafted_keys, decision.id)
     report.examined += 1
     if changed:
         report.corrected += 1

@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from core.retry import run_in_transaction
 from core.roles import REVIEW_SCREEN
+from drugs.recall_terms import CLASS_SEVERITY
 from memory.models import Decision, Fact
 
 from . import audit, transitions
@@ -45,17 +46,11 @@ class RecipientChanged(NotReviewable):
     """The patient's current contact differs from the one the message was drafted for."""
 
 
-def current_recipient(patient) -> tuple[str, str]:
-    """(channel, address) the patient's record says to use now."""
-    channel = patient.preferred_channel or "email"
-    return channel, (patient.phone if channel == "sms" else patient.email) or ""
-
-
 def recipient_problem(message: OutboxMessage | None, patient) -> str:
     """Why this message must not go to its recorded recipient, or "" when it may."""
     if message is None:
         return "This draft has no outbox message."
-    channel, address = current_recipient(patient)
+    channel, address = patient.contact()
     if not address:
         return (f"The patient's record has no {'phone number' if channel == 'sms' else 'email address'} for "
                 f"their preferred channel ({channel}); staff must add one before this can be sent.")
@@ -125,14 +120,10 @@ def approve(correction_id: int, *, user, final_text: str | None = None) -> Corre
         text = final_text.strip() if edited else correction.drafted_text
         if message.channel == "sms" and sms_too_long(text):
             raise InvalidReview(sms_too_long(text))
-        correction.final_text = final_text.strip() if edited else ""
-        transitions.check(Correction, correction.status, Correction.Status.APPROVED)
-        correction.status = Correction.Status.APPROVED
-        correction.reviewed_by = user
-        correction.reviewed_at = timezone.now()
-        correction.save(update_fields=["final_text", "status", "reviewed_by", "reviewed_at", "updated"])
-        OutboxMessage.objects.filter(correction=correction, status=OutboxMessage.Status.HELD).update(
-            status=OutboxMessage.Status.READY, body=correction.text, next_attempt_at=timezone.now())
+        transitions.move_row(correction, Correction.Status.APPROVED, final_text=final_text.strip() if edited else "",
+                             reviewed_by=user, reviewed_at=timezone.now())
+        transitions.move(OutboxMessage, {"correction": correction}, OutboxMessage.Status.HELD,
+                         OutboxMessage.Status.READY, body=correction.text, next_attempt_at=timezone.now())
         audit.record(AuditEvent.Action.EDITED if edited else AuditEvent.Action.APPROVED, by=user,
                      correction=correction, before=before, after=_snapshot(correction))
         _enqueue_dispatch()
@@ -150,14 +141,11 @@ def reject(correction_id: int, *, user, reason: str) -> Correction:
     def _reject():
         correction = _lock_draft(correction_id)
         before = _snapshot(correction)
-        transitions.check(Correction, correction.status, Correction.Status.REJECTED)
-        correction.status = Correction.Status.REJECTED
-        correction.rejection_reason = reason
-        correction.reviewed_by = user
-        correction.reviewed_at = timezone.now()
-        correction.save(update_fields=["status", "rejection_reason", "reviewed_by", "reviewed_at", "updated"])
-        OutboxMessage.objects.filter(correction=correction).exclude(status=OutboxMessage.Status.SENT).update(
-            status=OutboxMessage.Status.CANCELLED, last_error=f"rejected: {reason}"[:2000])
+        transitions.move_row(correction, Correction.Status.REJECTED, rejection_reason=reason, reviewed_by=user,
+                             reviewed_at=timezone.now())
+        transitions.move(OutboxMessage, {"correction": correction},
+                         transitions.sources(OutboxMessage, OutboxMessage.Status.CANCELLED),
+                         OutboxMessage.Status.CANCELLED, last_error=f"rejected: {reason}"[:2000])
         audit.record(AuditEvent.Action.REJECTED, by=user, correction=correction, before=before,
                      after=_snapshot(correction), note=reason)
         return correction
@@ -173,7 +161,7 @@ def use_current_contact(correction_id: int, *, user) -> Correction:
     def _use():
         correction = _lock_draft(correction_id)
         message = OutboxMessage.objects.select_for_update().get(correction=correction)
-        channel, address = current_recipient(correction.patient)
+        channel, address = correction.patient.contact()
         if not address:
             raise InvalidReview(recipient_problem(message, correction.patient))
         before = {"channel": message.channel, "recipient": message.recipient, "text": correction.text}
@@ -252,7 +240,7 @@ def with_recipient_problems(cards):
 # --- queue and dashboard --------------------------------------------------------------------
 
 
-SEVERITY_CLASS = {3: "Class I", 2: "Class II", 1: "Class III"}
+SEVERITY_CLASS = {rank: name for name, rank in CLASS_SEVERITY.items()}  # drugs.recall_terms' ranks, read back
 # What a card renders, and nothing else: the queue's size stays proportional to the cards shown.
 CARD_FIELDS = [
     "public_id", "kind", "status", "match", "match_class", "recall_number", "classification", "severity", "old_verdict",

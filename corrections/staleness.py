@@ -61,7 +61,7 @@ def _new_fact(scope, decision_ids, standing, after=None) -> tuple[str, list]:
     sql += (_any("f.id", scope.fact_ids, params) + _any("p.decision_id", decision_ids, params)
             + _after("p.decision_id", after, params))
     # OFFSET 0 keeps this a probe of decision_read_once by (decision, fact) per pair; as an anti-join
-    # the planner looked up by decision only and filtered every read of it (#14, session 8).
+    # the planner looked up by decision only and filtered every read of it.
     sql += (" AND NOT EXISTS (SELECT 1 FROM memory_decisionread r "
             "WHERE r.decision_id = p.decision_id AND r.fact_id = f.id OFFSET 0)")
     return sql, params
@@ -97,7 +97,7 @@ class Scope:
     its own sweep; a retracted version is never believed again. Without it, every page scanned the
     reads of the changed facts that are still believed, that is the sweep's own new decisions: the
     planner's statistics predate those facts, so it read them all and filtered by decision
-    (a new recall's pages, #14, session 8)."""
+    (a new recall's pages)."""
 
     fact_ids: tuple[int, ...] | None = None
     patient_ids: tuple[int, ...] | None = None
@@ -153,7 +153,7 @@ def stale_decision_ids(*, after: int = 0, limit: int = 1000, scope: Scope | None
     union, params = _union(scope, decision_ids=among, after=after)
     # OFFSET 0: the stale set is computed once, then joined. A one-branch union pulled up into a semi
     # join was planned as a walk over every standing decision from `after`, running the branch for
-    # each until LIMIT was met (10 s for a new recall's last page; #14, session 8).
+    # each until LIMIT was met (10 s for a new recall's last page).
     sql = (f"SELECT d.id FROM memory_decision d WHERE d.status = 'standing' AND d.id > %s "
            f"AND d.id IN (SELECT decision_id FROM ({union}) AS stale OFFSET 0) ORDER BY d.id LIMIT %s")
     if lock:

@@ -1,4 +1,4 @@
-"""The sweep's set-based page (issue #14): the normal path for the rules reasoner on PostgreSQL.
+"""The sweep's set-based page: the normal path for the rules reasoner on PostgreSQL.
 
 One locked page of the stale set (corrections.sweep._process_page has already read its decisions,
 their stale reasons and pending drafts) is handled in two steps inside the page's one transaction:
@@ -6,11 +6,11 @@ their stale reasons and pending drafts) is handled in two steps inside the page'
   plan_page   read the page's dispensing and candidate believed facts in a few queries
               (ask.beliefs.PageBeliefs), then decide every decision in memory through the same
               ask.services.decide the ask path uses, and work out each decision's letter exactly as
-              corrections.sweep._redecide does (trigger, dedupe key, coalescing);
-  write_page  supersede the page's decisions in one UPDATE guarded by status = 'standing' (the
-              row count must be the page's size), take ids with nextval over generate_series, and
-              COPY decisions, reads, premises, inputs, corrections, outbox messages, audit events
-              and redecisions.
+              corrections.redecide.redecide does (trigger, dedupe key, coalescing);
+  write_page  supersede the page's decisions in one UPDATE guarded by status = 'standing'
+              (memory.services.supersede_standing; the row count must be the page's size),
+              take ids with nextval over generate_series, and COPY decisions, reads, premises,
+              inputs, corrections, outbox messages, audit events and redecisions.
 
 The rows are the ones the per-decision path writes, ids included (tests/test_sweep_set_based.py),
 because ids are taken per table in the same order. Anything unusual raises or is refused up front
@@ -21,9 +21,8 @@ standing, a pending draft to stale, a model reasoner, an engine other than Postg
 Decisions are decided once per group that the rules cannot tell apart (PageDecider: equal inputs
 up to lots no believed fact names), which is what makes a page of distinct patients cheap.
 
-Why this module is long: the page's plan, its COPY rows and the grouping share one set of
-invariants (the rows must be exactly the per-decision path's, ids included), so they are kept and
-reviewed together rather than split across modules that would each hold half of that argument.
+A draft's values (key, recipient, subject, classification, audit before/after) come from
+corrections.drafts, the functions the per-decision path saves through the ORM.
 """
 
 import json
@@ -38,22 +37,14 @@ from django.utils import timezone
 
 from ask.beliefs import FactCache, PageBeliefs
 from ask.reasoners import get_reasoner
-from drugs.recall_terms import severity
 from memory.models import Decision, DecisionInput, DecisionPremise, DecisionRead
+from memory.services import supersede_standing
 
 from . import audit
-from .drafting import correction_text, fact_diff, letter_subject
+from .drafting import correction_text, fact_diff
+from .drafts import SWEEP_ACTOR, coalesce, correction_values, draft_key, drafted_event, message_values
 from .models import AuditEvent, Correction, OutboxMessage, Redecision
-from .redecide import (
-    LIVE_STATUSES,
-    SWEEP_ACTOR,
-    SweepReport,
-    change_token,
-    dedupe_key,
-    letter_fact,
-    pick_trigger,
-    strongest_match,
-)
+from .redecide import SweepReport, change_token, letter_fact, pick_trigger, strongest_match
 
 log = logging.getLogger(__name__)
 
@@ -121,11 +112,11 @@ def plan_page(decisions, reasons, decider, *, fact_cache: FactCache) -> tuple[li
         cause = trigger or previous
         recall_number = (cause.attributes or {}).get("recall_number", "") if cause else ""
         changed = outcome.verdict != d.verdict
-        key = dedupe_key("correction", d.patient_id, d.subject, outcome.verdict, token)
+        key = draft_key(d.patient_id, d.subject, outcome.verdict, token)
         plans.append(Plan(d, outcome, shared, trigger, previous, recall_number, changed, key,
                           group=group if d.subject and d.subject == outcome.subject else None,
                           dispensing_changed=dispensing_changed))
-    # Coalescing, in page order, exactly as _redecide: one live draft per key.
+    # Coalescing, in page order, as the per-decision path (corrections.drafts.coalesce).
     keys = sorted({p.key for p in plans if p.changed})
     existing = {}
     if keys:
@@ -137,10 +128,7 @@ def plan_page(decisions, reasons, decider, *, fact_cache: FactCache) -> tuple[li
     for p in plans:
         if p.changed:
             earlier = None if p.key in drafted else existing.get(p.key)
-            if p.key in drafted or earlier in LIVE_STATUSES:
-                p.coalesced = True
-            elif earlier is not None:  # that draft went stale or was rejected: a new message
-                p.key = dedupe_key(p.key, "decision", p.decision.id)
+            p.key, p.coalesced = coalesce(p.key, earlier, drafted, p.decision.id)
             drafted.add(p.key)
     beliefs.grouped = grouped
     return plans, beliefs
@@ -201,22 +189,19 @@ def write_page(plans: list[Plan], beliefs: PageBeliefs, run, report: SweepReport
     standing = Decision.Status.STANDING.value
     corrected, reaffirmed = Redecision.Outcome.CORRECTED.value, Redecision.Outcome.REAFFIRMED.value
     drafts = sum(1 for p in plans if p.changed and not p.coalesced)
+    # Memory writes its own table: the page's decisions superseded in one guarded UPDATE; every one
+    # must still have been standing, else the page is rolled back and goes the per-decision way.
+    superseded = supersede_standing(old_ids, at=now)
+    if superseded != len(old_ids):
+        raise PageFallback(f"{len(old_ids) - superseded} decision(s) of the page no longer standing")
     with connection.cursor() as django_cursor:
-        # One round trip: supersede the page (guarded by status = 'standing'), then, only if every
-        # decision of it was still standing, take the new decisions' and corrections' ids in order.
+        # The new decisions' and corrections' ids, in order, in one round trip.
         django_cursor.execute(
-            "WITH superseded AS (UPDATE memory_decision SET status = 'superseded', superseded_at = %s "
-            "WHERE id = ANY(%s) AND status = 'standing' RETURNING id), "
-            "n AS (SELECT count(*) = %s AS whole FROM superseded) "
-            "SELECT (SELECT count(*) FROM superseded), "
-            "ARRAY(SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s) AS g "
-            "WHERE (SELECT whole FROM n) ORDER BY g), "
-            "ARRAY(SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s) AS g "
-            "WHERE (SELECT whole FROM n) ORDER BY g)",
-            [now, old_ids, len(old_ids), Decision._meta.db_table, len(plans), Correction._meta.db_table, drafts])
-        superseded, new_ids, correction_ids = django_cursor.fetchone()
-        if superseded != len(old_ids):
-            raise PageFallback(f"{len(old_ids) - superseded} decision(s) of the page no longer standing")
+            "SELECT ARRAY(SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s) AS g "
+            "ORDER BY g), "
+            "ARRAY(SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s) AS g ORDER BY g)",
+            [Decision._meta.db_table, len(plans), Correction._meta.db_table, drafts])
+        new_ids, correction_ids = django_cursor.fetchone()
         if len(new_ids) != len(plans) or len(correction_ids) != drafts or new_ids != sorted(new_ids) \
                 or correction_ids != sorted(correction_ids):
             raise PageFallback("ids not taken in order")
@@ -240,9 +225,9 @@ def write_page(plans: list[Plan], beliefs: PageBeliefs, run, report: SweepReport
             if p.changed and not p.coalesced:
                 correction_id = next(correction_ids)
                 correction = _correction_row(correction_id, p, new_id, now, run_id, beliefs, letters, texts)
-                corrections.append(correction)
-                message, audit_row = _message_and_audit(correction_id, correction, p, new_id, now, run_id, texts)
-                messages.append(message)
+                corrections.append(tuple(correction[c] for c in CORRECTION_COLUMNS))
+                message, audit_row = _message_and_audit(patient, correction, new_id, now, run_id, texts)
+                messages.append(tuple(message[c] for c in OUTBOX_COLUMNS))
                 audits.append(audit_row)
             redecisions.append((d.id, new_id, corrected if p.changed else reaffirmed, p.recall_number,
                                 p.trigger.id if p.trigger else None, run_id, p.shared or p.coalesced, now))
@@ -285,11 +270,11 @@ class _Texts:
         return self._json[key]
 
 
-def _correction_row(correction_id, p: Plan, new_id, now, run_id, beliefs: PageBeliefs, letters, texts) -> tuple:
+def _correction_row(correction_id, p: Plan, new_id, now, run_id, beliefs: PageBeliefs, letters, texts) -> dict:
+    """The draft's columns (corrections.drafts.correction_values) with this page's ids and timestamps."""
     d, o, patient = p.decision, p.outcome, p.decision.patient
     trigger, previous = p.trigger, p.previous
     cause = trigger or previous
-    attrs = (cause.attributes or {}) if cause else {}
     # drugs.matching reads the stored row: its ndc_product column, not a recomputation.
     rows = [SimpleNamespace(drug=r.drug, ndc=r.ndc, ndc_product=product, lot=r.lot, lot_known=r.lot_known,
                             expiry=r.expiry, dispensed_at=r.dispensed_at)
@@ -297,19 +282,16 @@ def _correction_row(correction_id, p: Plan, new_id, now, run_id, beliefs: PageBe
     bearing = [r.fact for r in o.retrieved if r.fact.id in o.load_bearing_ids]
     grouped = getattr(beliefs, "grouped", None)
     match_class = grouped.match_class(p.group, rows, bearing) if grouped else strongest_match(rows, bearing)
-    return (
-        correction_id, uuid.uuid4(), _KIND_CORRECTION, _STATUS_DRAFT, patient.pk, patient.region, _MATCH_ASKED,
-        match_class, attrs.get("recall_number", ""), attrs.get("classification", ""), severity(cause), d.id, new_id,
-        d.verdict, d.answer, o.verdict, o.answer, trigger.id if trigger else None,
-        previous.id if previous else None, texts.diff(previous, trigger),
-        letters.text(patient, d.verdict, o, cause, previous, match_class=match_class,
-                     dispensing_changed=p.dispensing_changed), "", p.key, run_id, None, None, None, "", now, now)
+    text = letters.text(patient, d.verdict, o, cause, previous, match_class=match_class,
+                        dispensing_changed=p.dispensing_changed)
+    values = correction_values(
+        kind=Correction.Kind.CORRECTION, patient=patient, match=Correction.Match.ASKED, match_class=match_class,
+        trigger=trigger, previous=previous, old_decision_id=d.id, new_decision_id=new_id, old_verdict=d.verdict,
+        old_answer=d.answer, new_verdict=o.verdict, new_answer=o.answer, text=text, key=p.key, run_id=run_id)
+    return {**values, "id": correction_id, "public_id": uuid.uuid4(), "diff": texts.diff(previous, trigger),
+            "created": now, "updated": now}
 
 
-_KIND_CORRECTION = Correction.Kind.CORRECTION.value
-_STATUS_DRAFT = Correction.Status.DRAFT.value
-_MATCH_ASKED = Correction.Match.ASKED.value
-_HELD = OutboxMessage.Status.HELD.value
 _DRAFTED = AuditEvent.Action.DRAFTED.value
 
 
@@ -328,7 +310,7 @@ class Letters:
         self._texts: dict[tuple, str | None] = {}
 
     def text(self, patient, old_verdict, outcome, fact, previous, *, match_class="", dispensing_changed=False) -> str:
-        channel = getattr(patient, "preferred_channel", "") or "email"
+        channel = patient.contact()[0]
         how = {"match_class": match_class, "dispensing_changed": dispensing_changed}
         if channel == "sms":
             return correction_text(patient, old_verdict, outcome, fact, previous, **how)
@@ -361,19 +343,13 @@ def _version(fact):
     return (fact.pk, fact.content_hash, fact.retracted_at) if fact is not None else None
 
 
-def _message_and_audit(correction_id, correction: tuple, p: Plan, new_id, now, run_id, texts) -> tuple[tuple, tuple]:
-    patient = p.decision.patient
-    channel = patient.preferred_channel
-    recipient = patient.phone if channel == "sms" else patient.email
-    recall_number, body = correction[8], correction[20]
-    message = (correction_id, patient.region, channel, recipient or "",
-               letter_subject(patient, recalled=bool(recall_number))[:200], body, p.key, _HELD,
-               0, None, None, "", "", None, "", now)
-    before, after = {"verdict": p.decision.verdict}, {"verdict": p.outcome.verdict, "status": _STATUS_DRAFT}
-    content = audit.content_hash(at=now, actor_label=SWEEP_ACTOR, action=_DRAFTED, correction_id=correction_id,
+def _message_and_audit(patient, correction: dict, new_id, now, run_id, texts) -> tuple[dict, tuple]:
+    message = {**message_values(patient, correction), "correction_id": correction["id"], "created": now}
+    before, after = drafted_event(correction)
+    content = audit.content_hash(at=now, actor_label=SWEEP_ACTOR, action=_DRAFTED, correction_id=correction["id"],
                                  decision_id=new_id, sweep_run_id=run_id, before=before, after=after, note="")
     # seq and link hash stay empty: the chain links the event after the page commits (corrections.audit).
-    row = (now, None, SWEEP_ACTOR, _DRAFTED, correction_id, new_id, run_id, texts.json(**before),
+    row = (now, None, SWEEP_ACTOR, _DRAFTED, correction["id"], new_id, run_id, texts.json(**before),
            texts.json(**after), "", None, content, "", False)
     return message, row
 
@@ -419,7 +395,7 @@ class PageDecider:
     outcome is that marked one with its own lots put in, its own premises, inputs and fingerprint.
     A group whose first member reads a fact the page did not load (a semantic neighbour), or whose
     two decisions disagree, is decided member by member. A patient whose lot a recall names never
-    has that lot inert, so a recalled lot and an unrecalled one never share a group (issue #14)."""
+    has that lot inert, so a recalled lot and an unrecalled one never share a group."""
 
     def __init__(self, decider, beliefs):
         from drugs.lots import near_lot_key, near_lot_keys

@@ -1,6 +1,10 @@
-"""Which status may follow which, for corrections and their outbox messages: the one table every state
-change is checked against (issue #15). Writes that race use guarded UPDATEs (`WHERE status = <from>`);
-this table says which `<from>` each of them may name, and `check` refuses anything else before a write."""
+"""Which status may follow which, for corrections and their outbox messages, and the one write of either
+status column (`move`): a guarded UPDATE (`WHERE status IN <from>`) checked against this table, with its
+audit event, in the caller's transaction. tests/test_status_writers.py fails on any other writer."""
+
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
 
 from .models import Correction, OutboxMessage
 
@@ -40,3 +44,37 @@ def check(model, old: str, new: str) -> None:
 def sources(model, new: str) -> list[str]:
     """Every status that may become `new`: what a guarded UPDATE to `new` may filter on."""
     return sorted(old for old, targets in TABLES[model].items() if new in targets)
+
+
+def move(model, where: Q | dict, old, new: str, *, event: dict | None = None, **values) -> int:
+    """UPDATE <model> SET status = new, **values WHERE <where> AND status IN old: the number of rows moved.
+
+    Every `old -> new` is checked against the table before anything is written; rows in any other
+    status are left alone (another writer got there first), which the count tells the caller.
+    `event`: the audit event (corrections.audit.record's arguments, action first), recorded only
+    when a row moved. Works for one row (`{"pk": id}`) and for a set (`{"correction__patient_id": p}`)."""
+    from . import audit
+
+    olds = [old] if isinstance(old, str) else list(old)
+    for source in olds:
+        check(model, source, new)
+    rows = model.objects.filter(where) if isinstance(where, Q) else model.objects.filter(**where)
+    if model is Correction:
+        values.setdefault("updated", timezone.now())  # update() bypasses auto_now
+    with transaction.atomic():
+        moved = rows.filter(status__in=olds).update(status=new, **values)
+        if moved and event is not None:
+            event = dict(event)
+            audit.record(event.pop("action"), **event)
+    return moved
+
+
+def move_row(row, new: str, *, event: dict | None = None, **values) -> bool:
+    """`move` for a row in hand: from its current status, and the instance updated to match when it moved."""
+    moved = move(type(row), {"pk": row.pk}, row.status, new, event=event, **values) == 1
+    if moved:
+        row.status = new
+        for name, value in values.items():
+            if not hasattr(value, "resolve_expression"):
+                setattr(row, name, value)
+    return moved

@@ -62,7 +62,7 @@ def _sms_limit(correction) -> int | None:
     try:
         channel = correction.message.channel
     except OutboxMessage.DoesNotExist:
-        channel = correction.patient.preferred_channel
+        channel = correction.patient.contact()[0]
     return sms_limit() if channel == "sms" else None
 
 

@@ -2,9 +2,6 @@
 and supersessions are announced after commit. Reads are memory.retrieval, decisions memory.decisions;
 other apps use these three modules and never memory's tables directly.
 
-Why longer than ~400 lines: the batched PostgreSQL path and the CockroachDB path of one write share
-its locking, belief-time and announcement rules, which must change together.
-
 Writing facts (here)
     assert_claim(claim) / assert_claims([claims])  -> AssertResult(s)
     retract_claim(fact_key, reason=..., by=...)     -> Fact | None
@@ -12,9 +9,10 @@ Writing facts (here)
 Reading facts (memory.retrieval; beliefs_at here)
     retrieve(question, subject=..., lots=..., k=8)  -> list[Retrieved]
     beliefs_at(at, fact_key=..., subject=...)       -> QuerySet[Fact]
-Decisions (memory.decisions)
+Decisions (memory.decisions; supersede_standing here)
     record_decision(..., reads=[ReadSpec...])       -> Decision  (decision + read set, one transaction)
     replay_decision(decision_id)                    -> dict
+    supersede_standing(ids, at=...)                 -> int  (a set of standing decisions, one UPDATE)
 
 Every multi-statement write runs through core.retry.run_in_transaction.
 """
@@ -32,7 +30,7 @@ from psycopg import pq
 from core.retry import retry_conflicts, run_in_transaction
 from drugs.scopes import claim_ndc_products, fact_scopes
 from memory.embeddings import VectorCache, get_provider, to_sql_vector
-from memory.models import Fact
+from memory.models import Decision, Fact
 from memory.signals import facts_changed
 
 
@@ -578,3 +576,12 @@ def beliefs_at(at: datetime, *, fact_key: str | None = None, subject: str | None
     if subject:
         qs = qs.filter(subject=subject)
     return qs.order_by("fact_key", "version")
+
+
+def supersede_standing(decision_ids, *, at: datetime) -> int:
+    """Mark these decisions superseded at `at`, in the caller's transaction: one UPDATE guarded by
+    `status = 'standing'`, so a decision another writer superseded first is left alone and the count
+    says so (a caller that needs all of them compares it with len(ids) and rolls back). The one
+    write of Decision.status besides record_decision's replacement of a single decision."""
+    return Decision.objects.filter(id__in=list(decision_ids), status=Decision.Status.STANDING).update(
+        status=Decision.Status.SUPERSEDED, superseded_at=at)

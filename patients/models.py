@@ -83,6 +83,14 @@ class Patient(models.Model):
                 # Dispensing rows are homed with their patient; a move of the patient moves them too.
                 self.dispensings.exclude(region=self.region).update(region=self.region)
 
+    def contact(self) -> tuple[str, str]:
+        """(channel, address) a message to this patient goes to now: the preferred channel (email when
+        none is recorded) and its phone number or email address ("" when the record has none). The one
+        reading of it: drafting, review, requeue and sending all ask here. Reads only the three fields,
+        so a row read as a tuple with them can borrow it (`contact = Patient.contact`)."""
+        channel = self.preferred_channel or Patient.Channel.EMAIL
+        return str(channel), (self.phone if channel == Patient.Channel.SMS else self.email) or ""
+
     # Text that reaches letters, messages and the review queue (patients.text).
     TEXT_FIELDS = ("display_name", "external_ref", "email", "phone")
 
