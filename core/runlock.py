@@ -8,6 +8,8 @@ with its connection, so anyone can tell a dead run from a live one at once (no h
 
     run_is_dead("sweep_run", run_id)      # True / False, or None: no advisory locks on this engine
 
+A run's row (recalls.IngestRun, corrections.SweepRun) speaks RunStatus, and ends through `end_run`.
+
 The lock is session-level and lives on a connection of its own, opened for the run and closed with
 it: Django's own connection is closed and reopened between requests and tasks (CONN_MAX_AGE,
 close_old_connections) and a session lock on it would go with it, or outlive the run on a pooled one.
@@ -25,7 +27,8 @@ UNSAY_RUN_LOCKS=0 at such a deployment to fall back to heartbeats.
 import logging
 
 from django.conf import settings
-from django.db import connection, connections
+from django.db import connection, connections, models
+from django.utils import timezone
 
 log = logging.getLogger(__name__)
 
@@ -126,3 +129,21 @@ def dead_runs(kind: str, running, no_heartbeat):
     if dead_ids is None:
         return running.filter(no_heartbeat), False
     return running.filter(pk__in=dead_ids), True
+
+
+class RunStatus(models.TextChoices):
+    """The status of an ingestion or sweep run: one vocabulary for both."""
+
+    RUNNING = "running", "Running"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+
+
+def end_run(runs, status: str, **values) -> int:
+    """A run's last write, for ingestion and sweep alike: the runs of this queryset that are still
+    running become `status` (succeeded or failed), finished now, with `values` (error text, counters).
+    Guarded by status = 'running': a run another process has already ended keeps its ending, and the
+    count says how many ended here."""
+    if status not in (RunStatus.SUCCEEDED, RunStatus.FAILED):
+        raise ValueError(f"a run ends succeeded or failed, not {status!r}")
+    return runs.filter(status=RunStatus.RUNNING).update(status=status, finished=timezone.now(), **values)

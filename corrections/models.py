@@ -11,6 +11,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from core.runlock import RunStatus
 from drugs.recall_terms import CLASS_SEVERITY  # noqa: E402,F401 (one home: drugs.recall_terms)
 from memory.models import HISTORY_REFERENCE
 
@@ -23,10 +24,7 @@ class SweepRun(models.Model):
         BEAT = "beat", "Periodic (beat)"
         MANUAL = "manual", "manage.py sweep"
 
-    class Status(models.TextChoices):
-        RUNNING = "running", "Running"
-        FINISHED = "finished", "Finished"
-        FAILED = "failed", "Failed"
+    Status = RunStatus  # the same vocabulary as an ingestion run (core.runlock)
 
     public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     trigger = models.CharField(max_length=16, choices=Trigger.choices)
@@ -144,7 +142,7 @@ class Correction(models.Model):
         indexes = [
             # The review queue and its pages: its exact ORDER BY (-severity, created, id) per recall, so a
             # page of cards is an index range scan, never a sort of every draft. (It replaced
-            # correction_queue, the same without id: one index fewer to write per draft, #14.)
+            # correction_queue, the same without id: one index fewer to write per draft.)
             models.Index(fields=["recall_number", "-severity", "created", "id"], condition=Q(status="draft"),
                          name="correction_queue_order"),
             models.Index(fields=["trigger_fact"], name="correction_trigger_fact"),

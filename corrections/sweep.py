@@ -184,8 +184,8 @@ def abandon_dead_runs(*, resume: bool = True, covered_by: Scope | None = None) -
     runs = list(dead.only("id", "fact_ids", "patient_ids"))
     if not runs:
         return 0
-    count = SweepRun.objects.filter(pk__in=[r.pk for r in runs], status=SweepRun.Status.RUNNING).update(
-        status=SweepRun.Status.FAILED, finished=timezone.now(), error_text=why)
+    count = runlock.end_run(SweepRun.objects.filter(pk__in=[r.pk for r in runs]), SweepRun.Status.FAILED,
+                            error_text=why)
     log.warning("sweep runs %s: %s", [r.pk for r in runs], why)
     if resume and not (covered_by is not None and covered_by.everything):
         transaction.on_commit(lambda: resume_runs(runs))
@@ -300,13 +300,11 @@ def sweep(*, fact_ids=None, patient_ids=None, trigger=SweepRun.Trigger.MANUAL, d
     except BaseException as exc:
         if run is not None:
             text = f"handed back: {exc}" if isinstance(exc, shutdown.HandedBack) else f"{type(exc).__name__}: {exc}"
-            SweepRun.objects.filter(pk=run.pk).update(
-                status=SweepRun.Status.FAILED, finished=timezone.now(), error_text=text[:10000])
+            runlock.end_run(SweepRun.objects.filter(pk=run.pk), SweepRun.Status.FAILED, error_text=text[:10000])
         raise
     else:
         if run is not None:
-            SweepRun.objects.filter(pk=run.pk).update(status=SweepRun.Status.FINISHED, finished=timezone.now(),
-                                                      heartbeat=timezone.now())
+            runlock.end_run(SweepRun.objects.filter(pk=run.pk), SweepRun.Status.SUCCEEDED, heartbeat=timezone.now())
             run.refresh_from_db()
     finally:
         if lock is not None:  # after the run's final status: a free lock never meets a 'running' row

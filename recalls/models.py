@@ -2,6 +2,8 @@
 
 from django.db import models
 
+from core.runlock import RunStatus
+
 
 class IngestRun(models.Model):
     class Source(models.TextChoices):
@@ -12,10 +14,7 @@ class IngestRun(models.Model):
         ENFORCEMENT = "enforcement", "Drug enforcement (recalls)"
         LABEL = "label", "Drug labels"
 
-    class Status(models.TextChoices):
-        RUNNING = "running", "Running"
-        SUCCEEDED = "succeeded", "Succeeded"
-        FAILED = "failed", "Failed"
+    Status = RunStatus  # the same vocabulary as a sweep run (core.runlock)
 
     source = models.CharField(max_length=8, choices=Source.choices)
     kind = models.CharField(max_length=12, choices=Kind.choices, default=Kind.ENFORCEMENT)

@@ -77,7 +77,7 @@ def test_it_corrects_moved_verdicts_reaffirms_the_rest_and_shares_identical_inpu
     assert "Dear" not in notice.drafted_text
     assert notice.message.body == notice.drafted_text and "stop taking" not in notice.drafted_text.lower()
     run = SweepRun.objects.get()
-    assert (run.status, run.examined, run.corrected, run.reaffirmed, run.notices) == ("finished", 2, 2, 0, 1)
+    assert (run.status, run.examined, run.corrected, run.reaffirmed, run.notices) == ("succeeded", 2, 2, 0, 1)
 
     # Nothing stale is left; a second sweep examines nothing and writes nothing.
     again = sweep()
@@ -114,7 +114,7 @@ def test_the_supersession_listener_sweeps_after_commit(world, monkeypatch):
     assert enqueued == [sorted([result.previous.id, result.fact.id])]  # retracted and new version
 
     run = SweepRun.objects.get()
-    assert run.trigger == SweepRun.Trigger.SUPERSESSION and run.status == "finished"
+    assert run.trigger == SweepRun.Trigger.SUPERSESSION and run.status == "succeeded"
     assert run.corrected == 2 and run.reaffirmed == 0
     assert count_stale() == 0
 
@@ -304,7 +304,7 @@ def test_a_decision_that_fails_to_re_decide_is_recorded_and_left_standing(world,
 
     assert (report.examined, report.errors) == (1, 1)
     run = SweepRun.objects.get()
-    assert run.errors == 1 and "reasoner unavailable" in run.error_text and run.status == "finished"
+    assert run.errors == 1 and "reasoner unavailable" in run.error_text and run.status == "succeeded"
     failed = world["decisions"]["a"]
     failed.refresh_from_db()
     assert failed.status == Decision.Status.STANDING and count_stale() == 1  # the next sweep retries it

@@ -51,7 +51,7 @@ def test_a_brand_new_recall_by_ingestion_corrects_the_reassured_and_notifies_the
     ingest_document({"results": [_record("D-1536-2022")]})
 
     run = SweepRun.objects.get(trigger=SweepRun.Trigger.SUPERSESSION)
-    assert (run.status, run.corrected, run.notices) == ("finished", 1, 1)
+    assert (run.status, run.corrected, run.notices) == ("succeeded", 1, 1)
     correction = Correction.objects.get(kind="correction")
     assert (correction.patient, correction.old_verdict, correction.new_verdict) == (asker, "safe", "caution")
     assert correction.recall_number == "D-1536-2022"
