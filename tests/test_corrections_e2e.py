@@ -58,7 +58,7 @@ def test_escalation_to_review_to_dispatch(real_slice, people, client, settings, 
     escalate(DEMO_RECALL_NUMBER, "Class I", lot=DEMO_LOT, by="test")
 
     run = SweepRun.objects.get(trigger=SweepRun.Trigger.SUPERSESSION)
-    assert run.status == "finished" and run.examined == len(readers) and count_stale() == 0
+    assert run.status == "succeeded" and run.examined == len(readers) and count_stale() == 0
     outcomes = dict(Redecision.objects.values_list("old_decision_id", "outcome"))
     assert set(outcomes) == readers  # exactly the decisions that rested on the escalated version
     for old_id, outcome in outcomes.items():
