@@ -49,10 +49,7 @@ class MatchClass(StrEnum):
 
     @property
     def label(self) -> str:
-        return {"confirmed": "Confirmed (NDC product and lot)",
-                "probable": "Probable (lot and product or ingredients agree, not confirmed)",
-                "product_all_lots": "Product on an all-lots recall",
-                "candidate": "Candidate (ingredients only, no lot information)"}[self.value]
+        return recall_terms.match_class_label(self.value, detail=True)
 
 
 # Most certain first: the strongest of several matches is the one with the lowest rank.

@@ -5,12 +5,31 @@ Pure functions over a fact-like object (anything with `.kind`, `.subject`, `.lot
 recall the same way. Attributes are the ones recalls.ingest writes (docs/facts.md).
 """
 
+from django.utils.translation import gettext_lazy as _
+
 from .ndc import ndc_products as _ndc_products
 
 RECALL_KIND = "recall"
 CLOSED_STATUSES = frozenset({"Terminated", "Completed"})
 CLASS_SEVERITY = {"Class I": 3, "Class II": 2, "Class III": 1}
 FACT_KEY_PREFIX = "recall:"
+
+# How sure a match is (drugs.matching.MatchClass), in words: a short name for tables and reports, and
+# one saying what the class rests on for the review card. "asked": a correction of an answer the
+# patient asked for, not a match.
+MATCH_CLASS_WORDS = {
+    "confirmed": (_("Confirmed"), _("Confirmed (NDC product and lot)")),
+    "probable": (_("Probable"), _("Probable (lot and product or ingredients agree, not confirmed)")),
+    "product_all_lots": (_("Product, all lots"), _("Product on an all-lots recall")),
+    "candidate": (_("Candidate"), _("Candidate (ingredients only, no lot information)")),
+    "asked": (_("Asked"), _("Asked (answer on record)")),
+}
+
+
+def match_class_label(klass: str, *, detail: bool = False) -> str:
+    """The words for a match class: short, or (detail) with what it rests on; "" for none."""
+    words = MATCH_CLASS_WORDS.get(str(klass or ""))
+    return str(words[1 if detail else 0]) if words else ""
 
 
 RECORD_MARK = ":record:"
