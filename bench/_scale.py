@@ -402,6 +402,7 @@ def reset_to(built: dict) -> dict:
     from django.db import connection, transaction
 
     deleted = {}
+    present = set(id_tables())  # a migration since the build may have renamed or dropped a table
     with transaction.atomic(), connection.cursor() as cursor:
         # History rows (facts, decisions, audit) are guarded by triggers that refuse deletes and rewrites:
         # rightly so for the product, but this undoes the bench's own run on the bench's own database.
@@ -409,6 +410,8 @@ def reset_to(built: dict) -> dict:
         # exactly a run's rows, and the counts are checked below).
         cursor.execute("SET LOCAL session_replication_role = replica")
         for table, max_id in built["max_id"].items():
+            if table not in present:
+                continue
             cursor.execute(f"DELETE FROM {table} WHERE id > %s", [max_id])
             if cursor.rowcount:
                 deleted[table] = cursor.rowcount
@@ -422,7 +425,7 @@ def reset_to(built: dict) -> dict:
         if cursor.rowcount:
             deleted["memory_fact (believed again)"] = cursor.rowcount
     now = snapshot()
-    wrong = {t: (now["rows"].get(t), n) for t, n in built["rows"].items() if now["rows"].get(t) != n}
+    wrong = {t: (now["rows"][t], n) for t, n in built["rows"].items() if t in now["rows"] and now["rows"][t] != n}
     if wrong or now["standing"] != built["standing"] or now["believed_facts"] != built["believed_facts"]:
         raise RuntimeError(f"reset left the world unlike the build: {wrong}, standing {now['standing']} vs "
                            f"{built['standing']}, believed facts {now['believed_facts']} vs {built['believed_facts']}")

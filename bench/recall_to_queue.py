@@ -279,9 +279,30 @@ def wait_for_sweeps(since, expected_runs: int, timeout: float) -> list:
     raise RuntimeError(f"the sweeps did not finish within {timeout:.0f}s")
 
 
+class SqlTimes:
+    """Django's execute wrapper: wall time per statement (its first 140 characters), for --profile."""
+
+    def __init__(self):
+        self.spent = {}
+
+    def __call__(self, execute, sql, params, many, context):
+        began = time.perf_counter()
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            key = " ".join(sql.split())[:140]
+            calls, seconds = self.spent.get(key, (0, 0.0))
+            self.spent[key] = (calls + 1, seconds + time.perf_counter() - began)
+
+    def top(self, n: int = 15) -> list:
+        ranked = sorted(self.spent.items(), key=lambda item: -item[1][1])[:n]
+        return [{"seconds": round(seconds, 2), "calls": calls, "sql": sql} for sql, (calls, seconds) in ranked]
+
+
 def one_run(n: int, args, world, built: dict, new_path: Path, worker: Worker | None, log) -> dict:
     import _scale
     from django.conf import settings
+    from django.db import connection
     from django.db.models import Max
     from django.utils import timezone
 
@@ -313,12 +334,14 @@ def one_run(n: int, args, world, built: dict, new_path: Path, worker: Worker | N
                 ingest = ingest_file(new_path)  # its after-commit signal queues the sweep task
             ingested = time.monotonic()
             if worker is None:
+                sql_times = SqlTimes()
                 if args.profile and n == 1:
                     import cProfile
 
                     profiler = cProfile.Profile()
                     profiler.enable()
-                summary = sweep_facts(sorted(set(changed)))  # the task's body, in this process
+                with connection.execute_wrapper(sql_times):
+                    summary = sweep_facts(sorted(set(changed)))  # the task's body, in this process
                 if profiler is not None:
                     profiler.disable()
                 runs = list(SweepRun.objects.filter(started__gte=started_at).order_by("id"))
@@ -359,6 +382,9 @@ def one_run(n: int, args, world, built: dict, new_path: Path, worker: Worker | N
     figures["ratio_ceiling_to_actual"] = round(figures["ceiling_s"] / e2e, 3) if e2e else None
     sweep_s = figures["sweep_first_start_to_last_finish_s"]
     figures["ratio_ceiling_to_sweep"] = round(figures["ceiling_s"] / sweep_s, 3) if sweep_s else None
+    if worker is None:
+        figures["sql_seconds"] = round(sum(seconds for _calls, seconds in sql_times.spent.values()), 2)
+        figures["sql_top"] = sql_times.top()
     figures["peak_rss_mb"] = dict(meter.peak_mb)
     figures["bench_maxrss_mb_since_start"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
     figures["loadavg_before"] = [round(x, 2) for x in meter.load_before]
