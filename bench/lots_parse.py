@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from recalls.lots import parse_scope  # noqa: E402
+from recalls.lots.parse import parse_scope  # noqa: E402
 
 FIXTURE = ROOT / "tests" / "fixtures" / "openfda" / "drug-enforcement-2023-08-05-part.json.zip"
 

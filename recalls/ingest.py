@@ -1,8 +1,5 @@
 """openFDA records -> claims (pure functions: no database, no network).
 
-Why one long module: parsing a record, deriving its identity and building its claims share the
-record's field rules (hashed fields, size bounds, strict dates); they change together.
-
 One enforcement record becomes one fact per (recall, lot) when its code_info names lots, else one
 drug-level fact that says every lot is treated as affected (over-notify rather than under-notify).
 See docs/facts.md for the contract.
@@ -19,7 +16,8 @@ from drugs.identity import PRODUCT_SOURCE, product_key, resolve
 from drugs.ndc import ndc_products, ndcs_in_text, normalize_ndc, normalize_product_ndc
 from memory.services import Claim
 
-from .lots import LOT_SCOPE_VERSION, LotScope, ScopeAttribute, parse_scope, scope_terms
+from .lots.parse import parse_scope
+from .lots.scope import LOT_SCOPE_VERSION, LotScope, ScopeAttribute, scope_terms
 
 ENFORCEMENT_SOURCE = "openfda:enforcement"
 LABEL_SOURCE = "openfda:label"

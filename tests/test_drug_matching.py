@@ -102,7 +102,7 @@ def test_an_all_lots_recall_with_an_expiry_window_excludes_packs_known_to_be_out
 
 
 def test_a_month_window_covers_its_whole_end_month_and_its_whole_start_month():
-    from recalls.lots import parse_scope
+    from recalls.lots.parse import parse_scope
 
     # D-1113-2018: "All Lots with expiration dates 7/2018 to 6/2020" -> ["2018-07", "2020-06"]
     scope = parse_scope("All Lots with expiration dates 7/2018 to 6/2020").as_attribute()
@@ -198,7 +198,7 @@ def test_a_record_whose_text_names_no_ndc_confirms_by_every_product_it_lists():
 
 
 def test_a_distribution_window_never_drops_a_patient_dispensed_after_its_end():
-    from recalls.lots import parse_scope
+    from recalls.lots.parse import parse_scope
 
     # D-0587-2020 (real): "All lots filled 08/26/2019 and dispensed 08/26-29/2019 remaining within expiry."
     scope = parse_scope(bulk_records()["D-0587-2020"]["code_info"]).as_attribute()

@@ -18,7 +18,8 @@ import pytest
 
 from memory.models import Fact
 from recalls import ingest
-from recalls.lots import LotScope, ScopedLot, parse_scope, scope_terms
+from recalls.lots.parse import parse_scope
+from recalls.lots.scope import LotScope, ScopedLot, scope_terms
 from recalls.services import ingest_document
 
 from . import legacy_lots

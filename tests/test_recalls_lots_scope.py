@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from recalls.lots import extract_lots, mentions_all_lots, parse_scope, scope_terms, stored_scope
+from recalls.lots.parse import extract_lots, mentions_all_lots, parse_scope
+from recalls.lots.scope import scope_terms, stored_scope
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SNAPSHOTS = {"2021": FIXTURES / "openfda" / "drug-enforcement-2021-04-28.json.zip",

@@ -1,25 +1,23 @@
-"""Lot precision/recall and scope-kind accuracy of recalls.lots.parse_scope on the evaluation split.
+"""Lot precision/recall and scope-kind accuracy of recalls.lots.parse.parse_scope on the evaluation split.
 
-    manage.py measure_lots [--file tests/fixtures/lots_eval.json] [--errors]
+    manage.py measure_lots [--file recalls/data/lots_eval.json] [--errors]
 
-The evaluation split (tests/fixtures/lots_eval.json) was drawn by bench/lots_split.py and labelled by
-hand before the parser was written; it is never used to change the parser. Every error is listed with
---errors (docs/lots.md carries the list with a reason for each).
+The evaluation split (recalls.lots.measure.EVALUATION_SPLIT) was drawn by bench/lots_split.py and
+labelled by hand before the parser was written; it is never used to change the parser. Every error is
+listed with --errors (docs/lots.md carries the list with a reason for each).
 """
 
-from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from recalls.lots_measure import load_cases, score
-
-EVALUATION = settings.BASE_DIR / "tests" / "fixtures" / "lots_eval.json"
+from recalls.lots.measure import EVALUATION_SPLIT, load_cases, score
 
 
 class Command(BaseCommand):
     help = "Measure lot-scope parsing against the hand-labelled evaluation split."
 
     def add_arguments(self, parser):
-        parser.add_argument("--file", default=str(EVALUATION), help="labelled fixture (default: the evaluation split)")
+        parser.add_argument("--file", default=str(EVALUATION_SPLIT),
+                            help="labelled cases (default: the evaluation split)")
         parser.add_argument("--errors", action="store_true", help="list every error")
 
     def handle(self, *args, **options):

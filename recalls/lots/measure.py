@@ -1,4 +1,4 @@
-"""Score recalls.lots.parse_scope against a hand-labelled fixture (tests/fixtures/lots_eval.json).
+"""Score recalls.lots.parse.parse_scope against a hand-labelled evaluation split (recalls/data/lots_eval.json).
 
 Lots are micro-averaged over every case whose lots were labelled in full (compared after
 `printed_lot`); the few texts too long to transcribe by hand (the 32,600-character truncated
@@ -14,7 +14,10 @@ from pathlib import Path
 
 from drugs.lots import printed_lot
 
-from .lots import parse_scope
+from .parse import parse_scope
+
+# Drawn by bench/lots_split.py and labelled by hand before the parser was written; never used to change it.
+EVALUATION_SPLIT = Path(__file__).resolve().parent.parent / "data" / "lots_eval.json"
 
 
 @dataclass
