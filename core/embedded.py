@@ -65,7 +65,7 @@ def ensure_started(pgdata: Path, db_name: str = DEFAULT_DB_NAME) -> dict:
 # with its parameter values: a concurrent sweep's expected "already handled" unique violation put the
 # whole INSERT, letter text "Dear <name>, ..." included, in the server log (2,322 statements in one
 # probe). The error line itself stays; the statement, its parameters and the DETAIL (which can quote
-# key values) do not. docs/operations.md gives the same settings for a production server.
+# key values) do not. docs/operator.md gives the same settings for a production server.
 SERVER_LOG_SETTINGS = {
     "log_min_error_statement": "panic",
     "log_error_verbosity": "terse",

@@ -4,7 +4,7 @@ Why: a sweep page builds hundreds of thousands of objects (rows, outcomes, fact 
 burst of allocations sets off collections, and the older generations' ones walk every long-lived
 object of the process (Django's, the sweep's fact cache) although the page's own objects are freed
 by reference counting anyway. That walk was a sixth to a quarter of the sweep's Python CPU
-(bench/sweep.py, session 6). Inside `collection_paused()` no automatic collection runs; cycles made there wait until
+(bench/sweep.py). Inside `collection_paused()` no automatic collection runs; cycles made there wait until
 the block ends, so memory held back is at most one block's cyclic garbage.
 """
 

@@ -95,7 +95,7 @@ def scope(fact) -> str:
 
 
 def lot_scope(fact) -> dict | None:
-    """attributes["lot_scope"] (recalls.lots.parse_scope, docs/contracts-session2.md), when ingested."""
+    """attributes["lot_scope"] (recalls.lots.parse_scope; docs/developer.md, shared contracts), when ingested."""
     value = _attrs(fact).get("lot_scope")
     return value if isinstance(value, dict) else None
 

@@ -8,7 +8,7 @@ their belief interval (retracted_at) and point at their successor. Valid time
 Facts and decisions are history, so they are never deleted: on PostgreSQL a trigger refuses any
 DELETE of either (migration 0011). That is why no foreign key pointing at them is checked by the
 database there (`HISTORY_REFERENCE`): a sweep writes about twenty such references per re-decision, and
-their row-by-row checks at COMMIT were its largest server cost (issue #14, bench/sweep.py). Django's
+their row-by-row checks at COMMIT were its largest server cost (bench/sweep.py). Django's
 on_delete still applies in the ORM. CockroachDB keeps those constraints (re-added by name).
 """
 
@@ -122,7 +122,7 @@ class Decision(models.Model):
         SUPERSEDED = "superseded", "Superseded"
 
     public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
-    # No index of its own (#14): decision_patient_subject leads with it, and each index is a write per row.
+    # No index of its own: decision_patient_subject leads with it, and each index is a write per row.
     patient = models.ForeignKey("patients.Patient", null=True, blank=True, on_delete=models.PROTECT,
                                 related_name="decisions", db_index=False)
     # Copied from the patient for REGIONAL BY ROW homing on CockroachDB; blank when no patient.

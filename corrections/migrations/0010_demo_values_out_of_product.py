@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 def demo_and_bench_sweeps_are_manual(apps, schema_editor):
     # The demo story and the benchmarks start a sweep by hand, as `manage.py sweep` does: the product
-    # records how a sweep was started, not who staged it (issue #15).
+    # records how a sweep was started, not who staged it.
     SweepRun = apps.get_model("corrections", "SweepRun")
     SweepRun.objects.filter(trigger__in=["demo", "bench"]).update(trigger="manual")
 

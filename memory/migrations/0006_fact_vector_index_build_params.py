@@ -2,7 +2,7 @@ from django.db import migrations
 
 from core.migration_ops import EngineSQL
 
-# Cheaper HNSW inserts (issue #14): every new fact version is inserted into this index, and at
+# Cheaper HNSW inserts: every new fact version is inserted into this index, and at
 # pgvector's defaults (m 16, ef_construction 64) that insert was the bound on fact writes. m 12 and
 # ef_construction 40 cost the least per insert of the variants measured (bench/hnsw_insert.py) with
 # recall@8 0.994 vs 0.996 (m 8 / 32 fell to 0.991, too close to the 0.99 floor); queries keep

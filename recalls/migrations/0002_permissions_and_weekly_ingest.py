@@ -39,7 +39,7 @@ class Migration(migrations.Migration):
         ("contenttypes", "0002_remove_content_type_name"),
     ]
     operations = [
-        # Frozen (issue #15): groups are synced from core.roles by a post_migrate receiver
+        # Frozen: groups are synced from core.roles by a post_migrate receiver
         # (unsay_site.apps), as django.contrib.auth creates permissions; this step used to replay
         # today's table from a historical migration.
         migrations.RunPython(migrations.RunPython.noop, migrations.RunPython.noop),

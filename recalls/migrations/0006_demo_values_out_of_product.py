@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 def demo_slice_runs_are_file_runs(apps, schema_editor):
     # The demo slice is a file like any other (demo/data/demo-slice.json); its runs keep their path
-    # in source_ref and snapshot_location (issue #15).
+    # in source_ref and snapshot_location.
     IngestRun = apps.get_model("recalls", "IngestRun")
     IngestRun.objects.filter(source="demo").update(source="file")
 
