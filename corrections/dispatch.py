@@ -27,6 +27,8 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from core import aws
+
 from . import audit, transitions
 from .models import AuditEvent, Correction, OutboxMessage
 from .review import require_reviewer
@@ -137,16 +139,8 @@ def send_email(message: OutboxMessage) -> str:
     return message.message_id
 
 
-_sns_client = None
-
-
 def sns_client():
-    global _sns_client
-    if _sns_client is None:
-        import boto3
-
-        _sns_client = boto3.client("sns", region_name=settings.UNSAY_AWS_REGION)
-    return _sns_client
+    return aws.client("sns")
 
 
 def send_sms(message: OutboxMessage, client=None) -> str:
