@@ -257,9 +257,12 @@ UNSAY_SWEEP_HEARTBEAT_TIMEOUT = env_int("UNSAY_SWEEP_HEARTBEAT_TIMEOUT", 600, mi
 # run is seen dead at once. Off (or on CockroachDB, which has none) = the heartbeat timeouts only; switch it
 # off behind a transaction-pooling PgBouncer, where session locks do not hold.
 UNSAY_RUN_LOCKS = env_bool("UNSAY_RUN_LOCKS", True)
-# Sweep tasks that share one large stale set (pages taken with SKIP LOCKED; notices by the first only):
-# a triggered sweep whose stale set spans more than two pages enqueues this many minus one more sweep tasks.
+# Sweep tasks that share one large stale set (key ranges claimed in the database; notices by the first only):
+# a triggered sweep whose stale set spans more than one range enqueues this many minus one more sweep tasks.
 UNSAY_SWEEP_WORKERS = env_int("UNSAY_SWEEP_WORKERS", 2, minimum=1, maximum=16)
+# Pages per claimed key range (corrections.sweep_claims): the unit sweeps on any machine share a stale set
+# in. A range held by a sweep with no page committed for UNSAY_SWEEP_HEARTBEAT_TIMEOUT seconds is free again.
+UNSAY_SWEEP_RANGE_PAGES = env_int("UNSAY_SWEEP_RANGE_PAGES", 4, minimum=1, maximum=1000)
 # Tests only: <point>:<page> SIGKILLs a sweep process there (corrections/faults.py, crash-replay tests).
 UNSAY_SWEEP_CRASH_AT = env_str("UNSAY_SWEEP_CRASH_AT", "")
 # Tests only: seconds a sweep waits after each committed page / an ingest after each chunk (so a real
