@@ -59,7 +59,8 @@ def main():
 
     from memory.embeddings import get_provider
     from memory.models import Fact
-    from recalls.services import CHUNK, ingest_document, load_document
+    from recalls.documents import load_document
+    from recalls.services import CHUNK, ingest_document
 
     call_command("migrate", verbosity=0)
     document = load_document(args.file)

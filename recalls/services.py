@@ -1,6 +1,6 @@
-"""Ingestion runs: the plain functions the command, the Celery task and the tests all call. Why one
-long module: a run's lifecycle (start, chunks, quarantine, tallies, heartbeat, finish) is one state
-machine over one IngestRun row. (The demo's slice and escalation are demo.slice and demo.escalation.)
+"""Ingestion: the plain functions the command, the Celery task and the tests all call, and the
+per-kind ingesters that turn a chunk of records into facts. Loading a document is recalls.documents;
+a run's start, stop, finish and abandonment are recalls.runs.
 
     ingest_document(document, source=..., kind=...)   -> IngestRun   (any API-shaped JSON)
     ingest_file(path_or_s3_url, ...)                   -> IngestRun   (.json or bulk .json.zip)
@@ -19,22 +19,18 @@ database refusal quarantines just that record and the run goes on.
 """
 
 import hashlib
-import io
-import json
 import logging
 import time
-import zipfile
-import zlib
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from datetime import date, timedelta
 
 from django.conf import settings
-from django.db import connections, transaction
+from django.db import connections
 from django.db.models import Q
 from django.utils import timezone
 
-from core import runlock, shutdown
+from core import shutdown
 from core.retry import run_in_transaction
 from drugs import recall_terms
 from memory.embeddings import VectorCache, get_provider
@@ -48,6 +44,7 @@ from memory.services import (
 )
 
 from . import archive
+from .documents import SourceError, load_document, snapshot_date
 from .ingest import (
     IDENTITY_VERSION,
     Malformed,
@@ -60,110 +57,20 @@ from .ingest import (
 )
 from .models import IngestRun, QuarantinedRecord, RecallRecord
 from .openfda import OpenFDAClient
+from .runs import (
+    Progress,
+    abandon_dead_runs,  # noqa: F401  (corrections.tasks reads it here)
+    finish_run,
+    release_run_lock,
+    start_run,
+    stop_if_asked,
+)
 
 log = logging.getLogger(__name__)
 
 CHUNK = 200  # records per batch: one believed-facts query and one embedding call per chunk
 INCREMENTAL_OVERLAP_DAYS = 14  # re-read the tail of the last window: late-published records cost nothing if unchanged
 INITIAL_WINDOW_DAYS = 90
-
-
-class SourceError(ValueError):
-    """The input as a whole is unusable (not JSON, no results list...)."""
-
-
-# --- loading ---------------------------------------------------------------------------------
-
-
-def _read_bounded(stream, limit: int, location) -> bytes:
-    """Read at most `limit` bytes; more is a SourceError. The zip's own size field can lie (a zip
-    bomb), so the bytes actually inflated are what is counted."""
-    data = stream.read(limit + 1)
-    if len(data) > limit:
-        raise SourceError(f"{location}: more than {limit:,} bytes of JSON (UNSAY_INGEST_MAX_BYTES); refusing "
-                          f"to read it into memory")
-    return data
-
-
-def load_document(location: str) -> dict:
-    """An API response JSON or a bulk download (.json.zip), from a path or s3:// URL."""
-    limit = settings.UNSAY_INGEST_MAX_BYTES
-    try:
-        data = archive.read_location(str(location))
-    except FileNotFoundError:
-        raise SourceError(f"{location}: no such file") from None
-    if str(location).endswith(".zip") or data[:2] == b"PK":
-        try:
-            with zipfile.ZipFile(io.BytesIO(data)) as zf:
-                names = [n for n in zf.namelist() if n.endswith(".json")]
-                if len(names) != 1:
-                    raise SourceError(f"{location}: expected one .json inside the zip, found {len(names)}")
-                if zf.getinfo(names[0]).file_size > limit:
-                    raise SourceError(f"{location}: {names[0]} says it inflates to "
-                                      f"{zf.getinfo(names[0]).file_size:,} bytes, more than {limit:,} "
-                                      f"(UNSAY_INGEST_MAX_BYTES)")
-                with zf.open(names[0]) as member:
-                    data = _read_bounded(member, limit, location)
-        except (zipfile.BadZipFile, zlib.error) as exc:
-            raise SourceError(f"{location}: not a readable zip ({exc})") from None
-    elif len(data) > limit:
-        raise SourceError(f"{location}: {len(data):,} bytes, more than {limit:,} (UNSAY_INGEST_MAX_BYTES)")
-    try:
-        document = json.loads(data)
-    except (ValueError, RecursionError) as exc:
-        raise SourceError(f"{location}: not JSON ({type(exc).__name__}: {str(exc)[:200]})") from None
-    if not isinstance(document, dict) or not isinstance(document.get("results"), list):
-        raise SourceError(f"{location}: expected an openFDA document with a 'results' list")
-    return document
-
-
-# --- runs ------------------------------------------------------------------------------------
-
-
-@dataclass
-class Progress:
-    done: int
-    total: int
-    run: IngestRun
-
-
-RUN_LOCK = "ingest_run"  # core.runlock kind: a live ingest run holds the advisory lock of its id
-
-
-def abandon_dead_runs(*, resume: bool = True) -> int:
-    """Runs still 'running' whose process is gone: mark them failed, so the operations page stops
-    showing them as live, and resume them. What they wrote is kept (each record commits on its own).
-
-    On PostgreSQL a live run holds the advisory lock of its id (core.runlock): a killed run is seen at
-    once. On CockroachDB (no advisory locks) a run is dead once its heartbeat is older than
-    UNSAY_INGEST_HEARTBEAT_TIMEOUT. resume: a dead run whose snapshot was archived (or read from a
-    file) is queued for the worker to ingest again (resume_run: only what is still missing is
-    written); without a worker (Celery eager) the next run of the same file or window does it."""
-    now = timezone.now()
-    cutoff = now - timedelta(seconds=settings.UNSAY_INGEST_HEARTBEAT_TIMEOUT)
-    dead, by_lock = runlock.dead_runs(RUN_LOCK, IngestRun.objects.filter(status=IngestRun.Status.RUNNING),
-                                      Q(heartbeat__lt=cutoff) | Q(heartbeat__isnull=True, started__lt=cutoff))
-    why = ("abandoned: its process is gone (its run lock was free)" if by_lock
-           else "abandoned: no heartbeat (process killed?)") + "; the next run writes what this one did not"
-    ids = list(dead.values_list("id", flat=True))
-    if not ids:
-        return 0
-    count = IngestRun.objects.filter(pk__in=ids, status=IngestRun.Status.RUNNING).update(
-        status=IngestRun.Status.FAILED, finished=now, error=why)
-    log.warning("ingest runs %s: %s", ids, why)
-    if resume and not settings.CELERY_TASK_ALWAYS_EAGER:
-        transaction.on_commit(lambda: _queue_resumptions(ids))
-    return count
-
-
-def _queue_resumptions(run_ids) -> None:
-    from .tasks import resume_ingest
-
-    for run_id in IngestRun.objects.filter(pk__in=run_ids).exclude(snapshot_location="").values_list("id", flat=True):
-        try:
-            resume_ingest.delay(run_id)
-        except Exception:  # noqa: BLE001 - no broker: the next scheduled or manual run covers it
-            log.exception("could not queue the resumption of ingest run %s", run_id)
 
 
 def resume_run(run_id: int, *, trigger: str = "resume", workers: int = 1) -> IngestRun | None:
@@ -182,28 +89,6 @@ def resume_run(run_id: int, *, trigger: str = "resume", workers: int = 1) -> Ing
     return ingest_document(document, run=run, workers=workers)
 
 
-def start_run(*, source, kind=IngestRun.Kind.ENFORCEMENT, source_ref="", trigger="command", since=None,
-              until=None, snapshot_location="") -> IngestRun:
-    """A new run, holding its run lock (core.runlock) from before its row is visible until _finish."""
-    abandon_dead_runs()
-    now = timezone.now()
-    with transaction.atomic():
-        run = IngestRun.objects.create(
-            source=source, kind=kind, source_ref=str(source_ref)[:500], trigger=trigger, since=since, until=until,
-            snapshot_location=snapshot_location[:500], started=now, heartbeat=now,
-            embedding_provider=get_provider().name,
-        )
-        run.run_lock = runlock.RunLock(RUN_LOCK, run.pk)
-        run.run_lock.acquire()
-    return run
-
-
-def _release(run) -> None:
-    lock = getattr(run, "run_lock", None)
-    if lock is not None:
-        lock.release()
-
-
 def ingest_document(document: dict, *, source=IngestRun.Source.FILE, kind=IngestRun.Kind.ENFORCEMENT,
                     source_ref="", trigger="command", run: IngestRun | None = None, progress=None,
                     chunk_size=CHUNK, workers: int = 1) -> IngestRun:
@@ -213,7 +98,7 @@ def ingest_document(document: dict, *, source=IngestRun.Source.FILE, kind=Ingest
         if run is not None:
             run.status, run.finished, run.error = IngestRun.Status.FAILED, timezone.now(), "no 'results' list"
             run.save(update_fields=["status", "finished", "error"])
-            _release(run)
+            release_run_lock(run)
         raise SourceError("expected an openFDA document with a 'results' list")
     run = run or start_run(source=source, kind=kind, source_ref=source_ref, trigger=trigger)
     run.total = len(records)
@@ -244,7 +129,7 @@ def ingest_document(document: dict, *, source=IngestRun.Source.FILE, kind=Ingest
         if workers <= 1:
             for done, chunk in enumerate(chunks, 1):
                 record_progress(ingester.ingest_chunk(chunk))
-                _stop_if_asked(done, len(chunks))
+                stop_if_asked(done, len(chunks))
         else:
             # Each claim commits in its own transaction, so the run is bound by round trips and commits;
             # chunks touch disjoint recall numbers (or set ids), so they can be written concurrently.
@@ -253,7 +138,7 @@ def ingest_document(document: dict, *, source=IngestRun.Source.FILE, kind=Ingest
                 try:
                     for done, future in enumerate(as_completed(futures), 1):
                         record_progress(future.result())
-                        _stop_if_asked(done, len(chunks))
+                        stop_if_asked(done, len(chunks))
                 except shutdown.HandedBack:
                     for future in futures:  # chunks not started stay unwritten; those started finish
                         future.cancel()
@@ -262,17 +147,10 @@ def ingest_document(document: dict, *, source=IngestRun.Source.FILE, kind=Ingest
         error = f"{type(exc).__name__}: {exc}"
         if isinstance(exc, shutdown.HandedBack):
             error, exc.run_id = f"handed back: {exc}", run.pk
-        _finish(run, clock, provider, calls_before, IngestRun.Status.FAILED, error)
+        finish_run(run, clock, provider, calls_before, IngestRun.Status.FAILED, error)
         raise
-    _finish(run, clock, provider, calls_before, IngestRun.Status.SUCCEEDED)
+    finish_run(run, clock, provider, calls_before, IngestRun.Status.SUCCEEDED)
     return run
-
-
-def _stop_if_asked(done: int, chunks: int) -> None:
-    """Between chunks: a stop was asked for (SIGTERM, core.shutdown); every chunk so far is written."""
-    if shutdown.requested() and done < chunks:
-        raise shutdown.HandedBack(f"stopped on request (SIGTERM) after {done} of {chunks} chunk(s); the next "
-                                  "run of the same snapshot writes what this one did not")
 
 
 def _in_thread(fn, *args):
@@ -280,16 +158,6 @@ def _in_thread(fn, *args):
         return fn(*args)
     finally:
         connections.close_all()  # this worker thread's own connection
-
-
-def _finish(run, clock, provider, calls_before, status, error=""):
-    run.status = status
-    run.error = error[:5000]
-    run.finished = timezone.now()
-    run.duration_seconds = time.monotonic() - clock
-    run.embedding_calls = provider.calls - calls_before
-    run.save()
-    _release(run)  # after the final status: a free lock never meets a 'running' row
 
 
 def ingest_file(location, *, kind=IngestRun.Kind.ENFORCEMENT, source=IngestRun.Source.FILE, trigger="command",
@@ -322,7 +190,7 @@ def ingest_from_api(since: date, until: date | None = None, *, labels=False, cli
         run.status, run.error, run.finished = IngestRun.Status.FAILED, f"{type(exc).__name__}: {exc}", timezone.now()
         run.duration_seconds = time.monotonic() - clock
         run.save()
-        _release(run)
+        release_run_lock(run)
         raise
     return ingest_document(document, run=run, progress=progress, workers=workers)
 
@@ -393,18 +261,6 @@ def _parse_or_quarantine(parse, run, tally, raw):
         log.exception("unexpected error validating a record; quarantined")
         _quarantine(run, tally, raw, f"could not be validated: {type(exc).__name__}: {exc}")
     return None
-
-
-def snapshot_date(document: dict) -> date | None:
-    """openFDA's meta.last_updated ("2021-04-28"), the ordering key of a whole snapshot; None when absent."""
-    meta = document.get("meta") if isinstance(document, dict) else None
-    value = meta.get("last_updated") if isinstance(meta, dict) else None
-    if not isinstance(value, str):
-        return None
-    try:
-        return date.fromisoformat(value.strip()[:10])
-    except ValueError:
-        return None
 
 
 def _tally(run, results):
@@ -643,6 +499,3 @@ class LabelIngester:
             if not dropped and all(r.status == "unchanged" for r in results):
                 run.unchanged += 1
         return run
-
-
-# --- demo escalation -------------------------------------------------------------------------

@@ -18,7 +18,8 @@ from demo.escalation import escalate
 from memory.models import Fact
 from memory.signals import facts_changed
 from recalls.ingest import HASHED_FIELDS, recall_fact_key
-from recalls.lots import extract_lots, mentions_all_lots, parse_scope, scope_terms
+from recalls.lots.parse import extract_lots, mentions_all_lots, parse_scope
+from recalls.lots.scope import scope_terms
 from recalls.models import IngestRun, QuarantinedRecord, RecallRecord
 from recalls.services import ingest_document, ingest_file
 
@@ -376,7 +377,7 @@ def test_a_run_whose_run_lock_is_free_is_dead_at_once_and_a_live_one_is_left_alo
     from django.utils import timezone
 
     from core.runlock import RunLock
-    from recalls.services import RUN_LOCK
+    from recalls.runs import RUN_LOCK
 
     now = timezone.now()
     killed = IngestRun.objects.create(source="file", started=now, heartbeat=now)

@@ -72,7 +72,7 @@ def test_a_sweep_of_everything_starting_queues_nothing_more(queued, django_captu
 
 
 def test_a_dead_ingest_with_a_snapshot_is_queued_for_resumption(queued, django_capture_on_commit_callbacks):
-    from recalls.services import abandon_dead_runs
+    from recalls.runs import abandon_dead_runs
 
     now = timezone.now()
     archived = IngestRun.objects.create(source="api", started=now, heartbeat=now, snapshot_location="/tmp/x.json")

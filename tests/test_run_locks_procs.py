@@ -121,7 +121,7 @@ def test_an_ingest_sigkilled_from_outside_is_seen_dead_within_seconds_and_resume
                         UNSAY_INGEST_CHUNK_DELAY="3")
     wait_for(lambda: IngestRun.objects.filter(fetched__gte=1).exists(), 120, "a written chunk", proc)
     killed = IngestRun.objects.get()
-    from recalls.services import abandon_dead_runs as abandon_dead_ingests
+    from recalls.runs import abandon_dead_runs as abandon_dead_ingests
 
     assert abandon_dead_ingests() == 0  # alive: it holds its run lock
 

@@ -12,9 +12,10 @@ import pytest
 
 from demo.slice import DEMO_SLICE
 from memory.models import Fact
+from recalls.documents import SourceError, load_document
 from recalls.ingest import Malformed, parse_enforcement, parse_openfda_date
 from recalls.models import IngestRun, QuarantinedRecord, RecallRecord
-from recalls.services import SourceError, ingest_document, ingest_file, load_document
+from recalls.services import ingest_document, ingest_file
 from tests.reliability.openfda_records import NEW, OLD, records, unique_good_records
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -15,7 +15,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from demo.slice import DEMO_SLICE
-from recalls.services import load_document
+from recalls.documents import load_document
 
 # A maintainer's build step, not run time: the slice is cut from the real snapshots the tests keep.
 FIXTURES = Path(settings.BASE_DIR) / "tests" / "fixtures" / "openfda"

@@ -59,8 +59,8 @@ def believed_statements(limit: int = 64) -> list[str]:
 
 def sample_statements(location, limit: int = 64) -> list[str]:
     """Statements ingestion would write for the real recall records in an openFDA file."""
+    from recalls.documents import load_document
     from recalls.ingest import parse_enforcement, recall_statement
-    from recalls.services import load_document
 
     out = []
     for record in load_document(str(location))["results"]:

@@ -18,6 +18,7 @@ from tqdm import tqdm
 
 from core import shutdown
 from recalls import services
+from recalls.documents import SourceError
 from recalls.models import IngestRun
 from recalls.openfda import OpenFDAError
 
@@ -70,7 +71,7 @@ class Command(BaseCommand):
                 else:
                     run = services.ingest_from_api(options["since"], options["until"], labels=options["labels"],
                                                    progress=progress, workers=options["workers"])
-        except (services.SourceError, OpenFDAError, LookupError) as exc:
+        except (SourceError, OpenFDAError, LookupError) as exc:
             raise CommandError(str(exc)) from exc
         except shutdown.HandedBack as exc:
             if bar is not None:
