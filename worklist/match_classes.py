@@ -7,7 +7,7 @@ from django.utils.translation import gettext_lazy as _
 
 from corrections.models import Correction
 
-# drugs.matching (identity helper) names how sure a match is. Until Correction carries its own
+# drugs.matching names how sure a match is. Until Correction carries its own
 # `match_class`, the sweep's Correction.match maps onto the nearest class: a (drug, lot) match is
 # "probable" (ingredients + lot; "confirmed" needs the NDC product too), a drug-only match is a
 # "candidate". When the field exists it is used as is, in Python and in SQL.
