@@ -131,6 +131,17 @@ def dead_runs(kind: str, running, no_heartbeat):
     return running.filter(pk__in=dead_ids), True
 
 
+def lock_for_transaction(kind: str, key: str) -> bool:
+    """Wait for, and hold until this transaction ends, the advisory lock of (kind, key): serialises
+    one short critical section across processes and machines (a sweep planning its stale set's ranges).
+    False, and nothing held, on an engine without advisory locks: callers must be correct without it."""
+    if not supported():
+        return False
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT pg_advisory_xact_lock({_key_sql()})", [f"unsay.{kind}:{key}"])
+    return True
+
+
 class RunStatus(models.TextChoices):
     """The status of an ingestion or sweep run: one vocabulary for both."""
 

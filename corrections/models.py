@@ -65,6 +65,36 @@ class SweepRun(models.Model):
         return None
 
 
+class SweepRange(models.Model):
+    """One key range of a sweep's stale set (decision ids, in id order), claimed by one sweep at a time.
+
+    The sweep that reads the stale set (`run`, the plan) cuts it into ranges; every sweep of the same
+    scope, on any machine, claims them with a conditional UPDATE (corrections.sweep_claims): a range is
+    free while no one holds it, its holder's lease ran out, or its holder's run is no longer running
+    (found dead through core.runlock). A range is done once its pages have committed."""
+
+    run = models.ForeignKey(SweepRun, on_delete=models.CASCADE, related_name="ranges")
+    first_id = models.BigIntegerField()
+    last_id = models.BigIntegerField()
+    # The range's slice of the stale set as the plan read it; each page locks and re-checks its ids.
+    decision_ids = models.JSONField(default=list)
+    claimed_by = models.ForeignKey(SweepRun, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="claimed_ranges")
+    lease_until = models.DateTimeField(null=True, blank=True)
+    claims = models.PositiveIntegerField(default=0)  # more than one: taken over from a holder gone
+    done_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run", "first_id"]
+        indexes = [
+            # Used by every claim: the unfinished ranges of a plan.
+            models.Index(fields=["run", "first_id"], condition=Q(done_at__isnull=True), name="sweeprange_open"),
+        ]
+
+    def __str__(self):
+        return f"sweep {self.run_id} decisions {self.first_id}-{self.last_id}"
+
+
 class CorrectionQuerySet(models.QuerySet):
     def pending_review(self):
         return self.filter(status=Correction.Status.DRAFT)

@@ -225,8 +225,11 @@ def sweep(*, fact_ids=None, patient_ids=None, trigger=SweepRun.Trigger.MANUAL, d
     versions) and changed dispensing (`patient_ids`) touch — then draft notices for exposed patients
     with no standing answer.
 
-    dry_run re-decides without writing anything (no decisions, drafts or run row) and returns a preview.
-    progress: optional callable(n) called with the number of decisions in each committed page.
+    The stale set is cut into key ranges that every sweep of the same scope claims in the database
+    (corrections.sweep_claims): sweeps started at once, on one machine or many, share it, and a range
+    whose sweep died is taken over. dry_run re-decides without writing anything (no decisions, drafts,
+    run row or ranges) and returns a preview.
+    progress: optional callable(n), called after each committed page with the decisions it re-decided.
     """
     scope = Scope.of(fact_ids, patient_ids)
     fact_ids = list(scope.fact_ids) if scope.fact_ids else None
@@ -246,35 +249,39 @@ def sweep(*, fact_ids=None, patient_ids=None, trigger=SweepRun.Trigger.MANUAL, d
     from .sweep_pages import SweepCaches
 
     caches = SweepCaches()  # fact versions and letters, shared by the set-based pages
-    after, page_no = 0, 0
-    # The stale set as the sweep begins, read once; pages lock and re-check their slice of it. Then
-    # keyset pages of the stale set past its last id (usually empty: what went stale meanwhile).
-    planned, position = staleness.all_stale_ids(scope), 0
+    page_no = [0]
+
+    def page(among, after=0):
+        page_no[0] += 1
+        if dry_run:
+            report, after, rows = _process_page(after, page_size, scope, decider, None, page_no[0], dry_run=True,
+                                                among=among)
+        else:
+            report, after, rows = run_in_transaction(
+                _process_page, after, page_size, scope, decider, run, page_no[0], dry_run=False,
+                caches=caches, among=among)
+            faults.maybe_crash("after_commit", page_no[0])
+            faults.maybe_pause(page_no[0])
+        total.add(report)
+        if progress and rows:
+            progress(rows)
+        return after, rows
+
     try:
+        if dry_run:
+            last = 0
+            planned = staleness.all_stale_ids(scope)
+            for start in range(0, len(planned), page_size):
+                last = page(planned[start:start + page_size])[0]
+        else:
+            last = _sweep_ranges(run, scope, page_size, page, stop=lambda: _stop_if_asked(page_no[0]))
+        # Then keyset pages past the plan's last id: what went stale meanwhile (usually nothing).
         while True:
-            page_no += 1
-            among = None
-            if position < len(planned):
-                among = planned[position:position + page_size]
-                position += len(among)
-                after = among[0] - 1
-            elif planned:
-                planned, after = [], planned[-1]  # then onwards, as before: never back over a page
-            if dry_run:
-                report, after, rows = _process_page(after, page_size, scope, decider, None, page_no, dry_run=True,
-                                                    among=among)
-            else:
-                report, after, rows = run_in_transaction(
-                    _process_page, after, page_size, scope, decider, run, page_no, dry_run=False,
-                    caches=caches, among=among)
-                faults.maybe_crash("after_commit", page_no)
-                faults.maybe_pause(page_no)
-            total.add(report)
-            if progress and rows:
-                progress(rows)
-            if among is None and rows < page_size:
+            last, rows = page(None, after=last)
+            if rows < page_size:
                 break
-            _stop_if_asked(page_no)
+            _stop_if_asked(page_no[0])
+        page_no = page_no[0]
         if notices:
             _stop_if_asked(page_no)
             notice_no = [0]
@@ -310,6 +317,32 @@ def sweep(*, fact_ids=None, patient_ids=None, trigger=SweepRun.Trigger.MANUAL, d
         if lock is not None:  # after the run's final status: a free lock never meets a 'running' row
             lock.release()
     return total
+
+
+def _sweep_ranges(run, scope: Scope, page_size: int, page, *, stop) -> int:
+    """Claim ranges of this scope's plan until none is free, and sweep each page by page (`page`: one
+    committed page of the given ids; `stop`: hands the rest back if a stop was asked for). Returns the
+    plan's last decision id."""
+    from . import sweep_claims
+
+    plan = sweep_claims.plan_ranges(run, scope, page_size)
+    if plan.run_id != run.pk:
+        log.info("sweep run %s joins the plan of run %s (%d decisions left)", run.pk, plan.run_id, plan.decisions)
+    while True:
+        held = sweep_claims.claim(run, plan.run_id)
+        if held is None and sweep_claims.held_by_others(run, plan.run_id) and abandon_dead_runs(covered_by=scope):
+            held = sweep_claims.claim(run, plan.run_id)  # a holder was dead: its range is free now
+        if held is None:
+            return plan.last_id
+        ids = held.decision_ids
+        for start in range(0, len(ids), page_size):
+            page(ids[start:start + page_size])
+            if not sweep_claims.renew(held, run):
+                log.warning("sweep run %s: range %s was taken over; leaving it", run.pk, held.pk)
+                break
+            stop()
+        else:
+            sweep_claims.finish(held)
 
 
 def _stop_if_asked(page_no: int) -> None:
