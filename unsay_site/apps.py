@@ -20,12 +20,16 @@ class UnsaySiteConfig(AppConfig):
 def sync_groups_after_migrate(sender, using="default", apps=None, **kwargs):
     """Groups and their permissions from core.roles, after every migrate (and test flush), the way
     django.contrib.auth creates permissions: migrations stay frozen, the table stays the one source.
-    Runs after each app's signal; the last one sees every app's permissions. Idempotent."""
+    Django sends post_migrate once per app with models (and every transactional test's flush sends them
+    all); only the last app's signal runs the sync, when every app's permissions exist. Idempotent."""
     from django.apps import apps as global_apps
     from django.db import router
 
     from core.roles import sync_group_permissions
 
     if not router.allow_migrate(using, "auth"):
+        return
+    with_models = [config for config in global_apps.get_app_configs() if config.models_module is not None]
+    if sender is not None and with_models and sender is not with_models[-1]:
         return
     sync_group_permissions(global_apps, using=using)
