@@ -39,7 +39,7 @@ PLAN_LOCK = "sweep_plan"  # core.runlock kind: one planner per scope at a time
 @dataclass(frozen=True)
 class Plan:
     run_id: int      # the run whose ranges these are
-    last_id: int     # the plan's highest decision id: past it, keyset pages find what went stale later
+    last_id: int     # keyset pages past this id find what went stale since the plan was cut (0: everything)
     ranges: int      # ranges this sweep cut (0: it joined a running plan)
     decisions: int   # decisions in the plan's unfinished ranges when this sweep started
 
@@ -58,19 +58,22 @@ def _lease() -> timedelta:
 
 
 def plan_ranges(run: SweepRun, scope: Scope, page_size: int) -> Plan:
-    """The plan this sweep works on: a running sweep's plan of the same scope, or a new one cut from the
-    stale set now (UNSAY_SWEEP_RANGE_PAGES pages per range). Unfinished ranges of the scope's ended
-    plans are closed as a new plan is cut: their decisions, if still stale, are in it."""
+    """The plan this sweep works on: a running sweep's plan of the same scope; else an ended one that
+    left ranges unfinished (its sweep died or was stopped: those ranges are taken over, then keyset
+    pages from the first id find whatever else is stale); else a new one cut from the stale set now
+    (UNSAY_SWEEP_RANGE_PAGES pages per range)."""
     with transaction.atomic():
         runlock.lock_for_transaction(PLAN_LOCK, _scope_key(scope))
-        open_ranges = SweepRange.objects.filter(done_at__isnull=True, **_same_scope(scope))
-        live = open_ranges.filter(run__status=SweepRun.Status.RUNNING).exclude(run=run)
-        joined = live.order_by("run_id").values_list("run_id", flat=True).first()
-        if joined is not None:
-            mine = SweepRange.objects.filter(run_id=joined)
+        open_ranges = SweepRange.objects.filter(done_at__isnull=True, **_same_scope(scope)).exclude(run=run)
+        live = open_ranges.filter(run__status=SweepRun.Status.RUNNING).order_by("run_id")
+        joined = live.values_list("run_id", flat=True).first()
+        ended = open_ranges.order_by("run_id").values_list("run_id", flat=True).first() if joined is None else None
+        if joined is not None or ended is not None:
+            plan_id = joined if joined is not None else ended
+            mine = SweepRange.objects.filter(run_id=plan_id)
             left = sum(len(ids) for ids in mine.filter(done_at__isnull=True).values_list("decision_ids", flat=True))
-            return Plan(joined, mine.aggregate(last=Max("last_id"))["last"], 0, left)
-        open_ranges.exclude(run__status=SweepRun.Status.RUNNING).update(done_at=timezone.now())
+            last = mine.aggregate(last=Max("last_id"))["last"] if joined is not None else 0
+            return Plan(plan_id, last, 0, left)
         stale = staleness.all_stale_ids(scope)
         size = page_size * settings.UNSAY_SWEEP_RANGE_PAGES
         chunks = [stale[i:i + size] for i in range(0, len(stale), size)]
@@ -87,7 +90,7 @@ def claim(run: SweepRun, plan_run_id: int) -> SweepRange | None:
                   .values_list("id", "claims", "claimed_by_id", "lease_until", "claimed_by__status")
                   .order_by("first_id"))
     for range_id, claims, holder, lease_until, holder_status in candidates:
-        free = (holder is None or holder == run.pk or holder_status != SweepRun.Status.RUNNING
+        free = (holder is None or holder_status != SweepRun.Status.RUNNING
                 or lease_until is None or lease_until < now)
         if not free:
             continue
