@@ -213,6 +213,53 @@ def describe_triggered_sweeps(since) -> str:
     return "Sweep: queued for the Celery worker; watch /recalls/ops/ (or `manage.py sweep --dry-run`)."
 
 
+def sweep_worker_answers() -> tuple[bool, str]:
+    """(will a Celery worker run a queued sweep now?, and if not, why): one ping of the broker's workers
+    (core.health), as the health page asks."""
+    from core.health import celery_section
+
+    celery = celery_section()["celery"]
+    if celery.get("workers"):
+        return True, ""
+    return False, celery.get("error") or celery.get("note") or "no Celery worker answered"
+
+
+def await_triggered_sweeps(since, fact_ids, *, timeout: float, poll: float = 0.5) -> str:
+    """For commands that wrote facts and want the outcome (escalate): wait until the sweeps the change
+    triggered have ended, up to `timeout` seconds, then say what they did and how many drafts await a
+    pharmacist; or say why no sweep will run and how to sweep by hand."""
+    import time
+
+    from django.conf import settings
+
+    from .models import Correction, SweepRun
+    from .sweep import has_work
+
+    by_hand = f"sweep by hand: `manage.py sweep{''.join(f' --fact {i}' for i in fact_ids)}`"
+    if not sweep_triggers_enabled():
+        return f"Sweep: none started (UNSAY_SWEEP_ON_SUPERSESSION is off here); {by_hand}."
+    if not settings.CELERY_TASK_ALWAYS_EAGER:  # eager: the sweep already ran in this process
+        if not has_work(fact_ids):
+            return "Sweep: nothing to re-decide or notify."
+        ready, why = sweep_worker_answers()
+        if not ready:
+            return (f"Sweep: queued, but no Celery worker is there to run it ({why}); start one "
+                    f"(`celery -A unsay_site worker`) or {by_hand}.")
+        deadline = time.monotonic() + timeout
+        triggered = SweepRun.objects.filter(started__gte=since).exclude(
+            trigger__in=[SweepRun.Trigger.BEAT, SweepRun.Trigger.MANUAL])
+        while time.monotonic() < deadline:
+            if triggered.exists() and not triggered.filter(status=SweepRun.Status.RUNNING).exists():
+                break
+            time.sleep(poll)
+        else:
+            return (f"Sweep: still running after {timeout:.0f}s on the Celery worker; watch /recalls/ops/ "
+                    "and the review queue at /corrections/review/.")
+    line = describe_triggered_sweeps(since)
+    drafts = Correction.objects.filter(sweep_run__started__gte=since, status=Correction.Status.DRAFT).count()
+    return f"{line}\nDrafts awaiting a pharmacist's review: {drafts} (/corrections/review/)."
+
+
 def report_triggered_sweeps(sender, since, **kwargs) -> str:
     """Receiver of recalls.signals.facts_written_report."""
     return describe_triggered_sweeps(since)

@@ -1,6 +1,9 @@
 """Demo: stage a classification change on a real recall (source demo:escalation).
 
-    manage.py escalate --recall-number D-0123-2021 [--lot L] --classification "Class I"
+    manage.py escalate --recall-number D-0123-2021 [--lot L] --classification "Class I" [--wait 60]
+
+The committed change triggers its sweep on the Celery worker (corrections.tasks); the command waits
+for it and prints what it drafted, or says that no worker is there and how to sweep by hand.
 """
 
 from django.core.management.base import BaseCommand, CommandError
@@ -17,11 +20,15 @@ class Command(BaseCommand):
         parser.add_argument("--lot", help="Only this lot's fact (default: every believed fact of the recall).")
         parser.add_argument("--classification", required=True, choices=CLASSIFICATIONS)
         parser.add_argument("--by", default="demo", help="Who is escalating (recorded as asserted_by).")
+        parser.add_argument("--wait", type=float, default=60.0, metavar="SECONDS",
+                            help="How long to wait for the triggered sweep to end (default 60).")
 
     def handle(self, *args, **options):
+        from django.db.models import Q
         from django.utils import timezone
 
-        from corrections.tasks import describe_triggered_sweeps
+        from corrections.tasks import await_triggered_sweeps
+        from memory.models import Fact
 
         started = timezone.now()
         try:
@@ -38,4 +45,11 @@ class Command(BaseCommand):
                                   f"{r.old_classification} -> {r.new_classification}")
         superseded = sum(1 for r in results if r.status != "unchanged")
         self.stdout.write(f"Superseded {superseded} fact version(s).")
-        self.stdout.write(describe_triggered_sweeps(started))
+        if superseded:
+            # The retracted and the new versions: what the trigger sweeps (corrections.tasks).
+            versions = Q(pk__in=[])
+            for r in results:
+                if r.status != "unchanged":
+                    versions |= Q(fact_key=r.fact_key, version__in=[r.old_version, r.new_version])
+            fact_ids = sorted(Fact.objects.filter(versions).values_list("id", flat=True))
+            self.stdout.write(await_triggered_sweeps(started, fact_ids, timeout=options["wait"]))
