@@ -221,7 +221,7 @@ def sweep_worker_answers() -> tuple[bool, str]:
     celery = celery_section()["celery"]
     if celery.get("workers"):
         return True, ""
-    return False, celery.get("error") or celery.get("note") or "no Celery worker answered"
+    return False, celery.get("error") or celery.get("note") or ""
 
 
 def await_triggered_sweeps(since, fact_ids, *, timeout: float, poll: float = 0.5) -> str:
@@ -243,7 +243,7 @@ def await_triggered_sweeps(since, fact_ids, *, timeout: float, poll: float = 0.5
             return "Sweep: nothing to re-decide or notify."
         ready, why = sweep_worker_answers()
         if not ready:
-            return (f"Sweep: queued, but no Celery worker is there to run it ({why}); start one "
+            return (f"Sweep: queued, but no Celery worker answered{f' ({why})' if why else ''}; start one "
                     f"(`celery -A unsay_site worker`) or {by_hand}.")
         deadline = time.monotonic() + timeout
         triggered = SweepRun.objects.filter(started__gte=since).exclude(
