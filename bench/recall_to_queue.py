@@ -502,10 +502,14 @@ def main(argv=None):
     if {"same_fill_time": False, **state.get("sizes", {})} == sizes and "snapshot" in state:
         from django.core.management import call_command
 
-        call_command("migrate", verbosity=0)  # the code may have moved on since the build
         log(f"Reusing the world built earlier in {db_name} ({state['build']['build_s']}s to build).")
         if state.get("dirty"):
             log(f"  a run was left unfinished; undone: {reset(state)}")
+        # The code may have moved on since the build: migrate, then take the world as it now is (a
+        # migration's own rows, content types and permissions, are not a run's to undo).
+        call_command("migrate", verbosity=0)
+        _scale.save_state({"snapshot": _scale.snapshot()})
+        state = _scale.load_state()
     else:
         log("Building the world ...")
         build(args, log)
