@@ -3,7 +3,6 @@ nearest class for rows drafted before it carried one, in Python and in SQL."""
 
 
 from django.db.models import Case, CharField, F, Q, Value, When
-from django.utils.translation import gettext_lazy as _
 
 from corrections.models import Correction
 
@@ -12,9 +11,6 @@ from corrections.models import Correction
 # "probable" (ingredients + lot; "confirmed" needs the NDC product too), a drug-only match is a
 # "candidate". When the field exists it is used as is, in Python and in SQL.
 MATCH_CLASSES = ["confirmed", "probable", "product_all_lots", "candidate"]
-MATCH_CLASS_LABELS = {"confirmed": _("Confirmed"), "probable": _("Probable"),
-                      "product_all_lots": _("Product, all lots"), "candidate": _("Candidate"),
-                      "asked": _("Asked")}
 LEGACY_MATCH_CLASS = {Correction.Match.LOT: "probable", Correction.Match.DRUG: "candidate",
                       Correction.Match.ASKED: "asked", "lot": "probable", "drug": "candidate"}
 

@@ -133,6 +133,8 @@ class PatientRow:
     email: str
     phone: str
 
+    contact = Patient.contact  # where a message goes: the patient's one rule, read off these columns
+
     def get_preferred_channel_display(self):
         return {"sms": "SMS", "email": "Email"}.get(self.preferred_channel, self.preferred_channel)
 
