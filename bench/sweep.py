@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/sweep.py [--case escalation|new-recall|both] [--runs 3] [--decisions 100000]
                                     [--affected 10000] [--shared-inputs] [--page-size 200] [--profile]
-                                    [--workers 1] [--processes] [--keep-last]
+                                    [--workers 1|2|1,2] [--processes] [--keep-last]
 
 --case escalation: the affected were told "caution" on D-0326-2019 lot 3069020, which is escalated to
 Class I (their load-bearing read is retracted). --case new-recall: D-0326-2019 is not ingested at
@@ -28,8 +28,10 @@ audit, redecisions, and the superseding UPDATE) written again by COPY in one com
 into empty LIKE-copies of the tables (same indexes and unique constraints, no foreign keys).
 Then, for information, the same COPY again with the real tables' foreign keys added to the copies
 (deferred, checked at commit, as the sweep's are), and the ratio to that. --workers N runs N sweeps
-of the same change at once in threads (SKIP LOCKED shares the pages; notices in the first only);
---processes makes them forked processes instead, as Celery's prefork workers run two sweeps.
+of the same change at once in threads (the first cuts the stale set into key ranges, the others join
+its plan and claim ranges: corrections.sweep_claims; notices in the first only); --processes makes them
+forked processes instead, as Celery's prefork workers run two sweeps. --workers 1,2 measures each count
+on its own copy of the loaded data, interleaved run by run, and prints the speedup per run.
 Prints per run: re-decisions/s, ceiling re-decisions/s, their ratio, time to the first committed page,
 set-based pages of all pages, the process's CPU during the sweep, load average; then min / median /
 max over the runs per case. --keep-last leaves the last run's database (UNSAY_DB_NAME + "_run") in
@@ -113,10 +115,10 @@ def load(decisions: int, affected: int, shared_inputs: bool, case: str) -> dict:
     raw = connection.connection
     with raw.cursor() as cur:
         with cur.copy("COPY patients_patient (id, public_id, region, display_name, email, phone, preferred_channel, "
-                      "external_ref, synthetic, created, updated) FROM STDIN") as copy:
+                      "preferred_language, external_ref, synthetic, created, updated) FROM STDIN") as copy:
             for pid in range(1, decisions + 1):
                 copy.write_row((pid, uuid.uuid4(), regions[pid % len(regions)], f"Bench patient {pid} (synthetic)",
-                                f"bench{pid}@example.com", "", "email", f"BENCH-{pid:08d}", True, now, now))
+                                f"bench{pid}@example.com", "", "email", "en", f"BENCH-{pid:08d}", True, now, now))
         rows_of: dict[int, list[DispensedRow]] = {}
         row_id = 0
         with cur.copy("COPY patients_dispensingrecord (id, patient_id, region, drug, drug_text, drug_source, "
@@ -312,8 +314,8 @@ def change(case: str) -> list[int]:
 
 def _sweeps(changed, page_size: int, workers: int, processes: bool = False):
     """corrections.sweep.sweep() as the after-commit task runs it; with workers > 1, that many sweeps
-    at once in threads (own connections), sharing the stale set through SKIP LOCKED (notices in the
-    first only, as they would be drafted once). processes: the sweeps are forked processes instead."""
+    at once in threads (own connections), sharing the stale set through claimed key ranges (notices in
+    the first only, as they would be drafted once). processes: the sweeps are forked processes instead."""
     if workers == 1:
         return sweep(fact_ids=changed, trigger=SweepRun.Trigger.MANUAL, page_size=page_size, progress=progress_hook)
     if processes:
@@ -471,8 +473,9 @@ def main():
     parser.add_argument("--case", choices=["escalation", "new-recall", "both"], default="both")
     parser.add_argument("--runs", type=int, default=3, help="runs per case, each on a fresh copy of the loaded data")
     parser.add_argument("--profile", action="store_true", help="cProfile the first run's sweep (to stderr)")
-    parser.add_argument("--workers", type=int, default=1,
-                        help="sweeps run at once in threads for the same change (SKIP LOCKED shares the pages)")
+    parser.add_argument("--workers", default="1",
+                        help="sweeps run at once for the same change (they share its claimed key ranges); a list "
+                             "such as 1,2 measures each count on its own copy per run, interleaved, and the speedup")
     parser.add_argument("--processes", action="store_true",
                         help="with --workers N: the sweeps are forked processes, as Celery's prefork workers run them")
     parser.add_argument("--keep-last", action="store_true",
@@ -496,35 +499,48 @@ def main():
                  "engine": connection.vendor, "reasoner": settings.UNSAY_REASONER}
         setup["setup_s"] = round(time.monotonic() - began, 1)
         print(json.dumps(setup, indent=2), flush=True)
-        runs = []
+        counts = [int(w) for w in str(args.workers).split(",")]
+        by_workers = {w: [] for w in counts}
         for n in range(args.runs):
-            clone(base, work)
-            try:
-                figures = one_run(case, args.page_size, profile=args.profile and n == 0, workers=args.workers,
-                                  processes=args.processes)
-                if n == args.runs - 1:
-                    print("\nPlan of one stale-set page after the sweep (0 rows left):")
-                    print(explain_page(Fact.objects.order_by("-id").values_list("id", flat=True)[:1]))
-            finally:
-                if args.keep_last and n == args.runs - 1:
-                    print(f"\nKept the last run's database for inspection: {work}")
-                else:
-                    drop(base, work)
-            print(json.dumps({"case": case, "run": n + 1, **figures}), flush=True)
-            runs.append(figures)
-        summary[case] = {
-            "runs": len(runs),
-            "redecided_per_s min/median/max": spread([r["redecided_per_s"] for r in runs]),
-            "copy_ceiling_per_s min/median/max": spread([r["ceiling_per_s"] for r in runs]),
-            "ratio min/median/max": spread([r["ratio"] for r in runs]),
-            "copy_ceiling_with_fks_per_s min/median/max": spread([r["ceiling_fk_per_s"] for r in runs]),
-            "ratio_to_ceiling_with_fks min/median/max": spread([r["ratio_fk"] for r in runs]),
-            "python_cpu_s min/median/max": spread([r["python_cpu_s"] for r in runs]),
-            "workers": args.workers,
-            "first_page_committed_s min/median/max": spread([r["first_page_committed_s"] for r in runs]),
-            "set_based_pages/pages": f"{runs[-1]['set_based_pages']}/{runs[-1]['pages']}",
-            "loadavg": [r["loadavg_before"] for r in runs],
-        }
+            for workers in counts:  # interleaved: each count meets the same load drift
+                clone(base, work)
+                last = n == args.runs - 1 and workers == counts[-1]
+                try:
+                    figures = one_run(case, args.page_size, profile=args.profile and n == 0, workers=workers,
+                                      processes=args.processes)
+                    if last:
+                        print("\nPlan of one stale-set page after the sweep (0 rows left):")
+                        print(explain_page(Fact.objects.order_by("-id").values_list("id", flat=True)[:1]))
+                finally:
+                    if args.keep_last and last:
+                        print(f"\nKept the last run's database for inspection: {work}")
+                    else:
+                        drop(base, work)
+                print(json.dumps({"case": case, "run": n + 1, **figures}), flush=True)
+                by_workers[workers].append(figures)
+        for workers, runs in by_workers.items():
+            summary[f"{case}, {workers} worker(s)"] = {
+                "runs": len(runs),
+                "redecided_per_s min/median/max": spread([r["redecided_per_s"] for r in runs]),
+                "change_commit_to_all_drafts_s min/median/max": spread(
+                    [r["change_commit_to_all_drafts_s"] for r in runs]),
+                "copy_ceiling_per_s min/median/max": spread([r["ceiling_per_s"] for r in runs]),
+                "ratio min/median/max": spread([r["ratio"] for r in runs]),
+                "copy_ceiling_with_fks_per_s min/median/max": spread([r["ceiling_fk_per_s"] for r in runs]),
+                "ratio_to_ceiling_with_fks min/median/max": spread([r["ratio_fk"] for r in runs]),
+                "python_cpu_s min/median/max": spread([r["python_cpu_s"] for r in runs]),
+                "workers": workers, "processes": args.processes,
+                "first_page_committed_s min/median/max": spread([r["first_page_committed_s"] for r in runs]),
+                "set_based_pages/pages": f"{runs[-1]['set_based_pages']}/{runs[-1]['pages']}",
+                "loadavg": [r["loadavg_before"] for r in runs],
+            }
+        if len(counts) > 1:  # each run's speedup over the first count, on copies made back to back
+            base_runs = by_workers[counts[0]]
+            for workers in counts[1:]:
+                speedups = [r["redecided_per_s"] / b["redecided_per_s"] for r, b in zip(by_workers[workers], base_runs,
+                                                                                        strict=True)]
+                summary[f"{case}, speedup {counts[0]} -> {workers} worker(s) min/median/max"] = spread(
+                    [round(x, 2) for x in speedups])
     print("\nSummary (" + describe_machine() + "):")
     print(json.dumps(summary, indent=2))
 
