@@ -90,7 +90,7 @@ def sweep_facts(fact_ids: list[int], helper: bool = False) -> str:
     from .models import SweepRun
     from .sweep import has_work, sweep
 
-    if helper:  # a second pair of hands on a large stale set: pages only, the first task drafts notices
+    if helper:  # a second pair of hands on a large stale set: ranges only, the first task drafts notices
         with _hand_back(sweep_facts, fact_ids, helper=True) as result:
             result.append(sweep(fact_ids=fact_ids, trigger=SweepRun.Trigger.SUPERSESSION, notices=False).summary())
         return result[0]
@@ -121,21 +121,22 @@ def _hand_back(task, *args, **kwargs):
 
 
 def _enqueue_helpers(fact_ids: list[int]) -> int:
-    """A stale set of more than two pages is shared by UNSAY_SWEEP_WORKERS sweeps (each page locked
-    FOR UPDATE SKIP LOCKED and re-checked, so no decision is re-decided twice): a national recall
-    reaches the pharmacists' queue sooner. Returns the number of helpers enqueued."""
+    """A stale set of more than one key range is shared by UNSAY_SWEEP_WORKERS sweeps: each helper joins
+    the plan of this scope and claims ranges of it (corrections.sweep_claims), so no decision is
+    re-decided twice and a national recall reaches the pharmacists' queue sooner. Returns the number of
+    helpers enqueued."""
     from django.conf import settings
 
     from .sweep import page_size_default, stale_decision_ids
 
     helpers = settings.UNSAY_SWEEP_WORKERS - 1
-    enough = 2 * page_size_default() + 1  # read no more of the stale set than the question needs
+    enough = settings.UNSAY_SWEEP_RANGE_PAGES * page_size_default() + 1  # no more of the stale set than needed
     if helpers < 1 or len(stale_decision_ids(limit=enough, fact_ids=fact_ids)) < enough:
         return 0
     try:
         for _ in range(helpers):
             sweep_facts.delay(fact_ids, helper=True)
-    except Exception:  # no broker: this sweep does all the pages itself
+    except Exception:  # no broker: this sweep does all the ranges itself
         log.exception("could not enqueue sweep helpers for facts %s; sweeping alone", fact_ids)
         return 0
     return helpers
