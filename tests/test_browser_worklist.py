@@ -14,7 +14,7 @@ import pytest
 from corrections import dispatch, review
 from corrections.models import Correction
 from tests.factories import RECALL
-from worklist import selectors
+from worklist import recall_pages
 
 CHROMIUM = Path("/usr/bin/chromium")
 DOC_SHOTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
@@ -137,7 +137,7 @@ def test_a_pharmacist_runs_a_class_i_recall_from_the_worklist_to_the_report(
     status, header, *rows = csv_text.strip().splitlines()
     assert status == "200" and header.startswith("recall_number,patient_ref") and len(rows) == 3
     assert any("SYN-D" in r and "reached" in r for r in rows)
-    f = selectors.recall_file(RECALL)
+    f = recall_pages.recall_file(RECALL)
     assert f.closed and f.deadline.state == "met" and not f.unaccounted
     assert sms_patient.contact_attempts.get().by == people["pharmacist"]
 

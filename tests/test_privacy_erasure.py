@@ -19,7 +19,7 @@ from patients.models import Patient
 from privacy.models import ErasureCertificate
 from privacy.services import erase_patient
 from tests.factories import RECALL
-from worklist import selectors, services
+from worklist import recall_report, services
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("dispatch_not_enqueued")]
 
@@ -55,7 +55,7 @@ def test_erasure_removes_personal_data_cancels_pending_letters_and_keeps_the_cha
     patient = pending.patient
     name, email = patient.display_name, patient.email
     assert name in _everything_about(patient.pk) and email in _everything_about(patient.pk)
-    exposed_before = selectors.report(RECALL)["summary"]["exposed"]
+    exposed_before = recall_report.report(RECALL)["summary"]["exposed"]
 
     certificate = _erase(patient.external_ref)
 
@@ -72,7 +72,7 @@ def test_erasure_removes_personal_data_cancels_pending_letters_and_keeps_the_cha
     stored = ErasureCertificate.objects.get(pk=certificate["certificate"])
     assert stored.erased_by == "command:dpo" and stored.patient_public_id == patient.public_id
     # Recall work still counts the patient; the other patients are untouched.
-    assert selectors.report(RECALL)["summary"]["exposed"] == exposed_before
+    assert recall_report.report(RECALL)["summary"]["exposed"] == exposed_before
     sent.refresh_from_db()
     assert sent.status == "sent" and sent.patient.display_name != "Erased patient"
     # The chain verifies, and tampering after the erasure is still found.

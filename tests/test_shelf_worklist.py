@@ -78,9 +78,9 @@ def test_a_class_i_shelf_task_has_the_patient_works_deadline(client, people, she
     from worklist.shelf import shelf_half
 
     (row,) = shelf_half(RECALL)
-    from worklist import selectors
+    from worklist import recall_pages
 
-    assert row.deadline.due_at == selectors.recall_page(RECALL).deadline.due_at
+    assert row.deadline.due_at == recall_pages.recall_page(RECALL).deadline.due_at
 
 
 def test_the_report_counts_the_shelf_beside_the_patients(client, people, shelf_world):

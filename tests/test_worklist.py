@@ -14,7 +14,7 @@ from corrections.models import Correction, OutboxMessage
 from memory.models import Fact
 from memory.services import assert_claim
 from tests.factories import RECALL, recall_claim
-from worklist import selectors, services
+from worklist import recall_list, recall_pages, recall_report, services
 from worklist.models import ContactAttempt, RecallTask, Step, WorkEvent
 
 # dispatch_not_enqueued (tests/conftest.py) for every test here, as when it was imported from test_sweep.
@@ -26,28 +26,28 @@ T0 = datetime(2026, 1, 10, 12, 0, tzinfo=UTC)
 
 def test_deadline_is_due_within_the_window(settings):
     settings.UNSAY_CLASS1_DEADLINE_DAYS = 3
-    d = selectors.deadline_for(T0, None, now=T0 + timedelta(days=2, hours=23))
+    d = recall_list.deadline_for(T0, None, now=T0 + timedelta(days=2, hours=23))
     assert (d.state, d.due_at) == ("due", T0 + timedelta(days=3)) and d.open
 
 
 def test_deadline_is_overdue_after_the_window_without_notification(settings):
     settings.UNSAY_CLASS1_DEADLINE_DAYS = 3
-    assert selectors.deadline_for(T0, None, now=T0 + timedelta(days=3, seconds=1)).state == "overdue"
+    assert recall_list.deadline_for(T0, None, now=T0 + timedelta(days=3, seconds=1)).state == "overdue"
 
 
 def test_deadline_is_met_when_notified_in_time_and_missed_when_late(settings):
     settings.UNSAY_CLASS1_DEADLINE_DAYS = 3
-    assert selectors.deadline_for(T0, T0 + timedelta(days=3), now=T0 + timedelta(days=30)).state == "met"
-    assert selectors.deadline_for(T0, T0 + timedelta(days=3, minutes=1)).state == "missed"
+    assert recall_list.deadline_for(T0, T0 + timedelta(days=3), now=T0 + timedelta(days=30)).state == "met"
+    assert recall_list.deadline_for(T0, T0 + timedelta(days=3, minutes=1)).state == "missed"
 
 
 def test_the_deadline_days_are_configurable(settings):
     settings.UNSAY_CLASS1_DEADLINE_DAYS = 1
-    assert selectors.deadline_for(T0, None, now=T0 + timedelta(days=2)).state == "overdue"
+    assert recall_list.deadline_for(T0, None, now=T0 + timedelta(days=2)).state == "overdue"
 
 
 def test_no_deadline_without_a_class_i_version():
-    assert selectors.deadline_for(None, None).state == "none"
+    assert recall_list.deadline_for(None, None).state == "none"
 
 
 def test_the_clock_starts_at_the_belief_time_of_the_first_class_i_version(drafts):
@@ -55,7 +55,7 @@ def test_the_clock_starts_at_the_belief_time_of_the_first_class_i_version(drafts
                                        attributes__classification="Class I").order_by("asserted_at").first()
     # A later re-statement of the same Class I recall does not restart the clock.
     assert_claim(recall_claim(RECALL, "3061169", classification="Class I", status="Completed"), reason="completed")
-    [row] = [r for r in selectors.worklist() if r.recall_number == RECALL]
+    [row] = [r for r in recall_list.worklist() if r.recall_number == RECALL]
     assert row.facts.first_class1 == first_class1.asserted_at
     assert row.deadline.due_at == first_class1.asserted_at + timedelta(days=3)
     assert row.deadline.state == "due"
@@ -64,7 +64,7 @@ def test_the_clock_starts_at_the_belief_time_of_the_first_class_i_version(drafts
 # --- the worklist ---------------------------------------------------------------------------------
 
 def test_the_worklist_lists_the_recall_with_counts_by_class_and_deadline(client, people, drafts):
-    [row] = [r for r in selectors.worklist() if r.recall_number == RECALL]
+    [row] = [r for r in recall_list.worklist() if r.recall_number == RECALL]
     assert row.facts.classification == "Class I" and row.pending == 3
     # every exposed patient by match class (A, B asked and D never asked, all on the lot with no NDC)
     assert row.by_class == {"probable": 3} and row.answered == 2
@@ -131,17 +131,17 @@ def test_follow_up_and_close_need_every_patient_accounted_for(people, drafts, di
         services.complete_step(RECALL, Step.FOLLOW_UP, user=phil)
     with pytest.raises(services.WorkflowError, match="Before closing: Follow up"):
         services.complete_step(RECALL, Step.CLOSE, user=phil)
-    [row] = [r for r in selectors.worklist() if r.recall_number == RECALL]
+    [row] = [r for r in recall_list.worklist() if r.recall_number == RECALL]
     assert row.not_reached == 1
     assert [ln.patient_id if hasattr(ln, "patient_id") else ln.patient.id
-            for _, ln in selectors.follow_up_queue()] == [failed.patient_id]
+            for _, ln in recall_pages.follow_up_queue()] == [failed.patient_id]
     services.log_contact(RECALL, failed.patient, user=phil, method="phone", outcome="not_reached", note="no answer")
-    assert selectors.recall_file(RECALL).unaccounted[0].state == "not_reached"
+    assert recall_pages.recall_file(RECALL).unaccounted[0].state == "not_reached"
     services.log_contact(RECALL, failed.patient, user=phil, method="phone", outcome="reached", note="will bring pack")
     services.complete_step(RECALL, Step.FOLLOW_UP, user=phil)
     services.complete_step(RECALL, Step.CLOSE, user=phil)
-    assert selectors.recall_file(RECALL).closed
-    assert selectors.follow_up_queue() == []
+    assert recall_pages.recall_file(RECALL).closed
+    assert recall_pages.follow_up_queue() == []
     with pytest.raises(services.WorkflowError, match="closed"):
         services.log_contact(RECALL, failed.patient, user=phil, method="phone", outcome="reached")
 
@@ -170,7 +170,7 @@ def test_checked_none_found_closes_a_recall_that_touched_nobody(client, people, 
     services.complete_step(OTHER_RECALL, Step.CHECK_STOCK, user=phil, note="none in stock")
     services.record_none_found(OTHER_RECALL, user=phil, note="dispensing 2019-2026 searched")
     services.complete_step(OTHER_RECALL, Step.CLOSE, user=phil)
-    f = selectors.recall_file(OTHER_RECALL)
+    f = recall_pages.recall_file(OTHER_RECALL)
     assert f.closed and f.none_found and f.exposed == 0
     client.force_login(phil)
     body = client.get(f"/worklist/report/{OTHER_RECALL}").content.decode()
@@ -193,7 +193,7 @@ def test_report_counts_match_its_rows_and_the_csv(client, people, drafts, dispat
     OutboxMessage.objects.filter(correction=a).update(status="sent", sent_at=T0)
     services.log_contact(RECALL, b.patient, user=phil, method="phone", outcome="not_reached")
     services.log_contact(RECALL, d.patient, user=phil, method="letter", outcome="posted")
-    data = selectors.report(RECALL)
+    data = recall_report.report(RECALL)
     rows, summary = data["rows"], data["summary"]
     assert summary["exposed"] == len(rows) == 3
     assert summary["notified"] == sum(r["state"] == "notified" for r in rows) == 2

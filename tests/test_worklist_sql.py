@@ -15,7 +15,7 @@ from memory.models import Fact
 from memory.services import assert_claim
 from patients.models import Patient
 from tests.factories import LOT, OTHER_LOT, OTHER_RECALL, RECALL, make_patient, recall_claim
-from worklist import selectors
+from worklist import exposure, patient_state, recall_list, recall_pages, recall_report
 from worklist.models import ContactAttempt
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -91,8 +91,8 @@ def recall_data(hashing_embeddings, django_user_model):
 
 
 def test_exposure_grouped_in_sql_equals_the_per_row_definition(recall_data):
-    grouped = selectors.exposure_classes(RECALL)
-    assert grouped == selectors._exposed_patient_ids(RECALL)
+    grouped = exposure.exposure_classes(RECALL)
+    assert grouped == exposure._exposed_patient_ids(RECALL)
     # the data really covers the classes, and leaves out what does not match
     assert {"confirmed", "probable", "candidate"} <= set(grouped.values())
     assert recall_data["other_lot"].id not in grouped and recall_data["drafted_only"].id not in grouped
@@ -100,18 +100,18 @@ def test_exposure_grouped_in_sql_equals_the_per_row_definition(recall_data):
 
 
 def test_per_patient_state_in_sql_equals_the_python_definition(recall_data):
-    definition = selectors.patient_lines(RECALL, exposure=selectors._exposed_patient_ids(RECALL))
-    classes = selectors.exposure_classes(RECALL)
+    definition = patient_state.patient_lines(RECALL, exposure=exposure._exposed_patient_ids(RECALL))
+    classes = exposure.exposure_classes(RECALL)
     expected = [(ln.patient.id, ln.match_class, ln.state) for ln in definition]
-    assert [tuple(r) for r in selectors.patient_states(RECALL, classes)] == expected
+    assert [tuple(r) for r in patient_state.patient_states(RECALL, classes)] == expected
     # every state of _state() occurs, so each CASE branch is compared
-    assert {s for _, _, s in expected} == set(selectors.PatientLine.STATES)
+    assert {s for _, _, s in expected} == set(patient_state.PatientLine.STATES)
     # pages of 4, in order, materialised one at a time, are the same lines
-    pages = selectors.LinePages(RECALL, classes, len(expected))
+    pages = patient_state.LinePages(RECALL, classes, len(expected))
     paged = [ln for start in range(0, len(pages), 4) for ln in pages[start:start + 4]]
     assert [(ln.patient.id, ln.match_class, ln.state) for ln in paged] == expected
     assert [len(ln.attempts()) for ln in paged] == [len(ln.attempts()) for ln in definition]
-    [row] = [r for r in selectors.worklist() if r.recall_number == RECALL]
+    [row] = [r for r in recall_list.worklist() if r.recall_number == RECALL]
     assert row.not_reached == sum(1 for ln in definition if ln.state == "not_reached") == 4
     klass = {pid: k for pid, k, _ in expected}
     assert klass[recall_data["drafted_only"].id] == "candidate"
@@ -120,8 +120,8 @@ def test_per_patient_state_in_sql_equals_the_python_definition(recall_data):
 
 
 def test_report_counts_from_the_group_by_equal_the_rows(recall_data):
-    python = selectors.report(RECALL)
-    sql = selectors.report_page(RECALL, page=2, per_page=5)
+    python = recall_report.report(RECALL)
+    sql = recall_report.report_page(RECALL, page=2, per_page=5)
     assert sql["summary"] == python["summary"]
     assert list(sql["rows"]) == python["rows"]
     rows = python["rows"]
@@ -138,7 +138,7 @@ def test_report_counts_from_the_group_by_equal_the_rows(recall_data):
 
 def test_the_recall_page_reads_only_its_page(client, people, recall_data):
     client.force_login(people["pharmacist"])
-    definition = selectors.patient_lines(RECALL)
+    definition = patient_state.patient_lines(RECALL)
     page = client.get(f"/worklist/recall/{RECALL}").content.decode()
     assert f"{len(definition)} patients on file" in page
     assert f"{sum(1 for ln in definition if not ln.accounted)} not yet accounted for" in page
@@ -160,13 +160,13 @@ def test_the_follow_up_page_from_sql_equals_the_python_queue(recall_data, days_l
 
     now = timezone.now() + timedelta(days=days_later)  # 20 years on: every first attempt is old
     expected = [(number, ln.patient.id, ln.state, ln.first_attempt_at) for number, ln in
-                selectors.follow_up_queue(now=now)]
+                recall_pages.follow_up_queue(now=now)]
     got = [(g["recall_number"], ln.patient.id, ln.state, ln.first_attempt_at)
-           for g in selectors.follow_up_page(now=now) for ln in g["lines"]]
+           for g in recall_pages.follow_up_page(now=now) for ln in g["lines"]]
     assert got == expected and expected
     if days_later:  # attempted long ago, not yet accounted for: in the queue without being "not reached"
         assert {s for _, _, s, _ in expected} > {"not_reached"}
-    capped = selectors.follow_up_page(now=now, per_recall=2)
+    capped = recall_pages.follow_up_page(now=now, per_recall=2)
     assert all(len(g["lines"]) <= 2 for g in capped)
     assert sum(g["total"] for g in capped) == len(expected)
 
@@ -177,7 +177,7 @@ def test_later_pages_and_out_of_range_pages_show_the_definitions_rows(client, pe
 
     monkeypatch.setattr(views, "PATIENTS_PER_PAGE", 5)
     client.force_login(people["pharmacist"])
-    definition = [ln.patient.external_ref for ln in selectors.patient_lines(RECALL)]
+    definition = [ln.patient.external_ref for ln in patient_state.patient_lines(RECALL)]
 
     def shown(query):
         page = client.get(f"/worklist/recall/{RECALL}{query}").content.decode()
