@@ -20,6 +20,7 @@ those inputs (what ask() would have written), with the decision's own dispensing
 """
 
 import json
+import tempfile
 import time
 import uuid
 import zipfile
@@ -304,14 +305,15 @@ def copy_ceiling(before: dict) -> dict:
     from django.db import connection
 
     raw = connection.connection
-    data = {}
+    data, rows = {}, 0
     with raw.cursor() as cur:
         for table in SWEEP_TABLES:
-            chunks = []
             query = f"SELECT * FROM {table} WHERE id > {int(before[table])} ORDER BY id"
+            data[table] = tempfile.TemporaryFile()  # on disk, not in this process's memory
             with cur.copy(f"COPY ({query}) TO STDOUT") as copy:
-                chunks.extend(bytes(chunk) for chunk in copy)
-            data[table] = b"".join(chunks)
+                for chunk in copy:
+                    data[table].write(chunk)
+                    rows += chunk.count(b"\n")
         cur.execute("SELECT old_decision_id FROM corrections_redecision WHERE id > %s",
                     [before["corrections_redecision"]])
         old_ids = [row[0] for row in cur.fetchall()]
@@ -324,15 +326,19 @@ def copy_ceiling(before: dict) -> dict:
         cur.execute("UPDATE memory_decision SET status = 'superseded', superseded_at = superseded_at "
                     "WHERE id = ANY(%s)", [old_ids])
         for table in SWEEP_TABLES:
+            data[table].seek(0)
             with cur.copy(f"COPY ceiling_{table} FROM STDIN") as copy:
-                copy.write(data[table])
+                while block := data[table].read(1 << 20):
+                    copy.write(block)
     raw.commit()
     elapsed = time.monotonic() - began
     with raw.cursor() as cur:
         for table in SWEEP_TABLES:
             cur.execute(f"DROP TABLE ceiling_{table}")
     raw.commit()
-    return {"ceiling_s": round(elapsed, 3), "ceiling_rows": sum(d.count(b"\n") for d in data.values()) + len(old_ids),
+    for spooled in data.values():
+        spooled.close()
+    return {"ceiling_s": round(elapsed, 3), "ceiling_rows": rows + len(old_ids),
             "ceiling_redecisions": len(old_ids)}
 
 
