@@ -312,6 +312,7 @@ def copy_ceiling(before: dict) -> dict:
             data[table] = tempfile.TemporaryFile()  # on disk, not in this process's memory
             with cur.copy(f"COPY ({query}) TO STDOUT") as copy:
                 for chunk in copy:
+                    chunk = bytes(chunk)  # noqa: PLW2901 - psycopg hands out buffers
                     data[table].write(chunk)
                     rows += chunk.count(b"\n")
         cur.execute("SELECT old_decision_id FROM corrections_redecision WHERE id > %s",
