@@ -522,6 +522,7 @@ def main(argv=None):
                          same_fill_time=args.same_fill_time)
     meta, record = _scale.new_recall_record()
     new_path = PROJECT_DIR / "var" / "bench-recall-to-queue-new.json"
+    new_path.parent.mkdir(exist_ok=True)
     new_path.write_text(json.dumps({"meta": meta, "results": [record]}))
 
     worker = None
