@@ -1,5 +1,5 @@
 """The demo slice: real, unmodified openFDA recall records (demo/data/demo-slice.json, built by
-`manage.py make_demo_slice` from the fixtures under tests/fixtures/openfda/), ingested like any file."""
+`manage.py make_demo_slice --snapshots tests/fixtures/openfda`), ingested like any file."""
 
 from pathlib import Path
 

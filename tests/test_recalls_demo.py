@@ -4,6 +4,7 @@ import json
 import zipfile
 from pathlib import Path
 
+import pytest
 from django.core.management import call_command
 
 from demo.slice import DEMO_SLICE
@@ -36,5 +37,14 @@ def test_demo_slice_records_are_real_and_unmodified():
 
 def test_make_demo_slice_reproduces_the_committed_file(tmp_path):
     output = tmp_path / "slice.json"
-    call_command("make_demo_slice", "--output", str(output))
+    snapshots = Path(__file__).parent / "fixtures" / "openfda"
+    call_command("make_demo_slice", "--output", str(output), "--snapshots", str(snapshots))
     assert json.loads(output.read_text()) == json.loads(SLICE.read_text())
+
+
+def test_make_demo_slice_names_the_missing_snapshots(tmp_path):
+    from django.core.management.base import CommandError
+
+    with pytest.raises(CommandError, match="drug-enforcement-2021-04-28.json.zip"):
+        call_command("make_demo_slice", "--output", str(tmp_path / "slice.json"), "--snapshots", str(tmp_path))
+    assert not (tmp_path / "slice.json").exists()

@@ -88,9 +88,9 @@ def test_drug_name_keeps_locant_commas():
     assert normalize_drug_name("2,3-Dimercaptosuccinic Acid (DMSA) active pharmaceutical ingredient") == "succimer"
 
 
-# --- the evaluation split (issue #17) --------------------------------------------------------------
+# --- the evaluation split ------------------------------------------------------------------------
 
-EVALUATION = Path(__file__).parent / "fixtures" / "lots_eval.json"
+EVALUATION = Path(__file__).resolve().parent.parent / "recalls" / "data" / "lots_eval.json"
 
 
 def test_evaluation_split_is_big_stratified_and_kept_apart_from_development():

@@ -1,6 +1,6 @@
 """Turn the hand-written label sheets (b01.txt ... b08.txt, one line per evaluation text:
 index|kind|lots|window, kind L/A/W or S for spot checks, lots "LOT=expiry;LOT,LOT=expiry") into
-tests/fixtures/lots_eval.json. Run eval_texts.py first (it writes eval_texts.json next to this file).
+recalls/data/lots_eval.json. Run eval_texts.py first (it writes eval_texts.json next to this file).
 
     .venv/bin/python bench/lots_labels/eval_texts.py && .venv/bin/python bench/lots_labels/build_eval.py
 """
@@ -70,7 +70,7 @@ out = {
             "'added' are expiry-window and all-lots phrasings added later, held out the same way (b09.txt)."),
   "cases": cases,
 }
-json.dump(out, open(ROOT / 'tests/fixtures/lots_eval.json', 'w'), indent=1, ensure_ascii=False)
+json.dump(out, open(ROOT / 'recalls/data/lots_eval.json', 'w'), indent=1, ensure_ascii=False)
 n_lots = sum(len(c['lots']) for c in cases)
 print(len(cases), 'cases', n_lots, 'lots', sum(1 for c in cases if c['lots_labelled']), 'lot-labelled',
       {k: sum(1 for c in cases if c['kind'] == k) for k in KIND.values()})

@@ -11,14 +11,12 @@ import random
 import re
 from pathlib import Path
 
-from django.conf import settings
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from demo.slice import DEMO_SLICE
 from recalls.documents import load_document
 
-# A maintainer's build step, not run time: the slice is cut from the real snapshots the tests keep.
-FIXTURES = Path(settings.BASE_DIR) / "tests" / "fixtures" / "openfda"
+SNAPSHOT_FILES = ("drug-enforcement-2021-04-28.json.zip", "drug-enforcement-recent-sample.json")
 SARTAN = re.compile(r"valsartan|losartan|irbesartan", re.I)
 
 
@@ -36,10 +34,18 @@ class Command(BaseCommand):
         parser.add_argument("--others", type=int, default=200, help="Other 2021 records to add (seeded sample).")
         parser.add_argument("--seed", type=int, default=2021)
         parser.add_argument("--output", default=str(DEMO_SLICE))
+        # A maintainer's build step, not run time: the folder of real openFDA snapshots is named, never
+        # assumed (the repository keeps them with the tests: tests/fixtures/openfda).
+        parser.add_argument("--snapshots", required=True, type=Path,
+                            help=f"Folder holding {' and '.join(SNAPSHOT_FILES)}, e.g. tests/fixtures/openfda.")
 
     def handle(self, *args, **options):
-        bulk = load_document(FIXTURES / "drug-enforcement-2021-04-28.json.zip")
-        recent = load_document(FIXTURES / "drug-enforcement-recent-sample.json")
+        missing = [name for name in SNAPSHOT_FILES if not (options["snapshots"] / name).is_file()]
+        if missing:
+            raise CommandError(f"{options['snapshots']} lacks {', '.join(missing)}: name the folder of the real "
+                               f"openFDA snapshots (tests/fixtures/openfda in this repository)")
+        bulk = load_document(options["snapshots"] / SNAPSHOT_FILES[0])
+        recent = load_document(options["snapshots"] / SNAPSHOT_FILES[1])
         sartans = [r for r in bulk["results"] if _is_sartan(r)]
         taken = {r.get("recall_number") for r in sartans} | {r.get("recall_number") for r in recent["results"]}
         others = sorted((r for r in bulk["results"] if not _is_sartan(r) and r.get("recall_number")
