@@ -220,7 +220,7 @@ def page_size_default() -> int:
 
 
 def sweep(*, fact_ids=None, patient_ids=None, trigger=SweepRun.Trigger.MANUAL, dry_run=False, page_size=None,
-          progress=None, notices=True) -> SweepReport:
+          progress=None, notices=True, notices_progress=None) -> SweepReport:
     """Sweep the stale set — all of it, or what changed facts (`fact_ids`: retracted and new
     versions) and changed dispensing (`patient_ids`) touch — then draft notices for exposed patients
     with no standing answer.
@@ -230,6 +230,8 @@ def sweep(*, fact_ids=None, patient_ids=None, trigger=SweepRun.Trigger.MANUAL, d
     whose sweep died is taken over. dry_run re-decides without writing anything (no decisions, drafts,
     run row or ranges) and returns a preview.
     progress: optional callable(n), called after each committed page with the decisions it re-decided.
+    notices_progress: optional callable(done, total): recall facts whose exposed patients who never
+    asked have been checked (and their notices committed), of how many; first called with done = 0.
     """
     scope = Scope.of(fact_ids, patient_ids)
     fact_ids = list(scope.fact_ids) if scope.fact_ids else None
@@ -281,22 +283,27 @@ def sweep(*, fact_ids=None, patient_ids=None, trigger=SweepRun.Trigger.MANUAL, d
             if rows < page_size:
                 break
             _stop_if_asked(page_no[0])
-        page_no = page_no[0]
         if notices:
-            _stop_if_asked(page_no)
+            _stop_if_asked(page_no[0])
             notice_no = [0]
             decider.reset()
             calls_before = decider.calls
             notice_report = SweepReport()
-            if scope.fact_ids or scope.everything:
-                for previous, current in notice_pairs(fact_ids):
-                    draft_notices_for(previous, current, decider, run, notice_report, dry_run=dry_run,
-                                       notice_no=notice_no)
+            # Every recall fact whose exposed patients are checked, known before the first is checked:
+            # (previous version, current, only these patients).
+            checks = [(previous, current, None) for previous, current in notice_pairs(fact_ids)] \
+                if scope.fact_ids or scope.everything else []
             if scope.patient_ids:
                 # Dispensing registered or corrected after a recall: the patient may never have asked.
-                for current in recall_facts_for_patients(scope.patient_ids):
-                    draft_notices_for(None, current, decider, run, notice_report, dry_run=dry_run,
-                                       notice_no=notice_no, only_patients=set(scope.patient_ids))
+                checks += [(None, current, set(scope.patient_ids))
+                           for current in recall_facts_for_patients(scope.patient_ids)]
+            if notices_progress:
+                notices_progress(0, len(checks))
+            for n, (previous, current, only) in enumerate(checks, start=1):
+                draft_notices_for(previous, current, decider, run, notice_report, dry_run=dry_run,
+                                   notice_no=notice_no, only_patients=only)
+                if notices_progress:
+                    notices_progress(n, len(checks))
             if not dry_run and not scope.patient_ids:
                 stale_superseded_notices(fact_ids, run=run)
             notice_report.reasoner_calls = decider.calls - calls_before

@@ -13,6 +13,54 @@ from corrections.models import SweepRun
 from corrections.sweep import count_stale, sweep
 
 
+class SweepProgressBars:
+    """The sweep's progress in units of work done, each counted once it has committed: decisions
+    re-decided (a page's, after its transaction commits; of the stale set counted when the sweep began,
+    raised if more went stale meanwhile), then recall facts whose exposed patients who never asked
+    were checked for notices. Each bar shows its rate and time left, and reads 100% only when its last
+    unit has committed."""
+
+    def __init__(self, stale: int, *, dry_run: bool, disable: bool):
+        self.disable = disable
+        self._dry = " (dry run)" if dry_run else ""
+        self.decisions = self._bar(stale, "re-decided", "decision")
+        self.notices = None
+
+    def _bar(self, total, desc, unit):
+        return tqdm(total=total, desc=f"sweep: {desc}{self._dry}", unit=unit, file=sys.stderr, disable=self.disable,
+                    mininterval=0.2, dynamic_ncols=True)
+
+    def redecided(self, n: int) -> None:
+        if self.decisions.n + n > self.decisions.total:  # went stale after the count: the total grows
+            self.decisions.total = self.decisions.n + n
+        self.decisions.update(n)
+
+    def notices_checked(self, done: int, total: int) -> None:
+        if self.notices is None:
+            self._all_redecided()
+            self.notices = self._bar(total, "recall facts checked for notices", "fact")
+        self.notices.update(done - self.notices.n)
+
+    def _all_redecided(self) -> None:
+        """Every page has committed: what the count at the start expected and another sweep took (or
+        that stopped being stale) was never this sweep's work, so the bar ends at what it did."""
+        if self.decisions.total != self.decisions.n:
+            self.decisions.total = self.decisions.n
+            self.decisions.refresh()
+        self.decisions.close()
+
+    def finish(self) -> None:
+        """The sweep returned: all its work has committed."""
+        if self.notices is None:
+            self._all_redecided()
+        self.close()
+
+    def close(self) -> None:
+        self.decisions.close()
+        if self.notices is not None:
+            self.notices.close()
+
+
 class Command(BaseCommand):
     help = ("Re-decide every standing decision whose load-bearing fact version is now retracted; draft "
             "corrections where the verdict moved and notices for exposed patients who never asked. "
@@ -47,19 +95,19 @@ class Command(BaseCommand):
                 raise CommandError(str(exc)) from exc
             self.stdout.write(f"PREVIEW of escalating {escalate}{' lot ' + lot if lot else ''} to {classification}:")
         else:
-            total = count_stale(fact_ids)
-            bar = tqdm(total=total, unit="decision", desc="sweep" + (" (dry run)" if dry_run else ""),
-                       file=sys.stderr, disable=verbosity == 0)
+            progress = SweepProgressBars(count_stale(fact_ids), dry_run=dry_run, disable=verbosity == 0)
             try:
                 with shutdown.stop_on_sigterm():
                     report = sweep(fact_ids=fact_ids, trigger=trigger, dry_run=dry_run, page_size=page_size,
-                                   progress=bar.update, notices=not no_notices)
+                                   progress=progress.redecided, notices=not no_notices,
+                                   notices_progress=progress.notices_checked)
+                progress.finish()
             except shutdown.HandedBack as exc:
-                bar.close()
+                progress.close()
                 self.stderr.write(f"Handed back: {exc}.")
                 sys.exit(3)
             finally:
-                bar.close()
+                progress.close()
         out = self.stdout
         if dry_run:
             out.write("DRY RUN: nothing was written.")
