@@ -18,6 +18,7 @@ from memory.services import Claim
 
 from .lots.parse import parse_scope
 from .lots.scope import LOT_SCOPE_VERSION, LotScope, ScopeAttribute, scope_terms
+from .models import TEXT_ATTRIBUTES, TEXTS_REFERENCE, RecallText
 
 ENFORCEMENT_SOURCE = "openfda:enforcement"
 LABEL_SOURCE = "openfda:label"
@@ -52,8 +53,24 @@ class RecallClaim(Claim):
     # code_info: see above. The identity attributes are derived from hashed fields (subject, ndcs,
     # product_description), so adding them to facts ingested before they existed re-versions nothing;
     # a fact whose subject or NDCs change is re-versioned through those.
-    UNHASHED_ATTRIBUTES = ("code_info", "ndc_products", "named_ndc_products", "identity_source", "identity_text",
-                           "identity_flag", "lot_scope", "record_flag", "text_flag")
+    UNHASHED_ATTRIBUTES = ("code_info", TEXTS_REFERENCE, "ndc_products", "named_ndc_products", "identity_source",
+                           "identity_text", "identity_flag", "lot_scope", "record_flag", "text_flag")
+
+    # The record's long texts (TEXT_ATTRIBUTES), kept out of `attributes` (the fact refers to them by
+    # attributes[TEXTS_REFERENCE]) but hashed as if inline: a fact written when they were inline and the
+    # same content by reference have one content hash, so the upgrade re-versions nothing.
+    texts: dict = field(default_factory=dict)
+
+    # memory.services writes the texts' row in the transaction of the facts that refer to it.
+    SHARED_ROWS = True
+
+    @classmethod
+    def write_shared(cls, claims) -> None:
+        """Insert-if-absent the RecallText rows these claims refer to: one INSERT for the batch."""
+        rows = {c.attributes[TEXTS_REFERENCE]: c.texts for c in claims if c.texts and c.attributes.get(TEXTS_REFERENCE)}
+        if rows:
+            RecallText.objects.bulk_create([RecallText(digest=digest, **texts) for digest, texts in rows.items()],
+                                           ignore_conflicts=True)
 
     def __post_init__(self):
         # A lot-level fact carries its own lot's entry of the record's scope, not the whole list (recalls.lots).
@@ -64,6 +81,10 @@ class RecallClaim(Claim):
     def content_hash(self) -> str:
         base = Claim(**{name: getattr(self, name) for name in Claim.__dataclass_fields__})
         base.attributes = {k: v for k, v in self.attributes.items() if k not in self.UNHASHED_ATTRIBUTES}
+        # The texts as they read inline (the reference is their digest, so it adds nothing); a claim that
+        # only copies a reference (demo escalation) hashes the reference.
+        texts = self.texts or {TEXTS_REFERENCE: self.attributes.get(TEXTS_REFERENCE)}
+        base.attributes.update((k, v) for k, v in texts.items() if k not in self.UNHASHED_ATTRIBUTES and v is not None)
         # Only the part of the scope that changes who the fact can touch is content (windows, uncertain
         # lots): adding the structured scope to facts that mean what they meant does not version them.
         terms = scope_terms(self.attributes.get("lot_scope"))
@@ -434,7 +455,27 @@ def parse_enforcement(record) -> ParsedRecall:
     )
 
 
+def texts_digest(texts: dict) -> str:
+    """The content address of a record's long texts (recalls.models.RecallText.digest)."""
+    canonical = json.dumps({name: texts.get(name) or "" for name in TEXT_ATTRIBUTES}, sort_keys=True,
+                           separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def split_texts(attributes: dict) -> tuple[dict, dict]:
+    """(attributes with a reference instead of the long texts, the texts)."""
+    texts = {name: attributes.get(name) or "" for name in TEXT_ATTRIBUTES}
+    short = {k: v for k, v in attributes.items() if k not in TEXT_ATTRIBUTES}
+    short[TEXTS_REFERENCE] = texts_digest(texts)
+    return short, texts
+
+
 def recall_statement(attributes: dict, lot: str | None, *, all_lots: bool = False) -> str:
+    if TEXTS_REFERENCE in attributes and not any(name in attributes for name in TEXT_ATTRIBUTES):
+        # A new version built from a believed fact's attributes (demo escalation) holds the reference only.
+        from .selectors import resolved_attributes
+
+        attributes = resolved_attributes(attributes)
     product = short_product(attributes.get("product_description") or "")
     if lot:
         what = f"{product} lot {lot}"
@@ -465,12 +506,17 @@ def recall_claims(parsed: ParsedRecall, *, subject: str, ndcs: list, identity: d
     named = ndc_products(ndcs_in_text(" ".join(parsed.raw.get(name) or "" for name in TEXT_FIELDS
                                                if isinstance(parsed.raw.get(name), str))))
     products = {"ndc_products": sorted(listed), "named_ndc_products": sorted(named & listed)}
+    short, texts = split_texts(parsed.attributes)  # the texts once per record, referred to by every lot
+
+    def statement(lot):
+        return recall_statement(parsed.attributes, lot, all_lots=parsed.all_lots)
+
     claims = []
     for lot in lots:
-        attributes = dict(parsed.attributes, scope=scope, ndcs=list(ndcs), **products, **identity)
+        attributes = dict(short, scope=scope, ndcs=list(ndcs), **products, **identity)
         claims.append(RecallClaim(
             fact_key=recall_fact_key(parsed.recall_number, lot, parsed.record), kind="recall", subject=subject, lot=lot,
-            statement=recall_statement(attributes, lot, all_lots=parsed.all_lots), source=ENFORCEMENT_SOURCE,
+            statement=statement(lot), source=ENFORCEMENT_SOURCE, texts=texts,
             attributes=attributes, source_ref=source_ref[:255], valid_from=parsed.valid_from,
             valid_to=parsed.valid_to, asserted_by=asserted_by,
         ))

@@ -101,3 +101,31 @@ class RecallRecord(models.Model):
 
     def __str__(self):
         return self.recall_number
+
+
+# A record's long texts (attribute names): stored once per distinct version in RecallText, and referred
+# to from every fact of the record by TEXTS_REFERENCE (its digest) instead of being copied into each
+# (616 lots of D-0644-2020 carried them 616 times). Facts written before that carry them inline;
+# recalls.selectors reads both.
+TEXT_ATTRIBUTES = ("reason", "firm", "product_description", "distribution", "code_info")
+TEXTS_REFERENCE = "texts"
+
+
+class RecallText(models.Model):
+    """A recall record's long texts, stored once per distinct version of them: every lot fact of the
+    record refers to this row by `digest` (attributes["texts"]) instead of carrying the texts itself
+    (D-0644-2020 has 616 lots). Content-addressed (sha256 of the texts, recalls.ingest.texts_digest) and
+    never updated: a record whose texts change gets a new row, and the facts of the old version keep
+    pointing at the old one, so history reads the words believed then. Written by recalls.services in
+    the transaction of the facts that refer to it; read through recalls.selectors."""
+
+    digest = models.CharField(max_length=64, primary_key=True)
+    reason = models.TextField(blank=True)
+    firm = models.TextField(blank=True)
+    product_description = models.TextField(blank=True)
+    distribution = models.TextField(blank=True)
+    code_info = models.TextField(blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self):
+        return f"{self.digest[:12]}: {self.reason[:60]}"

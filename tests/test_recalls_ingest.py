@@ -21,6 +21,7 @@ from recalls.ingest import HASHED_FIELDS, recall_fact_key
 from recalls.lots.parse import extract_lots, mentions_all_lots, parse_scope
 from recalls.lots.scope import scope_terms
 from recalls.models import IngestRun, QuarantinedRecord, RecallRecord
+from recalls.selectors import recall_attributes
 from recalls.services import ingest_document, ingest_file
 
 FIXTURES = Path(__file__).parent / "fixtures" / "openfda"
@@ -249,9 +250,9 @@ def test_duplicate_recall_numbers_in_one_snapshot_keep_the_first_under_the_numbe
     run = ingest_document(_doc(dupes))
     assert run.quarantined == 0
     first = Fact.objects.exclude(fact_key__contains=":record:").get(attributes__recall_number="D-0121-2021")
-    assert first.attributes["reason"] == dupes[0]["reason_for_recall"]
+    assert recall_attributes(first)["reason"] == dupes[0]["reason_for_recall"]
     other = Fact.objects.get(attributes__recall_number="D-0121-2021", fact_key__contains=":record:")
-    assert other.attributes["reason"] == dupes[1]["reason_for_recall"] and other.attributes["record_flag"]
+    assert recall_attributes(other)["reason"] == dupes[1]["reason_for_recall"] and other.attributes["record_flag"]
     again = ingest_document(_doc(dupes))
     assert (again.new_versions, again.new_facts) == (0, 0)
 
@@ -415,7 +416,7 @@ def test_a_recall_number_published_twice_keeps_both_records_flagged(hashing_embe
     assert run.quarantined == 0, list(QuarantinedRecord.objects.values_list("recall_number", "reason"))
     for number, rs in twice.items():
         believed = Fact.objects.believed().filter(kind="recall", attributes__recall_number=number)
-        products = {f.attributes["product_description"] for f in believed}
+        products = {recall_attributes(f)["product_description"] for f in believed}
         assert products == {r["product_description"] for r in rs}, number  # every record's product is believed
         others = [f for f in believed if ":record:" in f.fact_key]
         assert others and all("also used by another record" in f.attributes["record_flag"] for f in others)
@@ -437,6 +438,7 @@ def test_an_overlong_reason_is_kept_cut_and_flagged_never_quarantined(hashing_em
     facts = list(Fact.objects.believed().filter(kind="recall", attributes__recall_number=record["recall_number"]))
     assert facts
     for fact in facts:
-        assert len(fact.attributes["reason"]) <= 4000 and fact.attributes["reason"].endswith("…")
+        reason = recall_attributes(fact)["reason"]
+        assert len(reason) <= 4000 and reason.endswith("…")
         assert "reason_for_recall is 5,000,2" in fact.attributes["text_flag"]
         assert len(fact.statement) < 2000
