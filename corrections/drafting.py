@@ -15,6 +15,7 @@ from django.utils.translation import gettext_noop, override
 
 from drugs.recall_terms import CLASS_SEVERITY
 from memory.models import Fact
+from recalls.selectors import recall_attributes
 
 
 # What we ask of the patient, per verdict: a headline and the one instruction under it. Never "stop
@@ -119,8 +120,8 @@ def fact_diff(before: Fact | None, after: Fact | None) -> list[dict]:
     """[{field, before, after}] for what changed between two versions of a claim."""
     if before is None and after is None:
         return []
-    b_attrs = (before.attributes or {}) if before else {}
-    a_attrs = (after.attributes or {}) if after else {}
+    # The texts (reason, firm, ...) as believed in each version, whether inline or referred to.
+    b_attrs, a_attrs = recall_attributes(before), recall_attributes(after)
     rows = []
     if after is None:
         rows.append({"field": "believed", "before": "yes", "after": f"retracted: {before.retraction_reason}"})
@@ -196,7 +197,7 @@ def exposure_sentence(fact: Fact | None, drug: str, *, match: str, certainty: st
 
 def why_sentence(verdict: str, fact: Fact | None, *, certainty: str) -> str:
     """The reason, in the tense the recall is in, and only for a pack it may cover."""
-    attrs = (fact.attributes or {}) if fact is not None else {}
+    attrs = recall_attributes(fact)
     reason = plain_reason(attrs.get("reason", ""))
     if verdict == "safe":
         return _("as far as our records show, no recall covers the pack we gave you.")
@@ -218,7 +219,7 @@ def why_sentence(verdict: str, fact: Fact | None, *, certainty: str) -> str:
 def letter_context(patient, verdict: str, fact: Fact | None, *, kind: str, match: str = "",
                    old_verdict: str = "", previous: Fact | None = None, subject: str = "",
                    match_class: str = "", dispensing_changed: bool = False) -> dict:
-    attrs = (fact.attributes or {}) if fact else {}
+    attrs = recall_attributes(fact)
     drug = drug_words((fact.subject if fact else "") or subject)
     p = pharmacy()
     certainty = str(match_class or "")

@@ -10,6 +10,7 @@ from django.utils import timezone
 from drugs.matching import CERTAINTY_RANK
 from drugs.recall_terms import is_active, severity
 from memory.models import Fact
+from recalls.selectors import prefetch as prefetch_texts
 
 from . import staleness, transitions
 from .drafting import correction_text
@@ -160,6 +161,7 @@ def page_reasons(decisions, scope: Scope, *, raw=None) -> dict[int, dict]:
     reasons = raw if raw is not None else staleness.stale_reasons([d.id for d in decisions], scope)
     fact_ids = {r.fact_id for rs in reasons.values() for r in rs if r.fact_id}
     facts = Fact.objects.defer("embedding").in_bulk(list(fact_ids))
+    prefetch_texts(facts.values())  # the page's letters and diffs read the recall texts: one query
     out = {}
     for decision_id, rs in reasons.items():
         out[decision_id] = {

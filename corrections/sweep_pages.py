@@ -39,6 +39,7 @@ from ask.beliefs import FactCache, PageBeliefs
 from ask.reasoners import get_reasoner
 from memory.models import Decision, DecisionInput, DecisionPremise, DecisionRead
 from memory.services import supersede_standing
+from recalls.selectors import prefetch as prefetch_texts
 
 from . import audit
 from .drafting import correction_text, fact_diff
@@ -116,6 +117,7 @@ def plan_page(decisions, reasons, decider, *, fact_cache: FactCache) -> tuple[li
         plans.append(Plan(d, outcome, shared, trigger, previous, recall_number, changed, key,
                           group=group if d.subject and d.subject == outcome.subject else None,
                           dispensing_changed=dispensing_changed))
+    prefetch_texts([f for p in plans for f in (p.trigger, p.previous)])  # the page's letters read them: one query
     # Coalescing, in page order, as the per-decision path (corrections.drafts.coalesce).
     keys = sorted({p.key for p in plans if p.changed})
     existing = {}
