@@ -11,6 +11,7 @@ from django.utils.translation import gettext_lazy as _
 
 from corrections.models import CLASS_SEVERITY, Correction, OutboxMessage, Redecision
 from memory.models import Fact
+from recalls.selectors import resolved_attributes_of
 
 from .match_classes import match_class_sql
 from .models import STEP_ORDER, ContactAttempt, RecallTask, RecallWork, Step
@@ -51,16 +52,21 @@ def recall_facts(numbers) -> dict[str, RecallFacts]:
         r = out.get(row["attributes__recall_number"])
         if r:
             r.first_notified, r.latest, r.first_class1 = row["first"], row["latest"], row["first_class1"]
+    first: dict[str, tuple] = {}
     for number, attrs, subject in (base.filter(retracted_at__isnull=True).order_by("fact_key")
                                    .values_list("attributes__recall_number", "attributes", "subject")):
-        r = out.get(number)
-        if r and not r.classification:
-            r.classification = attrs.get("classification", "")
-            r.status = attrs.get("status", "")
-            r.subject = subject
-            r.product = attrs.get("product_description", "")
-            r.reason = attrs.get("reason", "")
-            r.firm = attrs.get("firm", "")
+        if number in out and number not in first:
+            first[number] = (attrs, subject)
+    # The texts (product, reason, firm) inline or by reference: one lookup for the whole list.
+    resolved = resolved_attributes_of(attrs for attrs, subject in first.values())
+    for (number, (_attrs, subject)), attrs in zip(first.items(), resolved, strict=True):
+        r = out[number]
+        r.classification = attrs.get("classification", "")
+        r.status = attrs.get("status", "")
+        r.subject = subject
+        r.product = attrs.get("product_description", "")
+        r.reason = attrs.get("reason", "")
+        r.firm = attrs.get("firm", "")
     return out
 
 

@@ -10,6 +10,7 @@ from django.utils import timezone
 from corrections.models import Correction
 from memory.models import Fact
 from patients.models import Patient
+from recalls.selectors import recall_attributes
 
 from .exposure import exposure_classes
 from .models import STEP_ORDER, RecallTask, RecallWork, Step
@@ -191,7 +192,7 @@ def uncertain_scope(recall_number: str) -> dict | None:
         scope = (fact.attributes or {}).get("lot_scope") or {}
         uncertain.extend(u for u in scope.get("uncertain") or [] if u not in uncertain)
         truncated = truncated or bool(scope.get("truncated"))
-        raw = raw or (fact.attributes or {}).get("code_info", "")
+        raw = raw or recall_attributes(fact).get("code_info", "")
         if fact.lot:
             understood.append(fact.lot)
     if not uncertain and not truncated:
