@@ -26,16 +26,24 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
+from drugs import recall_terms
 from drugs.identity import readable
 from drugs.matching import MatchClass, explain
 from drugs.matching import match as _match_uncached
 from drugs.ndc import ndc_products
-from drugs.recall_terms import CLOSED_STATUSES, classification, describe, is_active, short_product  # noqa: F401 (re-exported)
+from drugs.recall_terms import CLOSED_STATUSES, classification, is_active, short_product  # noqa: F401 (re-exported)
 from memory.retrieval import Retrieved
+from recalls.selectors import with_texts
 
 log = logging.getLogger(__name__)
 
 RULES_IDENTITY = "rules/1"
+
+
+def describe(fact) -> str:
+    """drugs.recall_terms.describe of the fact as believed, its reason and product read through
+    recalls.selectors (inline, or once per record version by reference; cached by digest)."""
+    return recall_terms.describe(with_texts([fact])[0])
 VERDICTS = ("safe", "caution", "stop", "unknown")
 
 # Medicines that must not be stopped abruptly (rebound hypertension, clotting, seizures, withdrawal,
