@@ -2,7 +2,7 @@ from django.contrib import admin
 
 from core.admin_base import ReadOnlyAdmin
 
-from .models import IngestRun, QuarantinedRecord, RecallRecord
+from .models import IngestRun, QuarantinedRecord, RecallRecord, RecallText
 
 
 class QuarantineInline(admin.TabularInline):
@@ -38,3 +38,11 @@ class QuarantinedRecordAdmin(ReadOnlyAdmin):
 class RecallRecordAdmin(ReadOnlyAdmin):
     list_display = ("recall_number", "subject", "scope", "updated", "last_run")
     search_fields = ("recall_number", "subject", "lots")
+
+
+@admin.register(RecallText)
+class RecallTextAdmin(ReadOnlyAdmin):
+    """The texts a recall fact's attributes.texts names (its digest is searchable)."""
+
+    list_display = ("digest", "firm", "reason", "created")
+    search_fields = ("=digest", "firm", "reason", "product_description")
