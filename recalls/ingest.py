@@ -1,8 +1,11 @@
-"""openFDA records -> claims (pure functions: no database, no network).
+"""openFDA records -> claims (pure functions: no database, no network; the two exceptions are named
+where they are: RecallClaim.write_shared, called by memory's write, and recall_statement of a fact's
+attributes that hold only their texts' reference).
 
 One enforcement record becomes one fact per (recall, lot) when its code_info names lots, else one
 drug-level fact that says every lot is treated as affected (over-notify rather than under-notify).
-See docs/facts.md for the contract.
+The record's long texts are stored once per version (recalls.models.RecallText) and each fact refers
+to them. See docs/facts.md for the contract.
 """
 
 import hashlib
