@@ -400,11 +400,12 @@ def test_the_notice_anti_join_leaves_out_exactly_the_patients_who_asked(world, n
 
 
 def test_a_large_stale_set_is_shared_with_helper_sweeps_and_notices_are_drafted_once(world, monkeypatch):
-    """UNSAY_SWEEP_WORKERS=2: a triggered sweep over more than two pages enqueues one helper sweep
-    (pages only); together they re-decide every stale decision once and the first drafts the notice."""
+    """UNSAY_SWEEP_WORKERS=2: a triggered sweep over more than one claimed range enqueues one helper
+    sweep (ranges only); together they re-decide every stale decision once and the first drafts the notice."""
     from corrections import tasks
 
     monkeypatch.setattr("django.conf.settings.UNSAY_SWEEP_PAGE_SIZE", 1)
+    monkeypatch.setattr("django.conf.settings.UNSAY_SWEEP_RANGE_PAGES", 1)
     monkeypatch.setattr("django.conf.settings.UNSAY_SWEEP_WORKERS", 2)
     monkeypatch.setattr("django.conf.settings.UNSAY_SWEEP_ON_SUPERSESSION", False)
     ask(make_patient("SYN-E", [(VALSARTAN, LOT)]), "Is my valsartan safe?")  # a third decision on the lot

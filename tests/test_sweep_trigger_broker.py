@@ -109,3 +109,16 @@ def test_escalate_with_a_worker_up_shows_the_drafts_right_after(broker, capsys):
     finally:
         os.killpg(worker.pid, signal.SIGKILL)
         worker.wait(10)
+
+
+@pytest.mark.parametrize("profile", ["demo", "production"])
+def test_the_triggers_are_on_in_the_demo_and_in_production_alike(profile):
+    from tests.procs import run_python
+
+    code = ("from django.conf import settings\n"
+            "from corrections.tasks import sweep_triggers_enabled\n"
+            "print(settings.PROFILE, sweep_triggers_enabled())\n")
+    done = run_python(code, UNSAY_PROFILE=profile, REDIS_URL=REDIS, UNSAY_CELERY_EAGER="0",
+                      SECRET_KEY="not-a-secret-only-a-test-of-the-profile-settings-0123456789")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == [profile, "True"]
