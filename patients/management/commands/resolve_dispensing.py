@@ -4,12 +4,18 @@ Run after deploying the identity vocabulary or a new version of it. A row whose 
 key, identity source or NDC product changes is saved through patients.dispensing.save_dispensing, so
 it gets an audit row and its patient's standing decisions about the old and new drug are re-decided
 (dispensing_changed). Rows that do not change are not written. --dry-run only counts.
+
+The progress bar (stderr; --no-progress hides it) counts rows examined, and a row counts only once the
+batch it belongs to has committed, so it shows work that a stop would keep, reads 100% only after the
+last batch, and gives the rate and time left in rows.
 """
 
+import sys
 from collections import Counter
 
 from django.core.management.base import BaseCommand
 from django.db import transaction
+from tqdm import tqdm
 
 from drugs.identity import PRODUCT_SOURCE, UNRESOLVED, identity_key
 from drugs.ndc import ndc_product
@@ -34,25 +40,37 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--dry-run", action="store_true", help="Count what would change; write nothing.")
         parser.add_argument("--batch", type=int, default=500, help="Rows per transaction (default 500).")
+        parser.add_argument("--no-progress", action="store_true", help="No live progress bar.")
 
     def handle(self, *args, dry_run: bool, batch: int, **options):
         counts: Counter = Counter()
         pending: list[DispensingRecord] = []
-        for row in DispensingRecord.objects.select_related("patient").order_by("id").iterator(chunk_size=2000):
+        rows = DispensingRecord.objects.select_related("patient").order_by("id")
+        bar = tqdm(total=rows.count(), unit="row", desc="resolve_dispensing" + (" (dry run)" if dry_run else ""),
+                   file=sys.stderr, disable=options["no_progress"], mininterval=0.2, dynamic_ncols=True)
+        examined = 0  # rows examined since the bar last moved: they count once no earlier write is uncommitted
+        for row in rows.iterator(chunk_size=2000):
             counts["rows"] += 1
+            examined += 1
             key, source, text = resolved_identity(row)
             counts["unresolved" if source in (UNRESOLVED, PRODUCT_SOURCE) else "resolved"] += 1
-            if (key, source, ndc_product(row.ndc)) == (row.drug, row.drug_source, row.ndc_product) and row.drug_text:
-                continue
-            counts["changed"] += 1
-            if not dry_run:
-                row.drug_text = text
-                pending.append(row)
+            if (key, source, ndc_product(row.ndc)) != (row.drug, row.drug_source, row.ndc_product) or not row.drug_text:
+                counts["changed"] += 1
+                if not dry_run:
+                    row.drug_text = text
+                    pending.append(row)
             if len(pending) >= batch:
                 self._save(pending)
                 pending = []
+            if not pending:
+                bar.update(examined)
+                examined = 0
         if pending:
             self._save(pending)
+        if counts["rows"] != bar.total:  # rows added or deleted meanwhile: the bar ends at what was examined
+            bar.total = counts["rows"]
+        bar.update(examined)
+        bar.close()
         verb = "would change" if dry_run else "changed"
         self.stdout.write(f"{counts['rows']} dispensing rows: {counts['changed']} {verb}; "
                           f"resolved {counts['rows'] - counts['unresolved']}, unresolved {counts['unresolved']} "

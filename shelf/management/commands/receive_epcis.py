@@ -1,12 +1,27 @@
-"""manage.py receive_epcis FILE --site S: receive one EPCIS document (1.2 XML, 2.0 XML or JSON / JSON-LD)."""
+"""manage.py receive_epcis FILE --site S: receive one EPCIS document (1.2 XML, 2.0 XML or JSON / JSON-LD).
+
+A document is received in one transaction, so its events are committed all at once: the progress bar
+(stderr; --no-progress hides it) shows the document's events, stays at 0 while they are applied, and
+moves to the events settled (applied, already received, or refused with a reason) only once the receipt
+has committed. A document refused as a whole leaves it at 0: nothing was written.
+"""
 
 import json
+import sys
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
+from tqdm import tqdm
 
-from shelf.epcis import MAX_DOCUMENT_BYTES
+from shelf.epcis import MAX_DOCUMENT_BYTES, DocumentError, parse_document
 from shelf.receiving import receive
+
+
+def events_in(data: bytes) -> int | None:
+    try:
+        return len(parse_document(data).events)
+    except DocumentError:  # receive() refuses it with the reason
+        return None
 
 
 class Command(BaseCommand):
@@ -16,6 +31,7 @@ class Command(BaseCommand):
         parser.add_argument("file", type=Path)
         parser.add_argument("--site", required=True, help="The pharmacy site that received the goods.")
         parser.add_argument("--json", action="store_true", help="Print the receipt as JSON.")
+        parser.add_argument("--no-progress", action="store_true", help="No progress bar.")
 
     def handle(self, *args, file: Path, site: str, **options):
         try:
@@ -24,7 +40,15 @@ class Command(BaseCommand):
             raise CommandError(f"Cannot read {file}: {exc.strerror}.") from exc
         if size > MAX_DOCUMENT_BYTES:
             raise CommandError(f"{file} is {size:,} bytes; the limit is {MAX_DOCUMENT_BYTES:,}.")
-        receipt = receive(file.read_bytes(), site=site, source=file.name, actor="manage.py receive_epcis")
+        data = file.read_bytes()
+        with tqdm(total=None if options["no_progress"] else events_in(data), unit="event",
+                  desc="receive_epcis (one transaction)", file=sys.stderr, disable=options["no_progress"],
+                  dynamic_ncols=True) as bar:
+            receipt = receive(data, site=site, source=file.name, actor="manage.py receive_epcis")
+            if not receipt.error:  # committed
+                settled = receipt.applied + receipt.skipped + len(receipt.refused)
+                bar.total = settled
+                bar.update(settled)
         if options["json"]:
             self.stdout.write(json.dumps(receipt.as_dict(), indent=2))
         if receipt.error:
