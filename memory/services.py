@@ -48,13 +48,9 @@ class Claim:
     valid_to: datetime | None = None
     asserted_by: str = ""
 
-    # A kind of claim whose facts refer to rows of its own app (recalls.ingest.RecallClaim: a record's
-    # texts) writes them through write_shared, in the transaction of the facts, before them.
-    SHARED_ROWS = False
-
-    @classmethod
-    def write_shared(cls, claims: list["Claim"]) -> None:
-        """Write the rows these claims' facts refer to (insert-if-absent, one statement per batch)."""
+    # A kind of claim whose facts refer to rows of its own app (recalls.ingest.RecallClaim: a record's texts)
+    # has a classmethod write_shared(claims), called in the facts' transaction before they are written.
+    write_shared = None
 
     def content_hash(self) -> str:
         """Hash of the canonical content. Source and provenance are not content: the same claim
@@ -115,7 +111,7 @@ def assert_claims(claims: list[Claim], *, at: datetime | None = None, reason: st
     those, then each claim commits (or fails) in its own retried transaction."""
     # Only on an autocommit connection: _write_alone's own BEGIN/COMMIT must not end a caller's transaction.
     alone = connection.vendor == "postgresql" and not connection.in_atomic_block and connection.get_autocommit()
-    alone = alone and not any(c.SHARED_ROWS for c in claims)  # their rows join the facts' transaction
+    alone = alone and not any(c.write_shared for c in claims)  # their rows join the facts' transaction
     # Built here, outside any transaction: its first build checks the vector column (a savepoint).
     provider = get_provider()
     if alone and len(claims) == 1 and provider.in_process:
@@ -139,10 +135,10 @@ def assert_claims(claims: list[Claim], *, at: datetime | None = None, reason: st
     return results
 
 
-def _write_shared(claims: list[Claim]) -> None:
-    """Claim.write_shared once per kind of claim that has shared rows."""
-    for kind in {type(c) for c in claims if c.SHARED_ROWS}:
-        kind.write_shared([c for c in claims if type(c) is kind])
+def _write_shared(prepared: "PreparedClaims", indexes) -> None:
+    """Each kind of claim's write_shared, once, for its claims about to be written (not the unchanged)."""
+    for kind in {type(c) for c in (prepared.claims[i] for i in indexes) if c.write_shared}:
+        kind.write_shared([prepared.claims[i] for i in indexes if type(prepared.claims[i]) is kind])
 
 
 def _write_alone(prepared: "PreparedClaims", i: int, at, reason) -> AssertResult:
@@ -230,14 +226,13 @@ def write_claims(prepared: PreparedClaims, indexes, *, at: datetime | None = Non
     if not connection.in_atomic_block:
         raise RuntimeError("write_claims must run inside a transaction (see run_in_transaction).")
     indexes = list(indexes)
+    _write_shared(prepared, [i for i in indexes if i not in prepared.unchanged])
     if connection.vendor != "postgresql":
-        _write_shared([prepared.claims[i] for i in indexes if i not in prepared.unchanged])
         return [prepared.unchanged[i] if i in prepared.unchanged
                 else _write_version(prepared.claims[i], prepared.hashes[i], prepared.vectors[i], at, reason)
                 for i in indexes]
     results = {pos: prepared.unchanged[i] for pos, i in enumerate(indexes) if i in prepared.unchanged}
     todo = [(pos, i) for pos, i in enumerate(indexes) if i not in prepared.unchanged]
-    _write_shared([prepared.claims[i] for _, i in todo])
     while todo:
         this_round, later, keys = [], [], set()
         for pos, i in todo:

@@ -64,12 +64,10 @@ class RecallClaim(Claim):
     # same content by reference have one content hash, so the upgrade re-versions nothing.
     texts: dict = field(default_factory=dict)
 
-    # memory.services writes the texts' row in the transaction of the facts that refer to it.
-    SHARED_ROWS = True
-
     @classmethod
     def write_shared(cls, claims) -> None:
-        """Insert-if-absent the RecallText rows these claims refer to: one INSERT for the batch."""
+        """Insert-if-absent the RecallText rows these claims refer to: one INSERT for the batch, called by
+        memory.services in the transaction of the facts that refer to them."""
         rows = {c.attributes[TEXTS_REFERENCE]: c.texts for c in claims if c.texts and c.attributes.get(TEXTS_REFERENCE)}
         if rows:
             RecallText.objects.bulk_create([RecallText(digest=digest, **texts) for digest, texts in rows.items()],
