@@ -1,14 +1,14 @@
 """The sweep: find standing decisions whose load-bearing read is a retracted fact version, re-decide
 them with the ask reasoner, and draft corrections (verdict moved) or record reaffirmations.
 
-The stale set is a query, never a flag. Pages are keyset-ordered by decision id and locked with
-FOR UPDATE SKIP LOCKED, and each page commits on its own: drafts start flowing before the
-enumeration ends, two sweeps split the work instead of doubling it, and a killed sweep leaves
-the rest of the set standing for the next one to find (re-decided decisions are superseded, so
-they drop out of the query by themselves).
+The stale set is a query, never a flag. A sweep cuts it into key ranges of decision ids that every
+sweep of the same scope, on any machine, claims in the database (corrections.sweep_claims): a range is
+swept page by page, each page locked (FOR UPDATE SKIP LOCKED), re-checked and committed on its own, so
+drafts start flowing before the stale set is done, two sweeps split the work instead of doubling it,
+and a killed sweep's range is taken over by another (re-decided decisions are superseded, so they drop
+out of the re-check by themselves).
 
-The stale set is read once when a sweep starts (staleness.all_stale_ids); each page locks and
-re-checks its slice of it. A page is normally written as a set (corrections.sweep_pages: decided in
+A page is normally written as a set (corrections.sweep_pages: decided in
 memory through ask.services.decide over the page's beliefs, written with COPY); anything unusual sends
 that page through the per-decision path (corrections.redecide), which writes the same rows. This
 module is the run loop only: notices are corrections.notices, fault injection corrections.faults.
