@@ -146,7 +146,10 @@ def recall_warning(records) -> str:
     for record in records:
         for fact in active_recalls_for_dispensing(record):
             attrs = fact.attributes or {}
-            product = fact.subject or attrs.get("product_description", "")[:60]
+            # A fact without a subject still names its product: identity_text is kept in the fact itself
+            # (the long product description may be stored once per record version, out of reach here).
+            product = (fact.subject or attrs.get("product_description") or attrs.get("identity_text")
+                       or fact.statement)[:60]
             scope = f"lot {fact.lot}" if fact.lot else f"all lots of {product}"
             lines.append(f"{record.drug or record.drug_text} lot {record.lot_label} for "
                          f"{record.patient.display_name}: {attrs.get('classification', '')} recall "
