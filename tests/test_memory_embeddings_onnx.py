@@ -66,7 +66,7 @@ def test_export_writes_the_graph_atomically_under_the_weights_digest(tmp_path, m
     exported = []
     monkeypatch.setattr(minilm, "_export", lambda path: (exported.append(path), path.write_bytes(b"graph")))
     path = minilm.ensure_onnx_model(tmp_path)
-    assert path.name == f"all-MiniLM-L6-v2-fp32-{minilm.weights_digest()[:16]}-opset17.onnx"
+    assert path.name == f"all-MiniLM-L6-v2-fp32-fused-{minilm.weights_digest()[:16]}-opset17.onnx"
     assert path.read_bytes() == b"graph" and exported[0] != path  # written elsewhere, then renamed
     assert minilm.ensure_onnx_model(tmp_path) == path and len(exported) == 1  # reused, not exported again
     assert sorted(p.name for p in tmp_path.iterdir()) == [".export.lock", path.name]
