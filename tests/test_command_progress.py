@@ -122,3 +122,29 @@ def test_receive_epcis_of_a_refused_document_never_reads_100_percent(db, tmp_pat
     states = bar_states(capsys.readouterr().err, "receive_epcis")
     assert states and all(n == 0 for _p, n, _t, _timing in states), states
     assert not ReceivedEvent.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_ingest_recalls_with_workers_counts_records_as_their_chunks_finish(tmp_path):
+    import io
+    import json
+    from itertools import combinations
+
+    from recalls.documents import load_document
+    from recalls.models import IngestRun
+    from recalls.services import CHUNK
+
+    part = load_document("tests/fixtures/openfda/drug-enforcement-2023-08-05-part.json.zip")
+    records = part["results"][: 2 * CHUNK + 50]
+    path = tmp_path / "recalls.json"
+    path.write_text(json.dumps({"meta": part.get("meta", {}), "results": records}))
+    err = io.StringIO()
+    call_command("ingest_recalls", "--file", str(path), "--workers", "3", stdout=io.StringIO(), stderr=err)
+
+    states = bar_states(err.getvalue(), "ingest")
+    total = len(records)
+    sizes = [CHUNK, CHUNK, 50]
+    finished_chunks = {sum(c) for r in range(len(sizes) + 1) for c in combinations(sizes, r)}
+    assert {n for _p, n, _t, _timing in states} <= finished_chunks, states  # whole chunks, in any order
+    assert states[-1][:3] == (100, total, total) and IngestRun.objects.get().fetched == total, states
+    assert all(p < 100 for p, n, _t, _timing in states if n < total), states
