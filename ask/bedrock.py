@@ -1,6 +1,6 @@
 """BedrockReasoner ("bedrock:<model>"): Claude through the Bedrock Converse API, answering through a
 forced tool call. Citations are grounded against the retrieved set; anything wrong (malformed output,
-throttling, timeouts, caps) fails closed to the rules result (ask.reasoners.RulesReasoner), marked in
+throttling, timeouts, caps) fails closed to the rules result (ask.rules.RulesReasoner), marked in
 its identity."""
 
 import json
@@ -10,7 +10,7 @@ from typing import Literal
 import pydantic
 from django.conf import settings
 
-from ask.reasoners import VERDICTS, AskContext, ReasonerResult, RulesReasoner
+from ask.rules import VERDICTS, AskContext, ReasonerResult, RulesReasoner
 from core import aws
 
 log = logging.getLogger(__name__)

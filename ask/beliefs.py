@@ -8,7 +8,7 @@ Both answer the same four questions with the same ordering, so ask.services.deci
 Outcome whichever it is handed (tests/test_sweep_set_based.py checks the rows written are equal):
 
     patient_drugs(patient)                       sorted drug identity keys dispensed to the patient
-    dispensed_rows(patient, subject)             ask.services.DispensedRow per row of the drug, by id
+    dispensed_rows(patient, subject)             DispensedRow per row of the drug, by id
     facts_in_scopes(premises)                    believed facts sharing a scope, by id
     retrieve(question, subject=, lots=, k=)      memory.retrieval.retrieve's list, same order
 
@@ -16,6 +16,8 @@ A page reads one snapshot (the sweep sets REPEATABLE READ), so what it loads is 
 would have returned. Fact versions are immutable but for their retraction, and a page only uses the
 versions believed in its snapshot, so a cache of loaded versions can be shared across pages.
 """
+
+from dataclasses import dataclass, fields
 
 from django.db import connection
 
@@ -25,6 +27,34 @@ from memory.retrieval import Retrieved, facts_in_scopes, retrieve, semantic_neig
 ROW_COLUMNS = ("id", "lot", "ndc", "dispensed_at", "fingerprint", "drug", "lot_unknown", "expiry")
 
 
+@dataclass(frozen=True)
+class DispensedRow:
+    """What a decision reads from one dispensing row of the drug asked about."""
+
+    id: int
+    lot: str
+    ndc: str
+    dispensed_at: object
+    fingerprint: str
+    drug: str = ""
+    lot_unknown: bool = False
+    expiry: object = None
+
+    @property
+    def ndc_product(self) -> str:
+        return self.ndc[:10] if self.ndc else ""
+
+    @property
+    def lot_known(self) -> bool:
+        return not self.lot_unknown
+
+    def decision_inputs(self) -> tuple:
+        """Everything a decision may read from this row: every field but the row's id and the
+        fingerprint over them. The sweep shares one outcome between decisions whose rows have equal
+        inputs (corrections.redecide.SharedDecider), so a field added here joins that key by itself."""
+        return tuple(getattr(self, f.name) for f in fields(self) if f.name not in ("id", "fingerprint"))
+
+
 class DbBeliefs:
     """Every read is a query (what ask has always done)."""
 
@@ -32,8 +62,6 @@ class DbBeliefs:
         return sorted(set(patient.dispensings.values_list("drug", flat=True)))
 
     def dispensed_rows(self, patient, subject: str) -> list:
-        from ask.services import DispensedRow
-
         rows = patient.dispensings.filter(drug=subject).order_by("id").values_list(*ROW_COLUMNS)
         return [DispensedRow(*row) for row in rows]
 
@@ -71,7 +99,6 @@ class PageBeliefs:
     read per distinct (question, k, excluded) and remembered for the page."""
 
     def __init__(self, patient_ids, *, cache: FactCache | None = None):
-        from ask.services import DispensedRow
         from patients.models import DispensingRecord
 
         self.cache = cache or FactCache()

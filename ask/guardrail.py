@@ -11,7 +11,7 @@ the facts that forced it become load-bearing.
 
 from dataclasses import dataclass, field
 
-from ask.reasoners import (
+from ask.rules import (
     AskContext,
     ReasonerResult,
     RulesReasoner,

@@ -14,7 +14,7 @@ our commit, so the sweep always sees the decision it has to re-decide.
 
 import logging
 import re
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.conf import settings
@@ -22,10 +22,11 @@ from django.db import connection
 from django.db.models import F
 from django.utils import timezone
 
-from ask.beliefs import DbBeliefs
+from ask.beliefs import DbBeliefs, DispensedRow
 from ask.guardrail import apply_guardrail
 from ask.models import UsageCounter
-from ask.reasoners import AskContext, RulesReasoner, get_reasoner
+from ask.reasoners import get_reasoner
+from ask.rules import AskContext, RulesReasoner
 from core.retry import run_in_transaction
 from drugs.identity import is_product_key
 from drugs.identity import resolve as resolve_identity
@@ -145,34 +146,6 @@ _QUESTION_WORDS = frozenset(
 
 def _reads_as_a_question(text: str) -> bool:
     return any(word in _QUESTION_WORDS for word in text.split())
-
-
-@dataclass(frozen=True)
-class DispensedRow:
-    """What a decision reads from one dispensing row of the drug asked about."""
-
-    id: int
-    lot: str
-    ndc: str
-    dispensed_at: object
-    fingerprint: str
-    drug: str = ""
-    lot_unknown: bool = False
-    expiry: object = None
-
-    @property
-    def ndc_product(self) -> str:
-        return self.ndc[:10] if self.ndc else ""
-
-    @property
-    def lot_known(self) -> bool:
-        return not self.lot_unknown
-
-    def decision_inputs(self) -> tuple:
-        """Everything a decision may read from this row: every field but the row's id and the
-        fingerprint over them. The sweep shares one outcome between decisions whose rows have equal
-        inputs (corrections.redecide.SharedDecider), so a field added here joins that key by itself."""
-        return tuple(getattr(self, f.name) for f in fields(self) if f.name not in ("id", "fingerprint"))
 
 
 def dispensed_rows(patient, subject: str) -> list[DispensedRow]:

@@ -3,7 +3,7 @@ them into facts (tests/factories.py). Patients and dispensing are synthetic."""
 
 import pytest
 
-from ask.reasoners import ReasonerResult
+from ask.rules import ReasonerResult
 from ask.services import Outcome, ask, decide, record_outcome, resolve_subject
 from core.retry import run_in_transaction
 from memory.models import DecisionRead, Fact
