@@ -1,5 +1,5 @@
 """POST /api/v1/epcis: receive an EPCIS document at a site (shelf.receiving.receive, as
-`manage.py receive_epcis` does). Registered on the v1 API by api/views.py.
+`manage.py receive_epcis` does). Mounted on the v1 API by api/views.py.
 
 EPCIS 1.2 / 2.0 XML or 2.0 JSON / JSON-LD, up to EPCIS_MAX_BODY_BYTES (a DSCSA shipment notice is larger
 than the other endpoints' bodies; larger files go through the command). Pharmacy keys only. The answer
@@ -7,16 +7,19 @@ lists what was applied, already received (a re-send) and refused with reasons; a
 be read at all is a 422 problem naming why.
 """
 
-from ninja import Query, Schema
+from ninja import Query, Router, Schema
 
 from api import guard, problems, services
-from api.views import ERRORS, ApiKeyAuth, api
+from api.auth import ApiKeyAuth
+from api.schemas import ERRORS
 from ask import keys
 from ask.models import ApiKey
 from shelf.receiving import receive
 
 EPCIS_TYPES = ("application/xml", "text/xml", "application/json", "application/ld+json")
 EPCIS_MAX_BODY_BYTES = 20 * 1024 * 1024
+
+router = Router()
 
 
 class EpcisAuth(ApiKeyAuth):
@@ -57,7 +60,7 @@ class EpcisReceiptOut(Schema):
     units_changed: int
 
 
-@api.post("/epcis", auth=EpcisAuth(), response={200: EpcisReceiptOut, **ERRORS},
+@router.post("/epcis", auth=EpcisAuth(), response={200: EpcisReceiptOut, **ERRORS},
           summary="Receive a DSCSA EPCIS document at a site (pharmacy keys)",
           openapi_extra={"requestBody": {"required": True, "content": {
               **{media: {"schema": {"type": "object", "description": "An EPCIS 2.0 JSON / JSON-LD EPCISDocument."}}

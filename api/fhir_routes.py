@@ -8,11 +8,10 @@ from uuid import UUID
 from ninja import Path, Query, Router
 
 from api import fhir_out, problems
-from api.schemas import Problem
+from api.schemas import GET_ERRORS
 
 router = Router(tags=["FHIR out"])
 
-GET_ERRORS = {code: Problem for code in (400, 401, 403, 404, 422, 429)}
 STATUS = re.compile(r"^(draft|active|revoked|completed)(,(draft|active|revoked|completed))*$")
 PATIENT_MAX = 80
 

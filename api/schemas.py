@@ -144,6 +144,11 @@ class Problem(Schema):
     errors: list[dict] | None = None
 
 
+# The problem responses an endpoint documents: any body-taking endpoint, and any GET.
+ERRORS = {code: Problem for code in (400, 401, 403, 404, 413, 415, 422, 429)}
+GET_ERRORS = {code: Problem for code in (400, 401, 403, 404, 422, 429)}
+
+
 class DecisionRef(Schema):
     id: UUID
     verdict: Verdict

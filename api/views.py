@@ -8,10 +8,13 @@ from uuid import UUID
 
 from ninja import NinjaAPI, Path, Query, Status
 from ninja.errors import AuthenticationError, HttpError, ValidationError
-from ninja.security import HttpBearer
 
-from api import fhir, guard, problems, services
+from api import epcis, fhir, problems, services
+from api.auth import ApiKeyAuth
+from api.fhir_routes import router as fhir_out
 from api.schemas import (
+    ERRORS,
+    GET_ERRORS,
     INSTANT_RULE,
     AskIn,
     AskOut,
@@ -25,33 +28,12 @@ from api.schemas import (
     Problem,
     ReplayOut,
 )
-from ask import keys
 
 log = logging.getLogger(__name__)
 
 FHIR_TYPES = ("application/fhir+json", "application/json")
 RECALL_NUMBER = r"^[A-Z]-\d{4}-\d{4}$"
 API_PREFIX = "/api/v1/"  # where unsay_site/urls.py mounts api.urls
-
-
-class ApiKeyAuth(HttpBearer):
-    """Bearer API key (ask.keys), then the per-key request limit, then the body limits, so a
-    refused body costs nothing but the check, and an unauthenticated caller learns nothing else."""
-
-    def __init__(self, body_types=guard.JSON_TYPES):
-        super().__init__()
-        self.body_types = body_types
-
-    def __call__(self, request):
-        guard.check_url(request)
-        key = services.authenticate(keys.bearer_secret(request.headers.get("Authorization")))
-        services.take_request(key)
-        if request.method in ("POST", "PUT", "PATCH"):
-            guard.check_body(request, self.body_types)
-        return key
-
-    def authenticate(self, request, token):  # required by HttpBearer; __call__ does the work
-        return services.authenticate(token)
 
 
 class UnsayApi(NinjaAPI):
@@ -77,10 +59,6 @@ api = UnsayApi(
                  "check whether it still stands, replay what was believed then, record dispensing. "
                  "Errors are RFC 9457 problem details. See docs/api.md."),
 )
-
-ERRORS = {code: Problem for code in (400, 401, 403, 404, 413, 415, 422, 429)}
-GET_ERRORS = {code: Problem for code in (400, 401, 403, 404, 422, 429)}
-
 
 # --- errors -----------------------------------------------------------------------------------------
 
@@ -201,10 +179,7 @@ def unknown_route(request, rest=""):
     return problems.not_found("No such endpoint; see /api/v1/openapi.json.").response(request.path)
 
 
-# POST /epcis lives with its own auth and schemas (shelf receiving); importing it registers it on `api`.
-from api import epcis as _epcis  # noqa: E402, F401
-
+# POST /epcis has its own auth and schemas (shelf receiving; api/epcis.py).
+api.add_router("", epcis.router)
 # FHIR out (corrections as CommunicationRequest, sent messages as Communication; docs/fhir.md).
-from api.fhir_routes import router as _fhir_out  # noqa: E402
-
-api.add_router("/fhir", _fhir_out)
+api.add_router("/fhir", fhir_out)
