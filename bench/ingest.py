@@ -11,10 +11,11 @@ the embedding engine's own texts/s measured in the same run (the ceiling a first
 
 Runs against its own database on the embedded PostgreSQL (UNSAY_DB_NAME, default bench_recalls),
 which it empties before each run. Per run it prints records/s for both passes, facts written,
-embedding calls and distinct texts embedded, the time spent inside the model, and then "engine
-alone": up to --engine-sample of the very texts that run embedded, embedded again straight through
-the provider in batches of the ingest's size, as texts/s and as the records/s that rate alone would
-allow (texts/s divided by texts per record). The last lines give min / median / max over the runs.
+embedding calls and distinct texts embedded, the time spent inside the model and the process's CPU
+seconds, and then "engine alone": up to --engine-sample of the very texts that run embedded, embedded
+again straight through the provider in batches of the ingest's size, as texts/s and as the records/s
+that rate alone would allow (texts/s divided by texts per record), and as texts per CPU-second, the
+figure a shared machine's other load disturbs least. The last lines give min / median / max over the runs.
 """
 
 import argparse
@@ -88,24 +89,27 @@ def main():
         rates = {}
         for label in ("first load", "no-op re-ingest"):
             texts_before, seconds_before = provider.texts, provider.seconds
-            started = time.perf_counter()
+            cpu_started, started = time.process_time(), time.perf_counter()
             run = ingest_document(document, source_ref=args.file, trigger="bench", workers=args.workers)
-            elapsed = time.perf_counter() - started
+            elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu_started
             rates[label] = records / elapsed
             print(f"  {label:16s} {records / elapsed:8.1f} records/s  {elapsed:7.1f}s  facts {run.new_facts:6d}  "
                   f"versions {run.new_versions:5d}  unchanged {run.unchanged:5d}  quarantined {run.quarantined:3d}  "
                   f"embedding calls {run.embedding_calls:4d}  texts embedded {provider.texts - texts_before:6d}  "
-                  f"in the model {provider.seconds - seconds_before:6.1f}s")
+                  f"in the model {provider.seconds - seconds_before:6.1f}s  this process's CPU {cpu:6.1f}s")
         texts_per_record = len(sent) / records
         sample = (list(sent) if args.engine_sample <= 0
                   else sent[:: max(1, len(sent) // args.engine_sample)][: args.engine_sample])
-        started = time.perf_counter()
+        cpu_started, started = time.process_time(), time.perf_counter()
         for i in range(0, len(sample), CHUNK):
             original(sample[i:i + CHUNK])
         engine_rate = len(sample) / (time.perf_counter() - started) if sample else float("nan")
+        # On a shared machine wall-clock rates follow the neighbours' load; CPU seconds per text much less so.
+        engine_cpu = len(sample) / (time.process_time() - cpu_started) if sample else float("nan")
         ceiling = engine_rate / texts_per_record if texts_per_record else float("inf")
         ratio = rates["first load"] / ceiling
-        print(f"  engine alone     {engine_rate:8.1f} texts/s over {len(sample)} of this run's texts; "
+        print(f"  engine alone     {engine_rate:8.1f} texts/s ({engine_cpu:.1f} per CPU-second) over {len(sample)} "
+              f"of this run's texts; load average {os.getloadavg()[0]:.1f}; "
               f"{texts_per_record:.2f} texts per record -> {ceiling:.1f} records/s if embedding were all; "
               f"first load = {ratio:.2f} of that")
         figures["first"].append(rates["first load"])
