@@ -97,14 +97,13 @@ class SharedDecider:
         self._dispensed.clear()
 
     def preload(self, patient_ids):
-        from ask.beliefs import ROW_COLUMNS
-        from ask.services import DispensedRow
+        from ask.beliefs import ROW_COLUMNS, DispensedRow
         from patients.models import DispensingRecord
 
         rows: dict[int, list] = {pid: [] for pid in patient_ids if pid not in self._dispensed}
         if not rows:
             return
-        # The rows exactly as a decision reads them (ask.services.DispensedRow): what they hold is the
+        # The rows exactly as a decision reads them (ask.beliefs.DispensedRow): what they hold is the
         # inputs; ids and fingerprints are what the decision records.
         for pid, *values in DispensingRecord.objects.filter(patient_id__in=list(rows)).order_by("id").values_list(
                 "patient_id", *ROW_COLUMNS):
