@@ -58,7 +58,8 @@ from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 
-from ask.beliefs import DispensedRow, decide, premises_for  # noqa: E402
+from ask.beliefs import DispensedRow  # noqa: E402
+from ask.services import decide, premises_for  # noqa: E402
 from corrections.models import Correction, OutboxMessage, SweepRun  # noqa: E402
 from corrections.staleness import Scope, _union  # noqa: E402
 from corrections.sweep import count_stale, sweep  # noqa: E402
