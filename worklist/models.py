@@ -1,8 +1,8 @@
 """What the pharmacy did about each recall: the standard steps (who and when), the "checked, none
 found" finding, every manual contact with a patient, and an audit event per change.
 
-Rows are written only by worklist.services; reads live in the modules of their job (exposure, patient_state, recall_list, recall_pages,
-recall_report, contact_history, match_classes).
+Rows are written only by worklist.services; reads live in the modules of their job (exposure,
+patient_state, recall_list, recall_pages, recall_report, contact_history, match_classes).
 """
 
 import uuid
