@@ -55,12 +55,12 @@ def test_bad_configuration_stops_start_up_naming_the_variable():
     assert good.returncode == 0, good.stderr
     assert "System check identified no issues" in good.stdout
     expected = {
-        "dim": "UNSAY_EMBEDDING_DIM='abc' is not a whole number",
+        "dim": "UNSAY_EMBEDDING_DIM='abc' is invalid: Not a valid integer",
         "region": "UNSAY_REGIONS names unknown region 'mars-north-1'",
         "primary": "UNSAY_PRIMARY_REGION='aws-eu-west-1' is not in UNSAY_REGIONS",
         "secret": "SECRET_KEY is required when UNSAY_PROFILE=production",
-        "debug": "UNSAY_DEBUG='maybe' is not a boolean",
-        "profile": "UNSAY_PROFILE='staging' is not one of: demo, local, production, test",
+        "debug": "UNSAY_DEBUG='maybe' is invalid: Not a valid boolean",
+        "profile": "UNSAY_PROFILE='staging' is invalid: Must be one of: demo, local, production, test",
         "dbscheme": "DATABASE_URL scheme 'mysql' is not supported",
         "provider_dim": "UNSAY_EMBEDDING_DIM=512 but UNSAY_EMBEDDINGS=local produces 384-dimensional vectors",
         "column_dim": "UNSAY_EMBEDDING_DIM=512 but memory_fact.embedding is vector(384)",

@@ -28,8 +28,10 @@ def dockerfile_cmd() -> list[str]:
 
 def collectstatic_env_from_dockerfile() -> dict:
     text = (PROJECT_DIR / "Dockerfile").read_text()
-    line = re.search(r"^RUN (.*manage\.py collectstatic.*)$", text, re.M).group(1)
-    return dict(re.findall(r"(\w+)=(\S+)", line.split("python")[0]))
+    # The RUN step may continue over several lines: the variables are what precedes its collectstatic.
+    steps = re.split(r"^RUN ", text.replace("\\\n", " "), flags=re.M)
+    [step] = [step for step in steps if "manage.py collectstatic" in step]
+    return dict(re.findall(r"(\w+)=(\S+)", step.split("manage.py collectstatic")[0].split("python")[0]))
 
 
 def get(url, **headers):

@@ -85,7 +85,9 @@ def test_the_first_connection_starts_the_embedded_server_and_fills_in_its_socket
         pytest.skip("DATABASE_URL names a server: nothing embedded")
     with connection.cursor() as cursor:
         cursor.execute("SELECT current_database()")
-        assert cursor.fetchone()[0] == settings.TEST_DB_NAME
+        # pytest-xdist gives each worker its own test database: the name ends with the worker's id.
+        worker = os.environ.get("PYTEST_XDIST_WORKER")
+        assert cursor.fetchone()[0] == (f"{settings.TEST_DB_NAME}_{worker}" if worker else settings.TEST_DB_NAME)
     assert os.path.isdir(connection.settings_dict["HOST"])  # the server's Unix socket directory
     assert int(connection.settings_dict["PORT"]) > 0
 
