@@ -21,9 +21,14 @@ pytestmark = [
 
 
 def _wait(condition, timeout=30):
+    from selenium.common.exceptions import StaleElementReferenceException
+
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        value = condition()
+        try:
+            value = condition()
+        except StaleElementReferenceException:  # htmx swapped the card between finding and reading it
+            value = None
         if value:
             return value
         time.sleep(0.1)
