@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 from core.migration_ops import EngineSQL, named_foreign_keys
 
-# Issue #14: see memory migration 0011 (facts and decisions are never deleted, so references to them
+# See memory migration 0011 (facts and decisions are never deleted, so references to them
 # are not checked by PostgreSQL). CockroachDB keeps these constraints, re-added by name.
 REFERENCES = [
     ("corrections_auditevent", "decision_id", "memory_decision"),

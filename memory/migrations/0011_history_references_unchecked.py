@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 from core.migration_ops import EngineSQL, named_foreign_keys
 
-# Issue #14: facts and decisions are history and are never deleted, so the foreign keys pointing at
+# Facts and decisions are history and are never deleted, so the foreign keys pointing at
 # them are not checked by PostgreSQL any more (memory.models.HISTORY_REFERENCE); a sweep wrote about
 # twenty such references per re-decision, and their row-by-row checks at COMMIT were its largest server
 # cost. What the checks guarded is kept:
