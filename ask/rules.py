@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from drugs import recall_terms
 from drugs.identity import readable
-from drugs.matching import MatchClass, explain
+from drugs.matching import MatchClass, explain, within_lot_scope
 from drugs.matching import match as _match_uncached
 from drugs.ndc import ndc_products
 from drugs.recall_terms import CLOSED_STATUSES, classification, is_active, short_product  # noqa: F401 (re-exported)
@@ -150,10 +150,36 @@ def _shares_scope(fact, ctx: AskContext, *, lot_level: bool) -> bool:
 def _before_closure(fact, ctx: AskContext) -> bool:
     """A closed drug-level recall still applies to what was dispensed before FDA closed it (the pack
     may be from the recalled stock); what was dispensed after the removal was complete is not in it."""
-    closed_on = (fact.attributes or {}).get("termination_date")
-    if is_active(fact) or not closed_on or not ctx.dispensed:
+    if not ctx.dispensed:
         return True
-    return any(row.dispensed_at is None or row.dispensed_at.date().isoformat() <= closed_on for row in ctx.dispensed)
+    return any(dispensed_before_closure(fact, row) for row in ctx.dispensed)
+
+
+def dispensed_before_closure(fact, row) -> bool:
+    """_before_closure for one dispensing row: True unless the recall is closed and the row was
+    dispensed (known) after the day it closed."""
+    closed_on = (fact.attributes or {}).get("termination_date")
+    if is_active(fact) or not closed_on:
+        return True
+    return row.dispensed_at is None or row.dispensed_at.date().isoformat() <= closed_on
+
+
+def reads_dates(fact) -> bool:
+    """Whether the rules compare a dispensing's dates with this fact at all (see date_view)."""
+    scope = recall_terms.lot_scope(fact)
+    windowed = bool(scope) and scope.get("kind") == "all_lots_window"
+    return windowed or (not is_active(fact) and bool((fact.attributes or {}).get("termination_date")))
+
+
+def date_view(facts, row) -> tuple:
+    """All the rules can tell of a dispensing row's dates (when dispensed, expiry) while deciding with
+    `facts`: the row's answer to each date comparison they make. The rules read those dates in two
+    places only, drugs.matching.within_lot_scope (an all-lots recall's expiry or distribution window)
+    and dispensed_before_closure (a closed recall); tests/test_date_view.py walks ask/ and drugs/ to
+    keep it so. Two rows equal in everything else and in this view get the same outcome from every
+    reasoner (the model reasoner is shown no dates), which lets a sweep decide them once
+    (corrections.sweep_pages.PageDecider)."""
+    return tuple((within_lot_scope(f, row), dispensed_before_closure(f, row)) for f in facts if reads_dates(f))
 
 
 def _remembered(rule):

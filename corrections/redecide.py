@@ -87,7 +87,7 @@ class SharedDecider:
     """
 
     def __init__(self, reasoner=None):
-        self.calls = 0
+        self.calls = 0  # reasoner runs (SweepRun.reasoner_calls)
         self.reasoner = reasoner  # None: the configured one (UNSAY_REASONER)
         self._cache: dict[tuple, object] = {}
         self._dispensed: dict[int, frozenset] = {}
@@ -135,10 +135,10 @@ class SharedDecider:
             # Same verdict and reads; the dispensing rows it rests on are this patient's own.
             rows = [(i, f) for d, _inputs, i, f in self._dispensed[patient.pk] if d == subject]
             return rebind_inputs(cached, question, rows), True
-        self.calls += 1
         if unshared is not None:
-            outcome = unshared(patient, question, subject)
+            outcome = unshared(patient, question, subject)  # counts its own reasoner runs in self.calls
         else:
+            self.calls += 1
             outcome = decide(patient, question, subject=subject or None, reasoner=self.reasoner, beliefs=beliefs)
         self._cache[key] = outcome
         return outcome, False

@@ -37,6 +37,7 @@ from django.utils import timezone
 
 from ask.beliefs import FactCache, PageBeliefs
 from ask.reasoners import get_reasoner
+from ask.rules import date_view, reads_dates
 from memory.models import Decision, DecisionInput, DecisionPremise, DecisionRead
 from memory.services import supersede_standing
 from recalls.selectors import prefetch as prefetch_texts
@@ -377,6 +378,43 @@ class _Group:
     outcome: object            # decided for the first member, with its inert lots marked
     versions: list             # "fact_key@version" of its reads (the inputs fingerprint's part)
     match_classes: dict = field(default_factory=dict)
+    unseen: "_Unseen | None" = None
+
+
+class _Unseen:
+    """The facts a group's first member read that its page did not load (semantic neighbours): the
+    group key saw neither their dates nor their lots, so a member joins only if it answers their date
+    comparisons as the first member did and none of its inert lots is theirs, near theirs or in
+    their lot scopes."""
+
+    def __init__(self, facts, subject: str):
+        from drugs.lots import near_lot_keys
+
+        self.subject = subject
+        self.dated = [f for f in facts if reads_dates(f)]
+        self.lots = {f.lot for f in facts if f.lot}
+        self.near = set().union(*(near_lot_keys(f.lot) for f in facts if f.lot))
+        self.scopes = {s for f in facts for s in (getattr(f, "scopes", None) or ())}
+        self.view: tuple = ()
+
+    def date_view(self, rows) -> tuple:
+        return tuple(date_view(self.dated, row) for row in rows) if self.dated else ()
+
+    def inert(self, lots, rows) -> bool:
+        from drugs.lots import near_lot_key
+        from drugs.scopes import dispensing_scopes
+
+        for lot in lots:
+            if lot in self.lots or near_lot_key(lot) in self.near:
+                return False
+            if self.scopes and any(s in self.scopes for row in rows if row.lot == lot
+                                   for s in dispensing_scopes(self.subject, lot, row.ndc_product)
+                                   if s.rsplit("|", 1)[-1] == lot):
+                return False
+        return True
+
+    def admits(self, rows, inert_lots) -> bool:
+        return (not self.dated or self.date_view(rows) == self.view) and self.inert(inert_lots, rows)
 
 
 class PageDecider:
@@ -384,20 +422,23 @@ class PageDecider:
 
     Two decisions of a page are in one group when they have the same question, stated subject,
     resolved subject and drugs, and dispensing rows of that subject equal in every attribute
-    decide() reads (drug, NDC, stored NDC product, lot-unknown flag, expiry, dispensing time, lot)
-    except their ids, fingerprints and *inert* lots, at the same places. A lot is inert on the page
-    when it is recorded (known), is no believed fact's lot (raw or normalised, drugs.lots) and none of
-    its scopes (drugs.scopes) is a scope of a believed fact the page loaded. The rules then read an
-    inert lot only as text: matching compares a row's normalised lot with a fact's (never equal),
-    retrieval ranks by `fact.lot in lots` (never in), scopes only meet facts' scopes (never met), and
-    the answer shows the sorted lots (`", ".join`, and their count). So the group's first member is
-    decided through ask.services.decide, and again from its context with its inert lots replaced in
-    place by markers; when the two agree
-    (answer with the markers put back, verdict, reads, load-bearing facts, guardrail) every member's
-    outcome is that marked one with its own lots put in, its own premises, inputs and fingerprint.
-    A group whose first member reads a fact the page did not load (a semantic neighbour), or whose
-    two decisions disagree, is decided member by member. A patient whose lot a recall names never
-    has that lot inert, so a recalled lot and an unrecalled one never share a group."""
+    decide() reads (drug, NDC, stored NDC product, lot-unknown flag, lot) except their ids,
+    fingerprints and *inert* lots, at the same places, and with dates the rules cannot tell apart:
+    the same answer to every date comparison the page's believed facts make (ask.rules.date_view;
+    fill times differ between any two patients, so an exact date would put each in a group of one).
+    A lot is inert on the page when it is recorded (known), is no believed fact's lot (raw or
+    normalised, drugs.lots) and none of its scopes (drugs.scopes) is a scope of a believed fact the
+    page loaded. The rules then read an inert lot only as text: matching compares a row's normalised
+    lot with a fact's (never equal), retrieval ranks by `fact.lot in lots` (never in), scopes only
+    meet facts' scopes (never met), and the answer shows the sorted lots (`", ".join`, and their
+    count). So the group's first member is decided through ask.services.decide, and again from its
+    context with its inert lots replaced in place by markers; when the two agree (answer with the
+    markers put back, verdict, reads, load-bearing facts, guardrail) every member's outcome is that
+    marked one with its own lots put in, its own premises, inputs and fingerprint.
+    A group whose first member reads a fact the page did not load (a semantic neighbour, whose
+    dates and lots the key did not see), or whose two decisions disagree, is decided member by
+    member. A patient whose lot a recall names never has that lot inert, so a recalled lot and an
+    unrecalled one never share a group."""
 
     def __init__(self, decider, beliefs):
         from drugs.lots import near_lot_key, near_lot_keys
@@ -411,6 +452,8 @@ class PageDecider:
         self._groups: dict[tuple, object] = {}
         self._resolved: dict[tuple, object] = {}
         self._inert: dict[tuple, bool] = {}
+        self._dated = [f for f in beliefs.facts if reads_dates(f)]
+        self._date_views: dict[tuple, tuple] = {}
         self.groups_decided = 0
         self.stamped = 0  # decisions given their group's outcome (not decided themselves)
 
@@ -429,6 +472,7 @@ class PageDecider:
     def _plain(self, patient, question, subject):
         from ask.services import decide
 
+        self.decider.calls += 1
         return decide(patient, question, subject=subject or None, reasoner=self.decider.reasoner,
                       beliefs=self.beliefs)
 
@@ -467,20 +511,26 @@ class PageDecider:
         place = {lot: n for n, lot in enumerate(lots)}
         stored = self.beliefs.stored_product
         key = (question, subject or "", resolved, drugs, tuple(None if lot in inert else lot for lot in lots),
-               tuple((r.drug, r.ndc, stored.get(r.id), r.lot_unknown, r.expiry, r.dispensed_at,
+               tuple((r.drug, r.ndc, stored.get(r.id), r.lot_unknown, self._date_view(r),
                       ("inert", place[r.lot]) if r.lot in inert else r.lot) for r in rows))
         mine = [(place[lot], lot) for lot in lots if lot in inert]
         group = self._groups.get(key)
         if group is None:
-            outcome, group = self._first(patient, question, subject, resolved, lots, inert, mine)
+            outcome, group = self._first(patient, question, subject, resolved, rows, lots, inert, mine)
             self._groups[key] = group
             return outcome, (key if group is not _UNGROUPABLE else None)
-        if group is _UNGROUPABLE:
+        if group is _UNGROUPABLE or not group.unseen.admits(rows, inert):
             return self._plain(patient, question, subject), None
         self.stamped += 1
         return self._stamp(group, question, resolved, rows, lots, mine), key
 
-    def _first(self, patient, question, subject, resolved, lots, inert, mine):
+    def _date_view(self, row) -> tuple:
+        key = (row.dispensed_at.date() if row.dispensed_at is not None else None, row.expiry)
+        if key not in self._date_views:
+            self._date_views[key] = date_view(self._dated, row)
+        return self._date_views[key]
+
+    def _first(self, patient, question, subject, resolved, rows, lots, inert, mine):
         """The group's first member, decided for real and with its inert lots marked."""
         from dataclasses import replace
 
@@ -489,21 +539,30 @@ class PageDecider:
 
         self.groups_decided += 1
         real = self._plain(patient, question, subject)  # through ask.services.decide, as every first member
-        if not inert:
-            return real, _Group(real, [f"{r.fact.fact_key}@{r.fact.version}" for r in real.retrieved])
-        if real.subject != resolved or any(r.fact.id not in self._fact_ids for r in real.retrieved):
+        if real.subject != resolved:
             return real, _UNGROUPABLE
+        # Members share its retrieval: the exact part ranks only the page's facts, where their inert
+        # lots match none, and semantic neighbours depend on the question and that part alone. A
+        # neighbour the page did not load was not seen by the key, so each member must answer its
+        # date comparisons as the first did and hold no lot it names.
+        unseen = _Unseen([r.fact for r in real.retrieved if r.fact.id not in self._fact_ids], resolved)
+        unseen.view = unseen.date_view(rows)
+        if not unseen.inert(inert, rows):
+            return real, _UNGROUPABLE
+        if not inert:
+            return real, _Group(real, [f"{r.fact.fact_key}@{r.fact.version}" for r in real.retrieved], unseen=unseen)
         reasoner = get_reasoner(self.decider.reasoner)
         ctx = build_context(patient, question, resolved, beliefs=self.beliefs)
         marked_ctx = replace(ctx, patient_lots=[_mark(n) if lot in inert else lot for n, lot in enumerate(lots)],
                              memo={})
+        self.decider.calls += 1
         marked = finish(marked_ctx, reasoner.decide(marked_ctx))
         back = replace(marked, answer=_unmark(marked.answer, mine),
                        guardrail_override=_unmark(marked.guardrail_override, mine), patient_lots=real.patient_lots)
         if _outcome_fields(back) != _outcome_fields(real):
             log.warning("sweep: a grouped decision disagreed with its own marked form; deciding its group per member")
             return real, _UNGROUPABLE
-        return real, _Group(marked, [f"{r.fact.fact_key}@{r.fact.version}" for r in marked.retrieved])
+        return real, _Group(marked, [f"{r.fact.fact_key}@{r.fact.version}" for r in marked.retrieved], unseen=unseen)
 
     def _stamp(self, group: _Group, question, resolved, rows, lots, mine):
         from dataclasses import replace
