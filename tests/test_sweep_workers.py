@@ -131,7 +131,10 @@ def test_a_range_held_by_a_live_worker_is_not_taken(stale_set):
     holder = SweepRun.objects.create(trigger=SweepRun.Trigger.MANUAL, heartbeat=timezone.now())
     other = SweepRun.objects.create(trigger=SweepRun.Trigger.MANUAL, heartbeat=timezone.now())
     plan = sweep_claims.plan_ranges(holder, Scope.of(), PAGE_SIZE)
-    assert plan.ranges == -(-AFFECTED // (PAGE_SIZE * 4)) and plan.decisions == AFFECTED
+    from django.conf import settings
+
+    per_range = PAGE_SIZE * settings.UNSAY_SWEEP_RANGE_PAGES
+    assert plan.ranges == -(-AFFECTED // per_range) and plan.decisions == AFFECTED
     taken = [sweep_claims.claim(holder, plan.run_id) for _ in range(plan.ranges)]
     assert None not in taken and sweep_claims.claim(other, plan.run_id) is None  # all held by a live run
     assert sweep_claims.held_by_others(other, plan.run_id)
