@@ -32,5 +32,5 @@ USER unsay
 
 EXPOSE 8000
 # The web server: gunicorn (static files by whitenoise). compose.yaml sets the command per service.
-# tests/test_serving.py runs exactly this command (bound to a loopback port) against the embedded database.
+# tests/site/test_serving.py runs exactly this command (bound to a loopback port) against the embedded database.
 CMD ["gunicorn", "unsay_site.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "2", "--threads", "16", "--timeout", "120", "--access-logfile", "-"]

@@ -47,9 +47,9 @@ DEPLOY_ENV := UNSAY_PROFILE=production SECRET_KEY=ci-check-deploy-only-012345678
 	UNSAY_ALLOWED_HOSTS=unsay.example.org UNSAY_BEHIND_TLS_PROXY=1 UNSAY_HSTS_SECONDS=31536000 \
 	UNSAY_HSTS_INCLUDE_SUBDOMAINS=1 UNSAY_HSTS_PRELOAD=1
 # The house rules that read the source, not the database: every status write goes through the checked
-# transition (tests/test_status_writers.py), no product module over 600 lines, model relations keep to
+# transition (tests/house/test_status_writers.py), no product module over 600 lines, model relations keep to
 # the layers and tables are named for their app.
-HOUSE_TESTS := tests/test_status_writers.py tests/test_module_sizes.py tests/test_model_layers.py
+HOUSE_TESTS := tests/house/test_status_writers.py tests/house/test_module_sizes.py tests/house/test_model_layers.py
 check: lint
 	UNSAY_PROFILE=test $(PY) -m pytest -q -p no:cacheprovider $(HOUSE_TESTS)
 	UNSAY_PROFILE=test $(PY) manage.py makemigrations --check --dry-run

@@ -3,12 +3,12 @@ demo` passes it explicitly, so the demo's web server runs with production's work
 
 Worker model: 2 processes x 16 threads (gthread): a request waiting on the database or Redis holds a
 thread, not a process, and a slow one is cut at 120 s. The Dockerfile's CMD repeats these as flags;
-tests/test_serving.py keeps the two equal.
+tests/site/test_serving.py keeps the two equal.
 
 The access log keeps method, path, protocol, status, size and time, and nothing else: gunicorn's default
 format has the full request line (an admin search's ?q=<patient name>), the client address, the
 referrer (another page's query string) and the user agent (unsay_site/logs.py says why none of these
-is logged; tests/test_serving.py reads the access log of a real gunicorn).
+is logged; tests/site/test_serving.py reads the access log of a real gunicorn).
 """
 
 workers = 2

@@ -5,7 +5,7 @@
                                       few queries; every read after that is in memory
 
 Both answer the same four questions with the same ordering, so ask.services.decide gives the same
-Outcome whichever it is handed (tests/test_sweep_set_based.py checks the rows written are equal):
+Outcome whichever it is handed (tests/corrections/test_sweep_set_based.py checks the rows written are equal):
 
     patient_drugs(patient)                       sorted drug identity keys dispensed to the patient
     dispensed_rows(patient, subject)             DispensedRow per row of the drug, by id

@@ -12,7 +12,7 @@ their stale reasons and pending drafts) is handled in two steps inside the page'
               take ids with nextval over generate_series, and COPY decisions, reads, premises,
               inputs, corrections, outbox messages, audit events and redecisions.
 
-The rows are the ones the per-decision path writes, ids included (tests/test_sweep_set_based.py),
+The rows are the ones the per-decision path writes, ids included (tests/corrections/test_sweep_set_based.py),
 because ids are taken per table in the same order. Anything unusual raises or is refused up front
 (`per_decision_reason`): the caller rolls the savepoint back and runs the per-decision path for
 that page — an integrity error (a dedupe key taken by a concurrent sweep), a decision no longer

@@ -1,6 +1,6 @@
 """Which status may follow which, for corrections and their outbox messages, and the one write of either
 status column (`move`): a guarded UPDATE (`WHERE status IN <from>`) checked against this table, with its
-audit event, in the caller's transaction. tests/test_status_writers.py fails on any other writer."""
+audit event, in the caller's transaction. tests/house/test_status_writers.py fails on any other writer."""
 
 from django.db import transaction
 from django.db.models import Q

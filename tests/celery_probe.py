@@ -1,4 +1,4 @@
-"""A Celery app for tests/test_celery_delivery.py: Unsay's own app and configuration (late acks,
+"""A Celery app for tests/corrections/test_celery_delivery.py: Unsay's own app and configuration (late acks,
 reject on worker lost, time limits, visibility timeout) plus one probe task that records each
 delivery in a file and sleeps, so a test can kill the worker while it runs."""
 

@@ -61,7 +61,7 @@ def pytest_sessionfinish(session, exitstatus):
 
 @pytest.fixture
 def browser():
-    """Headless Debian Chromium through chromedriver (tests/test_browser_*.py; they skip without it)."""
+    """Headless Debian Chromium through chromedriver (tests/browser/test_browser_*.py; they skip without it)."""
     import shutil
 
     webdriver = pytest.importorskip("selenium.webdriver")

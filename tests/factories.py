@@ -20,8 +20,8 @@ from drugs.lots import printed_lot
 from memory.services import assert_claim
 from patients.models import DispensingRecord, Patient
 from recalls.ingest import RecallClaim, parse_enforcement, recall_claims
+from tests.paths import OPENFDA as FIXTURES
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "openfda"
 SNAPSHOT_2021 = FIXTURES / "drug-enforcement-2021-04-28.json.zip"
 SNAPSHOT_2023 = FIXTURES / "drug-enforcement-2023-08-05-part.json.zip"
 RECENT_SAMPLE = FIXTURES / "drug-enforcement-recent-sample.json"

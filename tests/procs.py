@@ -3,12 +3,11 @@
 import os
 import subprocess
 import sys
-from pathlib import Path
 from urllib.parse import urlparse, urlunparse
 
 from django.db import connection
 
-PROJECT_DIR = Path(__file__).resolve().parent.parent
+from tests.paths import PROJECT_DIR
 
 
 def subprocess_env(**extra) -> dict:

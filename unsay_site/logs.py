@@ -3,7 +3,7 @@ readable key=value lines elsewhere, with the request id (or Celery task id) on e
 lines from the standard `logging` loggers the apps already use.
 
 No patient data: the app logs ids, never names, contacts or letter text (tests/reliability/
-test_no_phi_in_logs.py, tests/test_demo_logs.py). The request middleware would log the full path with
+test_no_phi_in_logs.py, tests/demo/test_demo_logs.py). The request middleware would log the full path with
 its query string, and the admin's search box puts what was searched for (possibly a name) in `?q=`:
 `redact` keeps only the path, and the handler's RedactQueryStrings filter takes the query out of any
 request line in a message (runserver's `django.server` lines; gunicorn's access log has its own

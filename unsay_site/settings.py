@@ -180,7 +180,7 @@ if DATABASE_URL:
     EMBEDDED_DATABASE = False
 else:
     # The embedded server is started by the backend on the first connection, not here: importing
-    # settings starts no process and opens no socket (tests/test_settings_side_effects.py).
+    # settings starts no process and opens no socket (tests/site/test_settings_side_effects.py).
     _db = {
         "ENGINE": "unsay_site.embedded_backend",
         "NAME": UNSAY_DB_NAME,
@@ -269,7 +269,7 @@ UNSAY_SWEEP_RANGE_PAGES = env_int("UNSAY_SWEEP_RANGE_PAGES", 2, minimum=1, maxim
 # Tests only: <point>:<page> SIGKILLs a sweep process there (corrections/faults.py, crash-replay tests).
 UNSAY_SWEEP_CRASH_AT = env_str("UNSAY_SWEEP_CRASH_AT", "")
 # Tests only: seconds a sweep waits after each committed page / an ingest after each chunk (so a real
-# process can be stopped or killed mid-run: tests/test_run_locks_procs.py).
+# process can be stopped or killed mid-run: tests/core/test_run_locks_procs.py).
 UNSAY_SWEEP_PAGE_DELAY = env_float("UNSAY_SWEEP_PAGE_DELAY", 0.0, minimum=0.0)
 UNSAY_INGEST_CHUNK_DELAY = env_float("UNSAY_INGEST_CHUNK_DELAY", 0.0, minimum=0.0)
 UNSAY_OUTBOX_MAX_ATTEMPTS = env_int("UNSAY_OUTBOX_MAX_ATTEMPTS", 5, minimum=1)

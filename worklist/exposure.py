@@ -52,7 +52,7 @@ def exposure_classes(recall_number: str) -> dict[int, str]:
     """patient id -> strongest match class over every believed fact of the recall: the same rows as
     patients.services.exposed_patients_for_recall (its exposure_rows per fact; all lots of the recall
     in one query), grouped in SQL by what drugs.matching.match() reads, match() once per group.
-    tests/test_worklist_sql.py checks it equals _exposed_patient_ids on real recall data."""
+    tests/worklist/test_worklist_sql.py checks it equals _exposed_patient_ids on real recall data."""
     from drugs import recall_terms
     from drugs.lots import near_lot_key, near_lot_keys
     from drugs.matching import match

@@ -2,7 +2,7 @@
 
 The state is defined twice on purpose: in Python (`patient_lines`, the definition the workflow rules
 use) and in SQL (`patient_states`, `state_counts`: what pages read at 10,000 drafts). They sit side by
-side so a change to one is seen next to the other; tests/test_worklist_sql.py holds them equal."""
+side so a change to one is seen next to the other; tests/worklist/test_worklist_sql.py holds them equal."""
 
 from dataclasses import dataclass, field
 from datetime import datetime

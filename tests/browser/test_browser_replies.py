@@ -1,6 +1,6 @@
 """The patient's reply page in a real headless Chromium (live_server, this session's test database), driven
 by the keyboard alone: every control labelled, text contrast at WCAG AA, no script on the page. Skipped
-without /usr/bin/chromium, like tests/test_browser_review.py."""
+without /usr/bin/chromium, like tests/browser/test_browser_review.py."""
 
 import re
 from pathlib import Path

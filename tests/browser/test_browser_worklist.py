@@ -14,10 +14,11 @@ import pytest
 from corrections import dispatch, review
 from corrections.models import Correction
 from tests.factories import RECALL
+from tests.paths import PROJECT_DIR
 from worklist import recall_pages
 
 CHROMIUM = Path("/usr/bin/chromium")
-DOC_SHOTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
+DOC_SHOTS = PROJECT_DIR / "docs" / "screenshots"
 # dispatch_not_enqueued (tests/conftest.py) for every test here, as when it was imported from test_sweep.
 pytestmark = [
     pytest.mark.usefixtures("dispatch_not_enqueued"),

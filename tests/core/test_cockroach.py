@@ -11,16 +11,15 @@ import re
 import subprocess
 import sys
 import uuid
-from pathlib import Path
 from urllib.parse import urlparse, urlunparse
 
 import pytest
 from django.conf import settings
 
+from tests.paths import PROJECT_DIR
 from unsay_site.checks import KNOWN_REGIONS
 from unsay_site.settings import _database_from_url
 
-PROJECT_DIR = Path(__file__).resolve().parent.parent
 REGIONS = ["aws-us-east-1", "aws-eu-west-1", "aws-ap-southeast-1"]
 
 

@@ -6,6 +6,7 @@ from django.contrib.auth.models import Group
 from django.core.management import call_command
 
 from core import roles
+from tests.paths import PROJECT_DIR
 
 
 @pytest.mark.django_db(transaction=True)
@@ -25,9 +26,8 @@ def test_migrate_recreates_the_groups_from_the_roles_table(monkeypatch):
 
 
 def test_no_migration_imports_the_roles_table():
-    from pathlib import Path
 
-    root = Path(__file__).resolve().parent.parent
+    root = PROJECT_DIR
     offenders = [str(p.relative_to(root)) for p in root.glob("*/migrations/0*.py")
                  if "grant_group_permissions" in p.read_text() or ".roles import" in p.read_text()]
     assert offenders == []

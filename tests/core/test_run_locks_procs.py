@@ -24,8 +24,8 @@ from demo.slice import DEMO_SLICE
 from recalls.models import IngestRun
 from recalls.services import ingest_file
 from recalls.tasks import resume_ingest
+from tests.corrections.test_sweep_crash import AFFECTED, assert_exactly_once_and_complete, escalated  # noqa: F401
 from tests.procs import PROJECT_DIR, subprocess_env
-from tests.test_sweep_crash import AFFECTED, assert_exactly_once_and_complete, escalated  # noqa: F401
 
 pytestmark = [pytest.mark.usefixtures("dispatch_not_enqueued"), pytest.mark.django_db(transaction=True),
               pytest.mark.slow,

@@ -2,7 +2,7 @@
 machinery: the catalogue is complete and compiled, every letter and reply template renders in Spanish with
 no English sentence left, and a Spanish patient's draft is written (and redrafted) in Spanish so the
 pharmacist reviews and edits the words that will be sent. The recall facts are the real D-0315-2019 ones
-(tests/test_letters_matrix.py); patients synthetic."""
+(tests/corrections/test_letters_matrix.py); patients synthetic."""
 
 import gettext
 import re
@@ -16,7 +16,7 @@ from django.utils.translation import override
 
 from corrections import drafting
 from replies.forms import ReplyForm
-from tests.test_letters_matrix import VERDICTS, _changes, real  # noqa: F401 (real is a fixture)
+from tests.corrections.test_letters_matrix import VERDICTS, _changes, real  # noqa: F401 (real is a fixture)
 
 PO = Path(settings.BASE_DIR) / "locale" / "es" / "LC_MESSAGES" / "django.po"
 MO = PO.with_suffix(".mo")

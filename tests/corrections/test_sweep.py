@@ -212,7 +212,7 @@ def test_a_drug_level_escalation_notifies_by_drug_and_says_so(hashing_embeddings
 
 def test_a_killed_sweeps_run_row_is_marked_abandoned_by_the_next_sweep(no_auto_sweep):
     """PostgreSQL: a live run holds its run lock (core.runlock); a run whose lock is free is dead at
-    once, however fresh its heartbeat. (A real SIGKILL: tests/test_run_locks_procs.py.)"""
+    once, however fresh its heartbeat. (A real SIGKILL: tests/core/test_run_locks_procs.py.)"""
     from core.runlock import RunLock
     from corrections.sweep import RUN_LOCK
 

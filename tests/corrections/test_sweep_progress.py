@@ -7,8 +7,8 @@ import signal
 
 import pytest
 
+from tests.corrections.test_sweep_crash import AFFECTED, escalated  # noqa: F401 (the fixture: 10 stale decisions)
 from tests.procs import manage
-from tests.test_sweep_crash import AFFECTED, escalated  # noqa: F401 (the fixture: 10 stale decisions)
 
 pytestmark = [pytest.mark.usefixtures("dispatch_not_enqueued"), pytest.mark.django_db(transaction=True),
               pytest.mark.slow]

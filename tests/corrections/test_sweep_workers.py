@@ -17,9 +17,9 @@ import pytest
 from ask.services import ask
 from corrections.models import Correction, OutboxMessage, Redecision, SweepRange, SweepRun
 from corrections.sweep import count_stale
+from tests.corrections.test_sweep_invariant import _check_invariant
 from tests.factories import LOT, escalate, make_patient
 from tests.procs import manage, start_python
-from tests.test_sweep_invariant import _check_invariant
 
 pytestmark = [pytest.mark.usefixtures("dispatch_not_enqueued"), pytest.mark.django_db(transaction=True),
               pytest.mark.slow]

@@ -11,9 +11,9 @@ import pytest
 
 from corrections.models import SweepRun
 from demo import setup as demo_setup
+from tests.corrections.test_sweep_crash import escalated  # noqa: F401
 from tests.procs import PROJECT_DIR, subprocess_env
 from tests.reliability.servers import free_port
-from tests.test_sweep_crash import escalated  # noqa: F401
 
 pytestmark = pytest.mark.slow
 

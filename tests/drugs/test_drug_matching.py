@@ -6,7 +6,6 @@ import json
 import zipfile
 from datetime import UTC, date, datetime
 from functools import lru_cache
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -14,9 +13,10 @@ import pytest
 from drugs.identity import resolve
 from drugs.matching import MatchClass, match
 from recalls.ingest import parse_enforcement, recall_claims
+from tests.paths import OPENFDA
 
 # The repository's copy of ../shared/fixtures/openfda (byte-identical; tests/fixtures/openfda/README.md).
-BULK_2021 = Path(__file__).resolve().parent / "fixtures" / "openfda" / "drug-enforcement-2021-04-28.json.zip"
+BULK_2021 = OPENFDA / "drug-enforcement-2021-04-28.json.zip"
 
 
 @lru_cache(maxsize=1)

@@ -9,12 +9,12 @@ as GS1 US does ('03' + NDC-10 + check digit). Serial numbers are synthetic.
 import json
 import zipfile
 from datetime import date
-from pathlib import Path
 
 import pytest
 
 from drugs.gs1 import ScanError, gtin_for_ndc, ndc_candidates, parse_scan
 from recalls.normalize import normalize_ndc
+from tests.paths import OPENFDA
 
 GS = "\x1d"
 VALSARTAN_GTIN = "00303785814771"   # NDC 0378-5814-77
@@ -113,7 +113,7 @@ def test_a_gtin_stands_for_three_ndcs_one_per_hyphenation():
 
 
 def test_every_hyphenated_package_ndc_of_the_2021_file_round_trips_through_its_gtin():
-    path = Path(__file__).parent / "fixtures" / "openfda" / "drug-enforcement-2021-04-28.json.zip"
+    path = OPENFDA / "drug-enforcement-2021-04-28.json.zip"
     with zipfile.ZipFile(path) as archive:
         results = json.loads(archive.read(archive.namelist()[0]))["results"]
     # 10-digit NDCs as labelers print them (a few listings already print 11 digits: no GTIN form).

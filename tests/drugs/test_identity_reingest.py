@@ -5,7 +5,6 @@ import copy
 import json
 import re
 import zipfile
-from pathlib import Path
 
 import pytest
 
@@ -13,8 +12,9 @@ from memory.models import Fact
 from recalls import ingest, services
 from recalls.models import RecallRecord
 from recalls.services import ingest_document
+from tests.paths import OPENFDA
 
-OLD = Path(__file__).parent / "fixtures" / "openfda" / "drug-enforcement-2021-04-28.json.zip"
+OLD = OPENFDA / "drug-enforcement-2021-04-28.json.zip"
 pytestmark = pytest.mark.django_db(transaction=True)
 
 _SALTS = set("sodium potassium calcium magnesium hydrochloride besylate maleate mesylate succinate tartrate citrate "

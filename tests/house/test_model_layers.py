@@ -12,7 +12,9 @@ from django.apps import apps
 from django.db import models
 from django.test.utils import isolate_apps
 
-IMPORTLINTER = Path(__file__).resolve().parent.parent / ".importlinter"
+from tests.paths import PROJECT_DIR
+
+IMPORTLINTER = PROJECT_DIR / ".importlinter"
 
 # Relations declared to settings.AUTH_USER_MODEL name "the configured user model", Django's own
 # indirection for it, not an app: the user model (unsay_site.User) is the project's choice, read from

@@ -3,8 +3,9 @@ bench/ (measurements) and tests/ are not product code."""
 
 from pathlib import Path
 
+from tests.paths import PROJECT_DIR as PROJECT
+
 LIMIT = 600
-PROJECT = Path(__file__).resolve().parent.parent
 NOT_PRODUCT = {"tests", "bench", "migrations", ".venv", "node_modules", "var"}
 
 

@@ -23,14 +23,14 @@ from tests.procs import PROJECT_DIR
 
 README = PROJECT_DIR / "README.md"
 SKIPPED = {
-    "make demo": "long-running: serves until Ctrl-C (tests/test_foundation_procs.py runs the demo)",
+    "make demo": "long-running: serves until Ctrl-C (tests/core/test_foundation_procs.py runs the demo)",
     "make test": "the whole suite: this test is part of it",
     "manage.py ingest_recalls --since": "needs the network (api.fda.gov); the client is tested against a local "
-                                        "fake in tests/test_recalls_openfda.py",
+                                        "fake in tests/recalls/test_recalls_openfda.py",
     "manage.py ingest_recalls --labels --since": "needs the network (api.fda.gov)",
     "manage.py check --deploy": "the production block (SECRET_KEY=... is a placeholder): .ci/run and "
                                 "tests/reliability/test_deploy_check.py run it with a real production environment",
-    "gunicorn": "long-running server: tests/test_serving.py serves the app with gunicorn",
+    "gunicorn": "long-running server: tests/site/test_serving.py serves the app with gunicorn",
     "docker compose": "no Docker daemon here",
     "DATABASE_URL": "needs your own PostgreSQL or CockroachDB server",
 }

@@ -10,12 +10,11 @@ statuses, and `UPDATE <their table> SET ... status` in SQL. Any writer outside t
 
 import ast
 import re
-from pathlib import Path
 
 from corrections.models import Correction, OutboxMessage
 from memory.models import Decision
+from tests.paths import PROJECT_DIR as ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 SKIPPED_DIRS = {".venv", "tests", "migrations", "node_modules", "bench", ".git", "__pycache__"}
 MODELS = {"Correction", "OutboxMessage", "Decision"}
 TABLES = tuple(model._meta.db_table for model in (Correction, OutboxMessage, Decision))

@@ -14,9 +14,8 @@ from django.test import override_settings
 
 from memory import embeddings
 from memory.embeddings import BedrockTitan, EmbeddingError, EmbeddingProvider, HashingEmbedding, build_provider
+from tests.procs import manage
 from unsay_site import checks
-
-from .procs import manage
 
 
 def unit(n, hot=0):

@@ -3,7 +3,6 @@ UNSAY_EMBEDDINGS=local when available, torch as the fallback, repeated texts emb
 
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,6 +13,7 @@ from demo.slice import DEMO_SLICE
 from memory import minilm
 from memory.embeddings import HashingEmbedding, LocalMiniLM, build_provider
 from recalls.management.commands.export_embedding_model import sample_statements
+from tests.paths import PROJECT_DIR
 
 
 @pytest.fixture(autouse=True)
@@ -41,7 +41,7 @@ def test_the_graph_is_written_without_torch_and_gives_the_reference_vectors(tmp_
     graph = tmp_path / "graph.onnx"
     blocked = ("import sys; sys.modules.update(torch=None, transformers=None, sentence_transformers=None); "
                "from pathlib import Path; from memory import minilm; minilm._export(Path(sys.argv[1]))")
-    subprocess.run([sys.executable, "-c", blocked, str(graph)], cwd=Path(__file__).resolve().parent.parent,
+    subprocess.run([sys.executable, "-c", blocked, str(graph)], cwd=PROJECT_DIR,
                    check=True, timeout=600)
     texts = sample_statements(DEMO_SLICE, limit=16)
     vectors = minilm.OnnxMiniLM(graph).encode(texts)

@@ -15,8 +15,7 @@ from core.retry import run_in_transaction
 from memory import replay
 from memory.decisions import ReadSpec, record_decision
 from memory.services import Claim, assert_claim, beliefs_at, retract_claim
-
-from .procs import run_python
+from tests.procs import run_python
 
 BASE = datetime(2024, 1, 1, tzinfo=UTC)
 

@@ -15,8 +15,7 @@ from memory.decisions import ReadSpec, record_decision
 from memory.models import DecisionRead, Fact
 from memory.services import Claim, assert_claim, assert_claims, retract_claim
 from memory.signals import facts_changed
-
-from .procs import start_python
+from tests.procs import start_python
 
 
 def note(key, statement, **extra):

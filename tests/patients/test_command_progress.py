@@ -12,7 +12,7 @@ from patients.models import DispensingRecord
 from shelf.models import ReceivedEvent
 from tests import epcis_docs as d
 from tests.factories import make_patient
-from tests.test_patients_import import GOOD_ROWS, HEADER
+from tests.patients.test_patients_import import GOOD_ROWS, HEADER
 
 STATE = re.compile(r"(\d+)%\|[^|]*\| (\d+)/(\d+) \[([^\]]*)\]")
 

@@ -11,7 +11,6 @@ import csv
 import io
 import re
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -19,6 +18,7 @@ from django.core.management import CommandError, call_command
 
 from patients.dispensing import create_dispensings, dispensing_changed, save_dispensing
 from patients.models import DispensingChange, DispensingRecord, Patient
+from tests.paths import PROJECT_DIR
 
 WHEN = datetime(2019, 1, 2, 15, tzinfo=UTC)
 
@@ -248,7 +248,7 @@ WRITE_ALLOWED = {"patients/dispensing.py", "patients/models.py"}
 
 
 def test_no_product_code_writes_dispensing_rows_around_the_service():
-    root = Path(__file__).resolve().parent.parent
+    root = PROJECT_DIR
     offenders = []
     for path in root.rglob("*.py"):
         relative = path.relative_to(root).as_posix()

@@ -5,7 +5,6 @@ import re
 import zipfile
 from datetime import UTC, date, datetime, timedelta
 from functools import cache
-from pathlib import Path
 
 import pytest
 from django.core.exceptions import ValidationError
@@ -15,8 +14,9 @@ from patients.forms import DispensingRecordForm, PatientForm
 from patients.models import DispensingRecord, Patient
 from recalls.normalize import normalize_lot, normalize_ndc
 from tests.factories import make_patient
+from tests.paths import OPENFDA
 
-FIXTURE = Path(__file__).parent / "fixtures" / "openfda" / "drug-enforcement-2021-04-28.json.zip"
+FIXTURE = OPENFDA / "drug-enforcement-2021-04-28.json.zip"
 
 
 @cache

@@ -5,7 +5,6 @@ import re
 import zipfile
 from functools import cache
 from io import StringIO
-from pathlib import Path
 
 import pytest
 from django.core.management import call_command
@@ -15,8 +14,7 @@ from memory.services import Claim, assert_claim
 from patients.models import DispensingRecord, Patient
 from patients.services import exposed_patients
 from recalls.normalize import normalize_drug_name, normalize_lot, normalize_ndc
-
-FIXTURES = Path(__file__).parent / "fixtures" / "openfda"
+from tests.paths import OPENFDA as FIXTURES
 
 
 @cache

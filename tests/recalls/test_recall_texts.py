@@ -7,7 +7,6 @@ import json
 import zipfile
 from datetime import timedelta
 from functools import lru_cache
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -20,8 +19,8 @@ from recalls.ingest import TEXT_ATTRIBUTES, TEXTS_REFERENCE, RecallClaim, parse_
 from recalls.models import RecallText
 from recalls.selectors import recall_attributes, recall_texts, resolved_attributes_of, with_texts
 from recalls.services import ingest_document
+from tests.paths import OPENFDA as FIXTURES
 
-FIXTURES = Path(__file__).parent / "fixtures" / "openfda"
 BEFORE = FIXTURES / "drug-enforcement-2021-04-28.json.zip"
 AFTER = FIXTURES / "drug-enforcement-2023-08-05-part.json.zip"
 MOST_LOTS = "D-0644-2020"  # 616 lots, the most in real data

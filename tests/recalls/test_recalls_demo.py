@@ -2,14 +2,13 @@
 
 import json
 import zipfile
-from pathlib import Path
 
 import pytest
 from django.core.management import call_command
 
 from demo.slice import DEMO_SLICE
+from tests.paths import OPENFDA as FIXTURES
 
-FIXTURES = Path(__file__).parent / "fixtures" / "openfda"
 SLICE = DEMO_SLICE
 
 
@@ -37,7 +36,7 @@ def test_demo_slice_records_are_real_and_unmodified():
 
 def test_make_demo_slice_reproduces_the_committed_file(tmp_path):
     output = tmp_path / "slice.json"
-    snapshots = Path(__file__).parent / "fixtures" / "openfda"
+    snapshots = FIXTURES
     call_command("make_demo_slice", "--output", str(output), "--snapshots", str(snapshots))
     assert json.loads(output.read_text()) == json.loads(SLICE.read_text())
 

@@ -10,7 +10,6 @@ import copy
 import json
 import zipfile
 from functools import lru_cache
-from pathlib import Path
 
 import pytest
 
@@ -19,8 +18,9 @@ from memory.models import Fact
 from recalls.ingest import parse_enforcement
 from recalls.models import IngestRun
 from recalls.services import ingest_document
+from tests.paths import OPENFDA
 
-OLD = Path(__file__).parent / "fixtures" / "openfda" / "drug-enforcement-2021-04-28.json.zip"
+OLD = OPENFDA / "drug-enforcement-2021-04-28.json.zip"
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -9,7 +9,6 @@ import json
 import random
 import zipfile
 from functools import lru_cache
-from pathlib import Path
 
 import pytest
 from django.core.management import call_command
@@ -23,8 +22,8 @@ from recalls.lots.scope import scope_terms
 from recalls.models import IngestRun, QuarantinedRecord, RecallRecord
 from recalls.selectors import recall_attributes
 from recalls.services import ingest_document, ingest_file
+from tests.paths import OPENFDA as FIXTURES
 
-FIXTURES = Path(__file__).parent / "fixtures" / "openfda"
 OLD = FIXTURES / "drug-enforcement-2021-04-28.json.zip"
 NEW = FIXTURES / "drug-enforcement-2023-08-05-part.json.zip"
 

@@ -1,14 +1,14 @@
 """Lot extraction from real code_info text, measured against hand-labelled strings."""
 
 import json
-from pathlib import Path
 
 import pytest
 
 from recalls.lots.parse import extract_lots, mentions_all_lots
 from recalls.normalize import normalize_drug_name, normalize_lot
+from tests.paths import FIXTURES, PROJECT_DIR
 
-LABELLED = Path(__file__).parent / "fixtures" / "lots_labelled.json"
+LABELLED = FIXTURES / "lots_labelled.json"
 
 
 def _scores(key="cases"):
@@ -90,7 +90,7 @@ def test_drug_name_keeps_locant_commas():
 
 # --- the evaluation split ------------------------------------------------------------------------
 
-EVALUATION = Path(__file__).resolve().parent.parent / "recalls" / "data" / "lots_eval.json"
+EVALUATION = PROJECT_DIR / "recalls" / "data" / "lots_eval.json"
 
 
 def test_evaluation_split_is_big_stratified_and_kept_apart_from_development():
@@ -100,7 +100,7 @@ def test_evaluation_split_is_big_stratified_and_kept_apart_from_development():
     strata = {c["stratum"] for c in cases}
     assert strata == {"short_list", "long_list", "table", "enumeration", "compounding", "all_lots_window",
                       "all_lots_or_none", "truncated"}
-    split = json.loads((Path(__file__).parent / "fixtures" / "lots_split.json").read_text())
+    split = json.loads((FIXTURES / "lots_split.json").read_text())
     development = {i for ids in split["development"] for i in ids}
     evaluation = {f"{c['source']}#{c['recall_number']}" for c in cases}
     assert not development & evaluation

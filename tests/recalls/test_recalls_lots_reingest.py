@@ -12,7 +12,6 @@ import json
 import random
 import zipfile
 from functools import lru_cache
-from pathlib import Path
 
 import pytest
 
@@ -21,10 +20,10 @@ from recalls import ingest
 from recalls.lots.parse import parse_scope
 from recalls.lots.scope import LotScope, ScopedLot, scope_terms
 from recalls.services import ingest_document
+from tests import legacy_lots
+from tests.paths import OPENFDA
 
-from . import legacy_lots
-
-SNAPSHOT = Path(__file__).parent / "fixtures" / "openfda" / "drug-enforcement-2023-08-05-part.json.zip"
+SNAPSHOT = OPENFDA / "drug-enforcement-2023-08-05-part.json.zip"
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -8,14 +8,13 @@ import json
 import time
 import zipfile
 from functools import lru_cache
-from pathlib import Path
 
 import pytest
 
 from recalls.lots.parse import extract_lots, mentions_all_lots, parse_scope
 from recalls.lots.scope import scope_terms, stored_scope
+from tests.paths import FIXTURES
 
-FIXTURES = Path(__file__).parent / "fixtures"
 SNAPSHOTS = {"2021": FIXTURES / "openfda" / "drug-enforcement-2021-04-28.json.zip",
              "2023": FIXTURES / "openfda" / "drug-enforcement-2023-08-05-part.json.zip"}
 

@@ -18,8 +18,7 @@ from botocore.stub import Stubber
 from recalls import archive, openfda
 from recalls.models import IngestRun
 from recalls.openfda import OpenFDAClient, OpenFDAError
-
-FIXTURES = Path(__file__).parent / "fixtures" / "openfda"
+from tests.paths import OPENFDA as FIXTURES
 
 
 def _recorded_records():

@@ -2,7 +2,6 @@
 
 import copy
 import json
-from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import Group
@@ -11,8 +10,7 @@ from django.utils import timezone
 from core.roles import PHARMACIST
 from memory.models import Fact
 from recalls.models import IngestRun, QuarantinedRecord
-
-FIXTURES = Path(__file__).parent / "fixtures" / "openfda"
+from tests.paths import OPENFDA as FIXTURES
 
 
 def _user(django_user_model, name, **flags):

@@ -5,11 +5,11 @@ import copy
 import json
 import zipfile
 from functools import lru_cache
-from pathlib import Path
 
 from hypothesis import strategies as st
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "openfda"
+from tests.paths import OPENFDA as FIXTURES
+
 OLD = FIXTURES / "drug-enforcement-2021-04-28.json.zip"
 NEW = FIXTURES / "drug-enforcement-2023-08-05-part.json.zip"
 

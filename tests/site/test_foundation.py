@@ -270,7 +270,7 @@ def test_demo_redis_choice_env_then_local_then_embedded(monkeypatch, tmp_path):
     assert demo_setup.find_or_start_redis(tmp_path) == ("redis://cache.example:6380/2", None, "REDIS_URL")
     monkeypatch.delenv("REDIS_URL")
     # The machine's Redis is never taken at db 0 (someone else's) nor db 15 (the tests'): the demo's own
-    # choice of an empty database is tested against the real Redis in tests/test_demo_redis.py.
+    # choice of an empty database is tested against the real Redis in tests/demo/test_demo_redis.py.
     monkeypatch.setattr(demo_setup, "redis_listening", lambda host="127.0.0.1", port=6379: False)
     url, proc, how = demo_setup.find_or_start_redis(tmp_path)
     try:
