@@ -1,5 +1,5 @@
-"""Frozen copy of the lot extractor before issue #17 (commit 209b04a), for
-tests/recalls/test_recalls_lots_reingest.py only.
+"""Frozen copy of the lot extractor that read lot lists before recalls.lots.parse_scope (commit 209b04a),
+for tests/recalls/test_recalls_lots_reingest.py only.
 
 Lot numbers out of openFDA's free-text `code_info`.
 

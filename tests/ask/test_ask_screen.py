@@ -46,7 +46,7 @@ def test_non_pharmacists_get_403_even_staff(client, patient, flags):
 def test_pharmacist_and_superuser_ask_with_a_plain_post_and_get_the_full_page(client, patient, who):
     u = user("ph", group=PHARMACIST) if who == "pharmacist" else user("root", is_superuser=True, is_staff=True)
     client.force_login(u)
-    page = client.post(URL, {"q": "dana"})  # the search is a POST: no names in URLs (issue #16)
+    page = client.post(URL, {"q": "dana"})  # the search is a POST: no names in URLs
     assert page.status_code == 200 and "SYN-D1" in page.content.decode()
 
     response = client.post(URL, {"patient": patient.public_id, "question": "Is my montelukast safe?"})

@@ -78,7 +78,7 @@ def test_bootstrap_sql_sets_the_regions_the_app_expects_and_survives_region_fail
 def test_every_engine_specific_statement_list_has_its_reverse_and_migrations_read_nothing_live():
     """Engine SQL is written in the migrations (core.migration_ops.EngineSQL over FORWARD / REVERSE);
     every vendor with forward statements has reverse ones, and no migration reads files or the
-    environment when it runs (issue #15: migrations mean the same thing whenever they run)."""
+    environment when it runs: a migration means the same thing whenever it runs."""
     import importlib
 
     paths = sorted(PROJECT_DIR.glob("*/migrations/0*.py"))

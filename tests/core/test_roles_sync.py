@@ -1,5 +1,5 @@
 """Groups are kept in step with core.roles.GROUP_PERMISSIONS by a post_migrate receiver, not by
-historical data migrations (issue #15: migrations must not replay today's table)."""
+historical data migrations (a migration must not replay today's table)."""
 
 import pytest
 from django.contrib.auth.models import Group

@@ -1,5 +1,5 @@
-"""Celery delivery against a real Redis and real worker processes (issue #16: a worker killed
-mid-sweep lost the task). With late acks and reject_on_worker_lost a task whose worker dies is
+"""Celery delivery against a real Redis and real worker processes: a task whose worker is
+killed mid-sweep is not lost. With late acks and reject_on_worker_lost a task whose worker dies is
 delivered again; with the whole worker SIGKILLed, Redis hands the unacknowledged message to the next
 worker once the visibility timeout has passed."""
 

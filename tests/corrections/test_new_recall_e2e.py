@@ -1,4 +1,4 @@
-"""A new recall reaches everyone it touches, on REAL openFDA data (issue #10).
+"""A new recall reaches everyone it touches, on REAL openFDA data.
 
 "Before" is the 2021-04-28 bulk file, "after" the 2023-08-05 part (tests/fixtures/openfda/):
 recall numbers that appear only in 2023 are brand-new recalls. Synthetic patients (labelled so)

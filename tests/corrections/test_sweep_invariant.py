@@ -1,4 +1,4 @@
-"""The fresh-verdict invariant, property-tested (issue #10).
+"""The fresh-verdict invariant, property-tested.
 
 After any sweep completes: every standing decision's verdict equals `decide()` on current beliefs
 and current dispensing, nothing is left stale, and a patient never holds two live drafts for the

@@ -1,4 +1,4 @@
-"""Every change a standing answer rests on triggers a sweep that reaches the patient (issue #10).
+"""Every change a standing answer rests on triggers a sweep that reaches the patient.
 
 Real records: D-1536-2022 (Lupin lisinopril 10 mg, lot Q201182, Class II, Ongoing; new in the
 2023-08-05 bulk part) and the HUMIRA (adalimumab) label with a boxed warning. Patients and

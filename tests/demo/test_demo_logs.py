@@ -1,5 +1,5 @@
-"""No query strings and no patient data in any log line of a full demo run (issue: `django.request`
-warnings logged `?q=<patient name>`).
+"""No query strings and no patient data in any log line of a full demo run (`django.request`
+warnings would otherwise log `?q=<patient name>`).
 
 `manage.py demo` runs for real, as `make demo` does: migrate, the demo logins, load_demo (ingest the
 demo slice, seed the synthetic patients, the story: ask, escalate, sweep), then the web server, a

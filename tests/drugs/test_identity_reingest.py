@@ -1,5 +1,5 @@
-"""Facts ingested with session 1's word-stripped subjects are re-derived once through normal versioning:
-re-ingesting the same real records versions exactly the facts whose subject or NDCs changed."""
+"""Facts ingested with the first identity version's word-stripped subjects are re-derived once through
+normal versioning: re-ingesting the same real records versions exactly the facts whose subject or NDCs changed."""
 
 import copy
 import json
@@ -23,8 +23,9 @@ _FORMS = re.compile(r"\b(tablets?|capsules?|usp|injection|oral|solution|suspensi
                     r"extended[- ]release|er|xr|sr|hcl|rx only|mg|mcg|ml|g|for|and)\b", re.I)
 
 
-def session1_name(raw: str) -> str:
-    """Session 1's normalize_drug_name (condensed): strip strength and form words, drop trailing salts."""
+def first_version_name(raw: str) -> str:
+    """The first identity version's normalize_drug_name (condensed): strip strength and form words, drop
+    trailing salts."""
     text = re.split(r"(?<!\d),|,(?!\d)", raw or "")[0]
     text = re.sub(r"\([^)]*\)", " ", text)
     text = re.sub(r"\d+(\.\d+)?\s*(mg|mcg|ml|g|%|iu|units?)?(/\S+)?", " ", text, flags=re.I)
@@ -36,11 +37,11 @@ def session1_name(raw: str) -> str:
     return " ".join(kept)
 
 
-def session1_identity(record):
+def first_version_identity(record):
     names = (record.get("openfda") or {}).get("generic_name") or []
-    subject = session1_name(names[0]) if names else ""
-    subject = subject or session1_name(record.get("product_description") or "")
-    return ingest.RecallIdentity(subject, "session1", "", "", True)
+    subject = first_version_name(names[0]) if names else ""
+    subject = subject or first_version_name(record.get("product_description") or "")
+    return ingest.RecallIdentity(subject, "first-version", "", "", True)
 
 
 def _valid(normalise, values):
@@ -53,7 +54,7 @@ def _valid(normalise, values):
     return sorted(found)
 
 
-def session1_ndcs(record, trust_openfda=True):
+def first_version_ndcs(record, trust_openfda=True):
     openfda = record.get("openfda") or {}
     return (_valid(ingest.normalize_ndc, openfda.get("package_ndc"))
             or _valid(ingest.normalize_product_ndc, openfda.get("product_ndc")))
@@ -68,8 +69,8 @@ def test_reingesting_versions_exactly_the_facts_whose_subject_or_ndcs_changed(ha
     document = {"meta": {}, "results": [copy.deepcopy(r) for r in picked.values()]}
 
     with monkeypatch.context() as patch:
-        patch.setattr(ingest, "identity_of", session1_identity)
-        patch.setattr(ingest, "ndcs_of", session1_ndcs)
+        patch.setattr(ingest, "identity_of", first_version_identity)
+        patch.setattr(ingest, "ndcs_of", first_version_ndcs)
         patch.setattr(services, "IDENTITY_VERSION", 1)
         first = ingest_document(copy.deepcopy(document))
     assert first.quarantined == 0

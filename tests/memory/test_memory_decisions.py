@@ -98,7 +98,7 @@ def test_the_indexes_the_sweep_and_replay_need_exist():
 
 @pytest.mark.django_db(transaction=True)
 def test_facts_and_decisions_are_never_deleted_so_reads_never_dangle(hashing_embeddings):
-    """No database FK points at a fact or a decision (issue #14: their checks were the sweep's largest
+    """No database FK points at a fact or a decision (their checks were the sweep's largest
     server cost, memory.models.HISTORY_REFERENCE); what they guarded is kept by refusing every DELETE
     of either."""
     read_fact, unread_fact = fact("r:a"), fact("r:b")

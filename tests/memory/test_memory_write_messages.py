@@ -1,6 +1,6 @@
-"""The PostgreSQL write path of issue #14: a lone assert sends BEGIN and COMMIT inside its statements'
-messages and builds its Fact rows from RETURNING instead of reading them back (session 4); its
-statements are prepared once per connection and run with generic plans (session 5)."""
+"""The PostgreSQL write path: a lone assert sends BEGIN and COMMIT inside its statements' messages
+and builds its Fact rows from RETURNING instead of reading them back; its statements are prepared
+once per connection and run with generic plans."""
 
 from datetime import timedelta
 

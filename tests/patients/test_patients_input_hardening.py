@@ -1,5 +1,5 @@
 """Bad input to the dispensing CSV import and the patient/dispensing forms gets a clear error, never a
-500 and never a silently different value (issue #16): non-ASCII digits, CR-only line endings, NUL,
+500 and never a silently different value: non-ASCII digits, CR-only line endings, NUL,
 over-long cells, lenient dates, oversize files, text-direction controls. A hypothesis fuzzer over
 CSV rows checks: no exception, and all rows or none.
 """

@@ -19,7 +19,7 @@ def test_legacy_rows_are_re_resolved_with_an_audit_row_and_unchanged_rows_are_le
                                              dispensed_at=when)
     current = DispensingRecord.objects.create(patient=patient, drug="Diovan", lot="3069020", dispensed_at=when)
     unknown = DispensingRecord.objects.create(patient=patient, drug="Vals 80 mg", lot="L1", dispensed_at=when)
-    # As session 1 stored them: the old word-stripped name, no entered text, no product part.
+    # As the first drug-identity version stored them: the old word-stripped name, no entered text, no product part.
     DispensingRecord.objects.filter(pk=legacy.pk).update(drug="losartan tab", drug_text="", drug_source="",
                                                          ndc_product="",
                                                          product_description="Losartan Potassium Tab. USP 50mg")

@@ -97,7 +97,7 @@ def test_reingesting_the_same_snapshot_writes_nothing_and_embeds_nothing(hashing
 
 
 def test_a_no_op_reingest_parses_no_record_and_a_changed_one_is_parsed(hashing_embeddings, monkeypatch):
-    """The no-op path compares the raw record's hash before parsing (issue #14: a re-ingest must run at
+    """The no-op path compares the raw record's hash before parsing (a re-ingest must run at
     thousands of records/s); a changed record and a duplicate still go through the full parse."""
     import recalls.services as services
 

@@ -1,4 +1,4 @@
-"""Re-ingesting real records after the lot-scope parser change (issue #17) versions exactly the facts
+"""Re-ingesting real records after the lot-scope parser change versions exactly the facts
 whose scope changed: new facts for newly read lots, retractions for lots no longer read, a new version
 for a drug-level fact that gained a window or changed its "all lots" wording, or a lot that became
 (un)certain, and nothing for the rest.

@@ -1,4 +1,4 @@
-"""recalls.lots.parse_scope on real openFDA code_info, one test per error class of issue #17.
+"""recalls.lots.parse_scope on real openFDA code_info, one test per class of lot-reading error.
 
 Every string is read from the real fixtures by recall number (development pool only: none of these
 records is in the evaluation split, tests/fixtures/lots_split.json).
@@ -165,7 +165,7 @@ def test_quantities_are_not_lots():
 
 
 def test_ndc_wildcards_are_not_lots():
-    # The issue's example form; no development record writes one, so this one is typed.
+    # A form seen in recall texts; no development record writes one, so this one is typed.
     assert parse_scope("Lot # HS05B112A, NDC # 11054-009-XX, Exp 10/2020").lot_numbers == ["HS05B112A"]
 
 

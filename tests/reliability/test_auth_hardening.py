@@ -1,6 +1,6 @@
-"""Logins and sessions (issue #16): 40 wrong passwords in 11.8 s were all answered and then the right
-one worked; there were no password validators and sessions lasted two weeks; /recalls/ops/ opened
-for any account with the staff flag."""
+"""Logins and sessions: repeated wrong passwords lock the login, even for the right password
+(40 in 11.8 s were once all answered and then the right one worked); weak passwords are refused;
+sessions last a shift; /recalls/ops/ needs the permission, not just the staff flag."""
 
 import pytest
 from django.conf import settings

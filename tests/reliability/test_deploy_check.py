@@ -1,5 +1,5 @@
 """`UNSAY_PROFILE=production manage.py check --deploy` passes with no warnings for the production
-environment the README documents (issue #16)."""
+environment the README documents."""
 
 import subprocess
 import sys

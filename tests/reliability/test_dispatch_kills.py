@@ -1,6 +1,6 @@
-"""Dispatcher crashes (issue #16): claims committed 50 at a time before sending, so 42 SIGKILLs made
-1,195 approved messages "unknown" (34 really sent) and nothing could requeue them. Now a claim is one
-message: SIGKILL the dispatcher (a real `manage.py dispatch_outbox` process, real database) again and
+"""Dispatcher crashes: a claim is one message (claims committed 50 at a time before sending once left
+1,195 approved messages "unknown" after 42 SIGKILLs, 34 of them really sent, with nothing to requeue
+them). SIGKILL the dispatcher (a real `manage.py dispatch_outbox` process, real database) again and
 again mid-batch, and every approved message is sent exactly once or flagged, at most one flagged per
 kill; a pharmacist's requeue then sends each flagged one exactly once, to the current contact."""
 

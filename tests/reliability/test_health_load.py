@@ -1,6 +1,4 @@
-"""/health under load (issue #16): 20 parallel probes used to hang it for good and ~110 exhausted
-PostgreSQL's connection slots, because every request ran a Celery ping while holding a connection.
-Now it answers up/down from a cached, bounded check, so a flood of probes touches the database a few
+"""/health under load: it answers up/down from a cached, bounded check, so a flood of probes touches the database a few
 times in total. Real gunicorn, real database."""
 
 import threading

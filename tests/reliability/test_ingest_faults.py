@@ -1,4 +1,4 @@
-"""Issue #16 reproductions on ingestion: one malformed record never stops a run, the quarantine row is
+"""Faults on ingestion: one malformed record never stops a run, the quarantine row is
 always writable, neighbours are written, inputs are bounded, an older snapshot never wins, and a bad
 recall number cannot break the review queue. Base records are real openFDA records (copied, then one
 field broken, as each test says)."""

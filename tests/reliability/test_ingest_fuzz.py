@@ -1,4 +1,4 @@
-"""The fuzzer that found the ingest crashes of issue #16, kept: hypothesis mutations of real openFDA
+"""A fuzzer over ingestion: hypothesis mutations of real openFDA
 records (NUL, lone surrogates, wrong types, integer NDCs, lenient or out-of-range dates, URL syntax
 in recall numbers, too many lots, deep nesting, non-objects, harmless Unicode) mixed with untouched
 neighbours. Bounded budget for CI: FUZZ_DOCUMENTS documents of 40 records, 30 of them mutated

@@ -1,6 +1,6 @@
-"""No patient data in any log line (issue #16): PostgreSQL logged the whole failing INSERT of a
-concurrent sweep's "already handled" unique violation, letter text "Dear <name>, ..." included;
-the ask screen put names in URLs; demo_story printed names. This runs the story (ingest with a bad
+"""No patient data in any log line: not in the failing INSERT PostgreSQL logs for a concurrent sweep's
+"already handled" unique violation (letter text "Dear <name>, ..."), not in the ask screen's URLs,
+not in demo_story's output. This runs the story (ingest with a bad
 record, ask, sweep, a concurrent sweep's duplicate insert, approve, dispatch, the ask screen's
 search, a CSV import with errors, an admin search by name) with every application logger at DEBUG
 and reads the database server's own log."""

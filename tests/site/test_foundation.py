@@ -22,7 +22,7 @@ def quick_celery_ping(monkeypatch):
 
 @pytest.fixture
 def staff_client(client, django_user_model):
-    """The detailed report moved from public /health to the staff-only /status (issue #16)."""
+    """The detailed report moved from public /health to the staff-only /status."""
     client.force_login(django_user_model.objects.create_user("ops-staff", is_staff=True))
     return client
 

@@ -1,4 +1,4 @@
-"""An uncertain lot parse is shown to the pharmacist on the recall page, beside the raw text (#17).
+"""An uncertain lot parse is shown to the pharmacist on the recall page, beside the raw text.
 
 D-577-2013 is a real record of the 2021 openFDA bulk file whose lot list the parser could not read
 with certainty (recalls.lots flags it, and the lot is not matched automatically)."""
