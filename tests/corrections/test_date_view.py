@@ -8,7 +8,6 @@ D-0587-2020 (fentanyl/bupivacaine/morphine, every lot filled and dispensed 26-29
 
 import ast
 from datetime import UTC, date, datetime
-from pathlib import Path
 
 import pytest
 
@@ -21,10 +20,11 @@ from memory.models import Decision
 from memory.services import assert_claim
 from patients.models import DispensingRecord, Patient
 from tests.factories import recall_claim
+from tests.paths import PROJECT_DIR
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = PROJECT_DIR
 VALSARTAN = "Valsartan Tablets USP 40 mg"
 COMPOUNDED = "Fentanyl Citrate and Bupivacaine HCl and Morphine Sulfate"
 QUESTION = "Is my medicine safe?"
