@@ -15,7 +15,7 @@ do); patients and dispensing are synthetic.
 
 from collections import Counter
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 
 import pytest
 from django.db import connection
@@ -40,7 +40,16 @@ RECALLS = {  # real Class II valsartan recalls and their real lots
     "D-0326-2019": ["3069019", "3069020", "3069021"],
     "D-0315-2019": ["3061169"],
     "D-0324-2019": ["3063780"],
+    # Every lot expiring 7/2018 to 6/2020 (drug level): what decides is the pack's expiry and, once it
+    # is terminated, whether it was dispensed before the day it closed.
+    "D-1113-2018": [],
 }
+# When a pack was dispensed (before and after the 2020-01-01 a terminated recall closes on here) and
+# its expiry (not recorded, inside the window, a day after it): patients the rules cannot tell apart
+# share one decision in a sweep page, and a boundary must never be crossed.
+DISPENSED = [datetime(2019, 6, 1, 9, 30, tzinfo=UTC), datetime(2019, 6, 2, 17, 5, tzinfo=UTC),
+             datetime(2020, 3, 1, 11, 0, tzinfo=UTC)]
+EXPIRIES = [None, date(2019, 12, 31), date(2020, 7, 1)]
 LOTS = sorted({lot for lots in RECALLS.values() for lot in lots}) + ["ZZ-SYN-1"]
 # As a pharmacy types recalled lots: the same lot with a hyphen (canonical lots are equal), a near miss
 # with a leading zero and with the letter O for a zero (probable, never "safe").
@@ -55,7 +64,7 @@ publish = st.tuples(st.just("publish"), st.sampled_from(sorted(RECALLS)),
                     st.sampled_from(["Ongoing", "Terminated"]))
 withdraw = st.tuples(st.just("withdraw"), st.sampled_from(sorted(RECALLS)))
 dispense = st.tuples(st.just("dispense"), st.sampled_from(PATIENTS), st.sampled_from(LOTS + TYPED_LOTS),
-                     st.sampled_from(NDCS))
+                     st.sampled_from(NDCS), st.sampled_from(DISPENSED), st.sampled_from(EXPIRIES))
 edit = st.tuples(st.just("edit"), st.sampled_from(PATIENTS), st.sampled_from(LOTS + TYPED_LOTS),
                  st.sampled_from(NDCS))
 remove = st.tuples(st.just("remove"), st.sampled_from(PATIENTS))
@@ -78,8 +87,9 @@ def _publish(recall_number, lot_indexes, classification, status):
     raw = dict(openfda_record(recall_number), classification=classification, status=status,
                termination_date="20200101" if status == "Terminated" else "")
     parsed = parse_enforcement(raw)
-    lots = [RECALLS[recall_number][i] for i in sorted(lot_indexes) if i < len(RECALLS[recall_number])]
-    parsed = replace(parsed, lots=lots or parsed.lots[:1], all_lots=False)
+    if RECALLS[recall_number]:  # a lot-level recall listing some of its real lots
+        lots = [RECALLS[recall_number][i] for i in sorted(lot_indexes) if i < len(RECALLS[recall_number])]
+        parsed = replace(parsed, lots=lots or parsed.lots[:1], all_lots=False)
     claims = recall_claims(parsed, subject=parsed.subject, ndcs=parsed.ndcs)
     keys = {c.fact_key for c in claims}
     assert_claims(claims)
@@ -98,10 +108,11 @@ def _apply(step):
         patient = Patient.objects.get(external_ref=step[1])
         row = patient.dispensings.order_by("id").first() if kind == "edit" else None
         if row is None:
-            row = DispensingRecord(patient=patient, drug="valsartan", synthetic=True,
-                                   dispensed_at=datetime(2019, 6, 1, tzinfo=UTC))
+            row = DispensingRecord(patient=patient, drug="valsartan", synthetic=True, dispensed_at=DISPENSED[0])
         row.lot = step[2]
         row.ndc = step[3] if len(step) > 3 else ""
+        if len(step) > 4:
+            row.dispensed_at, row.expiry = step[4], step[5]
         save_dispensing(row, actor="test")
     elif kind == "remove":
         row = DispensingRecord.objects.filter(patient__external_ref=step[1]).order_by("id").first()
@@ -152,12 +163,23 @@ def _check_invariant():
     live = Correction.objects.filter(status__in=["draft", "approved"])
     per_change = Counter((c.patient_id, c.kind, c.new_verdict, c.trigger_fact_id) for c in live)
     assert all(n == 1 for n in per_change.values()), per_change
-    # a moved verdict has a live draft: each standing decision that came from a correction is
-    # either still pending review or its correction went out
+    # a moved verdict has a live draft: each standing decision whose verdict differs from the last one
+    # the patient was told (asked, or a correction that was approved or went out; a draft staled before
+    # review told nothing) has its correction pending review or sent
     for decision in Decision.objects.standing().filter(replaces__isnull=False):
-        told = decision.replaces
-        if told.verdict != decision.verdict:
-            assert Correction.objects.filter(patient=decision.patient, new_verdict=decision.verdict).exists()
+        if _last_told_verdict(decision) != decision.verdict:
+            assert Correction.objects.filter(patient_id=decision.patient_id, new_verdict=decision.verdict,
+                                             status__in=["draft", "approved", "sent"]).exists()
+
+
+def _last_told_verdict(decision):
+    told = decision.replaces
+    while told is not None:
+        drafted = Correction.objects.filter(new_decision=told).first()
+        if drafted is None or drafted.status in ("approved", "sent"):
+            return told.verdict
+        told = told.replaces
+    return None
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
@@ -173,6 +195,14 @@ def _check_invariant():
 @example([("dispense", "SYN-P0", "3063780"), ("publish", "D-0324-2019", {0}, "Class II", "Ongoing"),
           ("ask", "SYN-P0"), ("publish", "D-0324-2019", {0}, "Class I", "Ongoing"), ("sweep", False),
           ("publish", "D-0324-2019", {0}, "Class I", "Terminated"), ("remove", "SYN-P0")])
+# Dates: two patients told about an all-lots recall with an expiry window, one pack inside it and one a
+# day after; then it is terminated, one pack dispensed before it closed and one after.
+@example([("dispense", "SYN-P0", "ZZ-SYN-1", "", DISPENSED[0], EXPIRIES[1]),
+          ("dispense", "SYN-P1", "ZZ-SYN-1", "", DISPENSED[1], EXPIRIES[2]),
+          ("dispense", "SYN-P2", "ZZ-SYN-1", "", DISPENSED[2], EXPIRIES[1]),
+          ("ask", "SYN-P0"), ("ask", "SYN-P1"), ("ask", "SYN-P2"),
+          ("publish", "D-1113-2018", {0}, "Class II", "Ongoing"), ("sweep", False),
+          ("publish", "D-1113-2018", {0}, "Class I", "Terminated")])
 # Package first: told "safe" on a lot typed with a leading zero / an O for a zero, or on a repackaged
 # NDC, then a new recall of that lot: re-decided (a near miss or a repackaged pack is probable).
 @example([("dispense", "SYN-P0", "03069020", "00378-5814-77"), ("ask", "SYN-P0"),
