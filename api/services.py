@@ -32,6 +32,7 @@ from memory.replay import bitemporal_route
 from patients.dispensing import save_dispensing
 from patients.forms import DispensingRecordForm
 from patients.models import DispensingRecord, Patient
+from patients.selectors import attach_patients
 from patients.services import exposed_patients_for_recall, recall_warning
 
 log = logging.getLogger(__name__)
@@ -112,10 +113,10 @@ def _can_see(key: ApiKey, decision: Decision) -> bool:
 
 def visible_decision(key: ApiKey, public_id) -> Decision:
     """The decision, if this key may see it; otherwise 404, exactly as if it did not exist."""
-    decision = Decision.objects.select_related("patient").filter(public_id=public_id).first()
+    decision = Decision.objects.filter(public_id=public_id).first()
     if decision is None or not _can_see(key, decision):
         raise problems.not_found("No such decision for this key.")
-    return decision
+    return attach_patients([decision])[0]  # a decision holds its patient by id (patients.selectors)
 
 
 # --- ask ----------------------------------------------------------------------------------------

@@ -328,8 +328,11 @@ def reusable_decision(patient, inputs_hash: str) -> Decision | None:
     if settings.UNSAY_ASK_REUSE_SECONDS <= 0:
         return None
     since = timezone.now() - timedelta(seconds=settings.UNSAY_ASK_REUSE_SECONDS)
-    return (Decision.objects.standing().filter(patient=patient, inputs_hash=inputs_hash, decided_at__gte=since)
-            .order_by("-decided_at").first())
+    reused = (Decision.objects.standing().filter(patient_id=patient.pk, inputs_hash=inputs_hash, decided_at__gte=since)
+              .order_by("-decided_at").first())
+    if reused is not None:
+        reused.patient = patient  # as record_decision leaves it on a new one
+    return reused
 
 
 # --- cost controls ----------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import copy
 from ask.reasoners import get_reasoner
 from memory.models import Decision, Fact
 from memory.retrieval import Retrieved
+from patients.selectors import attach_patients
 
 from .notices import exposed_patients_of, notice_question
 from .redecide import SharedDecider, SweepReport, worsened
@@ -60,9 +61,9 @@ def preview_escalation(recall_number: str, classification: str, lot: str | None 
     report = SweepReport()
     after = 0
     while True:
-        page = list(Decision.objects.standing().filter(id__gt=after, reads__load_bearing=True,
-                                                       reads__fact_id__in=list(overrides))
-                    .select_related("patient").distinct().order_by("id")[:page_size])
+        page = attach_patients(Decision.objects.standing().filter(id__gt=after, reads__load_bearing=True,
+                                                                  reads__fact_id__in=list(overrides))
+                               .distinct().order_by("id")[:page_size])
         if not page:
             break
         decider.reset()

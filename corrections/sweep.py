@@ -27,6 +27,7 @@ from core.gc_pause import collection_paused
 from core.retry import run_in_transaction
 from memory.decisions import DecisionAlreadySuperseded
 from memory.models import Decision, Fact
+from patients.selectors import attach_patients
 
 from . import faults, staleness
 from .models import SweepRun
@@ -74,7 +75,8 @@ def _process_page(ids_after, limit, scope: Scope, decider, run, page_no, *, dry_
 
 # Timestamps no re-decision reads (a page parses ~4 per decision otherwise); a new decision replaces the
 # old one by its id, and a letter names the patient, not when they were registered.
-_PAGE_UNREAD = ("decided_at", "superseded_at", "created", "patient__created", "patient__updated")
+_PAGE_UNREAD = ("decided_at", "superseded_at", "created")
+_PATIENT_UNREAD = ("created", "updated")
 
 
 def _page(ids_after, limit, scope: Scope, decider, run, page_no, *, dry_run, caches, among):
@@ -89,8 +91,9 @@ def _page(ids_after, limit, scope: Scope, decider, run, page_no, *, dry_run, cac
         raw_reasons = None
     if not ids:
         return report, (among[-1] if among else ids_after), 0
-    decisions = list(Decision.objects.filter(id__in=ids).select_related("patient").defer(*_PAGE_UNREAD)
-                     .order_by("id"))
+    # The page's patients in one more query (a decision holds its patient by id: patients.selectors).
+    decisions = attach_patients(Decision.objects.filter(id__in=ids).defer(*_PAGE_UNREAD).order_by("id"),
+                                defer=_PATIENT_UNREAD)
     reasons = page_reasons(decisions, scope, raw=raw_reasons)
     pending = pending_corrections(ids, lock=not dry_run)
     calls_before = decider.calls

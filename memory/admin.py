@@ -92,18 +92,26 @@ class DecisionReadInline(admin.TabularInline):
 
 @admin.register(Decision)
 class DecisionAdmin(ReadOnlyAdmin):
-    list_display = ["id", "decided_at", "patient", "subject", "verdict", "reasoner", "overridden", "status",
+    list_display = ["id", "decided_at", "patient_link", "subject", "verdict", "reasoner", "overridden", "status",
                     "replay_link"]
     list_filter = ["verdict", "status", "reasoner"]
-    list_select_related = ["patient"]
     search_fields = ["question", "subject", "public_id"]
-    raw_id_fields = ["patient", "replaces"]
+    raw_id_fields = ["replaces"]
     ordering = ["-decided_at", "-id"]
-    fields = ["public_id", "patient", "region", "question", "subject", "verdict", "answer", "reasoner",
+    fields = ["public_id", "patient_link", "region", "question", "subject", "verdict", "answer", "reasoner",
               "reasoner_verdict", "guardrail_override", "inputs_hash", "status", "replaces", "decided_at",
               "superseded_at", "replay_link"]
-    readonly_fields = ["public_id", "replay_link"]
+    readonly_fields = ["public_id", "patient_link", "replay_link"]
     inlines = [DecisionReadInline]
+
+    @admin.display(description="patient", ordering="patient_id")
+    def patient_link(self, decision):
+        """The patient's id, linked to their admin page: a decision holds its patient by id only (memory
+        sits below patients), so the list reads no patient rows."""
+        if decision.patient_id is None:
+            return "-"
+        return format_html('<a href="{}">patient {}</a>',
+                           reverse("admin:patients_patient_change", args=[decision.patient_id]), decision.patient_id)
 
     @admin.display(boolean=True, description="guardrail override")
     def overridden(self, decision):

@@ -58,7 +58,8 @@ def record_decision(*, question: str, verdict: str, answer: str, reasoner: str, 
             if updated != 1:
                 raise DecisionAlreadySuperseded(f"Decision {replaces.pk} is no longer standing.")
         decision = Decision.objects.create(
-            patient=patient, region=getattr(patient, "region", "") or "", question=question, subject=subject,
+            patient_id=getattr(patient, "pk", None), region=getattr(patient, "region", "") or "",
+            question=question, subject=subject,
             verdict=verdict, answer=answer, reasoner=reasoner, reasoner_verdict=reasoner_verdict,
             guardrail_override=guardrail_override, inputs_hash=inputs_hash, replaces=replaces, decided_at=now,
         )
@@ -72,6 +73,8 @@ def record_decision(*, question: str, verdict: str, answer: str, reasoner: str, 
         DecisionInput.objects.bulk_create(
             [DecisionInput(decision=decision, dispensing_id=dispensing_id, fingerprint=fingerprint)
              for dispensing_id, fingerprint in sorted(set(inputs))])
+    # The caller's patient rides along, as patients.selectors.attach_patients sets it on decisions read back.
+    decision.patient = patient
     return decision
 
 
@@ -82,7 +85,7 @@ class DecisionAlreadySuperseded(Exception):
 def replay_decision(decision_id: int) -> dict:
     """The read set as it was at decision time: each fact version's content then, whether it
     is retracted now (when, why, by which version) and what the key's believed version says now."""
-    decision = Decision.objects.select_related("patient").get(pk=decision_id)
+    decision = Decision.objects.get(pk=decision_id)
     reads_qs = decision.reads.select_related("fact", "fact__superseded_by").defer(
         "fact__embedding", "fact__superseded_by__embedding").order_by("rank")
     reads = list(reads_qs)

@@ -122,9 +122,11 @@ class Decision(models.Model):
         SUPERSEDED = "superseded", "Superseded"
 
     public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    # The patient it was for, by id and without a foreign key: patients sits above memory, so nothing
+    # here points up to it (docs/architecture.md, "Layers"). patients.selectors reads the patients of
+    # decisions, and patients refuses to delete a patient who has decisions (patients.signals).
     # No index of its own: decision_patient_subject leads with it, and each index is a write per row.
-    patient = models.ForeignKey("patients.Patient", null=True, blank=True, on_delete=models.PROTECT,
-                                related_name="decisions", db_index=False)
+    patient_id = models.BigIntegerField(null=True, blank=True)
     # Copied from the patient for REGIONAL BY ROW homing on CockroachDB; blank when no patient.
     region = models.CharField(max_length=40, blank=True)
     question = models.TextField()
@@ -150,7 +152,7 @@ class Decision(models.Model):
         indexes = [
             # Used by the sweep: keyset pages over standing decisions.
             models.Index(fields=["id"], condition=Q(status="standing"), name="decision_standing"),
-            models.Index(fields=["patient", "subject", "decided_at"], name="decision_patient_subject"),
+            models.Index(fields=["patient_id", "subject", "decided_at"], name="decision_patient_subject"),
             models.Index(fields=["inputs_hash", "decided_at"], name="decision_inputs"),
         ]
         # The ask screen's permission (core.roles.ASK_SCREEN): asking records a decision for a patient.

@@ -10,6 +10,7 @@ from drugs.identity import identity_key
 from drugs.lots import canonical_lot
 from drugs.ndc import normalize_ndc
 from patients.csvimport import MAX_IMPORT_BYTES, MAX_ROWS, import_dispensing_csv
+from patients.deletion import protected_descriptions
 from patients.dispensing import delete_dispensing, save_dispensing
 from patients.forms import DispensingImportForm, DispensingRecordForm, PatientForm
 from patients.models import DispensingRecord, Patient
@@ -52,6 +53,12 @@ class PatientAdmin(admin.ModelAdmin):
     inlines = [DispensingInline]
     ordering = ["display_name"]  # patients_pa_display index
     show_full_result_count = False
+
+    def get_deleted_objects(self, objs, request):
+        """A patient who has decisions is listed as protected, so the admin says why and deletes nothing
+        (patients.deletion refuses the delete itself too)."""
+        to_delete, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
+        return to_delete, counts, perms_needed, [*protected, *protected_descriptions(objs)]
 
     def save_formset(self, request, form, formset, change):
         """Inline dispensing rows go through the dispensing service (row + audit + one announcement per

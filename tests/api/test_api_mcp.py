@@ -207,7 +207,7 @@ def test_mcp_over_streamable_http_ask_escalate_check_get_decision(real_recall, a
     # The Django side of the same ASGI app still answers.
     with urllib.request.urlopen(f"{asgi_server}/api/v1/openapi.json") as response:
         assert json.load(response)["info"]["title"] == "Unsay API"
-    assert Decision.objects.filter(patient=real_recall["patient"]).count() == 2  # the ask and its re-decision
+    assert Decision.objects.filter(patient_id=real_recall["patient"].pk).count() == 2  # the ask and its re-decision
 
 
 def test_a_tool_failure_answers_a_neutral_sentence_and_logs_the_detail(real_recall, monkeypatch, caplog):

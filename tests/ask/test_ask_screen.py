@@ -52,7 +52,7 @@ def test_pharmacist_and_superuser_ask_with_a_plain_post_and_get_the_full_page(cl
     response = client.post(URL, {"patient": patient.public_id, "question": "Is my montelukast safe?"})
     html = response.content.decode()
     assert response.status_code == 200 and "<html" in html
-    decision = Decision.objects.get(patient=patient)
+    decision = Decision.objects.get(patient_id=patient.pk)
     assert decision.verdict == "stop"
     assert "recall:D-0081-2019:lot:MON17384" in html and "v1" in html and "load-bearing" in html
     assert str(decision.public_id) in html
@@ -102,7 +102,7 @@ def test_a_question_naming_two_medicines_is_answered_per_medicine_on_the_screen(
     response = client.post(URL, {"patient": holder.public_id, "question": "Are my montelukast and losartan safe?"},
                            HTTP_HX_REQUEST="true")
     html = response.content.decode()
-    decisions = {d.subject: d for d in Decision.objects.filter(patient=holder)}
+    decisions = {d.subject: d for d in Decision.objects.filter(patient_id=holder.pk)}
     assert set(decisions) == {"montelukast", "losartan"}
     assert (decisions["montelukast"].verdict, decisions["losartan"].verdict) == ("stop", "safe")
     assert html.count('class="answer-card"') == 2

@@ -19,6 +19,7 @@ from corrections.tasks import auto_sweep_suppressed
 from memory.models import Decision
 from memory.services import assert_claim
 from patients.models import DispensingRecord, Patient
+from patients.selectors import attach_patients
 from tests.factories import recall_claim
 from tests.paths import PROJECT_DIR
 
@@ -116,7 +117,7 @@ def test_a_sweep_re_decides_once_per_date_view_and_every_verdict_is_fresh(hashin
     assert run.examined == len(valsartan)
     # 8 valsartan patients, every fill time different, three date views: in, out, expiry unknown.
     assert run.reasoner_calls <= 4, run.reasoner_calls
-    for decision in Decision.objects.filter(status=Decision.Status.STANDING):
+    for decision in attach_patients(Decision.objects.filter(status=Decision.Status.STANDING)):
         fresh = decide(decision.patient, decision.question, subject=decision.subject or None)
         assert (decision.verdict, decision.answer) == (fresh.verdict, fresh.answer), decision.patient.external_ref
 

@@ -16,6 +16,7 @@ from ask.services import ask, decide
 from corrections.models import Correction
 from corrections.sweep import count_stale, sweep
 from memory.models import Decision, Fact
+from patients.selectors import attach_patients
 from recalls.ingest import Malformed, parse_enforcement
 from recalls.normalize import normalize_lot
 from recalls.services import ingest_document
@@ -123,6 +124,6 @@ def _subject_or_none(record):
 
 def assert_fresh_verdicts():
     """The invariant: every standing decision's verdict equals a fresh decision now."""
-    for decision in Decision.objects.standing().select_related("patient"):
+    for decision in attach_patients(Decision.objects.standing()):
         fresh = decide(decision.patient, decision.question, subject=decision.subject or None)
         assert fresh.verdict == decision.verdict, (decision.id, decision.verdict, fresh.verdict)

@@ -11,6 +11,7 @@ from ask.services import ask
 from corrections.models import Correction
 from corrections.sweep import sweep
 from drugs.matching import MatchClass
+from memory.models import Decision
 from memory.services import assert_claim
 from patients.services import exposed_patients_for_recall
 from tests.factories import make_patient, recall_claim
@@ -41,7 +42,7 @@ def test_a_holder_told_safe_before_the_recall_is_corrected_after_it(hashing_embe
     sweep()
 
     before.refresh_from_db()
-    now = patient.decisions.standing().get()
+    now = Decision.objects.standing().filter(patient_id=patient.pk).get()
     assert before.status != "standing" and now.verdict in ("caution", "stop")
     draft = Correction.objects.get(patient=patient)
     assert draft.status == "draft" and draft.new_verdict == now.verdict
@@ -55,7 +56,7 @@ def test_the_same_lot_of_another_drug_is_no_exposure_and_the_answer_stands(hashi
     assert_claim(recall_claim(RECALL, LOT))
     assert exposed_patients_for_recall(RECALL) == []  # a lot never matches on its own
     sweep()
-    assert patient.decisions.standing().get().verdict == "safe"
+    assert Decision.objects.standing().filter(patient_id=patient.pk).get().verdict == "safe"
     assert not Correction.objects.filter(patient=patient).exists()
 
 
@@ -71,4 +72,4 @@ def test_an_answer_about_another_drug_with_the_same_lot_does_not_stand_in_for_th
     sweep(fact_ids=[fact.id])
     notice = Correction.objects.get(patient=patient)
     assert notice.kind == "notice" and notice.new_verdict in ("caution", "stop")
-    assert patient.decisions.standing().get(subject="escitalopram").verdict == "safe"
+    assert Decision.objects.standing().filter(patient_id=patient.pk).get(subject="escitalopram").verdict == "safe"

@@ -31,6 +31,7 @@ from memory.models import Decision, DecisionRead, Fact
 from memory.services import assert_claims, retract_claim
 from patients.dispensing import delete_dispensing, save_dispensing
 from patients.models import DispensingRecord, Patient
+from patients.selectors import attach_patients
 from recalls.ingest import parse_enforcement, recall_claims
 from tests.factories import make_patient, openfda_record
 
@@ -157,7 +158,7 @@ def _check_invariant():
         DecisionRead.objects.exclude(fact__in=Fact.objects.all()).count()
     mislabelled = DecisionRead.objects.exclude(fact_key=F("fact__fact_key"), fact_version=F("fact__version")).count()
     assert (orphans, mislabelled) == (0, 0)
-    for decision in Decision.objects.standing().select_related("patient"):
+    for decision in attach_patients(Decision.objects.standing()):
         fresh = decide(decision.patient, decision.question, subject=decision.subject or None)
         assert fresh.verdict == decision.verdict, (decision.id, decision.verdict, fresh.verdict)
     live = Correction.objects.filter(status__in=["draft", "approved"])

@@ -62,7 +62,7 @@ def test_the_probe_reads_the_index_when_the_statistics_still_say_empty():
 
 def test_the_probe_finds_a_pending_draft_among_the_page():
     patient = make_patient("SYN-PROBE-2")
-    decision = Decision.objects.create(patient=patient, region=patient.region, question="Is my valsartan safe?",
+    decision = Decision.objects.create(patient_id=patient.pk, region=patient.region, question="Is my valsartan safe?",
                                        subject="valsartan", verdict="caution", answer="synthetic",
                                        reasoner="rules/1", decided_at=timezone.now())
     for status, expected in [("sent", False), ("approved", True), ("draft", True)]:

@@ -21,14 +21,6 @@ IMPORTLINTER = PROJECT_DIR / ".importlinter"
 # settings, and every layer may record who acted.
 SWAPPABLE_SETTINGS = {"AUTH_USER_MODEL"}
 
-# Known relations upwards, each with its reason; the list only shrinks.
-# memory.Decision.patient: a decision is about a patient, and patients reads decisions back (the
-# sweep's anti-join in patients.services.exposed_patients) and recall facts (scanning, exposure), so
-# patients cannot sit below memory. The fix keeps Decision in memory and holds the patient as a
-# plain patient_id (same column, no foreign key), read through a patients selector; its callers in
-# corrections, api, ask, memory.decisions and memory.services change with it.
-KNOWN_UPWARD = {"memory.Decision.patient -> patients.Patient"}
-
 
 def layer_order(path: Path = IMPORTLINTER) -> list[list[str]]:
     """The layers contract's layers, lowest first; each a list of the apps side by side in it."""
@@ -89,13 +81,9 @@ def misnamed_tables(models_, layers) -> list[str]:
 # -- the project ------------------------------------------------------------------------------------
 
 def test_no_model_points_to_a_higher_layer():
-    offenders = [o for o in upward_relations(apps.get_models(), layer_order()) if o not in KNOWN_UPWARD]
+    """No exceptions: what must name a row of a higher layer holds its id (memory.Decision.patient_id)."""
+    offenders = upward_relations(apps.get_models(), layer_order())
     assert offenders == [], "relations to a higher layer:\n" + "\n".join(offenders)
-
-
-def test_every_known_upward_relation_still_exists():
-    """An entry fixed is an entry removed: the allowance never outlives the relation."""
-    assert KNOWN_UPWARD <= set(upward_relations(apps.get_models(), layer_order()))
 
 
 def test_every_table_is_named_for_its_app():

@@ -38,7 +38,7 @@ class Command(BaseCommand):
         asked = 0
         for index, patient in enumerate(patients):
             question = PHRASINGS[index % len(PHRASINGS)]
-            if Decision.objects.filter(patient=patient, question=question).exists():
+            if Decision.objects.filter(patient_id=patient.pk, question=question).exists():
                 continue  # asked on an earlier run; its answer (or its re-decision) is on record
             decision = ask(patient, question)
             asked += 1
