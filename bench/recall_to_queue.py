@@ -207,7 +207,7 @@ def build(args, log) -> dict:
     from django.core.management import call_command
     from django.db import connection
 
-    from corrections.tasks import auto_sweep_suppressed
+    from corrections.triggers import auto_sweep_suppressed
     from recalls.services import ingest_file
 
     began = time.monotonic()
@@ -308,7 +308,8 @@ def one_run(n: int, args, world, built: dict, new_path: Path, worker: Worker | N
 
     from corrections.models import Correction, SweepRun
     from corrections.sweep import page_size_default
-    from corrections.tasks import auto_sweep_suppressed, sweep_facts
+    from corrections.tasks import sweep_facts
+    from corrections.triggers import auto_sweep_suppressed
     from drugs.identity import vocabulary
     from memory.signals import facts_changed
     from recalls.services import ingest_file

@@ -63,7 +63,7 @@ from ask.services import decide, premises_for  # noqa: E402
 from corrections.models import Correction, OutboxMessage, SweepRun  # noqa: E402
 from corrections.staleness import Scope, _union  # noqa: E402
 from corrections.sweep import count_stale, sweep  # noqa: E402
-from corrections.tasks import auto_sweep_suppressed  # noqa: E402
+from corrections.triggers import auto_sweep_suppressed  # noqa: E402
 from demo.escalation import escalate  # noqa: E402
 from drugs.lots import near_lot_key  # noqa: E402
 from memory.decisions import inputs_fingerprint  # noqa: E402

@@ -5,10 +5,11 @@ the views, so no caller (view, admin, command) can skip them."""
 from dataclasses import dataclass
 
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import models, transaction
+from django.db import models
 from django.db.models import Count, Max, Min, Q
 from django.utils import timezone
 
+from core import enqueue
 from core.retry import run_in_transaction
 from core.roles import REVIEW_SCREEN
 from drugs.recall_terms import CLASS_SEVERITY
@@ -16,6 +17,7 @@ from memory.models import Decision, Fact
 
 from . import audit, transitions
 from .models import AuditEvent, Correction, OutboxMessage, Redecision
+from .triggers import DISPATCH_OUTBOX
 
 REVIEW_PERMISSION = REVIEW_SCREEN  # the screen and the action check the same permission
 
@@ -89,17 +91,9 @@ def _ensure_current(correction: Correction):
 
 
 def _enqueue_dispatch():
-    from .tasks import dispatch_outbox
-
-    def _send():
-        try:
-            dispatch_outbox.delay()
-        except Exception:  # the periodic dispatch picks it up
-            import logging
-
-            logging.getLogger(__name__).exception("could not enqueue dispatch")
-
-    transaction.on_commit(_send)
+    # By name: corrections.tasks imports the dispatch, which calls this (the periodic dispatch picks up
+    # what a broker that is down missed).
+    enqueue.send_on_commit(DISPATCH_OUTBOX)
 
 
 def approve(correction_id: int, *, user, final_text: str | None = None) -> Correction:

@@ -22,14 +22,14 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from core import runlock, shutdown
+from core import enqueue, runlock, shutdown
 from core.gc_pause import collection_paused
 from core.retry import run_in_transaction
 from memory.decisions import DecisionAlreadySuperseded
 from memory.models import Decision, Fact
 from patients.selectors import attach_patients
 
-from . import faults, staleness
+from . import faults, staleness, triggers
 from .models import SweepRun
 from .notices import (
     draft_notices_for,
@@ -199,19 +199,17 @@ def resume_runs(runs) -> int:
     """Queue a sweep of each run's scope (facts, patients or everything) for the worker. Without a
     worker (Celery eager) nothing is queued: the next `manage.py sweep` or periodic sweep finds the
     same stale set. Returns the number queued."""
-    from .tasks import periodic_sweep, sweep_facts, sweep_patients, sweep_triggers_enabled
-
-    if not sweep_triggers_enabled():
+    if not triggers.sweep_triggers_enabled():
         return 0
     queued = 0
     for run in runs:
-        try:
+        try:  # by name: corrections.tasks imports this module (core.enqueue)
             if run.patient_ids:
-                sweep_patients.delay(list(run.patient_ids))
+                enqueue.send(triggers.SWEEP_PATIENTS, list(run.patient_ids))
             elif run.fact_ids:
-                sweep_facts.delay(list(run.fact_ids))
+                enqueue.send(triggers.SWEEP_FACTS, list(run.fact_ids))
             else:
-                periodic_sweep.delay()
+                enqueue.send(triggers.PERIODIC_SWEEP)
             queued += 1
         except Exception:  # noqa: BLE001 - no broker: the periodic sweep still finds the stale set
             log.exception("could not queue the resumption of sweep run %s", run.pk)

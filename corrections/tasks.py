@@ -2,7 +2,6 @@
 
 import contextlib
 import logging
-import threading
 
 from celery import shared_task
 from django.db import OperationalError
@@ -10,19 +9,17 @@ from django.db import OperationalError
 from core import shutdown
 from core.retry import RetriesExhausted
 
+from .triggers import (
+    DISPATCH_OUTBOX,
+    PERIODIC_SWEEP,
+    SWEEP_FACTS,
+    SWEEP_PATIENTS,
+    suppressed,
+    sweep_triggers_enabled,
+    triggers_on,
+)
+
 log = logging.getLogger(__name__)
-_local = threading.local()
-
-
-@contextlib.contextmanager
-def auto_sweep_suppressed():
-    """For callers that sweep synchronously right after (demo_story, bench): no background sweep."""
-    previous = getattr(_local, "suppressed", False)
-    _local.suppressed = True
-    try:
-        yield
-    finally:
-        _local.suppressed = previous
 
 
 def enqueue_sweep_after_supersessions(sender=None, pairs=(), **kwargs):
@@ -35,8 +32,7 @@ def enqueue_sweep_after_supersessions(sender=None, pairs=(), **kwargs):
     periodic sweep and `manage.py sweep` still catch everything."""
     from django.conf import settings
 
-    enabled = _triggers_on(settings)
-    if not pairs or not enabled or getattr(_local, "suppressed", False):
+    if not pairs or not triggers_on(settings) or suppressed():
         return
     # Retracted versions (their readers) and new versions (decisions whose premises they touch).
     fact_ids = sorted({fact_id for pair in pairs for fact_id in pair if fact_id})
@@ -44,22 +40,6 @@ def enqueue_sweep_after_supersessions(sender=None, pairs=(), **kwargs):
         sweep_facts.delay(fact_ids)
     except Exception:  # the broker being down must not fail the ingest that already committed
         log.exception("could not enqueue the sweep for facts %s; the periodic sweep will catch it", fact_ids)
-
-
-
-def _triggers_on(settings) -> bool:
-    """settings.UNSAY_SWEEP_ON_SUPERSESSION, or when unset: on unless Celery is eager."""
-    chosen = settings.UNSAY_SWEEP_ON_SUPERSESSION
-    return (not settings.CELERY_TASK_ALWAYS_EAGER) if chosen is None else chosen
-
-
-def sweep_triggers_enabled() -> bool:
-    """With Celery in eager mode (no broker: tests without Redis) a task would run inline inside
-    whatever wrote the row, so there the triggers are opt-in (UNSAY_SWEEP_ON_SUPERSESSION=1)."""
-    from django.conf import settings
-
-    return _triggers_on(settings) and not getattr(
-        _local, "suppressed", False)
 
 
 def enqueue_sweep_after_dispensing(sender=None, changes=(), **kwargs):
@@ -84,8 +64,7 @@ def enqueue_sweep_after_supersession(old_fact_id: int, new_fact_id: int | None):
 TRANSIENT = (RetriesExhausted, OperationalError)
 
 
-@shared_task(name="corrections.tasks.sweep_facts", autoretry_for=TRANSIENT, max_retries=5, retry_backoff=30,
-             retry_jitter=True)
+@shared_task(name=SWEEP_FACTS, autoretry_for=TRANSIENT, max_retries=5, retry_backoff=30, retry_jitter=True)
 def sweep_facts(fact_ids: list[int], helper: bool = False) -> str:
     from .models import SweepRun
     from .sweep import has_work, sweep
@@ -142,8 +121,7 @@ def _enqueue_helpers(fact_ids: list[int]) -> int:
     return helpers
 
 
-@shared_task(name="corrections.tasks.sweep_patients", autoretry_for=TRANSIENT, max_retries=5, retry_backoff=30,
-             retry_jitter=True)
+@shared_task(name=SWEEP_PATIENTS, autoretry_for=TRANSIENT, max_retries=5, retry_backoff=30, retry_jitter=True)
 def sweep_patients(patient_ids: list[int]) -> str:
     from .models import SweepRun
     from .sweep import has_work, sweep
@@ -155,8 +133,7 @@ def sweep_patients(patient_ids: list[int]) -> str:
     return result[0]
 
 
-@shared_task(name="corrections.tasks.periodic_sweep", autoretry_for=TRANSIENT, max_retries=3, retry_backoff=60,
-             retry_jitter=True)
+@shared_task(name=PERIODIC_SWEEP, autoretry_for=TRANSIENT, max_retries=3, retry_backoff=60, retry_jitter=True)
 def periodic_sweep() -> str:
     from .models import SweepRun
     from .sweep import sweep
@@ -166,7 +143,7 @@ def periodic_sweep() -> str:
     return result[0]
 
 
-@shared_task(name="corrections.tasks.dispatch_outbox")
+@shared_task(name=DISPATCH_OUTBOX)
 def dispatch_outbox() -> str:
     from .dispatch import dispatch_ready, flag_unknown_outcomes
 

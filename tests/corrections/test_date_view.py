@@ -15,7 +15,7 @@ from ask.beliefs import PageBeliefs
 from ask.services import decide, resolve_subject
 from corrections.redecide import SharedDecider
 from corrections.sweep import sweep
-from corrections.tasks import auto_sweep_suppressed
+from corrections.triggers import auto_sweep_suppressed
 from memory.models import Decision
 from memory.services import assert_claim
 from patients.models import DispensingRecord, Patient

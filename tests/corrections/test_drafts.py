@@ -11,7 +11,7 @@ from django.db import connection
 from ask.services import ask
 from corrections.models import Correction, OutboxMessage
 from corrections.sweep import sweep
-from corrections.tasks import auto_sweep_suppressed
+from corrections.triggers import auto_sweep_suppressed
 from memory.services import assert_claim
 from patients.models import DispensingRecord, Patient
 from tests.factories import recall_claim

@@ -274,7 +274,7 @@ def test_the_preview_refuses_to_publish(world):
 
 
 def test_in_eager_mode_the_after_commit_sweep_is_opt_in(settings, monkeypatch):
-    from corrections import tasks
+    from corrections import tasks, triggers
 
     enqueued = []
     monkeypatch.setattr(tasks.sweep_facts, "delay", lambda fact_ids: enqueued.append(fact_ids))
@@ -283,7 +283,7 @@ def test_in_eager_mode_the_after_commit_sweep_is_opt_in(settings, monkeypatch):
     tasks.enqueue_sweep_after_supersession(1, 2)
     settings.CELERY_TASK_ALWAYS_EAGER = False  # a real broker: always enqueue
     tasks.enqueue_sweep_after_supersession(3, 4)
-    with tasks.auto_sweep_suppressed():
+    with triggers.auto_sweep_suppressed():
         tasks.enqueue_sweep_after_supersession(5, 6)
     assert enqueued == [[3, 4]]  # the retracted version's readers and the new version's premises
 

@@ -20,7 +20,7 @@ from ask.services import ask
 from corrections.audit import verify_chain
 from corrections.models import Correction
 from corrections.sweep import sweep
-from corrections.tasks import auto_sweep_suppressed
+from corrections.triggers import auto_sweep_suppressed
 from memory.services import assert_claim
 from patients.dispensing import save_dispensing
 from patients.models import DispensingRecord, Patient

@@ -12,7 +12,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from corrections.models import Correction, SweepRun
 from corrections.sweep import sweep
-from corrections.tasks import auto_sweep_suppressed
+from corrections.triggers import auto_sweep_suppressed
 
 PHRASINGS = [
     "Is my valsartan safe?",
