@@ -32,9 +32,3 @@ def attach_patients(decisions, *, defer: Iterable[str] = ()):
         decision.patient = by_id.get(decision.patient_id)
     return decisions
 
-
-def patient_of(decision) -> Patient | None:
-    """One decision's patient (one query; a list of decisions takes attach_patients)."""
-    if decision.patient_id is None:
-        return None
-    return Patient.objects.filter(pk=decision.patient_id).first()

@@ -79,3 +79,12 @@ def test_the_admin_lists_a_decisions_patient_and_refuses_to_delete_them(client):
     refused = client.post(f"/admin/patients/patient/{patient.pk}/delete/", {"post": "yes"})
     assert refused.status_code in (200, 403)
     assert Patient.objects.filter(pk=patient.pk).exists()
+
+
+def test_the_decision_patient_column_has_no_foreign_key_and_keeps_its_index():
+    """Migration memory 0013 dropped only the constraint: same column, same composite index."""
+    with connection.cursor() as cursor:
+        constraints = connection.introspection.get_constraints(cursor, "memory_decision")
+    on_patient = [c for c in constraints.values() if c["columns"][:1] == ["patient_id"]]
+    assert not any(c["foreign_key"] for c in on_patient)
+    assert constraints["decision_patient_subject"]["columns"] == ["patient_id", "subject", "decided_at"]
