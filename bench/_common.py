@@ -11,6 +11,7 @@ max_connections is raised to N, for scenarios with more parallel writers than th
 import os
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -93,3 +94,74 @@ class Timer:
 
 def mean(values):
     return statistics.fmean(values) if values else float("nan")
+
+
+# --- The COPY ceiling: the rows one sweep wrote, written again by COPY into scratch copies of their tables --
+
+SWEEP_TABLES = ["memory_decision", "memory_decisionread", "memory_decisionpremise", "memory_decisioninput",
+                "corrections_correction", "corrections_outboxmessage", "corrections_auditevent",
+                "corrections_redecision"]
+
+
+def _foreign_keys(table: str) -> list[str]:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = %s::regclass "
+                       "AND contype = 'f' ORDER BY conname", [table])
+        return [row[0] for row in cursor.fetchall()]
+
+
+def copy_ceiling(before: dict, *, unlogged: bool = False, foreign_keys: bool = False) -> dict:
+    """The rows the sweep wrote (ids past `before`, per table), exported, then written again in one timed,
+    committed transaction: the superseding UPDATE of the old decisions, then every row COPY'd as bytes
+    into empty copies of the eight tables (LIKE ... INCLUDING ALL: same indexes and unique constraints).
+    Without foreign keys this is the engine's upper bound for the same rows of the same shape;
+    `foreign_keys` adds the real tables' (deferred, checked at commit, to the real rows), `unlogged`
+    makes the copies UNLOGGED (no WAL). The export is spooled to disk, not held in this process's
+    memory; the copies are dropped afterwards. Returns ceiling_fk_s with foreign keys, otherwise
+    ceiling_s, ceiling_rows and ceiling_redecisions."""
+    from django.db import connection
+
+    raw = connection.connection
+    data, rows = {}, 0
+    with raw.cursor() as cur:
+        for table in SWEEP_TABLES:
+            query = f"SELECT * FROM {table} WHERE id > {int(before[table])} ORDER BY id"
+            data[table] = tempfile.TemporaryFile()
+            with cur.copy(f"COPY ({query}) TO STDOUT") as copy:
+                for chunk in copy:
+                    chunk = bytes(chunk)  # noqa: PLW2901 - psycopg hands out buffers
+                    data[table].write(chunk)
+                    rows += chunk.count(b"\n")
+        cur.execute("SELECT old_decision_id FROM corrections_redecision WHERE id > %s",
+                    [before["corrections_redecision"]])
+        old_ids = [row[0] for row in cur.fetchall()]
+        for table in SWEEP_TABLES:
+            cur.execute(f"DROP TABLE IF EXISTS ceiling_{table}")
+            cur.execute(f"CREATE {'UNLOGGED ' if unlogged else ''}TABLE ceiling_{table} (LIKE {table} INCLUDING ALL)")
+            if foreign_keys:
+                for n, definition in enumerate(_foreign_keys(table)):
+                    cur.execute(f"ALTER TABLE ceiling_{table} ADD CONSTRAINT ceiling_{table}_fk{n} {definition}")
+    raw.commit()
+    began = time.monotonic()
+    with raw.cursor() as cur:
+        cur.execute("UPDATE memory_decision SET status = 'superseded', superseded_at = superseded_at "
+                    "WHERE id = ANY(%s)", [old_ids])
+        for table in SWEEP_TABLES:
+            data[table].seek(0)
+            with cur.copy(f"COPY ceiling_{table} FROM STDIN") as copy:
+                while block := data[table].read(1 << 20):
+                    copy.write(block)
+    raw.commit()
+    elapsed = time.monotonic() - began
+    with raw.cursor() as cur:
+        for table in SWEEP_TABLES:
+            cur.execute(f"DROP TABLE ceiling_{table}")
+    raw.commit()
+    for spooled in data.values():
+        spooled.close()
+    if foreign_keys:
+        return {"ceiling_fk_s": round(elapsed, 3)}
+    return {"ceiling_s": round(elapsed, 3), "ceiling_rows": rows + len(old_ids),
+            "ceiling_redecisions": len(old_ids)}

@@ -20,7 +20,6 @@ those inputs (what ask() would have written), with the decision's own dispensing
 """
 
 import json
-import tempfile
 import time
 import uuid
 import zipfile
@@ -28,7 +27,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from _common import PROJECT_DIR
+import _common
+from _common import PROJECT_DIR, SWEEP_TABLES  # noqa: F401 (SWEEP_TABLES: read by recall_to_queue.py)
 
 OLD_FILE = PROJECT_DIR / "tests/fixtures/openfda/drug-enforcement-2021-04-28.json.zip"
 NEW_FILE = PROJECT_DIR / "tests/fixtures/openfda/drug-enforcement-2023-08-05-part.json.zip"
@@ -289,58 +289,12 @@ def load(world: World, *, log=print) -> dict:
             "copy_decisions_s": round(time.monotonic() - templates_done, 1)}
 
 
-# --- The COPY ceiling: the rows one run wrote, written again by COPY into unlogged scratch tables ---------
-
-SWEEP_TABLES = ["memory_decision", "memory_decisionread", "memory_decisionpremise", "memory_decisioninput",
-                "corrections_correction", "corrections_outboxmessage", "corrections_auditevent",
-                "corrections_redecision"]
+# --- The COPY ceiling (bench/_common.py), into unlogged scratch tables -------------------------------------
 
 
 def copy_ceiling(before: dict) -> dict:
-    """The rows the run's sweep wrote (ids past `before`, per table), exported, then written again in one
-    timed, committed transaction: the superseding UPDATE of the old decisions, then every row COPY'd as
-    bytes into UNLOGGED copies of the eight tables (LIKE ... INCLUDING ALL: same indexes and unique
-    constraints, no foreign keys, no WAL). The engine's ceiling for the same rows of the same shape;
-    the copies are dropped afterwards."""
-    from django.db import connection
-
-    raw = connection.connection
-    data, rows = {}, 0
-    with raw.cursor() as cur:
-        for table in SWEEP_TABLES:
-            query = f"SELECT * FROM {table} WHERE id > {int(before[table])} ORDER BY id"
-            data[table] = tempfile.TemporaryFile()  # on disk, not in this process's memory
-            with cur.copy(f"COPY ({query}) TO STDOUT") as copy:
-                for chunk in copy:
-                    chunk = bytes(chunk)  # noqa: PLW2901 - psycopg hands out buffers
-                    data[table].write(chunk)
-                    rows += chunk.count(b"\n")
-        cur.execute("SELECT old_decision_id FROM corrections_redecision WHERE id > %s",
-                    [before["corrections_redecision"]])
-        old_ids = [row[0] for row in cur.fetchall()]
-        for table in SWEEP_TABLES:
-            cur.execute(f"DROP TABLE IF EXISTS ceiling_{table}")
-            cur.execute(f"CREATE UNLOGGED TABLE ceiling_{table} (LIKE {table} INCLUDING ALL)")
-    raw.commit()
-    began = time.monotonic()
-    with raw.cursor() as cur:
-        cur.execute("UPDATE memory_decision SET status = 'superseded', superseded_at = superseded_at "
-                    "WHERE id = ANY(%s)", [old_ids])
-        for table in SWEEP_TABLES:
-            data[table].seek(0)
-            with cur.copy(f"COPY ceiling_{table} FROM STDIN") as copy:
-                while block := data[table].read(1 << 20):
-                    copy.write(block)
-    raw.commit()
-    elapsed = time.monotonic() - began
-    with raw.cursor() as cur:
-        for table in SWEEP_TABLES:
-            cur.execute(f"DROP TABLE ceiling_{table}")
-    raw.commit()
-    for spooled in data.values():
-        spooled.close()
-    return {"ceiling_s": round(elapsed, 3), "ceiling_rows": rows + len(old_ids),
-            "ceiling_redecisions": len(old_ids)}
+    """The run's rows written again by COPY into UNLOGGED copies of their tables (no foreign keys, no WAL)."""
+    return _common.copy_ceiling(before, unlogged=True)
 
 
 # --- Build state: what the world looked like when built, so a run's changes can be undone ---------------

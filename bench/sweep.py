@@ -50,7 +50,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import PROJECT_DIR, describe_machine, setup_django  # noqa: E402
+from _common import PROJECT_DIR, SWEEP_TABLES, copy_ceiling, describe_machine, setup_django  # noqa: E402
 
 setup_django(db_name="unsay_bench_sweep", profile="test", UNSAY_SWEEP_ON_SUPERSESSION="0")
 
@@ -204,11 +204,6 @@ def explain_page(fact_ids) -> str:
         return "\n".join(row[0] for row in cursor.fetchall())
 
 
-SWEEP_TABLES = ["memory_decision", "memory_decisionread", "memory_decisionpremise", "memory_decisioninput",
-                "corrections_correction", "corrections_outboxmessage", "corrections_auditevent",
-                "corrections_redecision"]
-
-
 def max_ids() -> dict:
     with connection.cursor() as cursor:
         found = {}
@@ -216,55 +211,6 @@ def max_ids() -> dict:
             cursor.execute(f"SELECT COALESCE(MAX(id), 0) FROM {table}")
             found[table] = cursor.fetchone()[0]
         return found
-
-
-def _foreign_keys(table: str) -> list[str]:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = %s::regclass "
-                       "AND contype = 'f' ORDER BY conname", [table])
-        return [row[0] for row in cursor.fetchall()]
-
-
-def copy_ceiling(before: dict, *, foreign_keys: bool = False) -> dict:
-    """The same rows the sweep wrote, written again by COPY in one transaction (timed, committed):
-    the superseding UPDATE of the old decisions, then every new row of the eight tables, COPY'd as
-    bytes into empty copies of those tables (LIKE ... INCLUDING ALL: same indexes and unique
-    constraints; no foreign keys, so this is an upper bound). The copies are dropped afterwards."""
-    raw = connection.connection
-    data = {}
-    with raw.cursor() as cur:
-        for table in SWEEP_TABLES:
-            chunks = []
-            with cur.copy(f"COPY (SELECT * FROM {table} WHERE id > {before[table]} ORDER BY id) TO STDOUT") as copy:
-                chunks.extend(bytes(chunk) for chunk in copy)
-            data[table] = b"".join(chunks)
-        cur.execute("SELECT old_decision_id FROM corrections_redecision WHERE id > %s",
-                    [before["corrections_redecision"]])
-        old_ids = [row[0] for row in cur.fetchall()]
-        for table in SWEEP_TABLES:
-            cur.execute(f"DROP TABLE IF EXISTS ceiling_{table}")
-            cur.execute(f"CREATE TABLE ceiling_{table} (LIKE {table} INCLUDING ALL)")
-            if foreign_keys:  # the real tables' foreign keys (deferred, checked at commit), to the real rows
-                for n, definition in enumerate(_foreign_keys(table)):
-                    cur.execute(f"ALTER TABLE ceiling_{table} ADD CONSTRAINT ceiling_{table}_fk{n} {definition}")
-    raw.commit()
-    began = time.monotonic()
-    with raw.cursor() as cur:
-        cur.execute("UPDATE memory_decision SET status = 'superseded', superseded_at = superseded_at "
-                    "WHERE id = ANY(%s)", [old_ids])
-        for table in SWEEP_TABLES:
-            with cur.copy(f"COPY ceiling_{table} FROM STDIN") as copy:
-                copy.write(data[table])
-    raw.commit()
-    elapsed = time.monotonic() - began
-    with raw.cursor() as cur:
-        for table in SWEEP_TABLES:
-            cur.execute(f"DROP TABLE ceiling_{table}")
-    raw.commit()
-    if foreign_keys:
-        return {"ceiling_fk_s": round(elapsed, 3)}
-    return {"ceiling_s": round(elapsed, 3), "ceiling_rows": sum(d.count(b"\n") for d in data.values()) + len(old_ids),
-            "ceiling_redecisions": len(old_ids)}
 
 
 def _admin():
