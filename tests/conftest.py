@@ -8,6 +8,73 @@ os.environ.setdefault("UNSAY_PROFILE", "test")
 
 import pytest  # noqa: E402
 
+# --- Transactional tests' teardown ------------------------------------------------------------------
+# Django ends every transaction=True test with `flush`: a TRUNCATE of every table, then post_migrate,
+# which rebuilds content types, permissions and our groups (unsay_site.apps) -- about 0.4 s a test,
+# half of it post_migrate. Here the teardown empties only the tables that hold rows and keeps the
+# rows post_migrate would only write again, so long as they are as the migrated database had them;
+# when a test changed them, the teardown is Django's own flush, post_migrate included.
+
+POST_MIGRATE_TABLES = ("django_content_type", "auth_permission", "auth_group", "auth_group_permissions")
+POST_MIGRATE_FINGERPRINT = """
+    SELECT md5(coalesce(string_agg(row, '|' ORDER BY row), '')) FROM (
+        SELECT concat_ws(':', 'ct', id, app_label, model) FROM django_content_type
+        UNION ALL SELECT concat_ws(':', 'p', id, content_type_id, codename, name) FROM auth_permission
+        UNION ALL SELECT concat_ws(':', 'g', id, name) FROM auth_group
+        UNION ALL SELECT concat_ws(':', 'gp', group_id, permission_id) FROM auth_group_permissions) AS rows (row)"""
+_migrated_state = {}
+
+
+def _post_migrate_fingerprint(connection):
+    with connection.cursor() as cursor:
+        cursor.execute(POST_MIGRATE_FINGERPRINT)
+        return cursor.fetchone()[0]
+
+
+def _empty_tables_holding_rows(connection) -> bool:
+    """TRUNCATE the tables that hold rows, as flush would (no sequence reset, no row trigger), keeping
+    the post_migrate tables. False, having emptied nothing, when those differ from the migrated state."""
+    if _post_migrate_fingerprint(connection) != _migrated_state.get(connection.alias):
+        return False
+    quote = connection.ops.quote_name
+    tables = [name for name in connection.introspection.django_table_names(only_existing=True, include_views=False)
+              if name not in POST_MIGRATE_TABLES]
+    with connection.cursor() as cursor:
+        cursor.execute(" UNION ALL ".join(f"(SELECT %s FROM {quote(name)} LIMIT 1)" for name in tables), tables)
+        holding = [row[0] for row in cursor.fetchall()]
+        if holding:
+            # CASCADE reaches only tables that reference these (empty ones); no post_migrate table
+            # references a table emptied here.
+            cursor.execute(f"TRUNCATE {', '.join(quote(name) for name in holding)} CASCADE")
+    return True
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker):
+    """pytest-django's test database, and the faster teardown for its transactional tests."""
+    from django.db import connections
+    from django.test import TransactionTestCase
+
+    flush = TransactionTestCase._fixture_teardown
+
+    def remember(alias):
+        _migrated_state[alias] = _post_migrate_fingerprint(connections[alias])
+
+    def fixture_teardown(self):
+        aliases = list(self._databases_names(include_mirrors=False))
+        if all(_empty_tables_holding_rows(connections[alias]) for alias in aliases):
+            return
+        flush(self)
+        for alias in aliases:
+            remember(alias)
+
+    with django_db_blocker.unblock():
+        for alias in connections:
+            remember(alias)
+    TransactionTestCase._fixture_teardown = fixture_teardown
+    yield
+    TransactionTestCase._fixture_teardown = flush
+
 
 @pytest.fixture
 def hashing_embeddings():
@@ -22,15 +89,29 @@ def hashing_embeddings():
     reset_provider(None)
 
 
+# `slow` modules whose real processes touch nothing but their own xdist worker's test database (no
+# broker, no port, no demo, no second server): their group runs beside the other `slow` tests.
+OWN_DATABASE_ONLY = {
+    "tests/ask/test_ask_caps.py", "tests/corrections/test_bench_recall_to_queue.py",
+    "tests/corrections/test_new_recall_e2e.py", "tests/corrections/test_sweep_crash.py",
+    "tests/corrections/test_sweep_invariant.py", "tests/corrections/test_sweep_progress.py",
+    "tests/corrections/test_sweep_workers.py", "tests/memory/test_memory_embeddings.py",
+    "tests/memory/test_memory_write_batches.py", "tests/memory/test_memory_writes.py",
+    "tests/reliability/test_dispatch_kills.py", "tests/reliability/test_ingest_fuzz.py",
+}
+
+
 def pytest_collection_modifyitems(config, items):
-    """Tests marked `slow` (real processes, timings) run one after another on a single xdist worker
-    (`--dist loadgroup`, Makefile), so two of them never compete for the same cores; everything else is
-    spread over the workers. Tests marked `cockroach` need a real CockroachDB; without
-    UNSAY_COCKROACH_URL they are skipped, saying so."""
+    """Tests marked `slow` (real processes, timings) run one after another on one xdist worker
+    (`--dist loadgroup`, Makefile) in two groups: those that share the machine's services (the Redis
+    broker, ports, the demo's processes) in one, those that touch only their worker's own test database
+    (OWN_DATABASE_ONLY) in the other; everything else is spread over the workers. Tests marked
+    `cockroach` need a real CockroachDB; without UNSAY_COCKROACH_URL they are skipped, saying so."""
     if config.pluginmanager.hasplugin("xdist"):
         for item in items:
             if "slow" in item.keywords:
-                item.add_marker(pytest.mark.xdist_group("real_processes"))
+                own = item.nodeid.split("::")[0] in OWN_DATABASE_ONLY
+                item.add_marker(pytest.mark.xdist_group("real_processes_own_db" if own else "real_processes"))
     if os.environ.get("UNSAY_COCKROACH_URL"):
         return
     skip = pytest.mark.skip(reason="UNSAY_COCKROACH_URL is not set (e.g. cockroachdb://root@localhost:26257/defaultdb"
