@@ -23,8 +23,8 @@ demo: $(STAMP)
 LOCAL_REDIS := $(shell (exec 3<>/dev/tcp/127.0.0.1/6379) 2>/dev/null && echo redis://127.0.0.1:6379/15)
 
 # Every test, in parallel (pytest-xdist): each worker has its own test database (<name>_gw0, _gw1, ...),
-# and the `slow` tests (real processes, timings) run one after another on a single worker
-# (tests/conftest.py). TEST_WORKERS=0 for a serial run. `make test-fast` skips the slow ones for a
+# and the `slow` tests (real processes, timings) run one after another within each of their two groups
+# (shared services / own database only: tests/conftest.py). TEST_WORKERS=0 for a serial run. `make test-fast` skips the slow ones for a
 # quick loop; CI (.ci/run) runs `make test`.
 TEST_WORKERS ?= auto
 PYTEST := UNSAY_PROFILE=test REDIS_URL=$${REDIS_URL:-$(LOCAL_REDIS)} $(PY) -m pytest -n $(TEST_WORKERS) \

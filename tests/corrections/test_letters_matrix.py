@@ -13,6 +13,7 @@ import pytest
 
 from corrections import drafting
 from memory.models import Fact
+from recalls.models import TEXTS_REFERENCE
 from tests.factories import recall_claim
 
 VERDICTS = ["safe", "caution", "stop", "unknown"]
@@ -27,7 +28,10 @@ YOUR_BATCH = re.compile(r"the batch \(lot|recalled lot|covers the batch|affects 
 @pytest.fixture(scope="module")
 def real():
     claim = recall_claim("D-0315-2019", "3061169")
-    return {"subject": claim.subject, "lot": claim.lot, "attributes": dict(claim.attributes)}
+    # The record's texts inline (as facts written before RecallText read), not by reference: rendering
+    # then needs no database and no text cache filled by an earlier test.
+    attributes = {k: v for k, v in claim.attributes.items() if k != TEXTS_REFERENCE} | claim.texts
+    return {"subject": claim.subject, "lot": claim.lot, "attributes": attributes}
 
 
 def _fact(real, *, id, classification="Class II", status="Ongoing", retracted=False, kind=Fact.Kind.RECALL,
