@@ -381,37 +381,46 @@ class _Group:
     unseen: "_Unseen | None" = None
 
 
-class _Unseen:
-    """The facts a group's first member read that its page did not load (semantic neighbours): the
-    group key saw neither their dates nor their lots, so a member joins only if it answers their date
-    comparisons as the first member did and none of its inert lots is theirs, near theirs or in
-    their lot scopes."""
+class _FactLots:
+    """What a set of facts could read of a patient's lot: their lots, the near-lot keys of those
+    (drugs.lots) and their scopes (drugs.scopes)."""
 
-    def __init__(self, facts, subject: str):
+    def __init__(self, facts):
         from drugs.lots import near_lot_keys
 
-        self.subject = subject
-        self.dated = [f for f in facts if reads_dates(f)]
         self.lots = {f.lot for f in facts if f.lot}
         self.near = set().union(*(near_lot_keys(f.lot) for f in facts if f.lot))
         self.scopes = {s for f in facts for s in (getattr(f, "scopes", None) or ())}
-        self.view: tuple = ()
+
+    def reach(self, lot: str, rows, subject: str) -> bool:
+        """The lot is one of theirs, near one of theirs, or a lot-level scope of its rows is theirs."""
+        from drugs.lots import near_lot_key
+        from drugs.scopes import dispensing_scopes
+
+        if lot in self.lots or near_lot_key(lot) in self.near:
+            return True
+        return bool(self.scopes) and any(s in self.scopes for row in rows if row.lot == lot
+                                         for s in dispensing_scopes(subject, lot, row.ndc_product)
+                                         if s.rsplit("|", 1)[-1] == lot)
+
+
+class _Unseen:
+    """The facts a group's first member read that its page did not load (semantic neighbours): the
+    group key saw neither their dates nor their lots, so a member joins only if it answers their date
+    comparisons as the first member did (`view`, from the first member's rows) and none of its inert
+    lots is within their reach."""
+
+    def __init__(self, facts, subject: str, rows):
+        self.subject = subject
+        self.dated = [f for f in facts if reads_dates(f)]
+        self.lots = _FactLots(facts)
+        self.view = self.date_view(rows)
 
     def date_view(self, rows) -> tuple:
         return tuple(date_view(self.dated, row) for row in rows) if self.dated else ()
 
     def inert(self, lots, rows) -> bool:
-        from drugs.lots import near_lot_key
-        from drugs.scopes import dispensing_scopes
-
-        for lot in lots:
-            if lot in self.lots or near_lot_key(lot) in self.near:
-                return False
-            if self.scopes and any(s in self.scopes for row in rows if row.lot == lot
-                                   for s in dispensing_scopes(self.subject, lot, row.ndc_product)
-                                   if s.rsplit("|", 1)[-1] == lot):
-                return False
-        return True
+        return not any(self.lots.reach(lot, rows, self.subject) for lot in lots)
 
     def admits(self, rows, inert_lots) -> bool:
         return (not self.dated or self.date_view(rows) == self.view) and self.inert(inert_lots, rows)
@@ -441,14 +450,10 @@ class PageDecider:
     unrecalled one never share a group."""
 
     def __init__(self, decider, beliefs):
-        from drugs.lots import near_lot_key, near_lot_keys
-
         self.decider, self.beliefs = decider, beliefs
-        self._near_key = near_lot_key
         self._fact_ids = {f.id for f in beliefs.facts}
-        self._fact_lots = {f.lot for f in beliefs.facts if f.lot}
-        # A lot equal to a recall's, or a near miss of it (drugs.lots), is never inert.
-        self._fact_near = set().union(*(near_lot_keys(f.lot) for f in beliefs.facts if f.lot))
+        # A lot equal to a recall's, a near miss of it (drugs.lots) or in its scopes is never inert.
+        self._page_lots = _FactLots(beliefs.facts)
         self._groups: dict[tuple, object] = {}
         self._resolved: dict[tuple, object] = {}
         self._inert: dict[tuple, bool] = {}
@@ -486,19 +491,12 @@ class PageDecider:
         return self._resolved[key], drugs
 
     def _is_inert(self, resolved, lot, rows) -> bool:
-        if lot in ("*", "?") or lot in self._fact_lots:
+        if lot in ("*", "?") or lot in self._page_lots.lots:
             return False
         key = (resolved, lot, tuple(sorted({(r.ndc_product, r.lot_known) for r in rows if r.lot == lot})))
         if key not in self._inert:
-            from drugs.scopes import dispensing_scopes
-
-            inert = self._near_key(lot) not in self._fact_near
-            for row in rows:
-                if inert and row.lot == lot:
-                    inert = row.lot_known and not any(
-                        s in self.beliefs._by_scope for s in dispensing_scopes(resolved, lot, row.ndc_product)
-                        if s.rsplit("|", 1)[-1] == lot)
-            self._inert[key] = inert
+            self._inert[key] = (all(row.lot_known for row in rows if row.lot == lot)
+                                and not self._page_lots.reach(lot, rows, resolved))
         return self._inert[key]
 
     def _grouped(self, patient, question, subject):
@@ -545,8 +543,7 @@ class PageDecider:
         # lots match none, and semantic neighbours depend on the question and that part alone. A
         # neighbour the page did not load was not seen by the key, so each member must answer its
         # date comparisons as the first did and hold no lot it names.
-        unseen = _Unseen([r.fact for r in real.retrieved if r.fact.id not in self._fact_ids], resolved)
-        unseen.view = unseen.date_view(rows)
+        unseen = _Unseen([r.fact for r in real.retrieved if r.fact.id not in self._fact_ids], resolved, rows)
         if not unseen.inert(inert, rows):
             return real, _UNGROUPABLE
         if not inert:

@@ -12,7 +12,7 @@ from datetime import UTC, date, datetime
 import pytest
 
 from ask.beliefs import PageBeliefs
-from ask.services import decide, resolve_subject
+from ask.services import ask, decide, resolve_subject
 from corrections.redecide import SharedDecider
 from corrections.sweep import sweep
 from corrections.triggers import auto_sweep_suppressed
@@ -108,7 +108,7 @@ def test_a_sweep_re_decides_once_per_date_view_and_every_verdict_is_fresh(hashin
     monkeypatch.setenv("UNSAY_SWEEP_ON_SUPERSESSION", "0")
     people = _world()
     for patient in people:
-        ask_and_record(patient)
+        ask(patient, QUESTION)
     with auto_sweep_suppressed():
         assert_claim(recall_claim("D-1113-2018", classification="Class I"), reason="escalated to Class I")
     run = sweep()
@@ -120,12 +120,6 @@ def test_a_sweep_re_decides_once_per_date_view_and_every_verdict_is_fresh(hashin
     for decision in attach_patients(Decision.objects.filter(status=Decision.Status.STANDING)):
         fresh = decide(decision.patient, decision.question, subject=decision.subject or None)
         assert (decision.verdict, decision.answer) == (fresh.verdict, fresh.answer), decision.patient.external_ref
-
-
-def ask_and_record(patient):
-    from ask.services import ask
-
-    ask(patient, QUESTION)
 
 
 def test_the_rules_read_dispensing_dates_only_where_date_view_asks_them():
