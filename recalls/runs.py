@@ -7,13 +7,12 @@ import time
 from dataclasses import dataclass
 from datetime import timedelta
 
-from celery import current_app
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from core import runlock, shutdown
+from core import enqueue, runlock, shutdown
 from memory.embeddings import get_provider
 
 from .models import IngestRun
@@ -61,12 +60,10 @@ RESUME_TASK = "recalls.tasks.resume_ingest"
 
 
 def _queue_resumptions(run_ids) -> None:
-    # The task is named, not imported: recalls.tasks imports the ingestion code. Where the task module
-    # is loaded (worker, beat, tests) its own delay() is used; elsewhere the broker is sent its name.
-    task = current_app.tasks.get(RESUME_TASK)
+    # The task is named, not imported: recalls.tasks imports the ingestion code (core.enqueue).
     for run_id in IngestRun.objects.filter(pk__in=run_ids).exclude(snapshot_location="").values_list("id", flat=True):
         try:
-            task.delay(run_id) if task is not None else current_app.send_task(RESUME_TASK, args=[run_id])
+            enqueue.send(RESUME_TASK, run_id)
         except Exception:  # noqa: BLE001 - no broker: the next scheduled or manual run covers it
             log.exception("could not queue the resumption of ingest run %s", run_id)
 
