@@ -44,8 +44,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import PROJECT_DIR, setup_django  # noqa: E402
 
-APPS = ["core", "drugs", "memory", "recalls", "patients", "ask", "shelf", "corrections", "worklist", "replies",
-        "privacy", "api", "demo", "unsay_site"]
 QUESTION = "Is my varenicline safe?"
 
 
@@ -75,7 +73,7 @@ class Walk:
         relative = None
         if path.is_absolute() and path.is_relative_to(PROJECT_DIR):
             parts = path.relative_to(PROJECT_DIR).parts
-            if parts and parts[0] in APPS and "migrations" not in parts:
+            if parts and parts[0] in self.ranks and "migrations" not in parts:
                 relative = "/".join(parts)
         self._files[filename] = relative
         return relative
