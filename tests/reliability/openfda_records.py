@@ -4,6 +4,7 @@ and attackers do. Every base record is real (tests/fixtures/openfda/); only the 
 import copy
 import json
 import zipfile
+from collections.abc import Sequence
 from functools import lru_cache
 
 from hypothesis import strategies as st
@@ -24,24 +25,61 @@ def records(path=OLD) -> tuple:
         return tuple(json.loads(zf.read(zf.namelist()[0]))["results"])
 
 
-@lru_cache
-def unique_good_records(path=OLD) -> tuple:
-    """Real records that ingest cleanly on their own and whose recall number appears once."""
-    from recalls.ingest import Malformed, parse_enforcement
+class _UniqueGoodRecords(Sequence):
+    """Real records of one file that ingest cleanly on their own and whose recall number appears once, in
+    the file's order. Each is parsed when first asked for: tests that take the first few do not parse the
+    other thousands (about 14 s for the 2021 file)."""
 
-    counts = {}
-    for r in records(path):
-        counts[r["recall_number"]] = counts.get(r["recall_number"], 0) + 1
-    good = []
-    for r in records(path):
-        if counts[r["recall_number"]] != 1:
-            continue
-        try:
-            parse_enforcement(copy.deepcopy(r))
-        except Malformed:
-            continue
-        good.append(r)
-    return tuple(good)
+    def __init__(self, path):
+        self._all = records(path)
+        self._counts = {}
+        for r in self._all:
+            self._counts[r["recall_number"]] = self._counts.get(r["recall_number"], 0) + 1
+        self._next = 0  # the next of self._all to look at
+        self._good = []
+
+    def _reach(self, count) -> bool:
+        """Parse on until `count` good records are known (all of them for None); False when there are fewer."""
+        from recalls.ingest import Malformed, parse_enforcement
+
+        while (count is None or len(self._good) < count) and self._next < len(self._all):
+            r = self._all[self._next]
+            self._next += 1
+            if self._counts[r["recall_number"]] != 1:
+                continue
+            try:
+                parse_enforcement(copy.deepcopy(r))
+            except Malformed:
+                continue
+            self._good.append(r)
+        return count is not None and len(self._good) >= count
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            if index.stop is None or index.stop < 0 or (index.start or 0) < 0:
+                self._reach(None)
+            else:
+                self._reach(index.stop)
+            return tuple(self._good[index])
+        if index < 0 or not self._reach(index + 1):
+            self._reach(None)
+        return self._good[index]
+
+    def __iter__(self):
+        index = 0
+        while index < len(self._good) or self._reach(index + 1):
+            yield self._good[index]
+            index += 1
+
+    def __len__(self):
+        self._reach(None)
+        return len(self._good)
+
+
+@lru_cache
+def unique_good_records(path=OLD) -> _UniqueGoodRecords:
+    """Real records that ingest cleanly on their own and whose recall number appears once (parsed lazily)."""
+    return _UniqueGoodRecords(path)
 
 
 # What breaks a record. Each returns (mutated record, True when it must be quarantined).

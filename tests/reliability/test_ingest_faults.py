@@ -15,7 +15,7 @@ from memory.models import Fact
 from recalls.documents import SourceError, load_document
 from recalls.ingest import Malformed, parse_enforcement, parse_openfda_date
 from recalls.models import IngestRun, QuarantinedRecord, RecallRecord
-from recalls.services import ingest_document, ingest_file
+from recalls.services import ingest_document
 from tests.reliability.openfda_records import NEW, OLD, records, unique_good_records
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -152,24 +152,32 @@ def test_real_openfda_dates_still_parse():
     assert str(parse_openfda_date("19000101", "x")) == "1900-01-01" and parse_openfda_date("", "x") is None
 
 
-def test_an_older_snapshot_never_supersedes_newer_belief(hashing_embeddings, tmp_path):
-    """The reported case: re-ingesting the 2021 file after the 2023 one moved Terminated back to Ongoing."""
+def _changed_status_records(count=25):
+    """The first `count` real recalls (by number) in both the 2021 and the 2023 file, once in the 2023 one,
+    whose status changed between them: (their 2021 records, their 2023 records)."""
     old = {r["recall_number"]: r for r in records(OLD)}
     new = {r["recall_number"]: r for r in records(NEW)}
     counts = {}
     for r in records(NEW):
         counts[r["recall_number"]] = counts.get(r["recall_number"], 0) + 1
-    changed = [n for n in sorted(set(old) & set(new)) if counts[n] == 1 and old[n]["status"] != new[n]["status"]][:25]
-    assert len(changed) == 25
-    newer = ingest_document(_doc([new[n] for n in changed], last_updated="2023-08-05"))
+    changed = [n for n in sorted(set(old) & set(new))
+               if counts[n] == 1 and old[n]["status"] != new[n]["status"]][:count]
+    assert len(changed) == count
+    return [old[n] for n in changed], [new[n] for n in changed]
+
+
+def test_an_older_snapshot_never_supersedes_newer_belief(hashing_embeddings, tmp_path):
+    """The reported case: re-ingesting the 2021 file after the 2023 one moved Terminated back to Ongoing."""
+    old, new = _changed_status_records()
+    newer = ingest_document(_doc(new, last_updated="2023-08-05"))
     assert newer.quarantined == 0
     statuses = dict(Fact.objects.believed().filter(kind="recall").values_list("fact_key", "attributes__status"))
-    replay = ingest_document(_doc([old[n] for n in changed], last_updated="2021-04-28"))
+    replay = ingest_document(_doc(old, last_updated="2021-04-28"))
     assert replay.status == IngestRun.Status.SUCCEEDED
     assert replay.older_than_believed == 25 and (replay.new_versions, replay.retracted) == (0, 0)
     assert dict(Fact.objects.believed().filter(kind="recall").values_list("fact_key", "attributes__status")) == statuses
     # The newer one again (or a later one) still applies normally: nothing is stuck.
-    again = ingest_document(_doc([new[n] for n in changed], last_updated="2023-08-05"))
+    again = ingest_document(_doc(new, last_updated="2023-08-05"))
     assert again.unchanged == 25 and again.older_than_believed == 0
 
 
@@ -183,9 +191,16 @@ def test_a_file_replay_without_snapshot_date_is_ordered_by_report_date(hashing_e
                .values_list("attributes__status", flat=True)) == {"Terminated"}
 
 
-def test_the_ingest_command_reports_older_than_believed(hashing_embeddings, capsys):
+def test_the_ingest_command_reports_older_than_believed(hashing_embeddings, capsys, tmp_path):
+    """The 2021 records of recalls whose 2023 records are believed, given to the command as a file: it
+    counts and reports them, and belief keeps the 2023 status."""
     from django.core.management import call_command
 
-    ingest_file(NEW)
-    call_command("ingest_recalls", "--file", str(NEW))
-    assert "older than believed" in capsys.readouterr().out
+    old, new = _changed_status_records()
+    ingest_document(_doc(new, last_updated="2023-08-05"))
+    statuses = dict(Fact.objects.believed().filter(kind="recall").values_list("fact_key", "attributes__status"))
+    older = tmp_path / "drug-enforcement-2021-04-28.json"
+    older.write_text(json.dumps(_doc(old, last_updated="2021-04-28")))
+    call_command("ingest_recalls", "--file", str(older), "--no-progress")
+    assert f"{len(old)} older than believed" in capsys.readouterr().out
+    assert dict(Fact.objects.believed().filter(kind="recall").values_list("fact_key", "attributes__status")) == statuses
