@@ -33,7 +33,6 @@ Raw output (every re-entry and climb, by function) goes to bench/results/fact_wa
 """
 
 import argparse
-import configparser
 import json
 import sys
 import time
@@ -47,18 +46,12 @@ from _common import PROJECT_DIR, setup_django  # noqa: E402
 QUESTION = "Is my varenicline safe?"
 
 
-def layer_ranks() -> dict[str, int]:
-    """App -> rank from .importlinter's layers contract (0 = bottom); apps on one line share a rank."""
-    parser = configparser.ConfigParser()
-    parser.read(PROJECT_DIR / ".importlinter")
-    lines = [line.strip() for line in parser["importlinter:contract:layers"]["layers"].splitlines() if line.strip()]
-    return {app.strip(): rank for rank, line in enumerate(reversed(lines)) for app in line.split("|")}
-
-
 class Walk:
     """sys.setprofile hook: product-file transitions of one stage after another."""
 
     def __init__(self):
+        from core.layers import layer_ranks
+
         self.ranks = layer_ranks()
         self._files: dict[str, str | None] = {}
         self.entered: set[str] = set()  # over the whole walk

@@ -1,34 +1,21 @@
 """Models keep to the layers too. A relation (ForeignKey, OneToOneField, ManyToManyField, however it
 was declared: class or "app.Model" string) is a dependency just as an import is, so a model may point
 only to models of its own app or of a layer below; the order is read from the layers contract in
-.importlinter, the one place it is written. Each model's table is named for the app that owns it."""
+.importlinter, the one place it is written (core.layers reads it). Each model's table is named for
+the app that owns it."""
 
 # ruff: noqa: DJ008 -- the synthetic models below exist only to be inspected, never shown
-
-import configparser
-from pathlib import Path
 
 from django.apps import apps
 from django.db import models
 from django.test.utils import isolate_apps
 
-from tests.paths import PROJECT_DIR
-
-IMPORTLINTER = PROJECT_DIR / ".importlinter"
+from core.layers import layer_order
 
 # Relations declared to settings.AUTH_USER_MODEL name "the configured user model", Django's own
 # indirection for it, not an app: the user model (unsay_site.User) is the project's choice, read from
 # settings, and every layer may record who acted.
 SWAPPABLE_SETTINGS = {"AUTH_USER_MODEL"}
-
-
-def layer_order(path: Path = IMPORTLINTER) -> list[list[str]]:
-    """The layers contract's layers, lowest first; each a list of the apps side by side in it."""
-    config = configparser.ConfigParser()
-    config.read(path)
-    lines = config["importlinter:contract:layers"]["layers"].split("\n")
-    layers = [[name.strip() for name in line.replace(":", "|").split("|")] for line in lines if line.strip()]
-    return list(reversed(layers))
 
 
 def may_point_to(layers: list[list[str]]):
