@@ -17,10 +17,11 @@ would have returned. Fact versions are immutable but for their retraction, and a
 versions believed in its snapshot, so a cache of loaded versions can be shared across pages.
 """
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 from django.db import connection
 
+from drugs.matching import Dispensed
 from memory.models import Fact
 from memory.retrieval import Retrieved, facts_in_scopes, retrieve, semantic_neighbours
 
@@ -39,20 +40,29 @@ class DispensedRow:
     drug: str = ""
     lot_unknown: bool = False
     expiry: object = None
+    # What drugs.matching reads of the row (its NDC product: the NDC's first ten characters), computed
+    # once here: matching reads values, it calls no code of ask's.
+    matched: Dispensed = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "matched", Dispensed(
+            drug=self.drug, ndc=self.ndc, ndc_product=self.ndc[:10] if self.ndc else "", lot=self.lot,
+            lot_known=not self.lot_unknown, expiry=self.expiry, dispensed_at=self.dispensed_at))
 
     @property
     def ndc_product(self) -> str:
-        return self.ndc[:10] if self.ndc else ""
+        return self.matched.ndc_product
 
     @property
     def lot_known(self) -> bool:
         return not self.lot_unknown
 
     def decision_inputs(self) -> tuple:
-        """Everything a decision may read from this row: every field but the row's id and the
-        fingerprint over them. The sweep shares one outcome between decisions whose rows have equal
-        inputs (corrections.redecide.SharedDecider), so a field added here joins that key by itself."""
-        return tuple(getattr(self, f.name) for f in fields(self) if f.name not in ("id", "fingerprint"))
+        """Everything a decision may read from this row: every field but the row's id, the
+        fingerprint over them and `matched` (made of them). The sweep shares one outcome between decisions
+        whose rows have equal inputs (corrections.redecide.SharedDecider), so a field added here joins
+        that key by itself."""
+        return tuple(getattr(self, f.name) for f in fields(self) if f.name not in ("id", "fingerprint", "matched"))
 
 
 class DbBeliefs:

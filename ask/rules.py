@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from drugs import recall_terms
 from drugs.identity import readable
-from drugs.matching import MatchClass, explain, within_lot_scope
+from drugs.matching import Dispensed, MatchClass, explain, within_lot_scope
 from drugs.matching import match as _match_uncached
 from drugs.ndc import ndc_products
 from drugs.recall_terms import CLOSED_STATUSES, classification, is_active, short_product  # noqa: F401 (re-exported)
@@ -108,25 +108,31 @@ _MATCHES: dict[tuple, object] = {}
 _MATCHES_LIMIT = 200_000
 
 
+def matched(row):
+    """What drugs.matching reads of a dispensing row: its drugs.matching.Dispensed values
+    (ask.beliefs.DispensedRow.matched), or the row itself for any other dispensing-like object."""
+    return getattr(row, "matched", row)
+
+
 def match(fact, row):
     """drugs.matching.match, remembered per (fact version, what matching reads of the row).
 
     One decision asks it the same question up to six times (reasoner, then guardrail), and a sweep
     page asks it for thousands of rows that differ only in their id. Keyed by the fact's id *and*
     content hash (a version's content never changes; the hash guards against ids reused after a
-    truncation) and by the row's matched attributes; only frozen rows (ask.beliefs.DispensedRow)
-    are remembered, never a model instance that could change under us."""
+    truncation) and by the row's Dispensed values; only those (frozen) are remembered, never a model
+    instance that could change under us."""
     pk, digest = getattr(fact, "pk", None), getattr(fact, "content_hash", None)
-    params = getattr(row, "__dataclass_params__", None)
-    if pk is None or not digest or params is None or not params.frozen:
-        return _match_uncached(fact, row)
-    key = (pk, digest, row.drug, row.ndc, row.lot, row.lot_unknown, row.expiry, row.dispensed_at)
+    dispensing = matched(row)
+    if pk is None or not digest or not isinstance(dispensing, Dispensed):
+        return _match_uncached(fact, dispensing)
+    key = (pk, digest, dispensing)
     try:
         return _MATCHES[key]
     except KeyError:
         if len(_MATCHES) >= _MATCHES_LIMIT:
             _MATCHES.clear()
-        found = _MATCHES[key] = _match_uncached(fact, row)
+        found = _MATCHES[key] = _match_uncached(fact, dispensing)
         return found
 
 
@@ -179,7 +185,7 @@ def date_view(facts, row) -> tuple:
     keep it so. Two rows equal in everything else and in this view get the same outcome from every
     reasoner (the model reasoner is shown no dates), which lets a sweep decide them once
     (corrections.sweep_pages.PageDecider)."""
-    return tuple((within_lot_scope(f, row), dispensed_before_closure(f, row)) for f in facts if reads_dates(f))
+    return tuple((within_lot_scope(f, matched(row)), dispensed_before_closure(f, row)) for f in facts if reads_dates(f))
 
 
 def _remembered(rule):
@@ -277,7 +283,7 @@ def must_not_stop_abruptly(drug: str) -> bool:
 def why_probable(facts, ctx: AskContext) -> str:
     """Why a lot match is probable, not sure, in the patient's words (drugs.matching.explain's rule)."""
     rules = [(f, row, found.rule) for f in facts for row in ctx.dispensed
-             if (found := explain(f, row)) is not None and found.klass == MatchClass.PROBABLE]
+             if (found := explain(f, matched(row))) is not None and found.klass == MatchClass.PROBABLE]
     for fact, row, rule in rules:
         if "near miss" in rule:
             return f"the lot number on record ({row.lot}) is very close to recalled lot {fact.lot}"

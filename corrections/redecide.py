@@ -307,12 +307,12 @@ def redecide(decision, reasons, decider, run, report, *, dry_run, pending, lates
 
 def match_class_for(patient, subject: str, facts) -> str:
     """The strongest drugs.matching class between these recall facts and the patient's dispensing."""
-    rows = list(patient.dispensings.filter(drug=subject)) if subject else []
+    rows = [r.as_dispensed() for r in patient.dispensings.filter(drug=subject)] if subject else []
     return strongest_match(rows, facts)
 
 
 def strongest_match(rows, facts) -> str:
-    """The strongest drugs.matching class between these facts and these dispensing rows."""
+    """The strongest drugs.matching class between these facts and these dispensing rows (drugs.matching.Dispensed)."""
     from drugs.matching import match
 
     found = {str(m) for fact in facts if fact is not None for row in rows if (m := match(fact, row))}

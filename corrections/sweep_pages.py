@@ -28,7 +28,7 @@ corrections.drafts, the functions the per-decision path saves through the ORM.
 import json
 import logging
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
 
 from django.conf import settings
@@ -279,8 +279,7 @@ def _correction_row(correction_id, p: Plan, new_id, now, run_id, beliefs: PageBe
     trigger, previous = p.trigger, p.previous
     cause = trigger or previous
     # drugs.matching reads the stored row: its ndc_product column, not a recomputation.
-    rows = [SimpleNamespace(drug=r.drug, ndc=r.ndc, ndc_product=product, lot=r.lot, lot_known=r.lot_known,
-                            expiry=r.expiry, dispensed_at=r.dispensed_at)
+    rows = [replace(r.matched, ndc_product=product)
             for r, product in beliefs.records.get(patient.pk, ()) if r.drug == d.subject] if d.subject else []
     bearing = [r.fact for r in o.retrieved if r.fact.id in o.load_bearing_ids]
     grouped = getattr(beliefs, "grouped", None)

@@ -25,8 +25,12 @@ entered at the till).
 
 `explain(fact, dispensing)` gives the class with the rule that made it (`Found`).
 
-`dispensing` is anything with `.drug` (identity key), `.ndc` (5-4-2 or ""), `.lot`, and optionally
-`.lot_known`, `.expiry` (date) and `.dispensed_at` (datetime).
+`dispensing` is a `Dispensed`: the values matching reads of one dispensing (identity key, NDC and
+its product, lot and whether it is known, expiry, when dispensed), computed once where the row is
+built (ask.beliefs.DispensedRow.matched, patients.DispensingRecord.as_dispensed(), a sweep page's rows,
+a shelf unit's probe). Matching reads them as values and calls no code of the layer that holds the
+row. Anything with the same attributes is read the same way (`.ndc_product` may be left out: it is
+then read from `.ndc`; `.lot_known`, `.expiry` and `.dispensed_at` are optional).
 """
 
 import calendar
@@ -54,6 +58,27 @@ class MatchClass(StrEnum):
 
 # Most certain first: the strongest of several matches is the one with the lowest rank.
 CERTAINTY_RANK = {klass.value: rank for rank, klass in enumerate(MatchClass)}
+
+
+@dataclass(frozen=True)
+class Dispensed:
+    """One dispensing as matching reads it: plain values, computed where the row is built."""
+
+    drug: str = ""  # identity key (drugs.identity), "" when nothing names the drug
+    ndc: str = ""  # 5-4-2 package NDC, "" when unknown
+    ndc_product: str = ""  # its labeler + product part ("00378-5814"): what a lot is read against
+    lot: str = ""
+    lot_known: bool = True  # False: the lot was not recorded (a candidate at most, never a lot match)
+    expiry: date | None = None
+    dispensed_at: datetime | date | None = None
+
+
+def dispensed(*, drug: str = "", ndc: str = "", lot: str = "", lot_unknown: bool = False, expiry=None,
+              dispensed_at=None, product: str = "") -> Dispensed:
+    """A Dispensed from a dispensing's columns: the NDC product is `product` (a stored column) or read
+    from the NDC, as dispensing_product does."""
+    return Dispensed(drug=drug or "", ndc=ndc or "", ndc_product=product or ndc_product(ndc or ""), lot=lot or "",
+                     lot_known=not lot_unknown, expiry=expiry, dispensed_at=dispensed_at)
 
 
 def lot_known(dispensing) -> bool:

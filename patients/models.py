@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from drugs.identity import PRODUCT_SOURCE, UNRESOLVED, identity_key, is_product_key, resolve
 from drugs.lots import canonical_lot, near_lot_key
+from drugs.matching import Dispensed, dispensed
 from drugs.ndc import ndc_product, normalize_ndc
 from patients.text import problem as text_problem
 
@@ -253,6 +254,12 @@ class DispensingRecord(models.Model):
     def lot_known(self) -> bool:
         """drugs.matching's reading of lot_unknown: an unrecorded lot matches only as a candidate."""
         return not self.lot_unknown
+
+    def as_dispensed(self) -> Dispensed:
+        """What drugs.matching reads of this row, as values (also before it is saved: its NDC product is
+        then read from the NDC as entered)."""
+        return dispensed(drug=self.drug, ndc=self.ndc, lot=self.lot, lot_unknown=self.lot_unknown, expiry=self.expiry,
+                         dispensed_at=self.dispensed_at, product=self.ndc_product)
 
     def compute_fingerprint(self) -> str:
         return dispensing_fingerprint(self.patient_id, self.drug, self.ndc, self.lot, self.expiry, self.dispensed_at)

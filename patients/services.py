@@ -18,7 +18,7 @@ from django.db.models import Count, Exists, OuterRef, Q
 from drugs import recall_terms
 from drugs.identity import PRODUCT_PREFIX, identity_key, is_product_key, product_words, readable
 from drugs.lots import canonical_lot, near_lot_keys
-from drugs.matching import MatchClass, dispensing_product, explain, match
+from drugs.matching import MatchClass, explain, match
 from drugs.scopes import dispensing_scopes
 from memory.models import Decision, DecisionPremise, Fact
 from patients.models import DispensingRecord, Patient
@@ -63,7 +63,7 @@ def _group(fact, rows) -> list[Exposure]:
     products = sorted(recall_terms.products(fact))
     by_patient: dict[int, Exposure] = {}
     for row in rows:
-        found = explain(fact, row)
+        found = explain(fact, row.as_dispensed())
         if found is None:
             continue
         exposure = by_patient.get(row.patient_id)
@@ -127,7 +127,8 @@ def exposure_rows(fact: Fact, *, candidates: bool = True):
 def active_recalls_for_dispensing(record: DispensingRecord) -> list[Fact]:
     """Believed, still-active recall facts that apply to this dispensing (drugs.matching.match, the
     same rule as exposure). Used to warn staff who register a lot that is already recalled."""
-    product = dispensing_product(record)  # also before the row is saved (CSV import checks first)
+    dispensing = record.as_dispensed()  # also before the row is saved (CSV import checks first)
+    product = dispensing.ndc_product
     lot = "" if record.lot_unknown else canonical_lot(record.lot)
     drug = record.drug or identity_key(record.drug_text, record.product_description)[0]
     # The scopes a decision about this row would rest on (GIN-indexed overlap): its drug and product
@@ -137,7 +138,7 @@ def active_recalls_for_dispensing(record: DispensingRecord) -> list[Fact]:
         return []
     related = Q(scopes__overlap=wanted) | (Q(subject=drug) if drug else Q(pk__in=[]))
     candidates = Fact.objects.believed().defer("embedding").filter(Q(kind=Fact.Kind.RECALL) & related)
-    return [fact for fact in candidates if recall_terms.is_active(fact) and match(fact, record) is not None]
+    return [fact for fact in candidates if recall_terms.is_active(fact) and match(fact, dispensing) is not None]
 
 
 def recall_warning(records) -> str:
@@ -154,7 +155,7 @@ def recall_warning(records) -> str:
             lines.append(f"{record.drug or record.drug_text} lot {record.lot_label} for "
                          f"{record.patient.display_name}: {attrs.get('classification', '')} recall "
                          f"{attrs.get('recall_number', '')} ({attrs.get('status', '')}) covers {scope} "
-                         f"[{match(fact, record).label}]")
+                         f"[{match(fact, record.as_dispensed()).label}]")
     if not lines:
         return ""
     return ("Saved, but this dispensing is under an active recall — tell a pharmacist before the patient "

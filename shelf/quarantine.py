@@ -15,7 +15,6 @@ not looked for: EPCIS lots are machine data, not typed.
 """
 
 import logging
-from types import SimpleNamespace
 
 from django.db import transaction
 from django.db.models import F, Func, Q, Value
@@ -24,7 +23,7 @@ from django.utils import timezone
 
 from drugs import recall_terms
 from drugs.lots import canonical_lot
-from drugs.matching import CERTAINTY_RANK, Found, MatchClass, explain
+from drugs.matching import CERTAINTY_RANK, Dispensed, Found, MatchClass, explain
 from memory.models import Fact
 
 from .models import ShelfEvent, ShelfTask, TaskUnit, Unit
@@ -55,8 +54,8 @@ def unit_match(fact, unit):
     best = None
     for ndc in ndcs or [""]:
         # An unresolved candidate stands for its product only: '00000' package digits never match a package.
-        probe = SimpleNamespace(drug="", ndc="", ndc_product=ndc[:10], lot=unit.lot, lot_known=bool(unit.lot),
-                                expiry=unit.expiry, dispensed_at=None)
+        probe = Dispensed(drug="", ndc="", ndc_product=ndc[:10], lot=unit.lot, lot_known=bool(unit.lot),
+                          expiry=unit.expiry, dispensed_at=None)
         found = explain(fact, probe)
         if found and (best is None or CERTAINTY_RANK[found.klass.value] < CERTAINTY_RANK[best.klass.value]):
             best = found

@@ -3,11 +3,10 @@ patients.services.exposed_patients_for_recall reads it, grouped so drugs.matchin
 distinct dispensing."""
 
 from datetime import UTC
-from types import SimpleNamespace
 
 from django.db.models import Q
 
-from drugs.matching import CERTAINTY_RANK
+from drugs.matching import CERTAINTY_RANK, Dispensed
 from memory.models import Fact
 
 from .match_classes import LEGACY_MATCH_CLASS
@@ -42,10 +41,9 @@ def _match_groups(rows):
             .annotate(patients=ArrayAgg("patient_id")))  # a patient may repeat: harmless
 
 
-def _as_dispensing(group) -> SimpleNamespace:
-    return SimpleNamespace(drug=group["drug"], ndc_product=group["ndc_product"], ndc=group["ndc"], lot=group["lot"],
-                           lot_unknown=group["lot_unknown"], lot_known=not group["lot_unknown"],
-                           expiry=group["expiry"], dispensed_at=group["day"])
+def _as_dispensing(group) -> Dispensed:
+    return Dispensed(drug=group["drug"], ndc_product=group["ndc_product"], ndc=group["ndc"], lot=group["lot"],
+                     lot_known=not group["lot_unknown"], expiry=group["expiry"], dispensed_at=group["day"])
 
 
 def exposure_classes(recall_number: str) -> dict[int, str]:

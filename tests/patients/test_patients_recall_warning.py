@@ -11,7 +11,7 @@ def test_an_all_lots_recall_without_subject_is_named_by_its_identity_text(monkey
     fact = Fact(kind=Fact.Kind.RECALL, subject="", lot="", statement="Class II recall D-0987-2019 (Ongoing) of …",
                 attributes={"recall_number": "D-0987-2019", "classification": "Class II", "status": "Ongoing",
                             "texts": "0" * 64, "identity_text": "White Vein Kratom 50 gram powder"})
-    record = SimpleNamespace(drug="", drug_text="White Vein Kratom", lot_label="119",
+    record = SimpleNamespace(drug="", drug_text="White Vein Kratom", lot_label="119", as_dispensed=lambda: None,
                              patient=SimpleNamespace(display_name="Synthetic SYN-1"))
     monkeypatch.setattr(services, "active_recalls_for_dispensing", lambda r: [fact])
     monkeypatch.setattr(services, "match", lambda f, r: SimpleNamespace(label="probable"))
