@@ -1,7 +1,9 @@
 """Retrieval over believed facts: exact subject/lot matches first, then cosine neighbours (partial HNSW
-index over believed versions only), and every believed fact in a set of scopes (what a decision rests on)."""
+index over believed versions only), every believed fact in a set of scopes (what a decision rests on), and
+what was believed at an instant (beliefs_at)."""
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.db import connection
 from django.db.models import Case, IntegerField, Q, Value, When
@@ -74,3 +76,13 @@ def facts_in_scopes(scopes) -> list[Fact]:
     if not scopes:
         return []
     return list(Fact.objects.believed().filter(scopes__overlap=scopes).defer("embedding").order_by("id"))
+
+
+def beliefs_at(at: datetime, *, fact_key: str | None = None, subject: str | None = None):
+    """The fact versions we believed at instant `at` (bitemporal route: works whatever MVCC GC has done)."""
+    qs = Fact.objects.believed_at(at).defer("embedding")
+    if fact_key:
+        qs = qs.filter(fact_key=fact_key)
+    if subject:
+        qs = qs.filter(subject=subject)
+    return qs.order_by("fact_key", "version")

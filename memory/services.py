@@ -6,7 +6,7 @@ Writing facts (here)
     assert_claim(claim) / assert_claims([claims])  -> AssertResult(s)
     retract_claim(fact_key, reason=..., by=...)     -> Fact | None
     prepare_claims + write_claims / retract_in_transaction: the same, several in ONE caller transaction
-Reading facts (memory.retrieval; beliefs_at here)
+Reading facts (memory.retrieval; beliefs_at is also importable from here)
     retrieve(question, subject=..., lots=..., k=8)  -> list[Retrieved]
     beliefs_at(at, fact_key=..., subject=...)       -> QuerySet[Fact]
 Decisions (memory.decisions; supersede_standing here)
@@ -31,6 +31,7 @@ from core.retry import retry_conflicts, run_in_transaction
 from drugs.scopes import claim_ndc_products, fact_scopes
 from memory.embeddings import VectorCache, get_provider, to_sql_vector
 from memory.models import Decision, Fact
+from memory.retrieval import beliefs_at  # noqa: F401 (re-exported: memory.replay, callers of the write path)
 from memory.signals import facts_changed
 
 
@@ -47,14 +48,18 @@ class Claim:
     valid_from: datetime | None = None
     valid_to: datetime | None = None
     asserted_by: str = ""
-
-    # A kind of claim whose facts refer to rows of its own app (recalls.ingest.RecallClaim: a record's texts)
-    # has a classmethod write_shared(claims), called in the facts' transaction before they are written.
-    write_shared = None
+    # Set by a kind of claim when built (recalls.ingest.RecallClaim), so the write calls none of its code: its
+    # content hash, the text embedded ("": the hash below, the statement), unsaved rows of its own app the
+    # fact refers to (inserted if absent, by primary key, in the facts' transaction when the fact is written).
+    digest: str = field(default="", repr=False, compare=False)
+    embed_text: str = field(default="", repr=False, compare=False)
+    shared_rows: tuple = field(default=(), repr=False, compare=False)
 
     def content_hash(self) -> str:
         """Hash of the canonical content. Source and provenance are not content: the same claim
         re-read from another snapshot is the same belief."""
+        if self.digest:
+            return self.digest
         canonical = json.dumps(
             {
                 "kind": self.kind,
@@ -72,7 +77,7 @@ class Claim:
         return hashlib.sha256(canonical.encode()).hexdigest()
 
     def embedding_text(self) -> str:
-        return self.statement
+        return self.embed_text or self.statement
 
     def scopes(self) -> list[str]:
         """What this fact can touch (drugs.scopes); derived from hashed content, so not hashed itself."""
@@ -111,7 +116,7 @@ def assert_claims(claims: list[Claim], *, at: datetime | None = None, reason: st
     those, then each claim commits (or fails) in its own retried transaction."""
     # Only on an autocommit connection: _write_alone's own BEGIN/COMMIT must not end a caller's transaction.
     alone = connection.vendor == "postgresql" and not connection.in_atomic_block and connection.get_autocommit()
-    alone = alone and not any(c.write_shared for c in claims)  # their rows join the facts' transaction
+    alone = alone and not any(c.shared_rows for c in claims)  # their rows join the facts' transaction
     # Built here, outside any transaction: its first build checks the vector column (a savepoint).
     provider = get_provider()
     if alone and len(claims) == 1 and provider.in_process:
@@ -136,9 +141,10 @@ def assert_claims(claims: list[Claim], *, at: datetime | None = None, reason: st
 
 
 def _write_shared(prepared: "PreparedClaims", indexes) -> None:
-    """Each kind of claim's write_shared, once, for its claims about to be written (not the unchanged)."""
-    for kind in {type(c) for c in (prepared.claims[i] for i in indexes) if c.write_shared}:
-        kind.write_shared([prepared.claims[i] for i in indexes if type(prepared.claims[i]) is kind])
+    """The shared rows of the claims about to be written (not the unchanged): one insert-if-absent per model."""
+    rows = {(type(row), row.pk): row for i in indexes for row in prepared.claims[i].shared_rows}
+    for model in dict.fromkeys(model for model, _pk in rows):
+        model._default_manager.bulk_create([r for (m, _pk), r in rows.items() if m is model], ignore_conflicts=True)
 
 
 def _write_alone(prepared: "PreparedClaims", i: int, at, reason) -> AssertResult:
@@ -578,16 +584,6 @@ def _supersessions_of_this_transaction() -> list:
     batch = _SupersessionBatch()
     transaction.on_commit(batch)
     return batch.pairs
-
-
-def beliefs_at(at: datetime, *, fact_key: str | None = None, subject: str | None = None):
-    """The fact versions we believed at instant `at` (bitemporal route: works whatever MVCC GC has done)."""
-    qs = Fact.objects.believed_at(at).defer("embedding")
-    if fact_key:
-        qs = qs.filter(fact_key=fact_key)
-    if subject:
-        qs = qs.filter(subject=subject)
-    return qs.order_by("fact_key", "version")
 
 
 def supersede_standing(decision_ids, *, at: datetime) -> int:

@@ -1,6 +1,6 @@
 """openFDA records -> claims (pure functions: no database, no network; the two exceptions are named
-where they are: RecallClaim.write_shared, called by memory's write, and recall_statement of a fact's
-attributes that hold only their texts' reference).
+where they are: RecallClaim's RecallText row, which memory's write inserts with the facts that refer
+to it, and recall_statement of a fact's attributes that hold only their texts' reference).
 
 One enforcement record becomes one fact per (recall, lot) when its code_info names lots, else one
 drug-level fact that says every lot is treated as affected (over-notify rather than under-notify).
@@ -64,23 +64,22 @@ class RecallClaim(Claim):
     # same content by reference have one content hash, so the upgrade re-versions nothing.
     texts: dict = field(default_factory=dict)
 
-    @classmethod
-    def write_shared(cls, claims) -> None:
-        """Insert-if-absent the RecallText rows these claims refer to: one INSERT for the batch, called by
-        memory.services in the transaction of the facts that refer to them."""
-        rows = {c.attributes[TEXTS_REFERENCE]: c.texts for c in claims if c.texts and c.attributes.get(TEXTS_REFERENCE)}
-        if rows:
-            RecallText.objects.bulk_create([RecallText(digest=digest, **texts) for digest, texts in rows.items()],
-                                           ignore_conflicts=True)
-
     def __post_init__(self):
         # A lot-level fact carries its own lot's entry of the record's scope, not the whole list (recalls.lots).
         scope = self.attributes.get("lot_scope")
         if self.lot and isinstance(scope, ScopeAttribute):
             self.attributes = dict(self.attributes, lot_scope=scope.for_lot(self.lot))
+        # What memory's write reads (memory.services.Claim): computed here, once, from the content above.
+        self.digest, self.embed_text = self._content_hash(), self._embedding_text()
+        reference = self.attributes.get(TEXTS_REFERENCE)
+        if self.texts and reference and not self.shared_rows:
+            # The RecallText row the fact refers to: inserted if absent in the transaction of the facts
+            # that are written (recall_claims shares one row between the lots of a record).
+            self.shared_rows = (RecallText(digest=reference, **self.texts),)
 
-    def content_hash(self) -> str:
-        base = Claim(**{name: getattr(self, name) for name in Claim.__dataclass_fields__})
+    def _content_hash(self) -> str:
+        base = Claim(**{name: getattr(self, name) for name in Claim.__dataclass_fields__
+                        if name not in ("digest", "embed_text", "shared_rows")})
         base.attributes = {k: v for k, v in self.attributes.items() if k not in self.UNHASHED_ATTRIBUTES}
         # The texts as they read inline (the reference is their digest, so it adds nothing); a claim that
         # only copies a reference (demo escalation) hashes the reference.
@@ -93,7 +92,7 @@ class RecallClaim(Claim):
             base.attributes["lot_scope_terms"] = terms
         return base.content_hash()
 
-    def embedding_text(self) -> str:
+    def _embedding_text(self) -> str:
         """The statement with its lot number masked: every lot of one recall embeds as one text
         (17,685 facts of the 2023 part are 3,874 texts, so first ingest costs 4.6x fewer model
         calls). A lot number carries no meaning for the model; lots are matched exactly, never by
@@ -508,6 +507,8 @@ def recall_claims(parsed: ParsedRecall, *, subject: str, ndcs: list, identity: d
                                                if isinstance(parsed.raw.get(name), str))))
     products = {"ndc_products": sorted(listed), "named_ndc_products": sorted(named & listed)}
     short, texts = split_texts(parsed.attributes)  # the texts once per record, referred to by every lot
+    reference = short.get(TEXTS_REFERENCE)
+    shared = (RecallText(digest=reference, **texts),) if texts and reference else ()  # one row for every lot
 
     def statement(lot):
         return recall_statement(parsed.attributes, lot, all_lots=parsed.all_lots)
@@ -517,7 +518,7 @@ def recall_claims(parsed: ParsedRecall, *, subject: str, ndcs: list, identity: d
         attributes = dict(short, scope=scope, ndcs=list(ndcs), **products, **identity)
         claims.append(RecallClaim(
             fact_key=recall_fact_key(parsed.recall_number, lot, parsed.record), kind="recall", subject=subject, lot=lot,
-            statement=statement(lot), source=ENFORCEMENT_SOURCE, texts=texts,
+            statement=statement(lot), source=ENFORCEMENT_SOURCE, texts=texts, shared_rows=shared,
             attributes=attributes, source_ref=source_ref[:255], valid_from=parsed.valid_from,
             valid_to=parsed.valid_to, asserted_by=asserted_by,
         ))

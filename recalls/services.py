@@ -293,7 +293,7 @@ class RecallIngester:
         self.by = f"ingest:run:{run.pk}"
         self.ref = run.snapshot_location or run.source_ref
         self.snapshot_updated = snapshot_updated
-        # Lots of one record share one masked text (RecallClaim.embedding_text); this catches the same text
+        # Lots of one record share one masked text (RecallClaim.embed_text); this catches the same text
         # in another record of the run (another record under the number, a record re-prepared alone).
         self.vectors = VectorCache()
 
