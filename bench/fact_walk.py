@@ -27,12 +27,26 @@ Figures per stage and for the whole walk:
     re-entries entries into a file that was entered before in the walk, has no frame on the stack at
                that moment (it was left), and is entered again
     climbs     entries whose callee's app sits in a higher layer than its caller's (possible only
-               through callbacks: on_commit hooks, signals, registries, Celery tasks run eagerly)
+               through callbacks: on_commit hooks, signals, registries, Celery tasks run eagerly, a
+               method or property of an object the caller was handed), but for those handed down
+    handed down
+               the entries into a higher layer whose callee is a function the caller was handed: the
+               function itself (or a bound method or functools.partial of it) is the value of one of
+               the calling frame's arguments (*args and **kwargs included) or of a variable it closes
+               over (core.retry.run_in_transaction(fn)'s inner attempt() calling fn). A higher-order
+               function calls what it is given by design, and the code that gave it is the higher
+               layer's, so these are counted apart. Anything else the lower layer reaches stays a
+               climb: a method or property of an argument (it names the higher layer's code), a
+               receiver registered for a signal or an on_commit hook, a logging filter or a database
+               backend installed by settings, a task run by name
 
-Raw output (every re-entry and climb, by function) goes to bench/results/fact_walk-<time>.json.
+Raw output (every re-entry, climb and call handed down, by function) goes to
+bench/results/fact_walk-<time>.json.
 """
 
 import argparse
+import functools
+import inspect
 import json
 import sys
 import time
@@ -87,6 +101,23 @@ class Walk:
             frame = frame.f_back
         return False
 
+    @staticmethod
+    def handed_down(code, frame) -> bool:
+        """Is `code` a function held by one of `frame`'s arguments or by a variable it closes over?"""
+        caller = frame.f_code
+        count = caller.co_argcount + caller.co_kwonlyargcount
+        count += bool(caller.co_flags & inspect.CO_VARARGS) + bool(caller.co_flags & inspect.CO_VARKEYWORDS)
+        local = frame.f_locals
+        for name in caller.co_varnames[:count] + caller.co_freevars:
+            value = local.get(name)
+            values = value.values() if isinstance(value, dict) else value if isinstance(value, tuple) else (value,)
+            for held in values:
+                if isinstance(held, functools.partial):
+                    held = held.func
+                if getattr(getattr(held, "__func__", held), "__code__", None) is code:
+                    return True
+        return False
+
     def __call__(self, frame, event, arg):
         if event != "call":
             return
@@ -104,18 +135,20 @@ class Walk:
             stage["re_entries"][callee] += 1
             source = f"{caller}:{caller_frame.f_code.co_name}" if caller else "(outside the product)"
             stage["re_entry_calls"][f"{source} -> {function}"] += 1
+            stage["re_entry_pairs"][f"{caller or '(outside the product)'} -> {callee}"] += 1
         self.entered.add(callee)
         if caller is not None:
             up, down = self.ranks[callee.split("/")[0]], self.ranks[caller.split("/")[0]]
             if up > down:
-                stage["climbs"][f"{caller}:{caller_frame.f_code.co_name} -> {function}"] += 1
+                kind = "handed_down" if self.handed_down(frame.f_code, caller_frame) else "climbs"
+                stage[kind][f"{caller}:{caller_frame.f_code.co_name} -> {function}"] += 1
         if len(stage["order"]) < 400 and callee not in stage["order"]:
             stage["order"].append(callee)
 
     def run(self, stage: str, action):
         self.stage = stage
         self.stages[stage] = {"files": set(), "entries": 0, "re_entries": Counter(), "re_entry_calls": Counter(),
-                              "climbs": Counter(), "order": []}
+                              "re_entry_pairs": Counter(), "climbs": Counter(), "handed_down": Counter(), "order": []}
         sys.setprofile(self)
         try:
             return action()
@@ -184,24 +217,33 @@ def main(argv=None):
     assert sent == 1, f"the approved message was not sent by the walk ({sent} sent)"
 
     path = "per-decision" if args.per_decision else "set-based"
-    print(f"\nFact walk, sweep {path} (files / entries / re-entries / climbs):")
+    print(f"\nFact walk, sweep {path} (files / entries / re-entries / climbs / handed down):")
     total_files, raw = set(), {}
     for stage, figures in walk.stages.items():
         total_files |= figures["files"]
         print(f"  {stage:9s} {len(figures['files']):3d} / {figures['entries']:6d} / "
-              f"{sum(figures['re_entries'].values()):5d} / {sum(figures['climbs'].values()):4d}")
+              f"{sum(figures['re_entries'].values()):5d} / {sum(figures['climbs'].values()):4d} / "
+              f"{sum(figures['handed_down'].values()):4d}")
         raw[stage] = {"files": sorted(figures["files"]), "entries": figures["entries"],
                       "re_entries": dict(figures["re_entries"].most_common()),
+                      "re_entry_pairs": dict(figures["re_entry_pairs"].most_common()),
                       "re_entry_calls": dict(figures["re_entry_calls"].most_common(60)),
-                      "climbs": dict(figures["climbs"].most_common()), "first_entered": figures["order"]}
-    re_entries = sum((Counter(s["re_entries"]) for s in walk.stages.values()), Counter())
-    climbs = sum((Counter(s["climbs"]) for s in walk.stages.values()), Counter())
+                      "climbs": dict(figures["climbs"].most_common()),
+                      "handed_down": dict(figures["handed_down"].most_common()), "first_entered": figures["order"]}
+
+    def whole(name):
+        return sum((Counter(s[name]) for s in walk.stages.values()), Counter())
+
+    re_entries, pairs = whole("re_entries"), whole("re_entry_pairs")
+    climbs, handed = whole("climbs"), whole("handed_down")
     print(f"  whole     {len(total_files):3d} / {sum(s['entries'] for s in walk.stages.values()):6d} / "
-          f"{sum(re_entries.values()):5d} / {sum(climbs.values()):4d}")
+          f"{sum(re_entries.values()):5d} / {sum(climbs.values()):4d} / {sum(handed.values()):4d}")
     print("\nMost re-entered files:", ", ".join(f"{f} {n}" for f, n in re_entries.most_common(8)))
-    print("Climbs (caller -> callee, count):")
-    for pair, n in climbs.most_common(12):
-        print(f"  {n:5d}  {pair}")
+    print(f"Most re-entries by file pair ({len(pairs)} pairs):", ", ".join(f"{p} {n}" for p, n in pairs.most_common(6)))
+    for title, found in (("Climbs", climbs), ("Handed down", handed)):
+        print(f"{title} (caller -> callee, count):")
+        for pair, n in found.most_common(12):
+            print(f"  {n:5d}  {pair}")
     out = Path(args.out) if args.out else PROJECT_DIR / "bench" / "results" / \
         f"fact_walk-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
