@@ -11,17 +11,7 @@ the facts that forced it become load-bearing.
 
 from dataclasses import dataclass, field
 
-from ask.rules import (
-    AskContext,
-    ReasonerResult,
-    RulesReasoner,
-    classification,
-    describe,
-    drug_level_applies,
-    lot_unknown_candidates,
-    on_patient_lot,
-    same_drug_recalls,
-)
+from ask.rules import AskContext, ReasonerResult, RulesReasoner, describe, recall_reading
 
 SEVERITY = {"safe": 0, "unknown": 1, "caution": 2, "stop": 3}
 
@@ -35,12 +25,12 @@ class Floor:
 def floor_for(ctx: AskContext) -> Floor | None:
     """The weakest verdict the facts allow, with the facts that demand it; None if anything goes."""
     # Closed recalls count: a pack from a recalled lot is not made safe by FDA closing the recall.
-    recalls = same_drug_recalls(ctx)
-    class_one = [f for f in recalls if on_patient_lot(f, ctx) and classification(f) == "Class I"]
+    reading = recall_reading(ctx)  # (fact, class, on their lot, drug-level applies, lot-unknown candidate)
+    class_one = [f for f, klass, on_lot, _drug_level, _unknown in reading if on_lot and klass == "Class I"]
     if class_one:
         return Floor("stop", class_one)
-    caution = [f for f in recalls if (on_patient_lot(f, ctx) and classification(f) != "Class I")
-               or drug_level_applies(f, ctx) or lot_unknown_candidates(f, ctx)]
+    caution = [f for f, klass, on_lot, drug_level, unknown in reading
+               if (on_lot and klass != "Class I") or drug_level or unknown]
     if caution:
         return Floor("caution", caution)
     return None

@@ -244,6 +244,19 @@ def lot_unknown_candidates(fact, ctx: AskContext) -> bool:
     return any(match(fact, row) == MatchClass.CANDIDATE for row in ctx.dispensed)
 
 
+def recall_reading(ctx: AskContext) -> list[tuple]:
+    """(fact, classification if on the patient's lot else "", on the patient's lot, drug-level recall
+    applies, lot-unknown candidate) for each recall fact of the subject, in same_drug_recalls' order: the
+    rules' reading the guardrail weighs, asked in one call and remembered in ctx.memo (the rules above
+    are remembered per fact)."""
+    memo = ctx.memo if ctx.memo is not None else {}
+    if "recall_reading" not in memo:
+        memo["recall_reading"] = [
+            (f, classification(f) if on_lot else "", on_lot, drug_level_applies(f, ctx), lot_unknown_candidates(f, ctx))
+            for f in same_drug_recalls(ctx) for on_lot in (on_patient_lot(f, ctx),)]
+    return memo["recall_reading"]
+
+
 COVERS_EVERY_LOT = "(the recall covers every lot)"  # recalls.ingest.recall_statement's two drug-level phrasings
 NAMES_NO_LOT = "(the recall names no lot number"
 

@@ -167,9 +167,10 @@ def explain(fact, dispensing) -> Found | None:
     listed_only = bool(product) and product in products and not same_product
     other_product = bool(product) and bool(products) and product not in products
     drug = getattr(dispensing, "drug", "") or ""
-    same_drug = bool(fact.subject) and fact.subject == drug and not is_product_key(drug)
+    drug_is_product = is_product_key(drug)
+    same_drug = bool(fact.subject) and fact.subject == drug and not drug_is_product
     # A product the vocabulary cannot name (kept as its text, drugs.identity.product_key): the texts must agree.
-    same_text = bool(fact.subject) and (is_product_key(fact.subject) or is_product_key(drug)) \
+    same_text = bool(fact.subject) and (drug_is_product or is_product_key(fact.subject)) \
         and texts_agree(fact.subject, drug)
     plausible = listed_only or (same_drug and not other_product)  # not confirmed, not ruled out
     if fact.lot and not recall_terms.is_drug_level(fact):
