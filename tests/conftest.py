@@ -32,8 +32,10 @@ def _post_migrate_fingerprint(connection):
 
 
 def _empty_tables_holding_rows(connection) -> bool:
-    """TRUNCATE the tables that hold rows, as flush would (no sequence reset, no row trigger), keeping
+    """Empty the tables that hold rows, as flush would (no sequence reset, no row trigger), keeping
     the post_migrate tables. False, having emptied nothing, when those differ from the migrated state."""
+    from django.db import transaction
+
     if _post_migrate_fingerprint(connection) != _migrated_state.get(connection.alias):
         return False
     quote = connection.ops.quote_name
@@ -42,11 +44,38 @@ def _empty_tables_holding_rows(connection) -> bool:
     with connection.cursor() as cursor:
         cursor.execute(" UNION ALL ".join(f"(SELECT %s FROM {quote(name)} LIMIT 1)" for name in tables), tables)
         holding = [row[0] for row in cursor.fetchall()]
-        if holding:
-            # CASCADE reaches only tables that reference these (empty ones); no post_migrate table
-            # references a table emptied here.
-            cursor.execute(f"TRUNCATE {', '.join(quote(name) for name in holding)} CASCADE")
+    if not holding:
+        return True
+    if _may_skip_triggers(connection):
+        # DELETE with the session a replica's: no trigger fires (neither the never-deleted guards nor the
+        # foreign-key checks), and every table holding a row is emptied, so no reference is left dangling.
+        # A TRUNCATE ... CASCADE made a new file for each of these tables, every table referencing them
+        # and all their indexes: about 0.2 s a test.
+        with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
+            cursor.execute("SET LOCAL session_replication_role = replica")
+            for name in holding:
+                cursor.execute(f"DELETE FROM {quote(name)}")
+        return True
+    with connection.cursor() as cursor:
+        # CASCADE reaches only tables that reference these (empty ones); no post_migrate table
+        # references a table emptied here.
+        cursor.execute(f"TRUNCATE {', '.join(quote(name) for name in holding)} CASCADE")
     return True
+
+
+_skips_triggers = {}
+
+
+def _may_skip_triggers(connection) -> bool:
+    """PostgreSQL (not CockroachDB) as a superuser, who may set session_replication_role."""
+    if connection.alias not in _skips_triggers:
+        allowed = connection.vendor == "postgresql" and "cockroach" not in connection.settings_dict["ENGINE"]
+        if allowed:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
+                allowed = bool(cursor.fetchone()[0])
+        _skips_triggers[connection.alias] = allowed
+    return _skips_triggers[connection.alias]
 
 
 @pytest.fixture(scope="session")
