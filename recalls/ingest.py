@@ -74,7 +74,7 @@ class RecallClaim(Claim):
         reference = self.attributes.get(TEXTS_REFERENCE)
         if self.texts and reference and not self.shared_rows:
             # The RecallText row the fact refers to: inserted if absent in the transaction of the facts
-            # that are written (recall_claims shares one row between the lots of a record).
+            # that are written (once per digest however many lots of the record refer to it).
             self.shared_rows = (RecallText(digest=reference, **self.texts),)
 
     def _content_hash(self) -> str:
@@ -507,8 +507,6 @@ def recall_claims(parsed: ParsedRecall, *, subject: str, ndcs: list, identity: d
                                                if isinstance(parsed.raw.get(name), str))))
     products = {"ndc_products": sorted(listed), "named_ndc_products": sorted(named & listed)}
     short, texts = split_texts(parsed.attributes)  # the texts once per record, referred to by every lot
-    reference = short.get(TEXTS_REFERENCE)
-    shared = (RecallText(digest=reference, **texts),) if texts and reference else ()  # one row for every lot
 
     def statement(lot):
         return recall_statement(parsed.attributes, lot, all_lots=parsed.all_lots)
@@ -518,7 +516,7 @@ def recall_claims(parsed: ParsedRecall, *, subject: str, ndcs: list, identity: d
         attributes = dict(short, scope=scope, ndcs=list(ndcs), **products, **identity)
         claims.append(RecallClaim(
             fact_key=recall_fact_key(parsed.recall_number, lot, parsed.record), kind="recall", subject=subject, lot=lot,
-            statement=statement(lot), source=ENFORCEMENT_SOURCE, texts=texts, shared_rows=shared,
+            statement=statement(lot), source=ENFORCEMENT_SOURCE, texts=texts,
             attributes=attributes, source_ref=source_ref[:255], valid_from=parsed.valid_from,
             valid_to=parsed.valid_to, asserted_by=asserted_by,
         ))
