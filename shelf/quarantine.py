@@ -77,8 +77,8 @@ def _units_for(fact):
 
 
 def match_facts(fact_ids) -> list[ShelfTask]:
-    facts = [f for f in Fact.objects.filter(id__in=fact_ids, retracted_at__isnull=True, kind=Fact.Kind.RECALL)
-             .defer("embedding") if recall_terms.is_recall(f)]
+    facts = list(Fact.objects.filter(id__in=fact_ids, retracted_at__isnull=True, kind=Fact.Kind.RECALL)
+                 .defer("embedding"))
     # This runs after every ingested record's commit: one query on the products index says whether any
     # unit can match at all (usually none). Every fact's units (_units_for) hold one of its products, so
     # no unit is missed; building each fact's lot condition first cost more than the query.
