@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, fields
 
 from django.db import connection
 
-from drugs.matching import Dispensed
+from drugs.matching import Dispensed, dispensed
 from memory.models import Fact
 from memory.retrieval import Retrieved, facts_in_scopes, retrieve, semantic_neighbours
 
@@ -45,9 +45,9 @@ class DispensedRow:
     matched: Dispensed = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
-        object.__setattr__(self, "matched", Dispensed(
-            drug=self.drug, ndc=self.ndc, ndc_product=self.ndc[:10] if self.ndc else "", lot=self.lot,
-            lot_known=not self.lot_unknown, expiry=self.expiry, dispensed_at=self.dispensed_at))
+        object.__setattr__(self, "matched", dispensed(
+            drug=self.drug, ndc=self.ndc, lot=self.lot, lot_unknown=self.lot_unknown, expiry=self.expiry,
+            dispensed_at=self.dispensed_at, product=self.ndc[:10] if self.ndc else ""))
 
     @property
     def ndc_product(self) -> str:
