@@ -69,6 +69,10 @@ from .runs import (
 log = logging.getLogger(__name__)
 
 CHUNK = 200  # records per batch: one believed-facts query and one embedding call per chunk
+# Records committed together: their writes share one commit, and what a commit sets off (shelf
+# matching and the sweep trigger, receivers of memory.signals.facts_changed) runs once for them. Each
+# record is still all or nothing: a group that fails is rolled back whole and written record by record.
+RECORDS_PER_TRANSACTION = 20
 INCREMENTAL_OVERLAP_DAYS = 14  # re-read the tail of the last window: late-published records cost nothing if unchanged
 INITIAL_WINDOW_DAYS = 90
 
@@ -383,28 +387,66 @@ class RecallIngester:
         except Exception:
             log.exception("preparing the chunk failed; preparing record by record to isolate the bad one")
             prepared = None
-        offset = 0
+        items, offset = [], 0
         for parsed, claims, subject, ndcs in changed:
-            indexes = range(offset, offset + len(claims))
+            items.append((parsed, claims, subject, ndcs, range(offset, offset + len(claims))))
             offset += len(claims)
-            try:
-                if prepared is None:  # the chunk could not be prepared: this record on its own
-                    own, own_indexes = prepare_claims(claims, cache=self.vectors), range(len(claims))
+        size = RECORDS_PER_TRANSACTION if prepared is not None else 1  # unprepared: each record alone
+        for start in range(0, len(items), size):
+            group = items[start:start + size]
+            if len(group) > 1:
+                try:
+                    written = run_in_transaction(self._write_group, prepared, group, believed_under,
+                                                 retry_unique_violations=True)
+                except Exception as exc:  # one record's refusal aborts the group: isolate it below
+                    log.info("a group of %d records was refused (%s); writing them one by one", len(group),
+                             type(exc).__name__)
                 else:
-                    own, own_indexes = prepared, indexes
-                mine, retracted = run_in_transaction(
-                    self._write_record, own, own_indexes, parsed, {c.fact_key for c in claims}, subject, ndcs,
-                    believed_under.get(parsed.record_key, ()), retry_unique_violations=True)
-                _tally(run, mine)
-                run.retracted += retracted
-                if not retracted and all(r.status == "unchanged" for r in mine):
-                    run.unchanged += 1
-                # What is believed under this record's key now, should the chunk hold its key again.
-                believed_under[parsed.record_key] = [(c.fact_key, c.lot) for c in claims]
-            except Exception as exc:  # a database refusal for this record only; the run goes on
-                log.exception("recall %s failed", parsed.recall_number)
-                _quarantine(self.run, run, parsed.raw, f"could not be written: {type(exc).__name__}: {exc}")
+                    for item, (mine, retracted) in zip(group, written, strict=True):
+                        self._count(run, item, mine, retracted, believed_under)
+                    continue
+            for item in group:
+                self._write_alone(run, prepared, item, believed_under)
         return run
+
+    def _write_group(self, prepared, group, believed_under):
+        """Several records' _write_record in one transaction. What each finds believed under its key
+        includes what an earlier record of the group wrote there (believed_under is updated only after
+        the commit, so a retried or refused group leaves it as it was)."""
+        written, under = [], {}
+        for parsed, claims, subject, ndcs, indexes in group:
+            believed = under.get(parsed.record_key, believed_under.get(parsed.record_key, ()))
+            written.append(self._write_record(prepared, indexes, parsed, {c.fact_key for c in claims}, subject,
+                                              ndcs, believed))
+            under[parsed.record_key] = [(c.fact_key, c.lot) for c in claims]
+        return written
+
+    def _write_alone(self, run, prepared, item, believed_under):
+        """One record in its own transaction; a database refusal quarantines it and the run goes on."""
+        parsed, claims, subject, ndcs, indexes = item
+        try:
+            if prepared is None:  # the chunk could not be prepared: this record on its own
+                own, own_indexes = prepare_claims(claims, cache=self.vectors), range(len(claims))
+            else:
+                own, own_indexes = prepared, indexes
+            mine, retracted = run_in_transaction(
+                self._write_record, own, own_indexes, parsed, {c.fact_key for c in claims}, subject, ndcs,
+                believed_under.get(parsed.record_key, ()), retry_unique_violations=True)
+        except Exception as exc:  # a database refusal for this record only; the run goes on
+            log.exception("recall %s failed", parsed.recall_number)
+            _quarantine(self.run, run, parsed.raw, f"could not be written: {type(exc).__name__}: {exc}")
+            return
+        self._count(run, item, mine, retracted, believed_under)
+
+    @staticmethod
+    def _count(run, item, mine, retracted, believed_under):
+        parsed, claims = item[0], item[1]
+        _tally(run, mine)
+        run.retracted += retracted
+        if not retracted and all(r.status == "unchanged" for r in mine):
+            run.unchanged += 1
+        # What is believed under this record's key now, should the chunk hold its key again.
+        believed_under[parsed.record_key] = [(c.fact_key, c.lot) for c in claims]
 
     def _write_record(self, prepared, indexes, parsed, keys, subject, ndcs, believed):
         """One record's new versions, retractions of its dropped lots and its change-detection hash:

@@ -346,6 +346,30 @@ def test_a_record_that_fails_midway_leaves_none_of_its_facts_and_is_quarantined(
     assert Fact.objects.filter(attributes__recall_number=records[1]["recall_number"]).count() >= 2
 
 
+def test_a_chunks_records_commit_in_groups_and_each_group_announces_its_changes_once(hashing_embeddings,
+                                                                                      monkeypatch):
+    """Real records of one chunk are written RECORDS_PER_TRANSACTION to a transaction: what a commit
+    sets off (shelf matching, the sweep trigger) runs once per group, with every fact of the group."""
+    from recalls import services as recall_services
+
+    monkeypatch.setattr(recall_services, "RECORDS_PER_TRANSACTION", 3)
+    records = _sartans(8)
+    announced = []
+
+    def receiver(sender, pairs, **kwargs):
+        announced.append(len(pairs))
+
+    facts_changed.connect(receiver, weak=False)
+    try:
+        run = ingest_document(_doc(records))
+    finally:
+        facts_changed.disconnect(receiver)
+    assert run.status == IngestRun.Status.SUCCEEDED and run.quarantined == 0
+    assert len(announced) == 3  # 8 records: groups of 3, 3 and 2
+    assert sum(announced) == run.new_facts == Fact.objects.filter(kind="recall").count()
+    assert RecallRecord.objects.count() == len({r["recall_number"] for r in records})
+
+
 def test_a_run_whose_heartbeat_stopped_is_marked_abandoned_when_the_next_run_starts(hashing_embeddings, settings):
     """A killed ingest (SIGKILL, OOM) cannot mark its own row; the next run does, and leaves a live one alone."""
     from datetime import timedelta
