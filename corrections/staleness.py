@@ -195,6 +195,19 @@ def all_stale_ids(scope: Scope | None = None) -> list[int]:
         return [row[0] for row in cursor.fetchall()]
 
 
+def any_stale(scope: Scope | None = None) -> bool:
+    """Is anything in the stale set? Stops at the first stale row: the triggers' pre-check, where
+    reading the first page of the set (stale_decision_ids(limit=1)) computed all of it first (3.3 s for
+    a new recall standing under 100,000 decisions, against milliseconds)."""
+    scope = scope or Scope()
+    if not scope.branches():
+        return False
+    union, params = _union(scope)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT EXISTS ({union})", params)
+        return bool(cursor.fetchone()[0])
+
+
 def count_stale(scope: Scope | None = None) -> int:
     scope = scope or Scope()
     if not scope.branches():

@@ -364,7 +364,7 @@ def _stop_if_asked(page_no: int) -> None:
 
 def has_work(fact_ids=None, patient_ids=None) -> bool:
     """Cheap pre-check for the after-commit triggers: anything to re-decide or notify?"""
-    if stale_decision_ids(limit=1, fact_ids=fact_ids, patient_ids=patient_ids):
+    if staleness.any_stale(Scope.of(fact_ids, patient_ids)):
         return True
     if patient_ids:
         return bool(recall_facts_for_patients(patient_ids))

@@ -71,3 +71,25 @@ def test_the_keyset_page_past_the_stale_set_is_the_same_with_one_branch_or_two(h
     for after in (0, first, max(d.id for d in decisions)):
         assert (staleness.stale_decision_ids(after=after, limit=1, scope=scope)
                 == staleness.stale_decision_ids(after=after, limit=1, scope=_unrestricted(scope)))
+
+
+def test_any_stale_says_whether_the_stale_set_is_empty_in_every_state(hashing_embeddings):
+    """The triggers' pre-check (staleness.any_stale, which stops at the first row) against the set itself."""
+    from corrections.sweep import sweep
+
+    old, decisions = _world()
+    patient_scope = Scope.of(None, [decisions[0].patient_id])
+    assert not staleness.any_stale(Scope.of([old.id])) and not staleness.all_stale_ids(Scope.of([old.id]))
+    assert not staleness.any_stale(patient_scope)
+
+    new = assert_claim(recall_claim(NEW_RECALL, NEW_LOT)).fact
+    escalated = assert_claim(recall_claim(RECALL, LOT, classification="Class I")).fact
+    scopes = [Scope.of([new.id]), Scope.of([old.id, escalated.id]), Scope.of([new.id, old.id, escalated.id]), Scope()]
+    for scope in scopes:
+        assert staleness.all_stale_ids(scope), scope
+        assert staleness.any_stale(scope), scope
+
+    sweep(fact_ids=[new.id, old.id, escalated.id])
+    for scope in scopes:
+        assert not staleness.all_stale_ids(scope), scope
+        assert not staleness.any_stale(scope), scope
