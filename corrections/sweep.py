@@ -221,7 +221,7 @@ def page_size_default() -> int:
 
 
 def sweep(*, fact_ids=None, patient_ids=None, trigger=SweepRun.Trigger.MANUAL, dry_run=False, page_size=None,
-          progress=None, notices=True, notices_progress=None) -> SweepReport:
+          progress=None, notices=True, notices_progress=None, on_plan=None) -> SweepReport:
     """Sweep the stale set — all of it, or what changed facts (`fact_ids`: retracted and new
     versions) and changed dispensing (`patient_ids`) touch — then draft notices for exposed patients
     with no standing answer.
@@ -233,6 +233,8 @@ def sweep(*, fact_ids=None, patient_ids=None, trigger=SweepRun.Trigger.MANUAL, d
     progress: optional callable(n), called after each committed page with the decisions it re-decided.
     notices_progress: optional callable(done, total): recall facts whose exposed patients who never
     asked have been checked (and their notices committed), of how many; first called with done = 0.
+    on_plan: optional callable(plan), called once when this sweep has cut and committed a new plan of
+    ranges (corrections.sweep_claims.Plan): helpers queued there join a plan that exists.
     """
     scope = Scope.of(fact_ids, patient_ids)
     fact_ids = list(scope.fact_ids) if scope.fact_ids else None
@@ -277,7 +279,8 @@ def sweep(*, fact_ids=None, patient_ids=None, trigger=SweepRun.Trigger.MANUAL, d
             for start in range(0, len(planned), page_size):
                 last = page(planned[start:start + page_size])[0]
         else:
-            last = _sweep_ranges(run, scope, page_size, page, stop=lambda: _stop_if_asked(page_no[0]))
+            last = _sweep_ranges(run, scope, page_size, page, stop=lambda: _stop_if_asked(page_no[0]),
+                                 on_plan=on_plan)
         # Then keyset pages past the plan's last id: what went stale meanwhile (usually nothing).
         while True:
             last, rows = page(None, after=last)
@@ -327,7 +330,7 @@ def sweep(*, fact_ids=None, patient_ids=None, trigger=SweepRun.Trigger.MANUAL, d
     return total
 
 
-def _sweep_ranges(run, scope: Scope, page_size: int, page, *, stop) -> int:
+def _sweep_ranges(run, scope: Scope, page_size: int, page, *, stop, on_plan=None) -> int:
     """Claim ranges of this scope's plan until none is free, and sweep each page by page (`page`: one
     committed page of the given ids; `stop`: hands the rest back if a stop was asked for). Returns the
     plan's last decision id."""
@@ -336,6 +339,8 @@ def _sweep_ranges(run, scope: Scope, page_size: int, page, *, stop) -> int:
     plan = sweep_claims.plan_ranges(run, scope, page_size)
     if plan.run_id != run.pk:
         log.info("sweep run %s joins the plan of run %s (%d decisions left)", run.pk, plan.run_id, plan.decisions)
+    elif on_plan is not None:
+        on_plan(plan)
     while True:
         held = sweep_claims.claim(run, plan.run_id)
         if held is None and sweep_claims.held_by_others(run, plan.run_id) and abandon_dead_runs(covered_by=scope):

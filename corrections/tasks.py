@@ -75,9 +75,9 @@ def sweep_facts(fact_ids: list[int], helper: bool = False) -> str:
         return result[0]
     if not has_work(fact_ids):
         return f"facts {fact_ids}: nothing to sweep"
-    _enqueue_helpers(fact_ids)
     with _hand_back(sweep_facts, fact_ids) as result:
-        result.append(sweep(fact_ids=fact_ids, trigger=SweepRun.Trigger.SUPERSESSION).summary())
+        result.append(sweep(fact_ids=fact_ids, trigger=SweepRun.Trigger.SUPERSESSION,
+                            on_plan=lambda plan: _enqueue_helpers(fact_ids, plan)).summary())
     return result[0]
 
 
@@ -99,18 +99,16 @@ def _hand_back(task, *args, **kwargs):
         result.append(f"handed back: {exc}")
 
 
-def _enqueue_helpers(fact_ids: list[int]) -> int:
+def _enqueue_helpers(fact_ids: list[int], plan) -> int:
     """A stale set of more than one key range is shared by UNSAY_SWEEP_WORKERS sweeps: each helper joins
-    the plan of this scope and claims ranges of it (corrections.sweep_claims), so no decision is
-    re-decided twice and a national recall reaches the pharmacists' queue sooner. Returns the number of
-    helpers enqueued."""
+    the plan this sweep has just cut (corrections.sweep_claims) and claims ranges of it, so no decision is
+    re-decided twice and a national recall reaches the pharmacists' queue sooner. Queued from the plan,
+    not before the sweep: the plan is the stale set read once (reading its first ranges beforehand
+    computed all of it, 1.5 s at 100,000 affected). Returns the number of helpers enqueued."""
     from django.conf import settings
 
-    from .sweep import page_size_default, stale_decision_ids
-
     helpers = settings.UNSAY_SWEEP_WORKERS - 1
-    enough = settings.UNSAY_SWEEP_RANGE_PAGES * page_size_default() + 1  # no more of the stale set than needed
-    if helpers < 1 or len(stale_decision_ids(limit=enough, fact_ids=fact_ids)) < enough:
+    if helpers < 1 or plan.ranges < 2:
         return 0
     try:
         for _ in range(helpers):
