@@ -155,7 +155,7 @@ class Correction(models.Model):
     diff = models.JSONField(default=list, blank=True, help_text="[{field, before, after}] of the fact change.")
     drafted_text = models.TextField()
     final_text = models.TextField(blank=True)
-    dedupe_key = models.CharField(max_length=64, unique=True)
+    dedupe_key = models.CharField(max_length=64)  # unique: correction_dedupe_key (Meta.constraints)
     sweep_run = models.ForeignKey(SweepRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="drafts")
     replaces = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="replaced_by")
     reviewed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
@@ -177,6 +177,10 @@ class Correction(models.Model):
                          name="correction_queue_order"),
             models.Index(fields=["trigger_fact"], name="correction_trigger_fact"),
         ]
+        # A constraint, not unique=True, which on PostgreSQL also builds a varchar_pattern_ops index for
+        # LIKE 'prefix%': no query here filters dedupe keys by prefix, and a sweep writes a draft per
+        # affected patient (about 1 s of 37 at 100,000 drafts, bench/recall_to_queue.py).
+        constraints = [models.UniqueConstraint(fields=["dedupe_key"], name="correction_dedupe_key")]
 
     def __str__(self):
         return f"{self.get_kind_display()} for {self.patient_id}: {self.old_verdict or '-'} -> {self.new_verdict}"
@@ -222,8 +226,9 @@ class OutboxMessage(models.Model):
     recipient = models.CharField(max_length=254)
     subject = models.CharField(max_length=200)
     body = models.TextField()
-    # Same as the correction's; also the email Message-ID so a provider can drop a duplicate.
-    dedupe_key = models.CharField(max_length=64, unique=True)
+    # Same as the correction's; also the email Message-ID so a provider can drop a duplicate. Unique:
+    # outbox_dedupe_key (Meta.constraints).
+    dedupe_key = models.CharField(max_length=64)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.HELD)
     attempts = models.PositiveIntegerField(default=0)
     next_attempt_at = models.DateTimeField(null=True, blank=True)
@@ -239,6 +244,7 @@ class OutboxMessage(models.Model):
             # Used by the dispatcher's claim query.
             models.Index(fields=["next_attempt_at", "id"], condition=Q(status="ready"), name="outbox_ready"),
         ]
+        constraints = [models.UniqueConstraint(fields=["dedupe_key"], name="outbox_dedupe_key")]  # see Correction
 
     def __str__(self):
         return f"{self.channel} to {self.recipient} ({self.status})"

@@ -29,13 +29,14 @@ def _notice(patient, status="draft"):
 def _copy(template: Correction, count: int):
     """`count` copies of one row in one INSERT ... SELECT (unique columns made unique)."""
     columns, values = [], []
+    constrained = {name for constraint in Correction._meta.constraints for name in getattr(constraint, "fields", ())}
     for field in Correction._meta.concrete_fields:
         if field.primary_key:
             continue
         columns.append(field.column)
         if field.column == "public_id":
             values.append("gen_random_uuid()")
-        elif field.unique:
+        elif field.unique or field.name in constrained:
             values.append(f"{field.column} || '-' || g")
         elif field.column == "new_decision_id":
             values.append("1000000 + g")  # the drafts' own new decisions, none of them on the page
