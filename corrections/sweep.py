@@ -53,12 +53,6 @@ from .staleness import Scope
 log = logging.getLogger(__name__)
 
 
-def stale_decision_ids(*, after: int = 0, limit: int = 1000, fact_ids=None, patient_ids=None,
-                       lock: bool = False) -> list[int]:
-    """One keyset page of the stale set (all of it, or what the changed facts / patients touch)."""
-    return staleness.stale_decision_ids(after=after, limit=limit, scope=Scope.of(fact_ids, patient_ids), lock=lock)
-
-
 def count_stale(fact_ids=None, patient_ids=None) -> int:
     return staleness.count_stale(Scope.of(fact_ids, patient_ids))
 

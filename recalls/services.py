@@ -24,6 +24,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from datetime import date, timedelta
+from typing import NamedTuple
 
 from django.conf import settings
 from django.db import connections
@@ -289,6 +290,21 @@ def another_record(parsed, first_event: str) -> None:
                                         f"the same snapshot; kept as its own record ({parsed.record})")
 
 
+class _ChangedRecord(NamedTuple):
+    """A record of the chunk to write: its claims are prepared[indexes] of the chunk's prepare_claims."""
+
+    parsed: object
+    claims: list
+    subject: str
+    derived: tuple  # (ndcs, identity)
+    indexes: range
+
+    @property
+    def believed_after(self) -> list[tuple[str, str | None]]:
+        """(fact_key, lot) believed under the record's key once it is written."""
+        return [(c.fact_key, c.lot) for c in self.claims]
+
+
 class RecallIngester:
     def __init__(self, run: IngestRun, snapshot_updated: date | None = None):
         self.run = run
@@ -388,8 +404,8 @@ class RecallIngester:
             log.exception("preparing the chunk failed; preparing record by record to isolate the bad one")
             prepared = None
         items, offset = [], 0
-        for parsed, claims, subject, ndcs in changed:
-            items.append((parsed, claims, subject, ndcs, range(offset, offset + len(claims))))
+        for parsed, claims, subject, derived in changed:
+            items.append(_ChangedRecord(parsed, claims, subject, derived, range(offset, offset + len(claims))))
             offset += len(claims)
         size = RECORDS_PER_TRANSACTION if prepared is not None else 1  # unprepared: each record alone
         for start in range(0, len(items), size):
@@ -414,46 +430,44 @@ class RecallIngester:
         includes what an earlier record of the group wrote there (believed_under is updated only after
         the commit, so a retried or refused group leaves it as it was)."""
         written, under = [], {}
-        for parsed, claims, subject, ndcs, indexes in group:
-            believed = under.get(parsed.record_key, believed_under.get(parsed.record_key, ()))
-            written.append(self._write_record(prepared, indexes, parsed, {c.fact_key for c in claims}, subject,
-                                              ndcs, believed))
-            under[parsed.record_key] = [(c.fact_key, c.lot) for c in claims]
+        for item in group:
+            key = item.parsed.record_key
+            believed = under.get(key, believed_under.get(key, ()))
+            written.append(self._write_record(prepared, item.indexes, item, believed))
+            under[key] = item.believed_after
         return written
 
     def _write_alone(self, run, prepared, item, believed_under):
         """One record in its own transaction; a database refusal quarantines it and the run goes on."""
-        parsed, claims, subject, ndcs, indexes = item
         try:
             if prepared is None:  # the chunk could not be prepared: this record on its own
-                own, own_indexes = prepare_claims(claims, cache=self.vectors), range(len(claims))
+                own, own_indexes = prepare_claims(item.claims, cache=self.vectors), range(len(item.claims))
             else:
-                own, own_indexes = prepared, indexes
-            mine, retracted = run_in_transaction(
-                self._write_record, own, own_indexes, parsed, {c.fact_key for c in claims}, subject, ndcs,
-                believed_under.get(parsed.record_key, ()), retry_unique_violations=True)
+                own, own_indexes = prepared, item.indexes
+            mine, retracted = run_in_transaction(self._write_record, own, own_indexes, item,
+                                                 believed_under.get(item.parsed.record_key, ()),
+                                                 retry_unique_violations=True)
         except Exception as exc:  # a database refusal for this record only; the run goes on
-            log.exception("recall %s failed", parsed.recall_number)
-            _quarantine(self.run, run, parsed.raw, f"could not be written: {type(exc).__name__}: {exc}")
+            log.exception("recall %s failed", item.parsed.recall_number)
+            _quarantine(self.run, run, item.parsed.raw, f"could not be written: {type(exc).__name__}: {exc}")
             return
         self._count(run, item, mine, retracted, believed_under)
 
     @staticmethod
     def _count(run, item, mine, retracted, believed_under):
-        parsed, claims = item[0], item[1]
         _tally(run, mine)
         run.retracted += retracted
         if not retracted and all(r.status == "unchanged" for r in mine):
             run.unchanged += 1
         # What is believed under this record's key now, should the chunk hold its key again.
-        believed_under[parsed.record_key] = [(c.fact_key, c.lot) for c in claims]
+        believed_under[item.parsed.record_key] = item.believed_after
 
-    def _write_record(self, prepared, indexes, parsed, keys, subject, ndcs, believed):
-        """One record's new versions, retractions of its dropped lots and its change-detection hash:
-        all in one transaction, so a record is never half-written."""
+    def _write_record(self, prepared, indexes, item, believed):
+        """One record's new versions (prepared[indexes]), retractions of its dropped lots and its
+        change-detection hash: all in one transaction, so a record is never half-written."""
         mine = write_claims(prepared, indexes)
-        retracted = self._retract_dropped(parsed, keys, believed)
-        self._remember(parsed, subject, ndcs)
+        retracted = self._retract_dropped(item.parsed, {c.fact_key for c in item.claims}, believed)
+        self._remember(item.parsed, item.subject, item.derived)
         return mine, retracted
 
     @staticmethod
