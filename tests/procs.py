@@ -42,3 +42,13 @@ def start_python(code: str, **env_extra) -> subprocess.Popen:
 def manage(*args, timeout=300, **env_extra) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "manage.py", *args], cwd=PROJECT_DIR, env=subprocess_env(**env_extra),
                           capture_output=True, text=True, timeout=timeout)
+
+
+def drop_database_beside(name: str) -> None:
+    """Drop a database that a test's child processes made on this test session's server (closing
+    their connections)."""
+    import psycopg
+
+    s = connection.settings_dict
+    with psycopg.connect(host=s["HOST"], port=s["PORT"], user=s["USER"], dbname="postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -12,12 +12,11 @@ import json
 import subprocess
 import sys
 
-import psycopg
 import pytest
 from django.conf import settings
 from django.db import connection
 
-from tests.procs import PROJECT_DIR, subprocess_env
+from tests.procs import PROJECT_DIR, drop_database_beside, subprocess_env
 
 pytestmark = pytest.mark.slow
 
@@ -51,10 +50,8 @@ def walk_database():
         pytest.skip("runs on the embedded server (DATABASE_URL names another)")
     connection.ensure_connection()
     name = connection.settings_dict["NAME"] + "_walk"
-    s = connection.settings_dict
     yield name
-    with psycopg.connect(host=s["HOST"], port=s["PORT"], user=s["USER"], dbname="postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    drop_database_beside(name)
 
 
 def walk(path: str, database: str, out) -> dict:

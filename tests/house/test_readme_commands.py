@@ -16,10 +16,9 @@ import sys
 import time
 import uuid
 
-import psycopg
 import pytest
 
-from tests.procs import PROJECT_DIR
+from tests.procs import PROJECT_DIR, drop_database_beside
 
 README = PROJECT_DIR / "README.md"
 SKIPPED = {
@@ -78,10 +77,8 @@ def scratch_database():
         pytest.skip("runs on the embedded server (DATABASE_URL names another)")
     connection.ensure_connection()
     name = f"readme_{uuid.uuid4().hex[:10]}"
-    s = connection.settings_dict
     yield name
-    with psycopg.connect(host=s["HOST"], port=s["PORT"], user=s["USER"], dbname="postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    drop_database_beside(name)
 
 
 @pytest.mark.slow
