@@ -1,0 +1,119 @@
+"""What an int8 MiniLM would buy and cost: the shipped fp32 ONNX engine beside the same graph quantized
+by ONNX Runtime (dynamic int8, per-channel weights), on real recall texts, in the same run.
+
+    .venv/bin/python bench/embedding_quantized.py                 # 1,500 texts, 3 runs per engine
+    .venv/bin/python bench/embedding_quantized.py --sample 4000 --runs 5
+
+Texts: the distinct texts first ingest embeds for tests/fixtures/openfda/drug-enforcement-2021-04-28.json.zip
+(recalls.ingest.recall_claims, lots masked), the first --sample of them. Speed: texts/s and texts per
+CPU-second of each engine, runs alternating (min / median / max). Agreement with fp32: the cosine of the
+two vectors of each text, and for each text its 10 nearest other texts by either engine (overlap@10,
+and how often the nearest is the same) — the figure to set beside the vector index's recall@8 against an
+exact scan (bench/vector_recall.py), which is what the product already accepts from approximation.
+The quantized graph is written under var/bench-cache/ and never used by the product.
+"""
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import PROJECT_DIR, setup_django  # noqa: E402
+
+FIXTURE = PROJECT_DIR / "tests" / "fixtures" / "openfda" / "drug-enforcement-2021-04-28.json.zip"
+CACHE = PROJECT_DIR / "var" / "bench-cache"
+
+
+def recall_texts(limit: int) -> list[str]:
+    from recalls.documents import load_document
+    from recalls.ingest import Malformed, parse_enforcement, recall_claims
+
+    texts = []
+    for raw in load_document(str(FIXTURE))["results"]:
+        try:
+            parsed = parse_enforcement(raw)
+        except Malformed:
+            continue  # quarantined by ingest too
+        texts.extend(claim.embedding_text() for claim in recall_claims(parsed, subject=parsed.subject,
+                                                                          ndcs=parsed.ndcs))
+    return list(dict.fromkeys(texts))[:limit]
+
+
+def quantized(fp32: Path) -> Path:
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    target = CACHE / fp32.name.replace("fp32", "int8-perchannel")
+    if not target.exists():
+        CACHE.mkdir(parents=True, exist_ok=True)
+        # The exported graph uses ONNX Runtime's fused contrib ops, whose outputs shape inference cannot
+        # type: they are float tensors.
+        quantize_dynamic(str(fp32), str(target), weight_type=QuantType.QInt8, per_channel=True,
+                         extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+    return target
+
+
+def timed(engine, texts) -> tuple[float, float]:
+    wall, cpu = time.perf_counter(), time.process_time()
+    vectors = engine.encode(texts)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    return vectors, len(texts) / wall, len(texts) / cpu
+
+
+def neighbours(vectors, k: int):
+    import numpy as np
+
+    scores = vectors @ vectors.T
+    np.fill_diagonal(scores, -2.0)
+    return np.argsort(-scores, axis=1)[:, :k]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sample", type=int, default=1500)
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    setup_django(db_name="unsay_bench_quantized", migrate=False)
+    import logging
+    import os
+
+    import numpy as np
+    from django.conf import settings
+
+    from memory.minilm import OnnxMiniLM, ensure_onnx_model
+
+    logging.getLogger("root").setLevel(logging.WARNING)  # the quantizer logs a line per tensor
+    texts = recall_texts(args.sample)
+    fp32_path = ensure_onnx_model(Path(settings.UNSAY_MODEL_DIR))
+    engines = {"fp32 (shipped)": OnnxMiniLM(fp32_path), "int8 per-channel": OnnxMiniLM(quantized(fp32_path))}
+    print(f"{len(texts)} real recall texts; {os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.1f} at start")
+    rates = {name: [] for name in engines}
+    per_cpu = {name: [] for name in engines}
+    vectors = {}
+    for engine in engines.values():
+        engine.encode(texts[:32])  # warm-up: first-run allocations are not throughput
+    for _ in range(args.runs):
+        for name, engine in engines.items():
+            vectors[name], rate, cpu_rate = timed(engine, texts)
+            rates[name].append(rate)
+            per_cpu[name].append(cpu_rate)
+    for name in engines:
+        r, c = rates[name], per_cpu[name]
+        print(f"  {name:18} {min(r):7.1f} / {statistics.median(r):7.1f} / {max(r):7.1f} texts/s   "
+              f"{statistics.median(c):6.1f} texts per CPU-second (median)")
+    fp32, int8 = vectors.values()
+    speedup = statistics.median(rates["int8 per-channel"]) / statistics.median(rates["fp32 (shipped)"])
+    cosine = (fp32 * int8).sum(axis=1)
+    near_fp32, near_int8 = neighbours(fp32, 10), neighbours(int8, 10)
+    overlap = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(near_fp32, near_int8, strict=True)])
+    same_first = np.mean(near_fp32[:, 0] == near_int8[:, 0])
+    print(f"int8 / fp32 texts/s (medians): {speedup:.2f}x")
+    print(f"agreement with fp32: cosine min {cosine.min():.4f}, median {np.median(cosine):.4f}; "
+          f"overlap@10 of nearest texts {overlap:.3f}; same nearest text {same_first:.3f}")
+    print(f"load average {os.getloadavg()[0]:.1f} at end")
+
+
+if __name__ == "__main__":
+    main()
