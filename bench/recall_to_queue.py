@@ -98,8 +98,30 @@ def _reset_peak(pid: int) -> None:
         pass
 
 
+def _cpu_seconds(pid: int) -> float | None:
+    """User + system CPU-seconds a process has used so far (None: it is gone)."""
+    import psutil
+
+    try:
+        times = psutil.Process(pid).cpu_times()
+    except psutil.Error:
+        return None
+    return times.user + times.system
+
+
+def machine_busy_seconds() -> float:
+    """CPU-seconds every core of the machine has spent busy so far (all but idle, I/O wait and steal)."""
+    import psutil
+
+    times = psutil.cpu_times()
+    return sum(getattr(times, name, 0.0) for name in ("user", "nice", "system", "irq", "softirq"))
+
+
 class Meter:
-    """Samples every process's peak RSS and the 1-minute load while a run goes on."""
+    """Samples every process's peak RSS and the 1-minute load while a run goes on, and counts the
+    CPU-seconds each process and the whole machine spent: what the named processes did not spend is
+    the database server's (and anything else running), which says whether Python or the server is
+    the larger share of a run."""
 
     def __init__(self, processes: dict):
         self.processes = processes  # role -> pid
@@ -112,8 +134,22 @@ class Meter:
         for pid in self.processes.values():
             _reset_peak(pid)
         self.load_before = os.getloadavg()
+        self._cpu_before = {role: _cpu_seconds(pid) for role, pid in self.processes.items()}
+        self._busy_before = machine_busy_seconds()
         self._thread.start()
         return self
+
+    def cpu_seconds(self) -> dict:
+        """role -> CPU-seconds during the run, and what the rest of the machine spent."""
+        spent = {}
+        for role, before in self._cpu_before.items():
+            after = _cpu_seconds(self.processes[role])
+            if before is not None and after is not None:
+                spent[role] = round(after - before, 1)
+        busy = machine_busy_seconds() - self._busy_before
+        spent["database server and the rest of the machine"] = round(busy - sum(spent.values()), 1)
+        spent["machine"] = round(busy, 1)
+        return spent
 
     def _sample(self):
         for role, pid in self.processes.items():
@@ -131,6 +167,7 @@ class Meter:
         self._thread.join()
         self._sample()
         self.load_after = os.getloadavg()
+        self.cpu_s = self.cpu_seconds()
 
 
 class Worker:
@@ -379,7 +416,9 @@ def one_run(n: int, args, world, built: dict, new_path: Path, worker: Worker | N
         "sweep_summary": summary if isinstance(summary, str) else str(summary),
         **check_drafts(world, _scale.NEW_RECALL),
     }
+    ceiling_busy_before = machine_busy_seconds()
     figures.update(_scale.copy_ceiling(built["snapshot"]["max_id"]))
+    figures["ceiling_machine_cpu_s"] = round(machine_busy_seconds() - ceiling_busy_before, 1)
     figures["ratio_ceiling_to_actual"] = round(figures["ceiling_s"] / e2e, 3) if e2e else None
     sweep_s = figures["sweep_first_start_to_last_finish_s"]
     figures["ratio_ceiling_to_sweep"] = round(figures["ceiling_s"] / sweep_s, 3) if sweep_s else None
@@ -387,6 +426,7 @@ def one_run(n: int, args, world, built: dict, new_path: Path, worker: Worker | N
         figures["sql_seconds"] = round(sum(seconds for _calls, seconds in sql_times.spent.values()), 2)
         figures["sql_top"] = sql_times.top()
     figures["peak_rss_mb"] = dict(meter.peak_mb)
+    figures["cpu_s"] = meter.cpu_s
     figures["bench_maxrss_mb_since_start"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
     figures["loadavg_before"] = [round(x, 2) for x in meter.load_before]
     figures["loadavg_after"] = [round(x, 2) for x in meter.load_after]
@@ -561,6 +601,9 @@ def main(argv=None):
         "ratio_ceiling_to_actual min/median/max": spread([r["ratio_ceiling_to_actual"] for r in runs]),
         "ratio_ceiling_to_sweep min/median/max": spread([r["ratio_ceiling_to_sweep"] for r in runs]),
         **{f"peak_rss_mb {role} min/median/max": spread([r["peak_rss_mb"].get(role) for r in runs]) for role in roles},
+        **{f"cpu_s {role} min/median/max": spread([r["cpu_s"].get(role) for r in runs])
+           for role in sorted({role for r in runs for role in r["cpu_s"]})},
+        "ceiling_machine_cpu_s min/median/max": spread([r["ceiling_machine_cpu_s"] for r in runs]),
         "load1_max_during min/median/max": spread([r["load1_max_during"] for r in runs]),
         "every affected patient exactly one draft, no other patient any": all(
             r["affected_with_one_draft"] == r["affected_patients"] and r["unaffected_with_a_draft"] == 0
