@@ -463,7 +463,8 @@ def spread(values) -> str:
     values = sorted(v for v in values if v is not None)
     if not values:
         return "n/a"
-    return f"{values[0]} / {statistics.median(values)} / {values[-1]}"
+    median = statistics.median(values)
+    return f"{values[0]} / {round(median, 3) if isinstance(median, float) else median} / {values[-1]}"
 
 
 def code_version() -> str:
