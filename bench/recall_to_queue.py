@@ -146,10 +146,10 @@ class Meter:
         for role, before in self._cpu_before.items():
             after = _cpu_seconds(self.processes[role])
             if before is not None and after is not None:
-                spent[role] = round(after - before, 1)
+                spent[role] = round(after - before, 2)
         busy = machine_busy_seconds() - self._busy_before
-        spent["database server and the rest of the machine"] = round(busy - sum(spent.values()), 1)
-        spent["machine"] = round(busy, 1)
+        spent["database server and the rest of the machine"] = round(busy - sum(spent.values()), 2)
+        spent["machine"] = round(busy, 2)
         return spent
 
     def _sample(self):
@@ -419,7 +419,7 @@ def one_run(n: int, args, world, built: dict, new_path: Path, worker: Worker | N
     }
     ceiling_busy_before = machine_busy_seconds()
     figures.update(_scale.copy_ceiling(built["snapshot"]["max_id"]))
-    figures["ceiling_machine_cpu_s"] = round(machine_busy_seconds() - ceiling_busy_before, 1)
+    figures["ceiling_machine_cpu_s"] = round(machine_busy_seconds() - ceiling_busy_before, 2)
     figures["ratio_ceiling_to_actual"] = round(figures["ceiling_s"] / e2e, 3) if e2e else None
     sweep_s = figures["sweep_first_start_to_last_finish_s"]
     figures["ratio_ceiling_to_sweep"] = round(figures["ceiling_s"] / sweep_s, 3) if sweep_s else None
