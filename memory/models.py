@@ -152,8 +152,9 @@ class Decision(models.Model):
         indexes = [
             # Used by the sweep: keyset pages over standing decisions.
             models.Index(fields=["id"], condition=Q(status="standing"), name="decision_standing"),
+            # Also serves the ask screen's reuse of an identical answer (ask.services.reusable_decision):
+            # a patient has a handful of decisions, so their inputs_hash needs no index of its own.
             models.Index(fields=["patient_id", "subject", "decided_at"], name="decision_patient_subject"),
-            models.Index(fields=["inputs_hash", "decided_at"], name="decision_inputs"),
         ]
         # The ask screen's permission (core.roles.ASK_SCREEN): asking records a decision for a patient.
         permissions = [("ask_for_patient", "Can ask whether a patient's medicine is safe (ask screen)")]
@@ -167,7 +168,10 @@ class DecisionRead(models.Model):
 
     decision = models.ForeignKey(Decision, on_delete=models.CASCADE, related_name="reads", **HISTORY_REFERENCE,
                                  db_index=False)  # decision_read_once (decision, fact) leads with it
-    fact = models.ForeignKey(Fact, on_delete=models.PROTECT, related_name="reads", **HISTORY_REFERENCE)
+    # No index of its own: what queries reads by fact (the stale set, the preview) asks for load-bearing
+    # reads, which read_bearing_fact_decision holds; facts are never deleted, so no delete looks here.
+    fact = models.ForeignKey(Fact, on_delete=models.PROTECT, related_name="reads", **HISTORY_REFERENCE,
+                             db_index=False)
     fact_key = models.CharField(max_length=255)
     fact_version = models.PositiveIntegerField()
     rank = models.PositiveIntegerField()
@@ -179,8 +183,6 @@ class DecisionRead(models.Model):
             models.UniqueConstraint(fields=["decision", "fact"], name="decision_read_once"),
         ]
         indexes = [
-            # Used by the sweep's stale-set join.
-            models.Index(fields=["fact_key", "fact_version"], name="read_fact_version"),
             # Used by the stale set's retracted_read branch: a fact's load-bearing reads from a page's
             # keyset on (corrections.staleness), so pages stop re-reading the whole stale set.
             models.Index(fields=["fact", "decision"], condition=Q(load_bearing=True),
