@@ -297,6 +297,12 @@ def copy_ceiling(before: dict) -> dict:
     return _common.copy_ceiling(before, unlogged=True)
 
 
+def logged_copy_ceiling(before: dict) -> dict:
+    """The same rows into logged copies (WAL, no foreign keys): bench/sweep.py's reference, which any
+    durable write of them pays. Returns ceiling_logged_s."""
+    return {"ceiling_logged_s": _common.copy_ceiling(before)["ceiling_s"]}
+
+
 # --- Build state: what the world looked like when built, so a run's changes can be undone ---------------
 
 STATE_TABLE = "bench_recall_to_queue_state"

@@ -39,3 +39,6 @@ def test_every_affected_patient_gets_exactly_one_draft_and_no_one_else_any(tmp_p
     assert cpu["bench"] > 0
     assert cpu["machine"] >= cpu["bench"] - 0.02
     assert run["ceiling_machine_cpu_s"] >= 0
+    # Both references were taken: the same rows into unlogged and into logged copies of the tables.
+    assert run["ceiling_s"] > 0 and run["ceiling_logged_s"] > 0
+    assert run["ratio_logged_ceiling_to_actual"] > 0
