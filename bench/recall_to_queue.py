@@ -21,8 +21,8 @@ of the recall committed (Correction.created of its last draft; the drafts are th
 pending rows for that recall), the split (ingest, queue wait, sweep), re-decisions/s, the COPY ceiling
 of the same rows in the same run (bench/_scale.copy_ceiling: into unlogged scratch tables) and the
 ratio ceiling seconds / end-to-end seconds, the same with the rows copied into logged scratch tables
-(bench/sweep.py's reference: WAL, as every durable write pays), peak RSS of every process (VmHWM, reset at the run's start:
-this bench, the worker's main process and each pool process), the CPU-seconds each of them and the
+(bench/sweep.py's reference: WAL, as every durable write pays), peak RSS of every process (VmHWM, reset
+at the run's start: this bench, the worker's main process and each pool process), the CPU-seconds each of them and the
 whole machine spent (the rest is the database server's), load average, affected patients and
 drafts, and the check that every affected patient has exactly one draft and no other patient has any.
 Then min / median / max over the runs, and the goal.
