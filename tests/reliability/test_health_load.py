@@ -60,8 +60,10 @@ def test_200_concurrent_health_probes_answer_and_never_exhaust_database_connecti
     assert {body for _, body in answers} == {b'{"status": "up"}'}
     assert elapsed < 60
     # Two gunicorn workers, each refreshing its cached check at most once per 5 s: at most one
-    # connection each at any time (plus this test's own sampler).
-    assert peak[0] - baseline <= 2, f"peak {peak[0]} connections, baseline {baseline}"
+    # connection each at any time, plus the sampler thread's own (the baseline counts only this
+    # test's). Both workers refresh at the same moment now and then, so the bound is 3, not 2;
+    # without the cache, 200 concurrent probes would hold up to 200.
+    assert peak[0] - baseline <= 3, f"peak {peak[0]} connections, baseline {baseline}"
     assert after[0] == 200
 
 
