@@ -97,8 +97,9 @@ def main():
             engines[name] = OnnxMiniLM(path)
             engines[name].tokenizer.enable_truncation(args.tokens)
     lengths = [len(e.ids) for e in engines["fp32 (shipped)"].tokenizer.encode_batch(texts)]
-    print(f"{len(texts)} real recall texts, tokens mean {statistics.mean(lengths):.0f}, "
-          f"longer than {args.tokens}: {sum(n > args.tokens for n in lengths) / len(lengths):.0%}; "
+    longer = (f", longer than {args.tokens}: {sum(n > args.tokens for n in lengths) / len(lengths):.0%}"
+              if args.tokens else "")
+    print(f"{len(texts)} real recall texts, tokens mean {statistics.mean(lengths):.0f}{longer}; "
           f"{os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.1f} at start")
     rates = {name: [] for name in engines}
     per_cpu = {name: [] for name in engines}
