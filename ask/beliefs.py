@@ -25,7 +25,7 @@ from drugs.matching import Dispensed, dispensed
 from memory.models import Fact
 from memory.retrieval import Retrieved, facts_in_scopes, retrieve, semantic_neighbours
 
-ROW_COLUMNS = ("id", "lot", "ndc", "dispensed_at", "fingerprint", "drug", "lot_unknown", "expiry")
+ROW_COLUMNS = ("id", "lot", "ndc", "dispensed_at", "fingerprint", "drug", "lot_unknown", "expiry", "lot_alternatives")
 
 
 @dataclass(frozen=True)
@@ -40,14 +40,18 @@ class DispensedRow:
     drug: str = ""
     lot_unknown: bool = False
     expiry: object = None
+    # Other lots the lot field may mean (drugs.lot_field); a tuple, so rows stay hashable and comparable.
+    lot_alternatives: tuple = ()
     # What drugs.matching reads of the row (its NDC product: the NDC's first ten characters), computed
     # once here: matching reads values, it calls no code of ask's.
     matched: Dispensed = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
+        object.__setattr__(self, "lot_alternatives", tuple(self.lot_alternatives or ()))
         object.__setattr__(self, "matched", dispensed(
             drug=self.drug, ndc=self.ndc, lot=self.lot, lot_unknown=self.lot_unknown, expiry=self.expiry,
-            dispensed_at=self.dispensed_at, product=self.ndc[:10] if self.ndc else ""))
+            dispensed_at=self.dispensed_at, product=self.ndc[:10] if self.ndc else "",
+            alternatives=self.lot_alternatives))
 
     @property
     def ndc_product(self) -> str:
@@ -149,7 +153,8 @@ class PageBeliefs:
             subjects.add(subject)
             scopes.add(f"drug:{subject}|{DRUG_LEVEL}")
             for row in self._rows.get((pid, subject), ()):
-                scopes.update(dispensing_scopes(subject, "" if row.lot_unknown else row.lot, row.ndc_product))
+                scopes.update(dispensing_scopes(subject, "" if row.lot_unknown else row.lot, row.ndc_product,
+                                                row.lot_alternatives))
         ids = []
         if subjects:
             # Exactly `scopes && page scopes OR subject IN subjects` over believed versions, but the

@@ -156,7 +156,8 @@ def premises_for(subject: str, rows: list[DispensedRow]) -> list[str]:
     """The scopes a decision about `subject` rests on: each dispensed lot and the drug level, by
     drug identity and by NDC product (drugs.scopes). With nothing dispensed, the drug level alone."""
     scopes = {scope for row in rows
-              for scope in dispensing_scopes(subject, "" if row.lot_unknown else row.lot, row.ndc_product)}
+              for scope in dispensing_scopes(subject, "" if row.lot_unknown else row.lot, row.ndc_product,
+                                             row.lot_alternatives)}
     scopes.add(f"drug:{subject}|{DRUG_LEVEL}")
     return sorted(scopes)
 

@@ -434,9 +434,10 @@ class PageDecider:
     fingerprints and *inert* lots, at the same places, and with dates the rules cannot tell apart:
     the same answer to every date comparison the page's believed facts make (ask.rules.date_view;
     fill times differ between any two patients, so an exact date would put each in a group of one).
-    A lot is inert on the page when it is recorded (known), is no believed fact's lot (raw or
-    normalised, drugs.lots) and none of its scopes (drugs.scopes) is a scope of a believed fact the
-    page loaded. The rules then read an inert lot only as text: matching compares a row's normalised
+    A lot is inert on the page when it is recorded (known), read cleanly from its field (no other lot
+    it may mean, drugs.lot_field), is no believed fact's lot (raw or normalised, drugs.lots) and none
+    of its scopes (drugs.scopes) is a scope of a believed fact the page loaded. The rules then read an
+    inert lot only as text: matching compares a row's normalised
     lot with a fact's (never equal), retrieval ranks by `fact.lot in lots` (never in), scopes only
     meet facts' scopes (never met), and the answer shows the sorted lots (`", ".join`, and their
     count). So the group's first member is decided through ask.services.decide, and again from its
@@ -492,6 +493,8 @@ class PageDecider:
     def _is_inert(self, resolved, lot, rows) -> bool:
         if lot in ("*", "?") or lot in self._page_lots.lots:
             return False
+        if any(row.lot_alternatives for row in rows if row.lot == lot):
+            return False  # a lot field read with doubt: its other readings may be a recall's lot
         key = (resolved, lot, tuple(sorted({(r.ndc_product, r.lot_known) for r in rows if r.lot == lot})))
         if key not in self._inert:
             self._inert[key] = (all(row.lot_known for row in rows if row.lot == lot)
@@ -508,7 +511,7 @@ class PageDecider:
         place = {lot: n for n, lot in enumerate(lots)}
         stored = self.beliefs.stored_product
         key = (question, subject or "", resolved, drugs, tuple(None if lot in inert else lot for lot in lots),
-               tuple((r.drug, r.ndc, stored.get(r.id), r.lot_unknown, self._date_view(r),
+               tuple((r.drug, r.ndc, stored.get(r.id), r.lot_unknown, self._date_view(r), r.lot_alternatives,
                       ("inert", place[r.lot]) if r.lot in inert else r.lot) for r in rows))
         mine = [(place[lot], lot) for lot in lots if lot in inert]
         group = self._groups.get(key)

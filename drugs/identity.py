@@ -286,14 +286,37 @@ def _alphabetic(words) -> list[str]:
     return [w for w in words if any(c.isalpha() for c in w) and len(w) >= 3]
 
 
+# Words many different products share: one of them in common says nothing about being the same product.
+_CATEGORY_WORDS = frozenset(
+    "sanitizer sanitizers sanitizing antiseptic antibacterial homeopathic relief formula advanced original "
+    "natural organic extra strength maximum regular children childrens adult adults infant infants liquid "
+    "softgel softgels cream drops lotion wipes topical vitamin vitamins supplement dietary energy enhancement "
+    "sexual weight allergy cough sinus nasal daily health complete rapid release instant scented unscented "
+    "alcohol ethyl isopropyl benzalkonium chloride moisturizing aloe".split())
+_TRUNCATED_MIN = 5  # "losart" stands for "losartan"; "los" stands for nothing
+
+
+def _naming_words(text: str) -> list[str]:
+    return _alphabetic((text[len(PRODUCT_PREFIX):] if is_product_key(text) else " ".join(product_words(text))).split())
+
+
 def texts_agree(a: str, b: str) -> bool:
     """Do two product texts (or product keys) name the same product? Their first naming word is the
-    same, or they share two naming words. Used only together with an exact lot (drugs.matching)."""
-    words_a = _alphabetic((a[len(PRODUCT_PREFIX):] if is_product_key(a) else " ".join(product_words(a))).split())
-    words_b = _alphabetic((b[len(PRODUCT_PREFIX):] if is_product_key(b) else " ".join(product_words(b))).split())
+    same (or one is the other cut short, as pharmacy systems print names: "losart" / "losartan"), they
+    share two naming words, or they share one distinctive word (a brand: not a word many products
+    carry, such as "sanitizer"). Used only together with an exact lot, or to propose a candidate for a
+    pharmacist (drugs.matching)."""
+    words_a, words_b = _naming_words(a), _naming_words(b)
     if not words_a or not words_b:
         return False
-    return words_a[0] == words_b[0] or len(set(words_a) & set(words_b)) >= 2
+    first_a, first_b = words_a[0], words_b[0]
+    if first_a == first_b:
+        return True
+    shorter, longer = sorted((first_a, first_b), key=len)
+    if len(shorter) >= _TRUNCATED_MIN and longer.startswith(shorter):
+        return True
+    shared = set(words_a) & set(words_b)
+    return len(shared) >= 2 or any(len(word) >= 5 and word not in _CATEGORY_WORDS for word in shared)
 
 
 def readable(key: str) -> str:

@@ -41,7 +41,7 @@ from enum import StrEnum
 
 from . import recall_terms
 from .identity import is_product_key, texts_agree
-from .lots import canonical_lot, near_miss_rule
+from .lots import canonical_lot, near_miss_rule, printed_lot
 from .ndc import ndc_product
 
 
@@ -71,14 +71,17 @@ class Dispensed:
     lot_known: bool = True  # False: the lot was not recorded (a candidate at most, never a lot match)
     expiry: date | None = None
     dispensed_at: datetime | date | None = None
+    # Other canonical lots the lot field may mean (drugs.lot_field): a recall lot among them is probable.
+    lot_alternatives: tuple[str, ...] = ()
 
 
 def dispensed(*, drug: str = "", ndc: str = "", lot: str = "", lot_unknown: bool = False, expiry=None,
-              dispensed_at=None, product: str = "") -> Dispensed:
+              dispensed_at=None, product: str = "", alternatives=()) -> Dispensed:
     """A Dispensed from a dispensing's columns: the NDC product is `product` (a stored column) or read
     from the NDC, as dispensing_product does."""
     return Dispensed(drug=drug or "", ndc=ndc or "", ndc_product=product or ndc_product(ndc or ""), lot=lot or "",
-                     lot_known=not lot_unknown, expiry=expiry, dispensed_at=dispensed_at)
+                     lot_known=not lot_unknown, expiry=expiry, dispensed_at=dispensed_at,
+                     lot_alternatives=tuple(alternatives or ()))
 
 
 def lot_known(dispensing) -> bool:
@@ -155,6 +158,25 @@ def _near_rule(fact, dispensing) -> tuple[bool, str | None]:
     return False, near_miss_rule(fact.lot, dispensing.lot)
 
 
+def _texts_agree(fact, drug: str) -> bool:
+    """A product the vocabulary cannot name, on either side: does the dispensing's product text agree
+    with the recall's subject or with one of the recall's product names (its brand and product line,
+    kept beside any ingredient it was reduced to)?"""
+    if not drug:
+        return False
+    if fact.subject and (is_product_key(drug) or is_product_key(fact.subject)) and texts_agree(fact.subject, drug):
+        return True
+    return is_product_key(drug) and any(texts_agree(name, drug) for name in recall_terms.product_names(fact))
+
+
+def _shared_ingredient(fact, drug: str) -> bool:
+    """Both name ingredients, some but not all of them shared (a recall subject reduced to one ingredient
+    of a combination, or the reverse)."""
+    if not fact.subject or not drug or is_product_key(fact.subject) or is_product_key(drug) or fact.subject == drug:
+        return False
+    return bool(set(fact.subject.split("+")) & set(drug.split("+")))
+
+
 def explain(fact, dispensing) -> Found | None:
     """Does this recall fact apply to this dispensing, how surely, and by which rule. The package
     decides first (the NDC product and the canonical lot); names only corroborate, or propose
@@ -170,8 +192,8 @@ def explain(fact, dispensing) -> Found | None:
     drug_is_product = is_product_key(drug)
     same_drug = bool(fact.subject) and fact.subject == drug and not drug_is_product
     # A product the vocabulary cannot name (kept as its text, drugs.identity.product_key): the texts must agree.
-    same_text = bool(fact.subject) and (drug_is_product or is_product_key(fact.subject)) \
-        and texts_agree(fact.subject, drug)
+    same_text = _texts_agree(fact, drug)
+    shared = _shared_ingredient(fact, drug)
     plausible = listed_only or (same_drug and not other_product)  # not confirmed, not ruled out
     if fact.lot and not recall_terms.is_drug_level(fact):
         if not lot_known(dispensing):
@@ -179,7 +201,10 @@ def explain(fact, dispensing) -> Found | None:
                 return Found(MatchClass.CANDIDATE, "same product, lot not recorded")
             return None
         exact, near = _near_rule(fact, dispensing)
-        if not exact and near is None:
+        # A lot field that could not be read cleanly (drugs.lot_field) may hold the recalled lot as one of
+        # its parts: never "not this lot", never more than probable, and only for the same product.
+        inside = not exact and canonical_lot(fact.lot) in (getattr(dispensing, "lot_alternatives", None) or ())
+        if not exact and near is None and not inside:
             return None
         if exact and same_product:
             return Found(MatchClass.CONFIRMED, "NDC product named by the recall, same lot")
@@ -191,6 +216,13 @@ def explain(fact, dispensing) -> Found | None:
             return Found(MatchClass.PROBABLE, "same ingredients and lot (no NDC to compare)")
         if exact and same_text and not other_product:
             return Found(MatchClass.PROBABLE, "same product name and lot")
+        if exact and same_text:
+            return Found(MatchClass.PROBABLE, "same product name and lot, another labeler's NDC (repackaged?)")
+        if exact and shared and not other_product:
+            return Found(MatchClass.PROBABLE, "shares an ingredient with the recalled product, same lot")
+        if inside and (same_product or listed_only or same_drug or same_text or (shared and not other_product)):
+            return Found(MatchClass.PROBABLE, f"the recalled lot {printed_lot(fact.lot)} is written inside the lot "
+                                              f"field as recorded ({dispensing.lot})")
         if near and (same_product or listed_only):
             return Found(MatchClass.PROBABLE, f"same NDC product, lot near miss: {near}")
         if near and same_drug and not other_product:

@@ -5,6 +5,8 @@ Pure functions over a fact-like object (anything with `.kind`, `.subject`, `.lot
 recall the same way. Attributes are the ones recalls.ingest writes (docs/facts.md).
 """
 
+import re
+
 from django.utils.translation import gettext_lazy as _
 
 from .ndc import ndc_products as _ndc_products
@@ -136,3 +138,22 @@ def describe(fact) -> str:
     return (f"{a.get('classification', 'Recall')} recall {a.get('recall_number', getattr(fact, 'fact_key', ''))} "
             f"({a.get('status', 'status unknown')}) of {short_product(a.get('product_description')) or fact.subject}, "
             f"{where}{': ' + reason if reason else ''}")
+
+
+_STATEMENT_PRODUCT = re.compile(r"\) of (?P<product>.+?)(?:, all lots \(| lot \S+ by )")
+
+
+def product_names(fact) -> list[str]:
+    """The product texts a recall names (its description's naming part, openFDA brand and generic
+    names): what a dispensing of a product the vocabulary cannot name is compared with, beside the
+    subject a recall may have been reduced to. Facts written before ingestion kept them fall back to the
+    text the identity was read from and the product their statement names."""
+    attrs = _attrs(fact)
+    names = attrs.get("product_names")
+    if isinstance(names, list):
+        return [name for name in names if isinstance(name, str) and name]
+    fallback = [attrs.get("identity_text") or ""]
+    found = _STATEMENT_PRODUCT.search(getattr(fact, "statement", "") or "")
+    if found:
+        fallback.append(found.group("product"))
+    return [name for name in fallback if name]

@@ -42,10 +42,12 @@ def fact_scopes(subject: str, lot: str | None, ndc_products=()) -> list[str]:
     return scopes
 
 
-def dispensing_scopes(drug: str, lot: str | None, ndc_product: str | None = None) -> list[str]:
+def dispensing_scopes(drug: str, lot: str | None, ndc_product: str | None = None, alternatives=()) -> list[str]:
     """Every scope a fact about this dispensing could carry: its lot and the drug level, by drug
     identity and by NDC product when known. An unknown lot rests on the drug level and on every
-    lot-level fact of the drug or product (ANY_LOT)."""
+    lot-level fact of the drug or product (ANY_LOT). A lot field that could not be read cleanly rests
+    on the near key of every other lot it may mean (drugs.lot_field), so a recall of one of them
+    reaches the decision."""
     scopes = []
     lot = canonical_lot(lot) if lot else ""
     for prefix, value in (("drug", drug), ("ndc", ndc_product)):
@@ -55,6 +57,7 @@ def dispensing_scopes(drug: str, lot: str | None, ndc_product: str | None = None
         scopes.append(f"{prefix}:{value}|{lot if lot else ANY_LOT}")
     if lot:
         scopes.append(f"{NEAR_LOT}{near_lot_key(lot)}")
+        scopes.extend(sorted({f"{NEAR_LOT}{near_lot_key(other)}" for other in alternatives or ()} - set(scopes)))
     return scopes
 
 

@@ -19,9 +19,8 @@ from patients.models import DispensingChange, DispensingRecord
 # sender=DispensingRecord, changes=[(patient_id, drug), ...] (old and new drug of an edited row)
 dispensing_changed = Signal()
 
-_AUDITED = ("drug", "drug_text", "drug_source", "product_description", "ndc", "ndc_product", "lot", "lot_unknown",
-            "expiry",
-            "serial", "gtin", "quantity", "dispensed_at", "site")
+_AUDITED = ("drug", "drug_text", "drug_source", "product_description", "ndc", "ndc_product", "lot", "lot_text",
+            "lot_alternatives", "lot_unknown", "expiry", "serial", "gtin", "quantity", "dispensed_at", "site")
 
 
 def _snapshot(record: DispensingRecord) -> dict:

@@ -3,13 +3,16 @@ import uuid
 from datetime import timedelta
 
 from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
 from django.core.exceptions import ValidationError
 from django.db import models, transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from drugs.identity import PRODUCT_SOURCE, UNRESOLVED, identity_key, is_product_key, resolve
-from drugs.lots import canonical_lot, near_lot_key
+from drugs.lot_field import read_lot_field
+from drugs.lots import near_lot_key
 from drugs.matching import Dispensed, dispensed
 from drugs.ndc import ndc_product, normalize_ndc
 from patients.text import problem as text_problem
@@ -123,10 +126,14 @@ def plain_text_errors(instance, names) -> dict[str, str]:
 FUTURE_SLACK = timedelta(minutes=5)
 
 
-def dispensing_fingerprint(patient_id, drug, ndc, lot, expiry, dispensed_at) -> str:
+def dispensing_fingerprint(patient_id, drug, ndc, lot, expiry, dispensed_at, lot_alternatives=()) -> str:
     """What a decision reads from a dispensing row, hashed (memory.DecisionInput compares it).
-    Also used for rows loaded without the ORM (bench COPY); migration 0004 keeps a frozen copy."""
+    Also used for rows loaded without the ORM (bench COPY); migrations 0004 and 0010 keep frozen copies.
+    The other lots a lot field may mean count only when there are any, so a row read cleanly keeps the
+    fingerprint it always had."""
     parts = [patient_id, drug, ndc, lot, expiry, dispensed_at]
+    if lot_alternatives:
+        parts.append(",".join(lot_alternatives))
     return hashlib.sha256("|".join("" if p is None else str(p) for p in parts).encode()).hexdigest()
 # Dates outside these years are typos ("201911", "2999-01-01"), not dispensings or expiries.
 EARLIEST_YEAR, LATEST_YEAR = 1900, 2100
@@ -134,6 +141,10 @@ EARLIEST_YEAR, LATEST_YEAR = 1900, 2100
 # like a real lot; 'lot unknown' records the same fact honestly (docs/facts.md, "Patients' lots").
 PLACEHOLDER_LOTS = frozenset({"UNKNOWN", "UNK", "N/A", "NA", "NONE", "NULL", "NIL", "TBD", "NOLOT", "NOTKNOWN",
                               "0", "00", "000", "X", "XX", "XXX"})
+
+
+def _lot_part():
+    return models.CharField(max_length=100)
 
 
 class DispensingRecord(models.Model):
@@ -155,6 +166,16 @@ class DispensingRecord(models.Model):
     lot = models.CharField(max_length=100, blank=True,
                            help_text="The canonical lot (drugs.lots.canonical_lot: no prefix, spaces or "
                                      "punctuation, upper case); empty only when lot_unknown.")
+    # The lot field as entered or scanned ("3069020 EXP 05/2026", "L: 3069020"), read by
+    # drugs.lot_field.read_lot_field into the lot above, an expiry and the other lots it may mean.
+    lot_text = models.CharField(max_length=200, blank=True, default="", db_default="", editable=False,
+                                help_text="The lot field as entered, before it was read.")
+    # Other canonical lots the lot field may mean when it could not be read cleanly (each token, runs of
+    # tokens, the field with a date kept on): a recall of one of them is a probable match for the same
+    # product, never a lot match alone (drugs.matching). Empty for a field read cleanly.
+    # db_default as well: rows loaded by raw SQL (bench COPY) get the same value as the ORM's.
+    lot_alternatives = ArrayField(_lot_part(), default=list, blank=True, editable=False,
+                                  db_default=models.Value([], output_field=ArrayField(_lot_part())))
     # drugs.lots.near_lot_key of the lot: exposure reads a recall lot's rows (and near misses) by it.
     lot_near = models.CharField(max_length=100, blank=True, default="", db_default="", editable=False)
     # A dispensing whose lot was not recorded: matched by drug and product only (never by lot), and
@@ -186,6 +207,8 @@ class DispensingRecord(models.Model):
             # Used by exposure: a recall lot resolves to patients through (drug, lot).
             models.Index(fields=["drug", "lot"], name="dispensing_drug_lot"),
             models.Index(fields=["lot_near"], name="dispensing_lot_near"),
+            # Used by exposure: a recall lot found inside a lot field that could not be read cleanly.
+            GinIndex(fields=["lot_alternatives"], name="dispensing_lot_alternatives"),
             # Used by the admin search (an NDC typed by staff) and by scans (an NDC product's packages).
             models.Index(fields=["ndc"], name="dispensing_ndc"),
             # Used by exposure: an NDC product + lot match holds even when identity keys differ.
@@ -214,14 +237,15 @@ class DispensingRecord(models.Model):
         self.fill_derived()
         if kwargs.get("update_fields") is not None:
             kwargs["update_fields"] = {*kwargs["update_fields"], "fingerprint", "updated", "drug", "drug_text",
-                                       "drug_source", "ndc_product", "lot", "lot_near"}
+                                       "drug_source", "ndc_product", "lot", "lot_near", "lot_text",
+                                       "lot_alternatives", "expiry", "serial"}
         super().save(*args, **kwargs)
 
     def fill_derived(self):
-        """The columns derived from what was entered: canonical lot, its near key, 5-4-2 NDC, NDC
-        product, fingerprint. Every write path calls it (save(), and patients.dispensing for bulk rows)."""
-        self.lot = canonical_lot(self.lot)
-        self.lot_near = near_lot_key(self.lot) if self.lot else ""
+        """The columns derived from what was entered: the lot read from its field (canonical lot, the other
+        lots it may mean, an expiry or serial it carries), its near key, 5-4-2 NDC, NDC product,
+        fingerprint. Every write path calls it (save(), and patients.dispensing for bulk rows)."""
+        self.read_lot()
         if self.ndc:
             self.ndc = normalize_ndc(self.ndc)
         self.ndc_product = ndc_product(self.ndc)
@@ -259,10 +283,38 @@ class DispensingRecord(models.Model):
         """What drugs.matching reads of this row, as values (also before it is saved: its NDC product is
         then read from the NDC as entered)."""
         return dispensed(drug=self.drug, ndc=self.ndc, lot=self.lot, lot_unknown=self.lot_unknown, expiry=self.expiry,
-                         dispensed_at=self.dispensed_at, product=self.ndc_product)
+                         dispensed_at=self.dispensed_at, product=self.ndc_product,
+                         alternatives=self.lot_alternatives)
 
     def compute_fingerprint(self) -> str:
-        return dispensing_fingerprint(self.patient_id, self.drug, self.ndc, self.lot, self.expiry, self.dispensed_at)
+        return dispensing_fingerprint(self.patient_id, self.drug, self.ndc, self.lot, self.expiry, self.dispensed_at,
+                                      self.lot_alternatives)
+
+    def read_lot(self) -> str:
+        """Read the lot field (drugs.lot_field) into lot, lot_alternatives and lot_near, keeping what was
+        entered in lot_text; an expiry or serial written in the field fills its own field when that is
+        empty. `lot` holds what was entered until it is read; a row saved again is read again from its
+        lot_text. An expiry read from the field that is before the dispensing date is not used: a misread
+        must not refuse the row (the text is kept). Returns the raw value read."""
+        entered = self.lot or ""
+        if self.lot_text and entered == read_lot_field(self.lot_text).lot:
+            entered = self.lot_text  # the row as stored, saved again
+        reading = read_lot_field(entered)
+        self.lot_text = reading.text[:self._meta.get_field("lot_text").max_length]
+        self.lot = reading.lot
+        self.lot_alternatives = list(reading.alternatives)
+        self.lot_near = near_lot_key(self.lot) if self.lot else ""
+        dispensed_on = self.dispensed_at.date() if self.dispensed_at else None
+        if reading.expiry and self.expiry is None and (dispensed_on is None or reading.expiry >= dispensed_on):
+            self.expiry = reading.expiry
+        if reading.serial and not self.serial:
+            self.serial = reading.serial[:self._meta.get_field("serial").max_length]
+        return entered
+
+    @property
+    def lot_reading(self) -> str:
+        """How the lot field was read, for staff ("" when it held only the lot)."""
+        return read_lot_field(self.lot_text).reading if self.lot_text else ""
 
     def normalise(self):
         """Bring drug, lot and NDC to the forms recalls use, and home the row with its patient.
@@ -273,9 +325,7 @@ class DispensingRecord(models.Model):
                               "recalls are matched on it.")
         else:
             self.resolve_identity()
-        raw_lot = self.lot
-        self.lot = canonical_lot(raw_lot)
-        self.lot_near = near_lot_key(self.lot) if self.lot else ""
+        raw_lot = self.read_lot()
         if self.lot_unknown:
             if self.lot:
                 errors["lot"] = f"Lot {self.lot} is given and 'lot unknown' is ticked: clear one of them."

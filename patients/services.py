@@ -105,7 +105,8 @@ def exposure_rows(fact: Fact, *, candidates: bool = True):
     (bench/exposure.py EXPLAINs it); None for a non-recall fact.
 
     Package first: a lot-level fact reads every row whose lot is the recalled lot or a near miss of it
-    (`lot_near`, indexed), whatever its name says, and drugs.matching decides by NDC product, then
+    (`lot_near`, indexed), or whose lot field may hold it (`lot_alternatives`, GIN-indexed: a field
+    not read cleanly, drugs.lot_field), whatever its name says, and drugs.matching decides by NDC product, then
     ingredients, then product text; plus the unknown-lot rows of the drug or its products
     (candidates). A drug-level fact reads the rows of the drug, of the products it names, or, for a
     product the vocabulary cannot name, rows whose product text starts with the same word."""
@@ -117,7 +118,8 @@ def exposure_rows(fact: Fact, *, candidates: bool = True):
     if is_product_key(fact.subject) and product_words(fact.subject):
         by_identity |= Q(drug__startswith=f"{PRODUCT_PREFIX}{product_words(fact.subject)[0]}")
     if fact.lot and not recall_terms.is_drug_level(fact):
-        lot_rows = Q(lot_near__in=sorted(near_lot_keys(fact.lot)), lot_unknown=False)
+        lot_rows = Q(lot_near__in=sorted(near_lot_keys(fact.lot)), lot_unknown=False) | \
+            Q(lot_alternatives__contains=[canonical_lot(fact.lot)])
         if candidates:
             lot_rows |= (by_identity | by_product) & Q(lot_unknown=True)
         return _ordered(DispensingRecord.objects.filter(lot_rows))
@@ -182,16 +184,21 @@ def exposed_patients_for_recall(recall_number: str) -> list[Exposure]:
         products = set().union(*(recall_terms.products(f) for f in lot_facts))
         related = Q(drug__in=subjects) | Q(ndc_product__in=products)
         near = sorted(set().union(*(near_lot_keys(f.lot) for f in lot_facts)))
+        recalled = sorted({canonical_lot(f.lot) for f in lot_facts})
         rows = list(_ordered(DispensingRecord.objects.filter(
-            Q(lot_near__in=near, lot_unknown=False) | (related & Q(lot_unknown=True)))))
-        by_near = defaultdict(list)
+            Q(lot_near__in=near, lot_unknown=False) | Q(lot_alternatives__overlap=recalled)
+            | (related & Q(lot_unknown=True)))))
+        by_near, by_alternative = defaultdict(list), defaultdict(list)
         unknown = [row for row in rows if row.lot_unknown]
         for row in rows:
             if not row.lot_unknown:
                 by_near[row.lot_near].append(row)
+                for other in row.lot_alternatives:
+                    by_alternative[other].append(row)
         for fact in lot_facts:
-            mine = [row for key in sorted(near_lot_keys(fact.lot)) for row in by_near.get(key, [])]
-            exposures.extend(_group(fact, mine + unknown))
+            mine = {row.pk: row for key in sorted(near_lot_keys(fact.lot)) for row in by_near.get(key, [])}
+            mine.update((row.pk, row) for row in by_alternative.get(canonical_lot(fact.lot), []))
+            exposures.extend(_group(fact, list(mine.values()) + unknown))
     exposures.sort(key=lambda e: (e.patient.id, e.fact.fact_key))
     return exposures
 

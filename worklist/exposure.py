@@ -30,7 +30,7 @@ def _exposed_patient_ids(recall_number: str) -> dict[int, str]:
 # drugs.matching.match() reads only these columns of a dispensing (and the day it was dispensed), so
 # it is asked once per distinct combination instead of once per row: a recall with 8,000 patients
 # on one lot is a handful of calls. The rule itself stays in drugs.matching.
-MATCH_INPUTS = ["drug", "ndc_product", "ndc", "lot", "lot_unknown", "expiry", "day"]
+MATCH_INPUTS = ["drug", "ndc_product", "ndc", "lot", "lot_unknown", "expiry", "day", "lot_alternatives"]
 
 
 def _match_groups(rows):
@@ -43,7 +43,8 @@ def _match_groups(rows):
 
 def _as_dispensing(group) -> Dispensed:
     return Dispensed(drug=group["drug"], ndc_product=group["ndc_product"], ndc=group["ndc"], lot=group["lot"],
-                     lot_known=not group["lot_unknown"], expiry=group["expiry"], dispensed_at=group["day"])
+                     lot_known=not group["lot_unknown"], expiry=group["expiry"], dispensed_at=group["day"],
+                     lot_alternatives=tuple(group["lot_alternatives"] or ()))
 
 
 def exposure_classes(recall_number: str) -> dict[int, str]:
@@ -52,7 +53,7 @@ def exposure_classes(recall_number: str) -> dict[int, str]:
     in one query), grouped in SQL by what drugs.matching.match() reads, match() once per group.
     tests/worklist/test_worklist_sql.py checks it equals _exposed_patient_ids on real recall data."""
     from drugs import recall_terms
-    from drugs.lots import near_lot_key, near_lot_keys
+    from drugs.lots import canonical_lot, near_lot_key, near_lot_keys
     from drugs.matching import match
     from patients.models import DispensingRecord
     from patients.services import exposure_rows
@@ -85,16 +86,22 @@ def exposure_classes(recall_number: str) -> dict[int, str]:
         subjects = {f.subject for f in lot_facts if f.subject}
         products = set().union(*(recall_terms.products(f) for f in lot_facts))
         near = sorted(set().union(*(near_lot_keys(f.lot) for f in lot_facts)))
+        recalled = sorted({canonical_lot(f.lot) for f in lot_facts})
         groups = list(_match_groups(DispensingRecord.objects.filter(
-            Q(lot_near__in=near, lot_unknown=False)
+            Q(lot_near__in=near, lot_unknown=False) | Q(lot_alternatives__overlap=recalled)
             | ((Q(drug__in=subjects) | Q(ndc_product__in=products)) & Q(lot_unknown=True)))))
         by_near: dict[str, list] = {}
+        by_alternative: dict[str, list] = {}
         unknown = []
         for group in groups:
             if group["lot_unknown"]:
                 unknown.append(group)
-            else:
-                by_near.setdefault(near_lot_key(group["lot"]), []).append(group)
+                continue
+            by_near.setdefault(near_lot_key(group["lot"]), []).append(group)
+            for other in group["lot_alternatives"] or ():
+                by_alternative.setdefault(other, []).append(group)
         for fact in lot_facts:
-            take(fact, [g for key in sorted(near_lot_keys(fact.lot)) for g in by_near.get(key, [])] + unknown)
+            mine = [g for key in sorted(near_lot_keys(fact.lot)) for g in by_near.get(key, [])]
+            mine += [g for g in by_alternative.get(canonical_lot(fact.lot), []) if g not in mine]
+            take(fact, mine + unknown)
     return out

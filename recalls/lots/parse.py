@@ -29,9 +29,9 @@ from __future__ import annotations
 
 import re
 
+from drugs.dates import DATE_RANGE_GLUE, GLUED_EXPIRY, MONTH_NUMBERS, mask_dates
 from drugs.lots import printed_lot
 
-from .dates import DATE_RANGE_GLUE, GLUED_EXPIRY, MONTH_NUMBERS, mask_dates
 from .openfda_text import SEAM, join_fields, unwrap
 from .scope import LotScope, ScopedLot
 from .windows import ALL_LOTS, LOT_DATE_RANGE, window_of, written_windows

@@ -1,0 +1,302 @@
+"""What a pharmacy's lot field holds, read as a pharmacist reads it.
+
+    read_lot_field(text) -> LotField(text, lot, printed, expiry, alternatives, reading, gtin, serial)
+
+Pharmacy systems store what was keyed or scanned into the lot field, and that is often more than the
+lot: `3069020 EXP 05/2026`, `3069020 (05/26)`, `LOT# 3069020, 2026-05`, `EXP MAY-26 3069020`,
+`L: 3069020`, `="0306902"` (a spreadsheet keeping its leading zero), a GS1 element string
+`(01)00303785814771(17)260531(10)3069020`, raw scanner output with group separators, a GS1 Digital
+Link URI. A lot compared with its expiry glued on equals no recall's lot, and the patient holding a
+recalled pack would be told "safe". So the field is read once, on every entry path, into:
+
+- `lot`: the canonical lot (drugs.lots.canonical_lot) every comparison uses;
+- `printed`: that lot as printed, for people;
+- `expiry`: an expiry written in the field (a month alone means its last day, as GS1 reads day 00);
+- `alternatives`: other canonical lots the field may mean when it cannot be read cleanly — each whole
+  token and each run of adjacent tokens, and the whole field when something was taken off it. A
+  recall lot equal to an alternative is a *probable* match for a pharmacist, and only for the same
+  product (drugs.matching): never "safe", never a lot match across products;
+- `reading`: how the field was read, in words a pharmacist can check ("" when it held only a lot).
+
+What is clean: a lot alone, a lot after a lot word (`LOT`, `LOT#`, `BATCH`, `(10)`), a GS1 element string
+or Digital Link, and a lot with its expiry marked by an expiry word (`EXP`, `EXPIRY`, `BUD`, `USE BY`, ...)
+or set apart in brackets or after a comma or semicolon. A date written with its own separators or a
+month name after a space, hyphen or slash (`3069020 05/26`, `3069020-MAY 2026`) is read as the expiry,
+and the whole field stays an alternative. Digits that may be a date or may be the lot's own end
+(`3069020-0526`, `3069020 0526`) are not guessed: the whole field stays the lot and the part before
+them an alternative. A lot never matches on its own, alternative or not: the product must agree.
+"""
+
+import calendar
+import re
+import unicodedata
+from dataclasses import dataclass
+from datetime import date
+
+from .dates import MONTH_NUMBERS
+from .gs1 import GROUP_SEPARATOR, SEPARATOR_SUBSTITUTES, ScanError, parse_scan
+from .lots import canonical_lot, printed_lot
+
+MAX_ALTERNATIVES = 24  # a lot field of ~8 tokens gives at most 36 runs; more means it is not one pack's lot
+_MIN_ALTERNATIVE = 3  # shorter tokens ("A", "12") are suffixes and sizes, not lots
+_MAX_RUN = 4  # tokens joined into one alternative
+
+# Spanish month abbreviations that differ from English ones (labels printed for both markets).
+_MONTHS = {**MONTH_NUMBERS, "ene": 1, "abr": 4, "ago": 8, "dic": 12}
+_MON = "(?:" + "|".join(sorted((m.upper() for m in _MONTHS), key=len, reverse=True)) + ")"
+
+_EXPIRY_WORD = (r"(?:EXP(?:IRY|IRATION|IRES|IRING)?(?:\s*DATE|\s*DT|D)?|EXD|BUD|USE\s*BY|USE\s*BEFORE|BEST\s*BEFORE"
+                r"|VENC(?:IMIENTO)?|CAD(?:UCIDAD)?|VTO)")
+# Short expiry marks ("E 05/26", "EX: 05/2026"): only with a space or punctuation before the date, since
+# "E0526" may be a lot.
+_SHORT_EXPIRY_WORD = r"(?:E|EX|XP|BB)"
+_OTHER_DATE_WORD = r"(?:MFG|MFD|MFR|MANUFACTURED|MADE|DOM|PROD(?:UCED)?)(?:\s*DATE)?"
+_SERIAL_WORD = r"(?:SN|S/N|SERIAL(?:\s*(?:NO|NUMBER|#))?)"
+_NDC_WORD = r"(?:NDC|UPC|GTIN)"
+
+# A date with its own separators or a month name: read as a date wherever it stands apart.
+_Y4 = r"(?:19|20)\d\d"
+_M = r"(?:0?[1-9]|1[0-2])"
+_D = r"(?:0?[1-9]|[12]\d|3[01])"
+_SEPARATED_DATES = [
+    ("ymd", rf"(?P<y>{_Y4})[\-/.](?P<m>{_M})[\-/.](?P<d>{_D})"),
+    ("mdy", rf"(?P<m>{_M})[\-/.](?P<d>{_D})[\-/.](?P<y>{_Y4}|\d\d)"),
+    ("dmy", rf"(?P<d>{_D})[\-/.](?P<m>{_M})[\-/.](?P<y>{_Y4})"),
+    ("dmony", rf"(?P<d>{_D})[\s\-/.]?(?P<mon>{_MON})\.?[\s\-/.,]?(?P<y>{_Y4}|\d\d)"),
+    ("mondy", rf"(?P<mon>{_MON})\.?\s*(?P<d>{_D}),?\s+(?P<y>{_Y4})"),
+    ("mony", rf"(?P<mon>{_MON})\.?[\s\-/.,]?\s*(?P<y>{_Y4}|\d\d)"),
+    ("ymon", rf"(?P<y>{_Y4})[\s\-/.]?(?P<mon>{_MON})"),
+    ("ym", rf"(?P<y>{_Y4})\s?[\-/.]\s?(?P<m>{_M})"),
+    ("my", rf"(?P<m>{_M})\s?[\-/.]\s?(?P<y>{_Y4}|\d\d)"),
+    ("yym", rf"(?P<y>1[3-9]|[2-9]\d)\s?[\-/.]\s?(?P<m>{_M})"),  # 26/05: YY/MM only where MM/YY cannot be
+]
+# Digits alone: a date only next to an expiry word or in brackets (else they may be the lot's own end).
+_COMPACT_DATES = [
+    ("yyyymmdd", r"(?P<y>(?:19|20)\d\d)(?P<m>0[1-9]|1[0-2])(?P<d>0[1-9]|[12]\d|3[01])"),
+    ("mmddyyyy", r"(?P<m>0[1-9]|1[0-2])(?P<d>0[1-9]|[12]\d|3[01])(?P<y>(?:19|20)\d\d)"),
+    ("yymmdd", r"(?P<y>\d\d)(?P<m>0[1-9]|1[0-2])(?P<d>0[0-9]|[12]\d|3[01])"),  # GS1 (17): day 00 = month end
+    ("mmyyyy", r"(?P<m>0[1-9]|1[0-2])(?P<y>(?:19|20)\d\d)"),
+    ("yyyymm", r"(?P<y>(?:19|20)\d\d)(?P<m>0[1-9]|1[0-2])"),
+    ("mmyy", r"(?P<m>0[1-9]|1[0-2])(?P<y>\d\d)"),
+    ("yyyy", r"(?P<y>(?:19|20)\d\d)"),
+]
+_DATE_BODY = "|".join(f"(?:{pattern})" for _, pattern in _SEPARATED_DATES)
+_COMPACT_BODY = "|".join(f"(?:{pattern})" for _, pattern in _COMPACT_DATES)
+_ANY_DATE = rf"(?:{_DATE_BODY}|{_COMPACT_BODY})"
+# Named groups repeat across the alternatives above, so these are only used to find spans; the value
+# is read again by _date_value with each pattern on its own.
+_DATE_SPAN = re.sub(r"\(\?P<\w+>", "(?:", _DATE_BODY)
+_ANY_DATE_SPAN = re.sub(r"\(\?P<\w+>", "(?:", _ANY_DATE)
+
+_END = r"(?=$|[\s,;|)\]}])"
+_START = r"(?:(?<=^)|(?<=[\s,;|(\[{/\-]))"
+_WORDED_EXPIRY = re.compile(rf"{_START}(?:{_EXPIRY_WORD}\s*[:.#=\-]?\s*|{_SHORT_EXPIRY_WORD}(?:\s*[:.#=]\s*|\s+))"
+                            rf"(?P<date>{_ANY_DATE_SPAN}){_END}")
+# "3069020EXP0526", "3069020EXP05/26": the word glued to the lot (also how such a field looks once
+# stored canonical, every space and slash dropped).
+_GLUED_EXPIRY = re.compile(rf"(?<=[A-Z0-9])(?:EXP|EXPIRY|EXD|BUD)\s*[:.#\-]?\s*(?P<date>{_ANY_DATE_SPAN}){_END}")
+_OTHER_DATE = re.compile(rf"{_START}{_OTHER_DATE_WORD}\s*[:.#=\-]?\s*(?P<date>{_ANY_DATE_SPAN}){_END}")
+_BRACKETED_DATE = re.compile(rf"[(\[{{]\s*(?:{_EXPIRY_WORD}\s*[:.#=\-]?\s*)?(?P<date>{_ANY_DATE_SPAN})\s*[)\]}}]")
+_LISTED_DATE = re.compile(rf"[,;|]\s*(?P<date>{_ANY_DATE_SPAN})\s*(?=$|[,;|])")
+_LEADING_LISTED_DATE = re.compile(rf"^\s*(?P<date>{_ANY_DATE_SPAN})\s*[,;|]")
+_TRAILING_DATE = re.compile(rf"(?<=[A-Z0-9])(?:\s+|\s*[\-/]\s*)(?P<date>{_DATE_SPAN})\s*$")
+_LEADING_DATE = re.compile(rf"^\s*(?P<date>{_DATE_SPAN})(?:\s+|\s*[\-/]\s*)(?=[A-Z0-9])")
+_TRAILING_DIGITS = re.compile(r"(?<=[A-Z0-9])(?:\s+|\s*-\s*)(?P<date>\d{4}|\d{6}|\d{8})\s*$")
+_SERIAL = re.compile(rf"{_START}{_SERIAL_WORD}\s*[:.#=\-]?\s*(?P<serial>[A-Z0-9]+){_END}")
+_NDC_IN_FIELD = re.compile(rf"{_START}{_NDC_WORD}\s*[:.#=\-]?\s*(?P<ndc>\d[\d\-]{{8,13}}\d){_END}")
+
+# Words that say "the lot follows": always taken off (as drugs.lots.canonical_lot does).
+_LOT_WORD = re.compile(r"^(?:LOT|LOTE|LOTS|BATCH|BATCH\s*NO|CH\.?-?B\.?)\s*(?:NO\.?|NUMBER|NUM|#|:|\.)*\s*(?=\S)")
+_AI_LOT = re.compile(r"^\(10\)\s*")
+# Short markers that may also begin a lot ("L12345"): taken off only with punctuation or a space after
+# them, and the field with them stays an alternative.
+_SHORT_MARKER = re.compile(r"^(?:L|LT|LN|BN|B|NO|N|#)\s*[:#.\-]\s*|^(?:LT|LN|BN)\s+(?=\S)|^#\s*")
+# Spreadsheet and typing debris around a value: ="00123", '00123, "00123", *00123*.
+_SPREADSHEET_TEXT = re.compile(r'^=\s*"(.*)"$')
+_EDGE_DEBRIS = "'\"`*=_.,;:!?~^|\\ "
+# A marker left with nothing after it ("3069020 EXP", "3069020 EXP N/A"): not part of the lot.
+_DANGLING_WORD = re.compile(rf"(?:\s+(?:{_EXPIRY_WORD}|LOT)|(?<=\d)(?:EXP|EXPIRY|LOT))"
+                            r"\s*[:.#=\-]?\s*(?:N/?A|NONE|UNKNOWN)?$")
+# Parts of a field: split where people separate codes (spaces, commas, semicolons, bars, brackets), not
+# at the hyphens, dots and slashes lots carry inside them ("22165-003", "4L67-C035").
+_PART_SEPARATOR = re.compile(r"[\s,;|()\[\]{}]+|\s/\s")
+_MARKER_WORDS = {"LOT", "LOTE", "LOTS", "BATCH", "EXP", "EXPIRY", "EXPIRES", "EXPIRATION", "DATE", "NO", "NUMBER",
+                 "BUD", "USE", "BY", "SN", "SERIAL", "NDC", "MFG", "MFD", "GTIN"}
+
+
+@dataclass(frozen=True)
+class LotField:
+    text: str                         # the field as entered (stripped)
+    lot: str                          # canonical lot; "" when the field names none
+    printed: str                      # the lot as printed, tidied
+    expiry: date | None = None        # written in the field
+    alternatives: tuple[str, ...] = ()  # other canonical lots it may mean (sorted)
+    reading: str = ""                 # how it was read ("" for a lot alone)
+    gtin: str = ""                    # from a GS1 element string or Digital Link
+    serial: str = ""
+
+    @property
+    def clean(self) -> bool:
+        """Read without doubt: no other lot the field may mean."""
+        return not self.alternatives
+
+
+def _normalised(text: str) -> str:
+    text = unicodedata.normalize("NFKC", text or "")
+    text = re.sub(r"[\u2010-\u2015\u2212]", "-", text)  # dashes typed or pasted as dashes
+    text = re.sub(r"[\u200b-\u200d\u2060\ufeff]", "", text)  # zero-width characters
+    text = " ".join(text.split())
+    if found := _SPREADSHEET_TEXT.match(text):
+        text = found.group(1)
+    return text.strip(_EDGE_DEBRIS)
+
+
+def _looks_like_gs1(text: str) -> bool:
+    if GROUP_SEPARATOR in text or any(ch in text for ch in SEPARATOR_SUBSTITUTES[:1]):
+        return True
+    if re.match(r"^\][A-Za-z]\d", text) or re.match(r"^\((?:01|10|17|21)\)", text):
+        return True
+    if re.search(r"(?i)https?://\S+/01/\d{8,14}", text):
+        return True
+    return bool(re.match(r"^01\d{14}(?:17\d{6}|10|21)", text.replace(" ", "")))
+
+
+def _gs1(text: str) -> LotField | None:
+    try:
+        scan = parse_scan(text)
+    except ScanError:
+        return None
+    if not scan.lot:
+        return None
+    return LotField(text=text, lot=canonical_lot(scan.lot), printed=printed_lot(scan.lot), expiry=scan.expiry,
+                    reading="lot and expiry read from a GS1 barcode text in the lot field", gtin=scan.gtin,
+                    serial=scan.serial)
+
+
+def _year(value: str) -> int:
+    year = int(value)
+    return year + 2000 if year < 100 else year
+
+
+def _month_end(year: int, month: int) -> date:
+    return date(year, month, calendar.monthrange(year, month)[1])
+
+
+def _date_value(written: str) -> date | None:
+    """The expiry a written date means (a month alone: its last day), or None when it is not one date
+    or reads as several different ones."""
+    written = " ".join(written.split())
+    found = set()
+    for patterns in (_SEPARATED_DATES, _COMPACT_DATES):
+        for _kind, pattern in patterns:
+            hit = re.fullmatch(pattern, written)
+            if not hit:
+                continue
+            groups = hit.groupdict()
+            try:
+                year = _year(groups["y"])
+                month = _MONTHS[groups["mon"].lower()] if groups.get("mon") else int(groups.get("m") or 12)
+                day = int(groups["d"]) if groups.get("d") else 0
+                if not 1990 <= year <= 2100:
+                    continue
+                found.add(date(year, month, day) if day else _month_end(year, month))
+            except (ValueError, KeyError):
+                continue
+        if found:
+            break  # a date with separators is read by them; digits alone only when nothing else reads
+    return found.pop() if len(found) == 1 else None
+
+
+def _cut(text: str, start: int, end: int) -> str:
+    return f"{text[:start]} {text[end:]}"
+
+
+def _tokens(text: str) -> list[str]:
+    parts = (canonical_lot(part) for part in _PART_SEPARATOR.split(text))
+    return [part for part in parts if part and part not in _MARKER_WORDS]
+
+
+def _runs(tokens: list[str]) -> set[str]:
+    runs = set()
+    for start in range(len(tokens)):
+        for length in range(1, min(_MAX_RUN, len(tokens) - start) + 1):
+            run = "".join(tokens[start:start + length])
+            if len(run) >= _MIN_ALTERNATIVE and any(ch.isdigit() for ch in run):
+                runs.add(run)
+    return runs
+
+
+def read_lot_field(text: str) -> LotField:
+    """Read one lot field as entered (see the module docstring)."""
+    raw = (text or "").strip()
+    field = _normalised(raw)
+    if not field:
+        return LotField(text=raw, lot="", printed="")
+    if _looks_like_gs1(field) and (read := _gs1(field)) is not None:
+        return LotField(text=raw, lot=read.lot, printed=read.printed, expiry=read.expiry, reading=read.reading,
+                        gtin=read.gtin, serial=read.serial)
+    work = field.upper()
+    notes: list[str] = []
+    doubtful: set[str] = set()  # other readings kept as alternatives
+    expiry = None
+    serial = ""
+
+    def take(pattern, *, is_expiry: bool) -> bool:
+        nonlocal work, expiry
+        hit = pattern.search(work)
+        if not hit:
+            return False
+        value = _date_value(hit.group("date"))
+        if is_expiry and value is not None and expiry is None:
+            expiry = value
+        work = _cut(work, hit.start(), hit.end())
+        return True
+
+    if hit := _SERIAL.search(work):
+        serial = hit.group("serial")
+        work = _cut(work, hit.start(), hit.end())
+        notes.append(f"serial {serial} set apart")
+    if hit := _NDC_IN_FIELD.search(work):
+        work = _cut(work, hit.start(), hit.end())
+        notes.append("an NDC written in the field left out")
+    for pattern in (_WORDED_EXPIRY, _GLUED_EXPIRY):
+        if take(pattern, is_expiry=True):
+            notes.append("expiry written in the field")
+            break
+    else:
+        if take(_BRACKETED_DATE, is_expiry=True) or take(_LISTED_DATE, is_expiry=True) \
+                or take(_LEADING_LISTED_DATE, is_expiry=True):
+            notes.append("expiry written in the field")
+        elif take(_TRAILING_DATE, is_expiry=True) or take(_LEADING_DATE, is_expiry=True):
+            notes.append("a date beside the lot read as its expiry")
+            doubtful.add(canonical_lot(field))
+    if take(_OTHER_DATE, is_expiry=False):
+        notes.append("a manufacture date left out")
+    work = _DANGLING_WORD.sub("", work.strip(_EDGE_DEBRIS + "-/")).strip(_EDGE_DEBRIS + "-/")
+    unmarked = _LOT_WORD.sub("", work, count=1)
+    unmarked = _AI_LOT.sub("", unmarked, count=1)
+    short = _SHORT_MARKER.match(unmarked)
+    if short and len(canonical_lot(unmarked[short.end():])) >= _MIN_ALTERNATIVE:
+        doubtful.add(canonical_lot(unmarked))
+        unmarked = unmarked[short.end():]
+        notes.append(f"marker {short.group().strip()!r} taken as a lot word")
+    if not expiry and (hit := _TRAILING_DIGITS.search(unmarked)):
+        # 3069020-0526: a date, or the lot's own end? Not guessed: the whole stays the lot.
+        before = canonical_lot(unmarked[:hit.start()])
+        if len(before) >= _MIN_ALTERNATIVE and _date_value(hit.group("date")) is not None:
+            doubtful.add(before)
+            notes.append(f"{hit.group('date')} may be an expiry or part of the lot")
+    lot = canonical_lot(unmarked)
+    tokens = _tokens(unmarked)
+    if len(tokens) > 1 and re.search(r"[,;|]|\s/\s|\s{2,}", unmarked):
+        notes.append("several codes in the field")
+    if len(tokens) > 1 or doubtful:
+        doubtful |= _runs(tokens)
+    alternatives = tuple(sorted(a for a in doubtful if a and a != lot and len(a) >= _MIN_ALTERNATIVE
+                                and any(ch.isdigit() for ch in a)))
+    if len(alternatives) > MAX_ALTERNATIVES:
+        alternatives = tuple(sorted(alternatives, key=lambda a: (-len(a), a))[:MAX_ALTERNATIVES])
+    if not notes and alternatives:
+        notes.append("several codes in the field")
+    return LotField(text=raw, lot=lot, printed=printed_lot(unmarked) if lot else "", expiry=expiry,
+                    alternatives=alternatives, reading="; ".join(notes), serial=serial)
