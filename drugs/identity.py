@@ -186,7 +186,7 @@ def vocabulary() -> dict[str, tuple[str, ...]]:
     return index
 
 
-def _naming_part(text: str) -> str:
+def naming_part(text: str) -> str:
     """The leading words that name the product: up to the first firm, packaging or code marker."""
     text = " ".join((text or "").split())
     marker = _NAMING_ENDS.search(text)
@@ -215,7 +215,7 @@ def find_ingredients(text: str) -> tuple[str, ...]:
 def resolve(text: str) -> Identity:
     """The identity of the medicine a text names. A product description is read up to its first firm,
     packaging or code words; a name with no drug the vocabulary knows is unresolved, not guessed."""
-    naming = _naming_part(text)
+    naming = naming_part(text)
     ingredients = find_ingredients(naming)
     if not ingredients:
         return Identity("", (), UNRESOLVED, naming)
@@ -250,7 +250,7 @@ def product_words(text: str) -> list[str]:
     """The words that name a product in free text, in order: the naming part (before firm, packaging and
     code words), lower case, without forms, units, pure numbers and filler ('HCG 10,000U/1ML INJ' ->
     ['hcg', '10000u', '1ml', 'inj'] less fillers -> ['hcg', '10000u', '1ml', 'inj'])."""
-    words = _words(_naming_part(text).replace(",", ""))
+    words = _words(naming_part(text).replace(",", ""))
     return [w for w in words if w not in _PRODUCT_FILLER and not w.isdigit() and len(w) > 1]
 
 
@@ -292,7 +292,9 @@ _CATEGORY_WORDS = frozenset(
     "natural organic extra strength maximum regular children childrens adult adults infant infants liquid "
     "softgel softgels cream drops lotion wipes topical vitamin vitamins supplement dietary energy enhancement "
     "sexual weight allergy cough sinus nasal daily health complete rapid release instant scented unscented "
-    "alcohol ethyl isopropyl benzalkonium chloride moisturizing aloe".split())
+    "alcohol ethyl isopropyl benzalkonium chloride moisturizing moisturizers aloe vera hand gel foam foaming wash "
+    "soap scent scented free fresh clean clear care kids baby travel size bottle solution antimicrobial instant "
+    "drug facts active ingredient ingredients".split())
 _TRUNCATED_MIN = 5  # "losart" stands for "losartan"; "los" stands for nothing
 
 
@@ -310,13 +312,14 @@ def texts_agree(a: str, b: str) -> bool:
     if not words_a or not words_b:
         return False
     first_a, first_b = words_a[0], words_b[0]
-    if first_a == first_b:
-        return True
-    shorter, longer = sorted((first_a, first_b), key=len)
-    if len(shorter) >= _TRUNCATED_MIN and longer.startswith(shorter):
-        return True
-    shared = set(words_a) & set(words_b)
-    return len(shared) >= 2 or any(len(word) >= 5 and word not in _CATEGORY_WORDS for word in shared)
+    if first_a not in _CATEGORY_WORDS and first_b not in _CATEGORY_WORDS:
+        if first_a == first_b:
+            return True
+        shorter, longer = sorted((first_a, first_b), key=len)
+        if len(shorter) >= _TRUNCATED_MIN and longer.startswith(shorter):
+            return True
+    shared = (set(words_a) & set(words_b)) - _CATEGORY_WORDS
+    return len(shared) >= 2 or any(len(word) >= 5 for word in shared)
 
 
 def readable(key: str) -> str:

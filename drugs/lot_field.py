@@ -58,10 +58,17 @@ _NDC_WORD = r"(?:NDC|UPC|GTIN)"
 _Y4 = r"(?:19|20)\d\d"
 _M = r"(?:0?[1-9]|1[0-2])"
 _D = r"(?:0?[1-9]|[12]\d|3[01])"
+
+def _same_separator(pattern: str) -> str:
+    """A three-part date written with one separator ("05/31/2026", "2026-05-31"), never mixed: "2-05/2026"
+    is a lot's suffix and a month/year."""
+    return pattern.replace("~", r"(?P<s>[\-/.])", 1).replace("~", "(?P=s)", 1)
+
+
 _SEPARATED_DATES = [
-    ("ymd", rf"(?P<y>{_Y4})[\-/.](?P<m>{_M})[\-/.](?P<d>{_D})"),
-    ("mdy", rf"(?P<m>{_M})[\-/.](?P<d>{_D})[\-/.](?P<y>{_Y4}|\d\d)"),
-    ("dmy", rf"(?P<d>{_D})[\-/.](?P<m>{_M})[\-/.](?P<y>{_Y4})"),
+    ("ymd", _same_separator(rf"(?P<y>{_Y4})~(?P<m>{_M})~(?P<d>{_D})")),
+    ("mdy", _same_separator(rf"(?P<m>{_M})~(?P<d>{_D})~(?P<y>{_Y4}|\d\d)")),
+    ("dmy", _same_separator(rf"(?P<d>{_D})~(?P<m>{_M})~(?P<y>{_Y4})")),
     ("dmony", rf"(?P<d>{_D})[\s\-/.]?(?P<mon>{_MON})\.?[\s\-/.,]?(?P<y>{_Y4}|\d\d)"),
     ("mondy", rf"(?P<mon>{_MON})\.?\s*(?P<d>{_D}),?\s+(?P<y>{_Y4})"),
     ("mony", rf"(?P<mon>{_MON})\.?[\s\-/.,]?\s*(?P<y>{_Y4}|\d\d)"),
@@ -85,8 +92,14 @@ _COMPACT_BODY = "|".join(f"(?:{pattern})" for _, pattern in _COMPACT_DATES)
 _ANY_DATE = rf"(?:{_DATE_BODY}|{_COMPACT_BODY})"
 # Named groups repeat across the alternatives above, so these are only used to find spans; the value
 # is read again by _date_value with each pattern on its own.
-_DATE_SPAN = re.sub(r"\(\?P<\w+>", "(?:", _DATE_BODY)
-_ANY_DATE_SPAN = re.sub(r"\(\?P<\w+>", "(?:", _ANY_DATE)
+
+
+def _unnamed(pattern: str) -> str:
+    return re.sub(r"\(\?P<\w+>", "(?:", pattern).replace("(?P=s)", r"[\-/.]")
+
+
+_DATE_SPAN = _unnamed(_DATE_BODY)
+_ANY_DATE_SPAN = _unnamed(_ANY_DATE)
 
 _END = r"(?=$|[\s,;|)\]}])"
 _START = r"(?:(?<=^)|(?<=[\s,;|(\[{/\-]))"
@@ -97,9 +110,8 @@ _WORDED_EXPIRY = re.compile(rf"{_START}(?:{_EXPIRY_WORD}\s*[:.#=\-]?\s*|{_SHORT_
 _GLUED_EXPIRY = re.compile(rf"(?<=[A-Z0-9])(?:EXP|EXPIRY|EXD|BUD)\s*[:.#\-]?\s*(?P<date>{_ANY_DATE_SPAN}){_END}")
 _OTHER_DATE = re.compile(rf"{_START}{_OTHER_DATE_WORD}\s*[:.#=\-]?\s*(?P<date>{_ANY_DATE_SPAN}){_END}")
 _BRACKETED_DATE = re.compile(rf"[(\[{{]\s*(?:{_EXPIRY_WORD}\s*[:.#=\-]?\s*)?(?P<date>{_ANY_DATE_SPAN})\s*[)\]}}]")
-_LISTED_DATE = re.compile(rf"[,;|]\s*(?P<date>{_ANY_DATE_SPAN})\s*(?=$|[,;|])")
-_LEADING_LISTED_DATE = re.compile(rf"^\s*(?P<date>{_ANY_DATE_SPAN})\s*[,;|]")
-_TRAILING_DATE = re.compile(rf"(?<=[A-Z0-9])(?:\s+|\s*[\-/]\s*)(?P<date>{_DATE_SPAN})\s*$")
+_LISTED_DATE = re.compile(rf"[,;|]\s*(?P<date>{_DATE_SPAN})\s*(?=$|[,;|])")
+_LEADING_LISTED_DATE = re.compile(rf"^\s*(?P<date>{_DATE_SPAN})\s*[,;|]")
 _LEADING_DATE = re.compile(rf"^\s*(?P<date>{_DATE_SPAN})(?:\s+|\s*[\-/]\s*)(?=[A-Z0-9])")
 _TRAILING_DIGITS = re.compile(r"(?<=[A-Z0-9])(?:\s+|\s*-\s*)(?P<date>\d{4}|\d{6}|\d{8})\s*$")
 _SERIAL = re.compile(rf"{_START}{_SERIAL_WORD}\s*[:.#=\-]?\s*(?P<serial>[A-Z0-9]+){_END}")
@@ -145,7 +157,8 @@ def _normalised(text: str) -> str:
     text = unicodedata.normalize("NFKC", text or "")
     text = re.sub(r"[\u2010-\u2015\u2212]", "-", text)  # dashes typed or pasted as dashes
     text = re.sub(r"[\u200b-\u200d\u2060\ufeff]", "", text)  # zero-width characters
-    text = " ".join(text.split())
+    # Not str.split(): it counts the GS1 group separator (ASCII 29) as white space.
+    text = re.sub(r"[ \t\r\n\u00a0]+", " ", text).strip()
     if found := _SPREADSHEET_TEXT.match(text):
         text = found.group(1)
     return text.strip(_EDGE_DEBRIS)
@@ -186,25 +199,65 @@ def _date_value(written: str) -> date | None:
     """The expiry a written date means (a month alone: its last day), or None when it is not one date
     or reads as several different ones."""
     written = " ".join(written.split())
-    found = set()
-    for patterns in (_SEPARATED_DATES, _COMPACT_DATES):
-        for _kind, pattern in patterns:
-            hit = re.fullmatch(pattern, written)
-            if not hit:
-                continue
-            groups = hit.groupdict()
-            try:
-                year = _year(groups["y"])
-                month = _MONTHS[groups["mon"].lower()] if groups.get("mon") else int(groups.get("m") or 12)
-                day = int(groups["d"]) if groups.get("d") else 0
-                if not 1990 <= year <= 2100:
+    for _kind, pattern in _SEPARATED_DATES:  # in order of preference: US month/day before day/month
+        if (value := _read(pattern, written)) is not None:
+            return value
+    found = {value for _kind, pattern in _COMPACT_DATES if (value := _read(pattern, written)) is not None}
+    return found.pop() if len(found) == 1 else None  # digits alone read two ways: not guessed
+
+
+def _read(pattern: str, written: str) -> date | None:
+    hit = re.fullmatch(pattern, written)
+    if not hit:
+        return None
+    groups = {name: value for name, value in hit.groupdict().items() if value is not None}
+    try:
+        year = _year(groups["y"])
+        month = _MONTHS[groups["mon"].lower()] if groups.get("mon") else int(groups.get("m") or 12)
+        day = int(groups["d"]) if groups.get("d") else 0
+        if not 1990 <= year <= 2100:
+            return None
+        return date(year, month, day) if day else _month_end(year, month)
+    except (ValueError, KeyError):
+        return None
+
+
+class _Span:
+    """A found date's place in the field, shaped like a regex match for `take`."""
+
+    def __init__(self, text: str, start: int, end: int):
+        self._text, self._start, self._end = text, start, end
+
+    def group(self, _name="date") -> str:
+        return self._text[self._start:self._end]
+
+    def start(self) -> int:
+        return self._start
+
+    def end(self) -> int:
+        return self._end
+
+
+class _TrailingDate:
+    """A date at the end of the field, set apart from the lot by a space (else by a hyphen or slash). The
+    lot keeps everything a shorter date would leave it: in "110515-2 MAY 2026" the date is "MAY 2026",
+    not "2 MAY 2026" (the lot's own "-2")."""
+
+    @staticmethod
+    def search(text: str):
+        end = len(text.rstrip())
+        for separators, starts in ((" ", range(1, end)), ("-/", range(end - 1, 0, -1))):
+            for start in starts:
+                if text[start - 1] not in separators or text[start] in " -/":
                     continue
-                found.add(date(year, month, day) if day else _month_end(year, month))
-            except (ValueError, KeyError):
-                continue
-        if found:
-            break  # a date with separators is read by them; digits alone only when nothing else reads
-    return found.pop() if len(found) == 1 else None
+                lot = text[:start].rstrip(" -/")
+                written = text[start:end]
+                if lot and lot[-1].isalnum() and re.fullmatch(_DATE_SPAN, written) and _date_value(written):
+                    return _Span(text, start, end)
+        return None
+
+
+_TRAILING_DATE = _TrailingDate()
 
 
 def _cut(text: str, start: int, end: int) -> str:

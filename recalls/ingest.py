@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 
 from drugs import recall_terms
-from drugs.identity import PRODUCT_SOURCE, product_key, resolve
+from drugs.identity import PRODUCT_SOURCE, naming_part, product_key, resolve
 from drugs.ndc import ndc_products, ndcs_in_text, normalize_ndc, normalize_product_ndc
 from memory.services import Claim
 
@@ -57,7 +57,7 @@ class RecallClaim(Claim):
     # product_description), so adding them to facts ingested before they existed re-versions nothing;
     # a fact whose subject or NDCs change is re-versioned through those.
     UNHASHED_ATTRIBUTES = ("code_info", TEXTS_REFERENCE, "ndc_products", "named_ndc_products", "identity_source",
-                           "identity_text", "identity_flag", "lot_scope", "record_flag", "text_flag")
+                           "identity_text", "identity_flag", "lot_scope", "record_flag", "text_flag", "product_names")
 
     # The record's long texts (TEXT_ATTRIBUTES), kept out of `attributes` (the fact refers to them by
     # attributes[TEXTS_REFERENCE]) but hashed as if inline: a fact written when they were inline and the
@@ -293,6 +293,26 @@ def _text_items(value) -> list[str]:
     return [item for item in value if isinstance(item, str)]
 
 
+PRODUCT_NAMES_MAX, PRODUCT_NAME_MAX = 6, 120
+
+
+def product_names_of(record: dict) -> list[str]:
+    """The product texts a recall names, kept whole beside the ingredients its subject was reduced to:
+    the naming part of its description (before firm, packaging and code words) and openFDA's brand and
+    generic names. A dispensing of a product the vocabulary cannot name (a homeopathic, a hand sanitizer
+    typed by its brand) is compared with these (drugs.matching)."""
+    openfda = record.get("openfda") if isinstance(record.get("openfda"), dict) else {}
+    texts = [naming_part(record.get("product_description") or "") if isinstance(record.get("product_description"),
+                                                                                 str) else ""]
+    texts += _text_items(openfda.get("brand_name")) + _text_items(openfda.get("generic_name"))
+    names: list[str] = []
+    for text in texts:
+        name = " ".join(text.split())[:PRODUCT_NAME_MAX].strip(" ,;")
+        if name and name.lower() not in {n.lower() for n in names}:
+            names.append(name)
+    return names[:PRODUCT_NAMES_MAX]
+
+
 SUBJECT_MAX = 200  # memory.Fact.subject
 LOT_MAX = 100  # memory.Fact.lot
 IDENTITY_TEXT_MAX = 300
@@ -505,7 +525,8 @@ def recall_claims(parsed: ParsedRecall, *, subject: str, ndcs: list, identity: d
     listed = ndc_products(ndcs)
     named = ndc_products(ndcs_in_text(" ".join(parsed.raw.get(name) or "" for name in TEXT_FIELDS
                                                if isinstance(parsed.raw.get(name), str))))
-    products = {"ndc_products": sorted(listed), "named_ndc_products": sorted(named & listed)}
+    products = {"ndc_products": sorted(listed), "named_ndc_products": sorted(named & listed),
+                "product_names": product_names_of(parsed.raw)}
     short, texts = split_texts(parsed.attributes)  # the texts once per record, referred to by every lot
 
     def statement(lot):
