@@ -7,6 +7,7 @@ from django.template.response import TemplateResponse
 from django.urls import path
 
 from drugs.identity import identity_key
+from drugs.lot_field import read_lot_field
 from drugs.lots import canonical_lot
 from drugs.ndc import normalize_ndc
 from patients.csvimport import MAX_IMPORT_BYTES, MAX_ROWS, import_dispensing_csv
@@ -87,7 +88,7 @@ class DispensingRecordAdmin(admin.ModelAdmin):
     search_help_text = ("A lot, drug or NDC (as printed: normalised before matching), a patient reference, "
                         "or 'unknown' for dispensings whose lot was not recorded.")
     autocomplete_fields = ["patient"]
-    readonly_fields = ["region", "gtin", "synthetic", "created"]
+    readonly_fields = ["region", "gtin", "lot_text", "lot_reading", "lot_alternatives", "synthetic", "created"]
     ordering = ["-id"]  # newest first on the primary key: no sort over a million rows
     show_full_result_count = False
 
@@ -102,8 +103,8 @@ class DispensingRecordAdmin(admin.ModelAdmin):
         match = Q(patient_id__in=list(Patient.objects.filter(external_ref=term).values_list("id", flat=True)))
         if term.lower() == "unknown":
             match |= Q(lot_unknown=True)
-        if lot := canonical_lot(term):
-            match |= Q(lot=lot)
+        if lot := read_lot_field(term).lot or canonical_lot(term):
+            match |= Q(lot=lot) | Q(lot_alternatives__contains=[lot])
         # The identity key as the row stores it: ingredients, or the product text of a name the
         # vocabulary does not know ("LOSART POT 50MG TAB" finds the rows typed that way).
         if drug := identity_key(term)[0]:

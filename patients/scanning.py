@@ -16,6 +16,7 @@ from datetime import date
 from django.db.models import Q
 
 from drugs.gs1 import NdcCandidate, Scan
+from drugs.lot_field import read_lot_field
 from drugs.lots import canonical_lot
 from drugs.ndc import normalize_ndc
 from drugs.scopes import DRUG_LEVEL
@@ -126,7 +127,7 @@ def apply_scan(scan: Scan, entered: Entered) -> tuple[ScanFill, dict[str, str]]:
             errors["lot_unknown"] = f"The scan reads lot {scan.lot}: untick 'lot unknown'."
         elif not entered.lot:
             lot = scan.lot
-        elif canonical_lot(entered.lot) != canonical_lot(scan.lot):
+        elif read_lot_field(entered.lot).lot != canonical_lot(scan.lot):  # "3069020 EXP 05/26" typed is lot 3069020
             errors["lot"] = f"The scan reads lot {scan.lot} but {entered.lot} was typed: which is on the pack?"
     expiry = entered.expiry
     if scan.expiry:
