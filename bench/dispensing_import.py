@@ -60,7 +60,7 @@ def make_file(rows: int, seed: int = 1) -> str:
 
 def clear_imported():
     with connection.cursor() as cursor:
-        cursor.execute("TRUNCATE patients_dispensingchange, patients_dispensingrecord RESTART IDENTITY")
+        cursor.execute("TRUNCATE patients_dispensingchange, patients_dispensingrecord RESTART IDENTITY CASCADE")
 
 
 def time_service(text: str) -> float:

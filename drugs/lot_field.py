@@ -28,6 +28,7 @@ them an alternative. A lot never matches on its own, alternative or not: the pro
 """
 
 import calendar
+import functools
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -279,9 +280,18 @@ def _runs(tokens: list[str]) -> set[str]:
     return runs
 
 
+# Most fields hold a lot alone: letters and digits with no lot or expiry word inside.
+_PLAIN_LOT = re.compile(r"[A-Za-z0-9]{1,100}")
+_WORD_INSIDE = re.compile(r"(?i)LOT|BATCH|EXP|EXD|BUD")
+
+
+@functools.lru_cache(maxsize=65536)
 def read_lot_field(text: str) -> LotField:
-    """Read one lot field as entered (see the module docstring)."""
+    """Read one lot field as entered (see the module docstring). Pure: remembered per text, since a row
+    is read when it is validated and again when it is saved."""
     raw = (text or "").strip()
+    if _PLAIN_LOT.fullmatch(raw) and not _WORD_INSIDE.search(raw):
+        return LotField(text=raw, lot=raw.upper(), printed=raw.upper())
     field = _normalised(raw)
     if not field:
         return LotField(text=raw, lot="", printed="")

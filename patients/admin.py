@@ -14,7 +14,7 @@ from patients.csvimport import MAX_IMPORT_BYTES, MAX_ROWS, import_dispensing_csv
 from patients.deletion import protected_descriptions
 from patients.dispensing import delete_dispensing, save_dispensing
 from patients.forms import DispensingImportForm, DispensingRecordForm, PatientForm
-from patients.models import DispensingRecord, Patient
+from patients.models import READ_WITH_DOUBT, DispensingRecord, Patient
 from patients.services import recall_warning
 
 DISPENSING_FIELDS = ["scan", "drug", "product_description", "ndc", "lot", "lot_unknown", "expiry", "serial",
@@ -104,7 +104,7 @@ class DispensingRecordAdmin(admin.ModelAdmin):
         if term.lower() == "unknown":
             match |= Q(lot_unknown=True)
         if lot := read_lot_field(term).lot or canonical_lot(term):
-            match |= Q(lot=lot) | Q(lot_alternatives__contains=[lot])
+            match |= Q(lot=lot) | (READ_WITH_DOUBT & Q(lot_alternatives__contains=[lot]))
         # The identity key as the row stores it: ingredients, or the product text of a name the
         # vocabulary does not know ("LOSART POT 50MG TAB" finds the rows typed that way).
         if drug := identity_key(term)[0]:

@@ -147,6 +147,11 @@ def _lot_part():
     return models.CharField(max_length=100)
 
 
+# A row whose lot field was read with doubt (drugs.lot_field): queries on lot_alternatives repeat this
+# condition so the partial index below is used.
+READ_WITH_DOUBT = ~Q(lot_alternatives=[])
+
+
 class DispensingRecord(models.Model):
     patient = models.ForeignKey(Patient, on_delete=models.CASCADE, related_name="dispensings")
     # Copied from the patient so the row can be homed with its patient (REGIONAL BY ROW).
@@ -207,8 +212,9 @@ class DispensingRecord(models.Model):
             # Used by exposure: a recall lot resolves to patients through (drug, lot).
             models.Index(fields=["drug", "lot"], name="dispensing_drug_lot"),
             models.Index(fields=["lot_near"], name="dispensing_lot_near"),
-            # Used by exposure: a recall lot found inside a lot field that could not be read cleanly.
-            GinIndex(fields=["lot_alternatives"], name="dispensing_lot_alternatives"),
+            # Used by exposure: a recall lot found inside a lot field that could not be read cleanly. Only
+            # such rows are indexed (most fields read cleanly): an entry per row would cost every import.
+            GinIndex(fields=["lot_alternatives"], condition=READ_WITH_DOUBT, name="dispensing_lot_alternatives"),
             # Used by the admin search (an NDC typed by staff) and by scans (an NDC product's packages).
             models.Index(fields=["ndc"], name="dispensing_ndc"),
             # Used by exposure: an NDC product + lot match holds even when identity keys differ.

@@ -21,7 +21,7 @@ from drugs.lots import canonical_lot, near_lot_keys
 from drugs.matching import MatchClass, explain, match
 from drugs.scopes import dispensing_scopes
 from memory.models import Decision, DecisionPremise, Fact
-from patients.models import DispensingRecord, Patient
+from patients.models import READ_WITH_DOUBT, DispensingRecord, Patient
 
 
 class Match:
@@ -119,7 +119,7 @@ def exposure_rows(fact: Fact, *, candidates: bool = True):
         by_identity |= Q(drug__startswith=f"{PRODUCT_PREFIX}{product_words(fact.subject)[0]}")
     if fact.lot and not recall_terms.is_drug_level(fact):
         lot_rows = Q(lot_near__in=sorted(near_lot_keys(fact.lot)), lot_unknown=False) | \
-            Q(lot_alternatives__contains=[canonical_lot(fact.lot)])
+            (READ_WITH_DOUBT & Q(lot_alternatives__contains=[canonical_lot(fact.lot)]))
         if candidates:
             lot_rows |= (by_identity | by_product) & Q(lot_unknown=True)
         return _ordered(DispensingRecord.objects.filter(lot_rows))
@@ -186,7 +186,7 @@ def exposed_patients_for_recall(recall_number: str) -> list[Exposure]:
         near = sorted(set().union(*(near_lot_keys(f.lot) for f in lot_facts)))
         recalled = sorted({canonical_lot(f.lot) for f in lot_facts})
         rows = list(_ordered(DispensingRecord.objects.filter(
-            Q(lot_near__in=near, lot_unknown=False) | Q(lot_alternatives__overlap=recalled)
+            Q(lot_near__in=near, lot_unknown=False) | (READ_WITH_DOUBT & Q(lot_alternatives__overlap=recalled))
             | (related & Q(lot_unknown=True)))))
         by_near, by_alternative = defaultdict(list), defaultdict(list)
         unknown = [row for row in rows if row.lot_unknown]

@@ -55,7 +55,7 @@ def exposure_classes(recall_number: str) -> dict[int, str]:
     from drugs import recall_terms
     from drugs.lots import canonical_lot, near_lot_key, near_lot_keys
     from drugs.matching import match
-    from patients.models import DispensingRecord
+    from patients.models import READ_WITH_DOUBT, DispensingRecord
     from patients.services import exposure_rows
 
     facts = list(Fact.objects.believed().filter(kind=Fact.Kind.RECALL,
@@ -88,7 +88,7 @@ def exposure_classes(recall_number: str) -> dict[int, str]:
         near = sorted(set().union(*(near_lot_keys(f.lot) for f in lot_facts)))
         recalled = sorted({canonical_lot(f.lot) for f in lot_facts})
         groups = list(_match_groups(DispensingRecord.objects.filter(
-            Q(lot_near__in=near, lot_unknown=False) | Q(lot_alternatives__overlap=recalled)
+            Q(lot_near__in=near, lot_unknown=False) | (READ_WITH_DOUBT & Q(lot_alternatives__overlap=recalled))
             | ((Q(drug__in=subjects) | Q(ndc_product__in=products)) & Q(lot_unknown=True)))))
         by_near: dict[str, list] = {}
         by_alternative: dict[str, list] = {}

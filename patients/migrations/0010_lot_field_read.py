@@ -80,6 +80,6 @@ class Migration(migrations.Migration):
         migrations.RunPython(read_stored_lots, migrations.RunPython.noop),
         migrations.AddIndex(
             model_name='dispensingrecord',
-            index=django.contrib.postgres.indexes.GinIndex(fields=['lot_alternatives'], name='dispensing_lot_alternatives'),
+            index=django.contrib.postgres.indexes.GinIndex(condition=models.Q(('lot_alternatives', []), _negated=True), fields=['lot_alternatives'], name='dispensing_lot_alternatives'),
         ),
     ]
