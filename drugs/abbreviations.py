@@ -3,7 +3,7 @@
 drugs.identity can name its ingredients as a recall names them.
 
     spell_out(text, known_phrases) -> the text with every abbreviation of the table written out
-    Truncations(names, ignored).complete(text) -> the text with each truncated name completed, or None
+    abbreviations_in(text, known_phrases) -> the table's entries a text uses (ambiguous ones too)
     table() -> {abbreviation: Abbreviation}
 
 The table is `drugs/data/pharmacy_abbreviations.csv` (abbreviation, expansion, kind, note), curated
@@ -25,29 +25,33 @@ Rules:
 - Whole tokens only: a token is a run of letters and digits (spaces, slashes, hyphens, commas and any
   other punctuation separate), compared without case. "POT" is spelled out, "POTENCY" is not.
 - An abbreviation of two tokens ("PCN VK", "K CL", "6-MP") is read before its single tokens.
-- A phrase the vocabulary already knows (a brand such as "PEG-Intron" or "Diovan HCT") is left as it
-  is: the table never rewrites words the vocabulary reads better.
-- A truncation the table does not list is completed only by `Truncations`: a token of at least
-  five letters that is the beginning of exactly one ingredient name of the vocabulary, is not itself a
-  word of any ingredient name and is not a form, salt or filler word. drugs.identity calls it only when
-  the text, once spelled out, names no ingredient at all.
+- A phrase the vocabulary already knows that is longer than the table's abbreviation at the same word
+  (a brand such as "PEG-Intron" or "Diovan HCT") is left as it is; at equal length the table wins, as
+  it says how pharmacies use the words.
+- A longer cut of a listed name reads as the listed name: "ATORVASTA" (longer than ATORVAST, still
+  the beginning of atorvastatin) is atorvastatin. Only for `truncation` and `ingredient` entries, tokens
+  of at least five letters that the vocabulary does not know as a word of their own, and only while the
+  token is still the beginning of the expansion: "DOXYLAMINE" begins with DOXY but is not the
+  beginning of doxycycline, so it is left alone.
+- No other truncation is guessed. Completing any token of five letters or more that begins exactly one
+  ingredient name of the vocabulary was measured on the recall texts and not adopted: it read "Single
+  use" as singlet oxygen and "Borneo" as borneol (docs/drug-identity.md, bench/abbreviations.py).
 
 Dispensing text only. Recall subjects are read from FDA's text by drugs.identity.resolve and never pass
 through here: a change of subject would re-version every fact it touches (docs/drug-identity.md).
 """
 
-import bisect
 import csv
 import functools
 import re
-from collections.abc import Container, Iterable
+from collections.abc import Container
 from dataclasses import dataclass
 from pathlib import Path
 
 TABLE_PATH = Path(__file__).resolve().parent / "data" / "pharmacy_abbreviations.csv"
 KINDS = frozenset({"salt", "ingredient", "truncation", "form", "product", "word", "ambiguous"})
 COLUMNS = ("abbreviation", "expansion", "kind", "note")
-MIN_TRUNCATION = 5
+MIN_CUT = 5  # letters of a longer cut of a listed name
 _MAX_KNOWN_PHRASE = 8  # as drugs.identity reads phrases
 
 _TOKEN = re.compile(r"[A-Za-z0-9]+")
@@ -127,34 +131,55 @@ def _known_length(words: list[str], start: int, known_phrases: Container[str]) -
     return 0
 
 
-def _abbreviation_at(words: list[str], start: int) -> tuple[int, Abbreviation | None]:
+def _abbreviation_at(words: list[str], start: int, known_phrases: Container[str]) -> tuple[int, Abbreviation | None]:
     entries = table()
     for length in range(min(_longest_abbreviation(), len(words) - start), 0, -1):
         entry = entries.get(" ".join(words[start:start + length]).upper())
         if entry is not None:
             return length, entry
-    return 0, None
+    entry = None if words[start] in known_phrases else _longer_cut(words[start])
+    return (1, entry) if entry else (0, None)
+
+
+_CUT_KINDS = frozenset({"truncation", "ingredient"})
+
+
+def _longer_cut(word: str) -> Abbreviation | None:
+    """The entry whose name word is a longer cut of: it begins with the entry's abbreviation and is
+    still the beginning of its expansion ("atorvasta" of ATORVAST, atorvastatin)."""
+    if len(word) < MIN_CUT or not word.isalpha():
+        return None
+    entries = table()
+    for length in range(len(word) - 1, 1, -1):
+        entry = entries.get(word[:length].upper())
+        if entry is not None and entry.kind in _CUT_KINDS and entry.expansion.startswith(word):
+            return entry
+    return None
+
+
+def _reading(words: list[str], start: int, known_phrases: Container[str]) -> tuple[int, Abbreviation | None]:
+    """(words read, the table entry they are, or None) at start: a longer phrase the vocabulary knows
+    is read as it is; else the table's longest abbreviation; else one plain word."""
+    known = _known_length(words, start, known_phrases)
+    length, entry = _abbreviation_at(words, start, known_phrases)
+    if known > length:
+        return known, None
+    return (length, entry) if entry is not None else (1, None)
 
 
 def spell_out(text: str, known_phrases: Container[str] = (), kinds: Container[str] = KINDS) -> str:
     """text with each abbreviation of the given kinds written out in place; everything else (spacing,
     punctuation, strengths, words the table does not list) is kept as it was. known_phrases are the
-    vocabulary's phrases (lower case, one space): a phrase of two or more words found there is kept."""
+    vocabulary's phrases (lower case, one space): a phrase found there that is longer than the table's
+    abbreviation at the same word is kept ("PEG-Intron" is not "polyethylene glycol Intron")."""
     tokens = _tokens(text)
     words = [token.group().lower() for token in tokens]
     pieces: list[str] = []
     kept_until = 0
     position = 0
     while position < len(words):
-        known = _known_length(words, position, known_phrases)
-        if known:
-            position += known
-            continue
-        length, entry = _abbreviation_at(words, position)
-        if not length:
-            position += 1
-            continue
-        if entry.expands and entry.kind in kinds:
+        length, entry = _reading(words, position, known_phrases)
+        if entry is not None and entry.expands and entry.kind in kinds:
             start, end = tokens[position].start(), tokens[position + length - 1].end()
             pieces += [text[kept_until:start], entry.expansion]
             kept_until = end
@@ -169,48 +194,8 @@ def abbreviations_in(text: str, known_phrases: Container[str] = ()) -> list[Abbr
     found = []
     position = 0
     while position < len(words):
-        known = _known_length(words, position, known_phrases)
-        if known:
-            position += known
-            continue
-        length, entry = _abbreviation_at(words, position)
+        length, entry = _reading(words, position, known_phrases)
         if entry is not None:
             found.append(entry)
-        position += length or 1
+        position += length
     return found
-
-
-class Truncations:
-    """Completes names cut to fit a label, against the ingredient names of the vocabulary.
-
-    A token is a truncation when it has at least five letters and no digit, is not in the table (listed
-    abbreviations and ambiguous ones are decided there), is not an ignored word (forms, salts, filler),
-    is not itself a word of any ingredient name ("orange" of "orange oil" is a word, not a cut name),
-    and begins exactly one name."""
-
-    def __init__(self, names: Iterable[str], ignored: Container[str] = ()):
-        self.names = sorted(set(names))
-        self.name_words = frozenset(word for name in self.names for word in name.split())
-        self.ignored = ignored
-
-    def completion(self, token: str) -> str | None:
-        """The one ingredient name token is a truncation of, else None."""
-        token = token.lower()
-        if (len(token) < MIN_TRUNCATION or not token.isalpha() or token.upper() in table()
-                or token in self.ignored or token in self.name_words):
-            return None
-        first = bisect.bisect_left(self.names, token)
-        matches = [name for name in self.names[first:first + 2] if name.startswith(token)]
-        return matches[0] if len(matches) == 1 else None
-
-    def complete(self, text: str) -> str | None:
-        """text with every truncated name completed, or None when no token is one. Callers use it only
-        for a text that names no ingredient once spelled out."""
-        pieces: list[str] = []
-        kept_until = 0
-        for token in _tokens(text):
-            name = self.completion(token.group())
-            if name:
-                pieces += [text[kept_until:token.start()], name]
-                kept_until = token.end()
-        return "".join(pieces) + text[kept_until:] if pieces else None

@@ -28,10 +28,9 @@ from drugs import abbreviations
 VOCABULARY = "drug-named-entity-recognition"
 SOURCE = "drug-ner"
 UNRESOLVED = "unresolved"
-# A dispensing text named through the pharmacy abbreviation table or a completed truncation
-# (resolve_dispensed): said apart, so a pharmacist can see how a row was read.
+# A dispensing text named only once its pharmacy abbreviations were spelled out (resolve_dispensed):
+# said apart, so a pharmacist can see how a row was read.
 ABBREVIATION_SOURCE = "pharmacy-abbreviation"
-TRUNCATION_SOURCE = "pharmacy-truncation"
 
 # Salt, ester and hydrate words folded off an ingredient name ("olmesartan medoxomil" -> "olmesartan"),
 # never off a name whose first word is itself one of these ("potassium chloride", "sodium bicarbonate").
@@ -103,7 +102,7 @@ _MAX_PHRASE = 8
 class Identity:
     key: str                      # "amlodipine+valsartan"; "" when unresolved
     ingredients: tuple[str, ...]  # sorted
-    source: str                   # "drug-ner" | "pharmacy-abbreviation" | "pharmacy-truncation" | "unresolved"
+    source: str                   # "drug-ner" | "pharmacy-abbreviation" | "unresolved"
     text: str                     # the text that was resolved (the naming part of a description)
 
     @property
@@ -275,29 +274,18 @@ def is_product_key(key: str) -> bool:
 
 @functools.lru_cache(maxsize=65536)
 def resolve_dispensed(text: str) -> Identity:
-    """The identity of what a pharmacy dispensed: resolve() once its pharmacy abbreviations are spelled
-    out ("LOSART POT 50MG TAB" -> losartan, "OXYCOD/APAP" -> acetaminophen+oxycodone, not acetaminophen
-    alone), and, only when that names no ingredient, its truncated names completed (drugs.abbreviations).
-    Dispensing text only: recall subjects are resolve() of FDA's words and never change with the table."""
+    """The identity of what a pharmacy dispensed: resolve() once its pharmacy abbreviations and cut
+    names are spelled out (drugs.abbreviations: "LOSART POT 50MG TAB" -> losartan, "OXYCOD/APAP" ->
+    acetaminophen+oxycodone, not acetaminophen alone), with source "pharmacy-abbreviation" when that
+    changed the key. Dispensing text only: recall subjects are resolve() of FDA's words and never
+    change with the table."""
     identity = resolve(text)
     spelled = abbreviations.spell_out(text, vocabulary())
     if spelled != text:
         expanded = resolve(spelled)
         if expanded.resolved and expanded.key != identity.key:
-            identity = replace(expanded, source=ABBREVIATION_SOURCE)
-    if identity.resolved:
-        return identity
-    completed = _truncations().complete(spelled)
-    if completed:
-        truncated = resolve(completed)
-        if truncated.resolved:
-            return replace(truncated, source=TRUNCATION_SOURCE)
+            return replace(expanded, source=ABBREVIATION_SOURCE)
     return identity
-
-
-@functools.lru_cache(maxsize=1)
-def _truncations() -> abbreviations.Truncations:
-    return abbreviations.Truncations(_known_ingredients(), ignored=_PRODUCT_FILLER)
 
 
 def identity_key(text: str, *fallbacks: str) -> tuple[str, str]:
