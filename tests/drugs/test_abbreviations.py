@@ -277,9 +277,6 @@ def test_a_dispensing_row_typed_with_abbreviations_gets_the_ingredient_identity(
 
 
 @pytest.mark.django_db
-@pytest.mark.xfail(strict=True, reason="DispensingRecord.resolve_identity compares the key of resolve(drug_text), "
-                   "not of identity_key(drug_text), with the stored key, so a re-saved abbreviated row takes "
-                   "the key as its typed text")
 def test_a_re_saved_row_keeps_the_text_the_pharmacy_typed(patient):
     from patients.models import DispensingRecord
     from tests.factories import DISPENSED_AT
