@@ -19,7 +19,7 @@ from pharmacy usage; the note says where an entry comes from. Kinds:
   key reads as recalls print it (MULTIVITAMIN).
 - `word`: a word that only helps the next one (VIT, as in VIT D3).
 - `ambiguous`: an abbreviation with two meanings in pharmacy use (MS, MSO4, HCT, INH, LEVO, NITRO, ...):
-  never expanded; the note says which meanings. Listing it keeps it out of the truncation rule too.
+  never expanded; the note says which meanings. A longer cut of it (PREDNISO) is not read either.
 
 Rules:
 - Whole tokens only: a token is a run of letters and digits (spaces, slashes, hyphens, commas and any
@@ -152,8 +152,8 @@ def _longer_cut(word: str) -> Abbreviation | None:
     entries = table()
     for length in range(len(word) - 1, 1, -1):
         entry = entries.get(word[:length].upper())
-        if entry is not None and entry.kind in _CUT_KINDS and entry.expansion.startswith(word):
-            return entry
+        if entry is not None:  # the longest listed beginning decides, an ambiguous one included
+            return entry if entry.kind in _CUT_KINDS and entry.expansion.startswith(word) else None
     return None
 
 

@@ -150,6 +150,7 @@ def test_punctuation_around_a_token_does_not_hide_it(text):
     ("LEVOTHYROXI 50MCG", "levothyroxine"),
     ("ESCITALOPR 20MG", "escitalopram"),
     ("AMOXI 500MG CAP", "amoxicillin"),
+    ("HYDROCODO/APAP 5-325", "acetaminophen+hydrocodone"),
 ])
 def test_a_longer_cut_of_a_listed_name_reads_as_that_name(text, key):
     assert identity_key(text)[0] == key
@@ -184,6 +185,7 @@ def test_directions_forms_and_lot_like_codes_name_no_drug(text):
     ("MSO4 ER 15MG", None),                        # morphine or magnesium sulfate: a person decides
     ("HCT 25MG", None),                            # hydrochlorothiazide or hydrocortisone
     ("LEVO 500MG TAB", None),                      # levofloxacin, levothyroxine, levodopa...
+    ("PREDNISO 10MG", None),                       # a longer cut of PREDNIS: prednisone or prednisolone
     ("MEDROXYPROG AC 10MG", "medroxyprogesterone"),  # AC left as typed; the name still reads
 ])
 def test_an_abbreviation_with_two_meanings_is_not_guessed(text, key):
