@@ -21,11 +21,16 @@ module costs nothing, so test collection and `manage.py` start-up stay fast.
 
 import functools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+from drugs import abbreviations
 
 VOCABULARY = "drug-named-entity-recognition"
 SOURCE = "drug-ner"
 UNRESOLVED = "unresolved"
+# A dispensing text named only once its pharmacy abbreviations were spelled out (resolve_dispensed):
+# said apart, so a pharmacist can see how a row was read.
+ABBREVIATION_SOURCE = "pharmacy-abbreviation"
 
 # Salt, ester and hydrate words folded off an ingredient name ("olmesartan medoxomil" -> "olmesartan"),
 # never off a name whose first word is itself one of these ("potassium chloride", "sodium bicarbonate").
@@ -97,7 +102,7 @@ _MAX_PHRASE = 8
 class Identity:
     key: str                      # "amlodipine+valsartan"; "" when unresolved
     ingredients: tuple[str, ...]  # sorted
-    source: str                   # "drug-ner" | "unresolved"
+    source: str                   # "drug-ner" | "pharmacy-abbreviation" | "unresolved"
     text: str                     # the text that was resolved (the naming part of a description)
 
     @property
@@ -267,16 +272,34 @@ def is_product_key(key: str) -> bool:
     return bool(key) and key.startswith(PRODUCT_PREFIX)
 
 
+@functools.lru_cache(maxsize=65536)
+def resolve_dispensed(text: str) -> Identity:
+    """The identity of what a pharmacy dispensed: resolve() once its pharmacy abbreviations and cut
+    names are spelled out (drugs.abbreviations: "LOSART POT 50MG TAB" -> losartan, "OXYCOD/APAP" ->
+    acetaminophen+oxycodone, not acetaminophen alone), with source "pharmacy-abbreviation" when that
+    changed the key. Dispensing text only: recall subjects are resolve() of FDA's words and never
+    change with the table."""
+    identity = resolve(text)
+    spelled = abbreviations.spell_out(text, vocabulary())
+    if spelled != text:
+        expanded = resolve(spelled)
+        if expanded.resolved and expanded.key != identity.key:
+            return replace(expanded, source=ABBREVIATION_SOURCE)
+    return identity
+
+
 def identity_key(text: str, *fallbacks: str) -> tuple[str, str]:
-    """(key, source) of the first text that resolves to ingredients; else the product key of the first
-    text that has naming words ('product:...', source 'product-text'); else ('', 'unresolved')."""
+    """(key, source) of what was dispensed: of the first text that resolves to ingredients, pharmacy
+    abbreviations spelled out (resolve_dispensed); else the product key of the first text that has
+    naming words ('product:...', source 'product-text', with MVI and the like spelled out so it reads
+    as recalls print the product); else ('', 'unresolved')."""
     texts = [t for t in (text, *fallbacks) if t and t.strip()]
     for candidate in texts:
-        identity = resolve(candidate)
+        identity = resolve_dispensed(candidate)
         if identity.resolved:
             return identity.key, identity.source
     for candidate in texts:
-        key = product_key(candidate)
+        key = product_key(abbreviations.spell_out(candidate, vocabulary(), kinds={"product"}))
         if key:
             return key, PRODUCT_SOURCE
     return "", UNRESOLVED

@@ -10,7 +10,7 @@ from django.db import models, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from drugs.identity import PRODUCT_SOURCE, UNRESOLVED, identity_key, is_product_key, resolve
+from drugs.identity import PRODUCT_SOURCE, UNRESOLVED, identity_key, is_product_key
 from drugs.lot_field import read_lot_field
 from drugs.lots import near_lot_key
 from drugs.matching import Dispensed, dispensed
@@ -265,7 +265,7 @@ class DispensingRecord(models.Model):
         The entered text is kept in drug_text, so re-resolving (manage.py resolve_dispensing) starts from
         what the pharmacy typed, not from an earlier key."""
         if self.drug and not is_product_key(self.drug) and (
-                not self.drug_text or resolve(self.drug_text).key != self.drug):
+                not self.drug_text or identity_key(self.drug_text)[0] != self.drug):
             self.drug_text = self.drug  # a drug typed now, not the key of what was typed before
         if not self.drug_text:
             self.drug_text = self.product_description or ""
