@@ -325,6 +325,13 @@ def _naming_words(text: str) -> list[str]:
     return _alphabetic((text[len(PRODUCT_PREFIX):] if is_product_key(text) else " ".join(product_words(text))).split())
 
 
+def distinctive_first_word(text: str) -> str:
+    """The first naming word of a product text or key when it can stand for the product (not a category
+    word such as "hand"), else "": what a product key of the same product starts with."""
+    words = _naming_words(text)
+    return words[0] if words and words[0] not in _CATEGORY_WORDS else ""
+
+
 def texts_agree(a: str, b: str) -> bool:
     """Do two product texts (or product keys) name the same product? Their first naming word is the
     same (or one is the other cut short, as pharmacy systems print names: "losart" / "losartan"), they

@@ -16,7 +16,7 @@ from django.db import connection, transaction
 from django.db.models import Count, Exists, OuterRef, Q
 
 from drugs import recall_terms
-from drugs.identity import PRODUCT_PREFIX, identity_key, is_product_key, product_words, readable
+from drugs.identity import PRODUCT_PREFIX, distinctive_first_word, identity_key, is_product_key, product_words, readable
 from drugs.lots import canonical_lot, near_lot_keys
 from drugs.matching import MatchClass, explain, match
 from drugs.scopes import dispensing_scopes
@@ -100,6 +100,22 @@ def exposed_patients(fact: Fact, *, candidates: bool = True, unless_standing_on=
     return _group(fact, rows)
 
 
+def named_product_rows(facts) -> Q:
+    """Rows of a product the vocabulary cannot name whose product text begins as one of these recalls'
+    does: its subject's first word when the subject is a product text, and the first distinctive word of
+    each product name it prints (a brand typed at the till while the recall was reduced to an
+    ingredient). drugs.matching then compares the texts."""
+    words = set()
+    for fact in facts:
+        if is_product_key(fact.subject) and product_words(fact.subject):
+            words.add(product_words(fact.subject)[0])
+        words.update(distinctive_first_word(name) for name in recall_terms.product_names(fact))
+    named = Q(pk__in=[])
+    for word in sorted(words - {""}):
+        named |= Q(drug__startswith=f"{PRODUCT_PREFIX}{word}")
+    return named
+
+
 def exposure_rows(fact: Fact, *, candidates: bool = True):
     """The dispensing queryset exposure reads for a fact, before drugs.matching.match() filters it
     (bench/exposure.py EXPLAINs it); None for a non-recall fact.
@@ -115,8 +131,7 @@ def exposure_rows(fact: Fact, *, candidates: bool = True):
     products = sorted(recall_terms.products(fact))
     by_identity = Q(drug=fact.subject) if fact.subject else Q(pk__in=[])
     by_product = Q(ndc_product__in=products) if products else Q(pk__in=[])
-    if is_product_key(fact.subject) and product_words(fact.subject):
-        by_identity |= Q(drug__startswith=f"{PRODUCT_PREFIX}{product_words(fact.subject)[0]}")
+    by_identity |= named_product_rows([fact])
     if fact.lot and not recall_terms.is_drug_level(fact):
         lot_rows = Q(lot_near__in=sorted(near_lot_keys(fact.lot)), lot_unknown=False) | \
             (READ_WITH_DOUBT & Q(lot_alternatives__contains=[canonical_lot(fact.lot)]))
@@ -182,7 +197,7 @@ def exposed_patients_for_recall(recall_number: str) -> list[Exposure]:
         # with one of its lots or a near miss of one, and the unknown-lot rows of its drugs or products.
         subjects = {f.subject for f in lot_facts if f.subject}
         products = set().union(*(recall_terms.products(f) for f in lot_facts))
-        related = Q(drug__in=subjects) | Q(ndc_product__in=products)
+        related = Q(drug__in=subjects) | Q(ndc_product__in=products) | named_product_rows(lot_facts)
         near = sorted(set().union(*(near_lot_keys(f.lot) for f in lot_facts)))
         recalled = sorted({canonical_lot(f.lot) for f in lot_facts})
         rows = list(_ordered(DispensingRecord.objects.filter(

@@ -56,7 +56,7 @@ def exposure_classes(recall_number: str) -> dict[int, str]:
     from drugs.lots import canonical_lot, near_lot_key, near_lot_keys
     from drugs.matching import match
     from patients.models import READ_WITH_DOUBT, DispensingRecord
-    from patients.services import exposure_rows
+    from patients.services import exposure_rows, named_product_rows
 
     facts = list(Fact.objects.believed().filter(kind=Fact.Kind.RECALL,
                                                 fact_key__startswith=recall_terms.key_prefix(recall_number))
@@ -89,7 +89,8 @@ def exposure_classes(recall_number: str) -> dict[int, str]:
         recalled = sorted({canonical_lot(f.lot) for f in lot_facts})
         groups = list(_match_groups(DispensingRecord.objects.filter(
             Q(lot_near__in=near, lot_unknown=False) | (READ_WITH_DOUBT & Q(lot_alternatives__overlap=recalled))
-            | ((Q(drug__in=subjects) | Q(ndc_product__in=products)) & Q(lot_unknown=True)))))
+            | ((Q(drug__in=subjects) | Q(ndc_product__in=products) | named_product_rows(lot_facts))
+               & Q(lot_unknown=True)))))
         by_near: dict[str, list] = {}
         by_alternative: dict[str, list] = {}
         unknown = []
