@@ -59,15 +59,6 @@ _LIMITS = {
     "dispensed_at": 40,
     "site": DispensingRecord._meta.get_field("site").max_length,
 }
-def identity_problem(record: DispensingRecord) -> str | None:
-    """Why the identity derived from the typed name cannot be stored, or None. A single real product
-    resolves to at most ~190 characters of ingredients (openFDA fixtures); more means several products
-    were typed into one row, which a recall of one of them would not be read against correctly."""
-    limit = DispensingRecord._meta.get_field("drug").max_length
-    if len(record.drug or "") <= limit:
-        return None
-    return (f"the name resolves to {record.drug.count('+') + 1} ingredients ({len(record.drug)} characters; an "
-            f"identity holds {limit}): enter one product per row, as named on its label.")
 
 
 _OTHER_COLUMN_LIMIT = 1000  # columns we ignore still must not be a way to send megabytes per cell
@@ -259,8 +250,6 @@ def _record(values: dict, patients: dict, synthetic: bool):
     except ValidationError as exc:
         for name, messages in exc.message_dict.items():
             reasons.extend(f"{name}: {m}" for m in messages)
-    if problem := identity_problem(record):
-        reasons.append(f"drug: {problem}")
     return (record if patient is not None else None), reasons
 
 

@@ -3,7 +3,7 @@ from django.conf import settings
 from django.core.validators import MaxLengthValidator, MinValueValidator
 
 from drugs.gs1 import ScanError, parse_scan
-from patients.csvimport import MAX_IMPORT_BYTES, MAX_PRODUCT_TEXT, identity_problem
+from patients.csvimport import MAX_IMPORT_BYTES, MAX_PRODUCT_TEXT
 from patients.models import DispensingRecord, Patient
 from patients.scanning import Entered, apply_scan
 
@@ -90,11 +90,6 @@ class DispensingRecordForm(forms.ModelForm):
         # The model checks `drug` after resolving the typed name to its identity key (clean()); its
         # column length applies to that key, not to the name as typed.
         return super()._get_validation_exclusions() | {"drug"}
-
-    def _post_clean(self):
-        super()._post_clean()
-        if "drug" in self.fields and "drug" not in self._errors and (problem := identity_problem(self.instance)):
-            self.add_error("drug", problem[0].upper() + problem[1:])
 
     def _raw(self, name) -> str:
         value = self.fields[name].widget.value_from_datadict(self.data, self.files, self.add_prefix(name))
