@@ -75,7 +75,7 @@ def _document_fhir(operation: dict) -> None:
         if "content" not in response:
             continue
         content = response["content"]["application/json"]
-        if status == "201":
+        if int(status) == 201:
             response["content"] = {fhir_media.JSON: content, fhir_media.FHIR_JSON: outcome}
         else:
             response["content"] = {fhir_media.FHIR_JSON: content, fhir_media.JSON: content}

@@ -153,3 +153,19 @@ def test_a_medication_dispense_that_cannot_be_answered_as_asked_writes_nothing(c
     issues = outcome(post(client, secret, {**dispense(), "whenHandedOver": "2019-02-01"}), 422, "invalid")
     assert [issue["diagnostics"].split(":")[0] for issue in issues[1:]] == ["whenHandedOver"]
     assert not DispensingRecord.objects.exists() and not DispensingChange.objects.exists()
+
+
+def test_the_openapi_document_states_what_the_fhir_endpoints_answer_in(client):
+    spec = client.get("/api/v1/openapi.json").json()
+    created = spec["paths"]["/api/v1/fhir/MedicationDispense"]["post"]["responses"]["201"]["content"]
+    assert created["application/json"]["schema"]["$ref"].endswith("/DispensingOut")
+    assert created["application/fhir+json"]["schema"]["$ref"].endswith("/OperationOutcome")
+    for path in ("/api/v1/fhir/CommunicationRequest", "/api/v1/fhir/Communication/{correction_id}"):
+        operation = spec["paths"][path]["get"]
+        assert set(operation["responses"]["200"]["content"]) == {"application/fhir+json", "application/json"}
+        for status in ("401", "404", "406", "422"):
+            for media in ("application/fhir+json", "application/json"):
+                assert operation["responses"][status]["content"][media]["schema"]["$ref"].endswith("/OperationOutcome")
+        formats = [p for p in operation["parameters"] if p["name"] == "_format"]
+        assert formats[0]["schema"]["enum"] == ["json", "application/json", "application/fhir+json"]
+    assert set(spec["paths"]["/api/v1/check"]["post"]["responses"]["404"]["content"]) == {"application/problem+json"}
