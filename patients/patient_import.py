@@ -33,7 +33,7 @@ from django.db import connection, transaction
 
 from core.retry import run_in_transaction
 from patients.csvfile import ImportResult, RowError, decoded, read_rows
-from patients.models import Patient, normalize_phone
+from patients.models import Patient, normalize_phone, validate_region
 
 PATIENT_COLUMNS = ("display_name", "region", "preferred_channel", "preferred_language", "email", "phone")
 REQUIRED_COLUMNS = ("external_ref", "display_name", "region")
@@ -135,6 +135,8 @@ def register_patients(patients: list[Patient], *, user) -> list[Patient]:
         return []
     if not user.has_perm(ADD_PERMISSION):
         raise PermissionDenied(f"{user.get_username()} may not add patients (patients.add_patient).")
+    for patient in patients:
+        validate_region(patient.region)  # Patient.save's own rule, which bulk_create does not run
     with transaction.atomic():
         Patient.objects.bulk_create(patients, batch_size=BATCH)
         for start in range(0, len(patients), BATCH):
