@@ -71,6 +71,11 @@ def unsupported_media(allowed) -> Problem:
                    f"Send the body as {' or '.join(allowed)}.")
 
 
+def not_acceptable(offered) -> Problem:
+    return Problem(406, "not-acceptable", "No acceptable representation",
+                   f"This endpoint answers {' or '.join(offered)}: ask for one of them in Accept (or _format).")
+
+
 def rate_limited(retry_after: int, limit: int) -> Problem:
     return Problem(429, "rate-limited", "Too many requests for this key",
                    f"At most {limit} requests per minute per key; retry in {retry_after} s.",

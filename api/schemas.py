@@ -149,6 +149,34 @@ ERRORS = {code: Problem for code in (400, 401, 403, 404, 413, 415, 422, 429)}
 GET_ERRORS = {code: Problem for code in (400, 401, 403, 404, 422, 429)}
 
 
+# --- FHIR (application/fhir+json or application/json, api/fhir_media.py) ----------------------------
+
+class OutcomeIssue(Schema):
+    severity: Literal["fatal", "error", "warning", "information"]
+    code: str
+    details: dict | None = None
+    diagnostics: str | None = None
+
+
+class OperationOutcome(Schema):
+    """A FHIR R4 OperationOutcome: every refusal of a FHIR endpoint, and a recorded MedicationDispense when
+    the client asks for application/fhir+json."""
+
+    resourceType: Literal["OperationOutcome"]
+    issue: list[OutcomeIssue]
+
+
+class FhirResource(Schema):
+    """A FHIR R4 resource (Bundle, CommunicationRequest, Communication), validated with fhir.resources."""
+
+    model_config = ConfigDict(extra="allow")
+    resourceType: str
+
+
+FHIR_ERRORS = {code: OperationOutcome for code in (400, 401, 403, 404, 406, 413, 415, 422, 429)}
+FHIR_GET_ERRORS = {code: OperationOutcome for code in (400, 401, 403, 404, 406, 422, 429)}
+
+
 class DecisionRef(Schema):
     id: UUID
     verdict: Verdict

@@ -9,11 +9,12 @@ from uuid import UUID
 from ninja import NinjaAPI, Path, Query, Status
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
-from api import epcis, fhir, problems, services
+from api import epcis, fhir, fhir_media, problems, services
 from api.auth import ApiKeyAuth
 from api.fhir_routes import router as fhir_out
 from api.schemas import (
     ERRORS,
+    FHIR_ERRORS,
     GET_ERRORS,
     INSTANT_RULE,
     AskIn,
@@ -25,13 +26,14 @@ from api.schemas import (
     DispensingOut,
     ExposureOut,
     Instant,
+    OperationOutcome,
     Problem,
     ReplayOut,
 )
 
 log = logging.getLogger(__name__)
 
-FHIR_TYPES = ("application/fhir+json", "application/json")
+FHIR_TYPES = (fhir_media.FHIR_JSON, fhir_media.JSON)
 RECALL_NUMBER = r"^[A-Z]-\d{4}-\d{4}$"
 API_PREFIX = "/api/v1/"  # where unsay_site/urls.py mounts api.urls
 
@@ -43,14 +45,41 @@ class UnsayApi(NinjaAPI):
         return f"memory_api_views_{operation.view_func.__name__}"
 
     def get_openapi_schema(self, *args, **kwargs):
-        """Error responses are application/problem+json (ninja writes application/json for all)."""
+        """Error responses are application/problem+json (ninja writes application/json for all); the FHIR
+        endpoints answer application/fhir+json or application/json, as Accept or _format asks."""
         schema = super().get_openapi_schema(*args, **kwargs)
-        for path in schema["paths"].values():
+        for name, path in schema["paths"].items():
             for operation in path.values():
+                if "/fhir/" in name:
+                    _document_fhir(operation)
+                    continue
                 for status, response in operation.get("responses", {}).items():
                     if int(status) >= 400 and "content" in response:
                         response["content"] = {problems.PROBLEM_CONTENT_TYPE: response["content"]["application/json"]}
         return schema
+
+
+FORMAT_PARAMETER = {
+    "in": "query", "name": "_format", "required": False,
+    "schema": {"type": "string", "enum": ["json", fhir_media.JSON, fhir_media.FHIR_JSON]},
+    "description": "Overrides Accept (FHIR R4): json or application/fhir+json answer application/fhir+json, "
+                   "application/json answers application/json; anything else is a 406.",
+}
+
+
+def _document_fhir(operation: dict) -> None:
+    """Both JSON types for every answer (the body is the same; the label is the one asked for), except a
+    recorded MedicationDispense: its receipt as application/json, an OperationOutcome as application/fhir+json."""
+    outcome = {"schema": {"$ref": "#/components/schemas/OperationOutcome"}}
+    for status, response in operation.get("responses", {}).items():
+        if "content" not in response:
+            continue
+        content = response["content"]["application/json"]
+        if int(status) == 201:
+            response["content"] = {fhir_media.JSON: content, fhir_media.FHIR_JSON: outcome}
+        else:
+            response["content"] = {fhir_media.FHIR_JSON: content, fhir_media.JSON: content}
+    operation.setdefault("parameters", []).append(FORMAT_PARAMETER)
 
 
 api = UnsayApi(
@@ -62,14 +91,21 @@ api = UnsayApi(
 
 # --- errors -----------------------------------------------------------------------------------------
 
+def _refuse(request, problem: problems.Problem):
+    """A problem details response, or under /api/v1/fhir/ an OperationOutcome (api/fhir_media.py)."""
+    if fhir_media.is_fhir(request):
+        return fhir_media.refusal(request, problem)
+    return problem.response(instance=request.path)
+
+
 @api.exception_handler(problems.Problem)
 def _problem(request, exc: problems.Problem):
-    return exc.response(instance=request.path)
+    return _refuse(request, exc)
 
 
 @api.exception_handler(AuthenticationError)
 def _unauthenticated(request, exc):
-    return problems.unauthenticated().response(instance=request.path)
+    return _refuse(request, problems.unauthenticated())
 
 
 def _error_item(error: dict) -> dict:
@@ -84,18 +120,18 @@ def _error_item(error: dict) -> dict:
 @api.exception_handler(ValidationError)
 def _invalid(request, exc: ValidationError):
     errors = [_error_item(e) for e in exc.errors[:20]]
-    return problems.invalid("The request does not match the schema.", errors=errors).response(request.path)
+    return _refuse(request, problems.invalid("The request does not match the schema.", errors=errors))
 
 
 @api.exception_handler(HttpError)
 def _http_error(request, exc: HttpError):
-    return problems.Problem(exc.status_code, "http-error", str(exc)).response(request.path)
+    return _refuse(request, problems.Problem(exc.status_code, "http-error", str(exc)))
 
 
 @api.exception_handler(Exception)
 def _unexpected(request, exc):
     log.exception("API request %s %s failed", request.method, request.path)
-    return problems.SERVER_ERROR.response(request.path)
+    return _refuse(request, problems.SERVER_ERROR)
 
 
 # --- endpoints ---------------------------------------------------------------------------------------
@@ -145,7 +181,8 @@ def dispensing(request, payload: DispensingIn):
 
 
 @api.post("/fhir/MedicationDispense", auth=ApiKeyAuth(body_types=FHIR_TYPES),
-          response={201: DispensingOut, 409: Problem, **ERRORS}, summary="Record a FHIR R4 MedicationDispense",
+          response={201: DispensingOut, 409: OperationOutcome, **FHIR_ERRORS},
+          summary="Record a FHIR R4 MedicationDispense",
           openapi_extra={"requestBody": {"required": True, "content": {
               media: {"schema": {
                   "type": "object", "required": ["resourceType", "status", "whenHandedOver"],
@@ -158,9 +195,16 @@ def dispensing(request, payload: DispensingIn):
                       "reference>. Text may not contain NUL characters.")}}
               for media in FHIR_TYPES}}})
 def fhir_dispensing(request):
+    """Answers the stored row as /dispensing does (application/json, the default), or, to a client that asks
+    for application/fhir+json, an OperationOutcome saying what was recorded, the recall warning as a warning
+    issue. Refusals are OperationOutcome."""
+    media = fhir_media.negotiate(request, offered=(fhir_media.JSON, fhir_media.FHIR_JSON))
     fields = fhir.dispensing_fields(json.loads(request.body))
     record, warning = services.record_dispensing(request.auth, fields, actor=_actor(request))
-    return Status(201, _dispensing_out(record, warning))
+    receipt = _dispensing_out(record, warning)
+    if media == fhir_media.FHIR_JSON:
+        return fhir_media.answer(fhir_media.recorded_outcome(receipt, warning), media, 201)
+    return Status(201, receipt)
 
 
 @api.get("/recalls/{recall_number}/exposure", response={200: ExposureOut, **GET_ERRORS},
@@ -175,8 +219,9 @@ def openapi_document() -> dict:
 
 
 def unknown_route(request, rest=""):
-    """Anything else under /api/v1/ answers a problem too, not Django's HTML 404 page."""
-    return problems.not_found("No such endpoint; see /api/v1/openapi.json.").response(request.path)
+    """Anything else under /api/v1/ answers a problem too (an OperationOutcome under /api/v1/fhir/), not
+    Django's HTML 404 page."""
+    return _refuse(request, problems.not_found("No such endpoint; see /api/v1/openapi.json."))
 
 
 # POST /epcis has its own auth and schemas (shelf receiving; api/epcis.py).

@@ -10,11 +10,13 @@ from drugs.identity import identity_key
 from drugs.lot_field import read_lot_field
 from drugs.lots import canonical_lot
 from drugs.ndc import normalize_ndc
-from patients.csvimport import MAX_IMPORT_BYTES, MAX_ROWS, import_dispensing_csv
+from patients.csvfile import MAX_IMPORT_BYTES, MAX_ROWS
+from patients.csvimport import import_dispensing_csv
 from patients.deletion import protected_descriptions
 from patients.dispensing import delete_dispensing, save_dispensing
-from patients.forms import DispensingImportForm, DispensingRecordForm, PatientForm
+from patients.forms import DispensingImportForm, DispensingRecordForm, PatientForm, PatientImportForm
 from patients.models import READ_WITH_DOUBT, DispensingRecord, Patient
+from patients.patient_import import import_patients_csv
 from patients.services import recall_warning
 
 DISPENSING_FIELDS = ["scan", "drug", "product_description", "ndc", "lot", "lot_unknown", "expiry", "serial",
@@ -54,6 +56,27 @@ class PatientAdmin(admin.ModelAdmin):
     inlines = [DispensingInline]
     ordering = ["display_name"]  # patients_pa_display index
     show_full_result_count = False
+    change_list_template = "admin/patients/patient/change_list.html"
+
+    def get_urls(self):
+        return [
+            path("import/", self.admin_site.admin_view(self.import_view), name="patients_patient_import"),
+        ] + super().get_urls()
+
+    def import_view(self, request):
+        """All-or-nothing CSV import of new patients; every bad row is listed with its row number. Each patient
+        gets the admin's record of its addition by this user, as one added with the form does."""
+        if not self.has_add_permission(request):
+            raise PermissionDenied
+        result = None
+        form = PatientImportForm(request.POST or None, request.FILES or None)
+        if request.method == "POST" and form.is_valid():
+            result = import_patients_csv(form.cleaned_data["file"].read(), user=request.user)
+            if result.ok:
+                self.message_user(request, f"Registered {result.imported} patients.", messages.SUCCESS)
+                return redirect("admin:patients_patient_changelist")
+        return _import_page(self, request, form, result, "Import patients from CSV",
+                            "admin/patients/patient/import.html")
 
     def get_deleted_objects(self, objs, request):
         """A patient who has decisions is listed as protected, so the admin says why and deletes nothing
@@ -143,20 +166,28 @@ class DispensingRecordAdmin(admin.ModelAdmin):
         result = None
         form = DispensingImportForm(request.POST or None, request.FILES or None)
         if request.method == "POST" and form.is_valid():
-            result = import_dispensing_csv(form.cleaned_data["file"].read(), actor=f"{actor_of(request)} (csv)")
+            result = import_dispensing_csv(form.cleaned_data["file"].read(), actor=f"{actor_of(request)} (csv)",
+                                           user=request.user)
             if result.ok:
-                self.message_user(request, f"Imported {result.imported} dispensing rows.", messages.SUCCESS)
+                registered = f" and registered {len(result.patients)} new patients" if result.patients else ""
+                self.message_user(request, f"Imported {result.imported} dispensing rows{registered}.", messages.SUCCESS)
                 if warning := recall_warning(result.records):
                     self.message_user(request, warning, messages.WARNING)
                 return redirect("admin:patients_dispensingrecord_changelist")
-        context = {
-            **self.admin_site.each_context(request),
-            "opts": self.model._meta,
-            "title": "Import dispensing from CSV",
-            "form": form,
-            "result": result,
-            "max_rows": f"{MAX_ROWS:,}",
-            "max_mb": MAX_IMPORT_BYTES // 1024 // 1024,
-        }
-        status = 400 if request.method == "POST" and (result is None or not result.ok) else 200
-        return TemplateResponse(request, "admin/patients/dispensingrecord/import.html", context, status=status)
+        return _import_page(self, request, form, result, "Import dispensing from CSV",
+                            "admin/patients/dispensingrecord/import.html")
+
+
+def _import_page(model_admin, request, form, result, title: str, template: str) -> TemplateResponse:
+    """An import page: the form, and every problem of a refused file (400, as any refused form post)."""
+    context = {
+        **model_admin.admin_site.each_context(request),
+        "opts": model_admin.model._meta,
+        "title": title,
+        "form": form,
+        "result": result,
+        "max_rows": f"{MAX_ROWS:,}",
+        "max_mb": MAX_IMPORT_BYTES // 1024 // 1024,
+    }
+    status = 400 if request.method == "POST" and (result is None or not result.ok) else 200
+    return TemplateResponse(request, template, context, status=status)

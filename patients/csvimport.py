@@ -1,7 +1,8 @@
 """CSV import of dispensing: every bad row is reported, and a file with any bad row imports nothing.
 
 Columns (header row required, order free, names case-insensitive):
-    patient_ref     the patient's external reference (the pharmacy's own id); the patient must exist
+    patient_ref     the patient's external reference (the pharmacy's own id); the patient must be registered,
+                    or be registered by the file's patient columns (below)
     drug            generic name ("Valsartan"); may be left empty when product_description names it
     product_description
     ndc             10-digit hyphenated (4-4-2, 5-3-2, 5-4-1) or 11-digit
@@ -14,15 +15,18 @@ Columns (header row required, order free, names case-insensitive):
     quantity        whole number > 0, digits 0-9
     dispensed_at    YYYY-MM-DD or ISO 8601 date-time (YYYY-MM-DDTHH:MM[:SS][zone]); no zone means UTC
     site
+    display_name, region, preferred_channel, preferred_language, email, phone
+                    optional patient columns (patients.patient_import): they register a patient not yet
+                    registered, validated as a patients file is, by the `user` importing; for a registered
+                    patient they must agree with what is registered (a row that differs is an error: a
+                    dispensing file never changes a patient)
 Row numbers are spreadsheet rows: the header is row 1, the first record row 2. Line endings may be
-LF, CRLF or CR. Dates are strict (no "201911"; years 1900..2100, see DispensingRecord.clean).
-Rows are written through patients.dispensing.create_dispensings (rows + audit, one announcement).
+LF, CRLF or CR (patients.csvfile: the reading rules every import shares). Dates are strict (no "201911";
+years 1900..2100, see DispensingRecord.clean). Rows are written through patients.dispensing.create_dispensings
+(rows + audit, one announcement), after the patients the file registers (patient_import.register_patients).
 """
 
-import csv
-import io
 import re
-from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time
 
 from django.core.exceptions import ValidationError
@@ -30,15 +34,15 @@ from django.db import connection, transaction
 
 from core.retry import run_in_transaction
 from drugs.gs1 import GROUP_SEPARATOR, ScanError, parse_scan
+from patients import patient_import
+from patients.csvfile import ImportResult, RowError, decoded, read_rows, yes_no
 from patients.dispensing import create_dispensings
 from patients.models import DispensingRecord, Patient
 from patients.scanning import Entered, apply_scan
-from patients.text import problem as text_problem
 
 REQUIRED_COLUMNS = ["patient_ref", "dispensed_at", "quantity"]
-OPTIONAL_COLUMNS = ["drug", "product_description", "ndc", "lot", "lot_unknown", "expiry", "serial", "scan", "site"]
-MAX_ROWS = 100_000
-MAX_IMPORT_BYTES = 20 * 1024 * 1024
+OPTIONAL_COLUMNS = ["drug", "product_description", "ndc", "lot", "lot_unknown", "expiry", "serial", "scan", "site",
+                    *patient_import.PATIENT_COLUMNS]
 # Longest drug or product text accepted (CSV, admin form, API, FHIR). Real product names are long
 # (parenteral nutrition, kits: openFDA's own product_description runs to its 4,000-character cap)
 # and are stored in full (text columns); the bound only stops a cell from carrying megabytes.
@@ -58,95 +62,42 @@ _LIMITS = {
     "quantity": 12,
     "dispensed_at": 40,
     "site": DispensingRecord._meta.get_field("site").max_length,
+    **{name: patient_import.LIMITS[name] for name in patient_import.PATIENT_COLUMNS},
 }
-def identity_problem(record: DispensingRecord) -> str | None:
-    """Why the identity derived from the typed name cannot be stored, or None. A single real product
-    resolves to at most ~190 characters of ingredients (openFDA fixtures); more means several products
-    were typed into one row, which a recall of one of them would not be read against correctly."""
-    limit = DispensingRecord._meta.get_field("drug").max_length
-    if len(record.drug or "") <= limit:
-        return None
-    return (f"the name resolves to {record.drug.count('+') + 1} ingredients ({len(record.drug)} characters; an "
-            f"identity holds {limit}): enter one product per row, as named on its label.")
-
-
-_OTHER_COLUMN_LIMIT = 1000  # columns we ignore still must not be a way to send megabytes per cell
 # A scanner's group separator (ASCII 29) is data in the scan column; everywhere else it is a stray control.
 _ALLOWED_CONTROLS = {"scan": GROUP_SEPARATOR}
-_YES, _NO = {"yes", "y", "true", "1", "x"}, {"no", "n", "false", "0", ""}
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}", re.ASCII)
 _DATETIME = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?(Z|[+-]\d{2}(:?\d{2})?)?", re.ASCII)
-# Stripped from both ends of a cell; other whitespace (GS, line breaks) is kept so it can be reported.
-_PADDING = " \t\u00a0"
 _WHOLE_NUMBER = re.compile(r"[0-9]+", re.ASCII)
 
 
-@dataclass
-class RowError:
-    row: int  # 0: the file as a whole (header, encoding)
-    reason: str
-
-    def __str__(self):
-        return f"row {self.row}: {self.reason}" if self.row else self.reason
-
-
-@dataclass
-class ImportResult:
-    rows: int = 0
-    imported: int = 0
-    errors: list[RowError] = field(default_factory=list)
-    records: list = field(default_factory=list)  # the rows imported, for the recall check afterwards
-
-    @property
-    def ok(self) -> bool:
-        return not self.errors
-
-
-def _text(data, result: ImportResult) -> str | None:
-    size = len(data) if isinstance(data, (bytes, str)) else None
-    if size is None:
-        data = data.read(MAX_IMPORT_BYTES + 1)
-        size = len(data)
-    if size > MAX_IMPORT_BYTES:
-        result.errors.append(RowError(0, f"The file is larger than the limit of {MAX_IMPORT_BYTES // 1024 // 1024} MB; "
-                                         "split it into smaller files."))
-        return None
-    if isinstance(data, bytes):
-        try:
-            data = data.decode("utf-8-sig")
-        except UnicodeDecodeError as exc:
-            result.errors.append(RowError(0, f"The file is not UTF-8 text ({exc.reason} at byte {exc.start})."))
-            return None
-    # Universal newlines by hand: io.StringIO(newline=None) would do it too, but csv wants newline="".
-    return data.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
-
-
-def import_dispensing_csv(data, *, actor: str = "csv", synthetic: bool = False) -> ImportResult:
+def import_dispensing_csv(data, *, actor: str = "csv", synthetic: bool = False, user=None) -> ImportResult:
     """Validate every row of `data` (bytes, str or a stream); import all of them in one transaction
-    if every row is good, else none. `actor` is recorded on each row's audit entry."""
+    if every row is good, else none. `actor` is recorded on each row's audit entry; `user` registers the
+    patients the file's patient columns add (none without a user)."""
     result = ImportResult()
-    text = _text(data, result)
-    if text is None:
-        return result
-    try:
-        rows = _read_rows(text, result)
-    except csv.Error as exc:
-        result.errors.append(RowError(0, f"The file is not readable as CSV: {exc}."))
-        return result
+    text = decoded(data, result)
+    rows = None if text is None else read_rows(text, result, header_problem=_header_problem, limits=_LIMITS,
+                                               allowed_controls=_ALLOWED_CONTROLS)
     if rows is None:
         return result
     result.rows = len(rows)
     patients = {p.external_ref: p for p in Patient.objects.filter(external_ref__in={v["patient_ref"] for _, v in rows})}
+    found, problems = patient_import.newcomers(rows, patients, synthetic=synthetic)
+    new = {ref: patient for ref, patient in found.items() if patient is not None}
+    result.errors.extend(problems + _who_registers(new, user))
+    patients.update(new)
     records, seen = [], {}
     for number, values in rows:
-        record, reasons = _record(values, patients, synthetic)
+        # A patient the file's columns could not register is explained where they are wrong.
+        record, reasons = _record(values, patients, synthetic, explained=found.keys())
         if record is not None and not reasons:
-            key = (record.patient_id, record.drug, record.lot, record.dispensed_at)
+            key = (values["patient_ref"], record.drug, record.lot, record.dispensed_at)
             if key in seen:
                 reasons.append(f"same patient, drug, lot and dispensing time as row {seen[key]}.")
             seen.setdefault(key, number)
         result.errors.extend(RowError(number, reason) for reason in reasons)
-        if not reasons:
+        if not reasons and record is not None:
             records.append((number, record))
     result.errors.extend(_already_recorded(records))
     result.errors.sort(key=lambda e: e.row)  # stable: a row's reasons stay in the order found
@@ -156,9 +107,12 @@ def import_dispensing_csv(data, *, actor: str = "csv", synthetic: bool = False) 
         return result
 
     def _write():
+        for obj in [*new.values(), *(record for _, record in records)]:
+            obj.pk = None  # a retried transaction starts again from unsaved rows
+            obj._state.adding = True
+        patient_import.register_patients(list(new.values()), user=user)
         for _, record in records:
-            record.pk = None  # a retried transaction starts again from unsaved rows
-            record._state.adding = True
+            record.patient_id = record.patient.pk  # a patient registered just now has its id only now
         create_dispensings([r for _, r in records], actor=actor)
 
     if connection.in_atomic_block:
@@ -168,70 +122,49 @@ def import_dispensing_csv(data, *, actor: str = "csv", synthetic: bool = False) 
         run_in_transaction(_write)
     result.imported = len(records)
     result.records = [r for _, r in records]
+    result.patients = list(new.values())
     return result
 
 
-def _read_rows(text: str, result: ImportResult):
-    reader = csv.DictReader(io.StringIO(text, newline=""))
-    header = [(name or "").strip().lower() for name in (reader.fieldnames or [])]
+def _who_registers(new: dict, user) -> list[RowError]:
+    """A file that registers patients needs a user who may (the admin's record of each addition names them)."""
+    if not new:
+        return []
+    refs = ", ".join(sorted(new)[:5]) + (", ..." if len(new) > 5 else "")
+    if user is None:
+        return [RowError(0, f"The file registers {len(new)} new patient(s) ({refs}): name who registers them "
+                            "(import it in the admin, or with --by USERNAME).")]
+    if not user.has_perm(patient_import.ADD_PERMISSION):
+        return [RowError(0, f"The file registers {len(new)} new patient(s) ({refs}), and "
+                            f"{user.get_username()} may not add patients.")]
+    return []
+
+
+def _header_problem(header: list[str]) -> str:
     missing = [c for c in REQUIRED_COLUMNS if c not in header]
     if "lot" not in header and "scan" not in header:
         missing.append("lot (or scan)")
     if missing:
-        result.errors.append(RowError(1, f"missing column(s) {', '.join(missing)}; the header must name "
-                                         f"{', '.join(REQUIRED_COLUMNS)} and lot or scan "
-                                         f"(and may name {', '.join(c for c in OPTIONAL_COLUMNS if c != 'lot')})."))
-        return None
+        return (f"missing column(s) {', '.join(missing)}; the header must name {', '.join(REQUIRED_COLUMNS)} and lot "
+                f"or scan (and may name {', '.join(c for c in OPTIONAL_COLUMNS if c != 'lot')}).")
     if "drug" not in header and "product_description" not in header:
-        result.errors.append(RowError(1, "needs a drug or a product_description column to know what was dispensed."))
-        return None
-    if len(set(header)) != len(header):
-        doubled = sorted({name for name in header if header.count(name) > 1})
-        result.errors.append(RowError(1, f"column(s) named twice: {', '.join(doubled)}."))
-        return None
-    reader.fieldnames = header
-    rows = []
-    for number, raw in enumerate(reader, start=2):
-        if number - 1 > MAX_ROWS:
-            result.errors.append(RowError(number, f"more than {MAX_ROWS} rows; split the file."))
-            return None
-        if None in raw:
-            result.errors.append(RowError(number, "more cells than header columns (a stray comma?)."))
-            continue
-        values = {k: (v or "").strip(_PADDING) for k, v in raw.items()}
-        if not any(values.values()):
-            continue  # blank line
-        if reasons := _cell_problems(values):
-            result.errors.extend(RowError(number, reason) for reason in reasons)
-            continue
-        rows.append((number, values))
-    return rows
+        return "needs a drug or a product_description column to know what was dispensed."
+    return ""
 
 
-def _cell_problems(values: dict) -> list[str]:
-    """Control/bidi characters and over-long cells, named by column, before anything reads them."""
-    reasons = []
-    for name, value in values.items():
-        limit = _LIMITS.get(name) or _OTHER_COLUMN_LIMIT
-        if len(value) > limit:
-            reasons.append(f"{name}: {len(value)} characters; at most {limit}.")
-        elif reason := text_problem(value, allowed=_ALLOWED_CONTROLS.get(name, "")):
-            reasons.append(f"{name}: {reason}")
-    return reasons
-
-
-def _record(values: dict, patients: dict, synthetic: bool):
+def _record(values: dict, patients: dict, synthetic: bool, explained=()):
     reasons = []
     ref = values.get("patient_ref", "")
     patient = patients.get(ref)
     if not ref:
         reasons.append("patient_ref is empty.")
-    elif patient is None:
-        reasons.append(f"no patient with external reference {ref!r}; register the patient first.")
+    elif patient is None and ref not in explained:
+        reasons.append(f"no patient with external reference {ref!r}; register the patient first (or give "
+                       "display_name, region and a contact in the file's patient columns).")
     dispensed_at = _datetime(values.get("dispensed_at", ""), reasons)
     expiry = _date(values.get("expiry", ""), "expiry", reasons)
     quantity = _quantity(values.get("quantity", ""), reasons)
-    lot_unknown = _yes_no(values.get("lot_unknown", ""), "lot_unknown", reasons)
+    lot_unknown = yes_no(values.get("lot_unknown", ""), "lot_unknown", reasons)
     if lot_unknown is None:  # already reported: don't also report the lot as missing or doubled
         lot_unknown = not values.get("lot", "")
     entered = Entered(ndc=values.get("ndc", ""), lot=values.get("lot", ""), expiry=expiry,
@@ -259,8 +192,6 @@ def _record(values: dict, patients: dict, synthetic: bool):
     except ValidationError as exc:
         for name, messages in exc.message_dict.items():
             reasons.extend(f"{name}: {m}" for m in messages)
-    if problem := identity_problem(record):
-        reasons.append(f"drug: {problem}")
     return (record if patient is not None else None), reasons
 
 
@@ -302,16 +233,6 @@ def _quantity(raw: str, reasons: list) -> int | None:
         reasons.append(f"quantity {raw!r} is not a whole number above zero (digits 0-9).")
         return None
     return int(raw)
-
-
-def _yes_no(raw: str, name: str, reasons: list) -> bool | None:
-    value = raw.strip().lower()
-    if value in _YES:
-        return True
-    if value in _NO:
-        return False
-    reasons.append(f"{name} {raw!r} is not yes or no.")
-    return None
 
 
 def _already_recorded(records) -> list[RowError]:

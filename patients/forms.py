@@ -3,7 +3,8 @@ from django.conf import settings
 from django.core.validators import MaxLengthValidator, MinValueValidator
 
 from drugs.gs1 import ScanError, parse_scan
-from patients.csvimport import MAX_IMPORT_BYTES, MAX_PRODUCT_TEXT, identity_problem
+from patients.csvfile import MAX_IMPORT_BYTES
+from patients.csvimport import MAX_PRODUCT_TEXT
 from patients.models import DispensingRecord, Patient
 from patients.scanning import Entered, apply_scan
 
@@ -91,11 +92,6 @@ class DispensingRecordForm(forms.ModelForm):
         # column length applies to that key, not to the name as typed.
         return super()._get_validation_exclusions() | {"drug"}
 
-    def _post_clean(self):
-        super()._post_clean()
-        if "drug" in self.fields and "drug" not in self._errors and (problem := identity_problem(self.instance)):
-            self.add_error("drug", problem[0].upper() + problem[1:])
-
     def _raw(self, name) -> str:
         value = self.fields[name].widget.value_from_datadict(self.data, self.files, self.add_prefix(name))
         return " ".join(str(v) for v in value) if isinstance(value, (list, tuple)) else str(value or "")
@@ -129,12 +125,15 @@ class DispensingRecordForm(forms.ModelForm):
         self.instance.gtin = fill.gtin  # not a form field: construct_instance leaves it as set here
 
 
-class DispensingImportForm(forms.Form):
-    file = forms.FileField(
-        label="CSV file",
-        help_text="Header row: patient_ref, drug, product_description, ndc, lot, lot_unknown, expiry, serial, scan, "
-                  "quantity, dispensed_at, site.",
-    )
+class CsvFileForm(forms.Form):
+    """A CSV file for an import (patients.csvfile): refused here when it is over the size limit."""
+
+    HEADER = ""
+    file = forms.FileField(label="CSV file")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["file"].help_text = f"Header row: {self.HEADER}."
 
     def clean_file(self):
         upload = self.cleaned_data["file"]
@@ -144,3 +143,13 @@ class DispensingImportForm(forms.Form):
                 "Split it into smaller files."
             )
         return upload
+
+
+class DispensingImportForm(CsvFileForm):
+    HEADER = ("patient_ref, drug, product_description, ndc, lot, lot_unknown, expiry, serial, scan, quantity, "
+              "dispensed_at, site; for patients not yet registered also display_name, region, preferred_channel, "
+              "preferred_language, email, phone")
+
+
+class PatientImportForm(CsvFileForm):
+    HEADER = "external_ref, display_name, region, preferred_channel, preferred_language, email, phone"

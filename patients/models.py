@@ -10,7 +10,7 @@ from django.db import models, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from drugs.identity import PRODUCT_SOURCE, UNRESOLVED, identity_key, is_product_key
+from drugs.identity import PRODUCT_SOURCE, UNRESOLVED, identity_key, is_product_key, product_key
 from drugs.lot_field import read_lot_field
 from drugs.lots import near_lot_key
 from drugs.matching import Dispensed, dispensed
@@ -135,6 +135,28 @@ def dispensing_fingerprint(patient_id, drug, ndc, lot, expiry, dispensed_at, lot
     if lot_alternatives:
         parts.append(",".join(lot_alternatives))
     return hashlib.sha256("|".join("" if p is None else str(p) for p in parts).encode()).hexdigest()
+
+
+# The longest identity key a dispensing row stores: the (drug, lot) index exposure reads and the subject
+# of a decision about the drug (memory.Decision.subject) hold this many characters, as a fact's subject does.
+DRUG_KEY_MAX = 200
+
+
+def dispensing_identity(text: str, product_description: str = "") -> tuple[str, str]:
+    """(key, source) of a dispensing's drug as entered (drugs.identity.identity_key). A real product can
+    name more ingredients than a key holds (a parenteral nutrition product's 20, 231 characters as a key):
+    its product text is then its identity, as recall ingestion does for a fact's subject
+    (recalls.ingest.bounded), so the row is kept, never refused for its length. It is matched by NDC
+    product and lot, or by that text and the exact lot, and the name as entered stays in drug_text."""
+    key, source = identity_key(text, product_description)
+    if len(key) <= DRUG_KEY_MAX:
+        return key, source
+    # The product description first: it names the product as its label does, as a recall's description
+    # names it, so the two product texts can agree (drugs.identity.texts_agree).
+    for candidate in (product_description, text):
+        if bounded := product_key(candidate or "")[:DRUG_KEY_MAX]:
+            return bounded, PRODUCT_SOURCE
+    return "", UNRESOLVED
 # Dates outside these years are typos ("201911", "2999-01-01"), not dispensings or expiries.
 EARLIEST_YEAR, LATEST_YEAR = 1900, 2100
 # What staff type when they do not know the lot. Stored as a lot, it would match no recall and look
@@ -160,7 +182,7 @@ class DispensingRecord(models.Model):
     # are; for a name the vocabulary does not know, its product text ("product:basic care allergy",
     # drug_source "product-text"), matched to recalls by NDC product + lot or by text + lot; "" only
     # when nothing names the drug.
-    drug = models.CharField(max_length=200, blank=True, help_text="Ingredient identity, e.g. 'valsartan'.")
+    drug = models.CharField(max_length=DRUG_KEY_MAX, blank=True, help_text="Ingredient identity, e.g. 'valsartan'.")
     # Text fields: a real product name (parenteral nutrition, kits) can run to hundreds of characters.
     drug_text = models.TextField(blank=True, help_text="The drug as entered or scanned.")
     drug_source = models.CharField(max_length=40, blank=True, help_text="Where the identity came from.")
@@ -261,15 +283,15 @@ class DispensingRecord(models.Model):
 
     def resolve_identity(self):
         """drug <- the identity key of what was entered (drug_text, else the product description; a name
-        the vocabulary does not know keeps its product text as the key, drugs.identity.identity_key).
-        The entered text is kept in drug_text, so re-resolving (manage.py resolve_dispensing) starts from
-        what the pharmacy typed, not from an earlier key."""
+        the vocabulary does not know, or more ingredients than a key holds, keeps its product text as the
+        key: dispensing_identity). The entered text is kept in drug_text, so re-resolving (manage.py
+        resolve_dispensing) starts from what the pharmacy typed, not from an earlier key."""
         if self.drug and not is_product_key(self.drug) and (
                 not self.drug_text or identity_key(self.drug_text)[0] != self.drug):
             self.drug_text = self.drug  # a drug typed now, not the key of what was typed before
         if not self.drug_text:
             self.drug_text = self.product_description or ""
-        self.drug, self.drug_source = identity_key(self.drug_text, self.product_description)
+        self.drug, self.drug_source = dispensing_identity(self.drug_text, self.product_description)
 
     @property
     def identity_unresolved(self) -> bool:

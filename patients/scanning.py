@@ -4,12 +4,17 @@
 
 The barcode (drugs.gs1) gives GTIN, expiry, lot and serial. What staff typed as well must agree
 with it; what they left empty is filled from it. The GTIN's NDC is ambiguous in its hyphenation
-(0093-7367-56, 00937-367-56 or 00937-3675-6 are one GTIN): it is resolved against the NDC products
-we know of — the products believed recall facts name (attributes `ndc_products` / `ndcs`) and the
-NDCs already on dispensing rows — and when that leaves none or several, staff are asked to type
-the NDC printed on the pack. The NDC is never guessed.
+(0093-7367-56, 00937-367-56 or 00937-3675-6 are one GTIN): it is resolved by what we were told about
+this GTIN — the NDC EPCIS receiving recorded for units of it (the supplier's master data) — else against
+the NDC products we know of — the NDCs already on dispensing rows and the products believed recall
+facts name (attributes `ndc_products` / `ndcs`) — and when that leaves none or several, staff are asked
+to type the NDC printed on the pack. The NDC is never guessed.
+
+What the shelf received sits in a layer above patients, so it is not imported: the shelf registers a
+reader in GTIN_NDC_SOURCES (shelf.apps; docs/adr/0006).
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date
 
@@ -22,6 +27,10 @@ from drugs.ndc import normalize_ndc
 from drugs.scopes import DRUG_LEVEL
 from memory.models import Fact
 from patients.models import DispensingRecord
+
+# Functions GTIN-14 -> the NDC-11s (5-4-2) a layer above was told the GTIN stands for, registered in their
+# AppConfig.ready: shelf.selectors.ndcs_received, the NDCs of units received by EPCIS.
+GTIN_NDC_SOURCES: list[Callable[[str], set[str]]] = []
 
 
 @dataclass
@@ -43,9 +52,11 @@ class ScanFill:
     gtin: str
 
 
-def known_products(candidates: list[NdcCandidate], lot: str = "") -> set[str]:
-    """Which of the candidates' NDC products ('00093-7367') are known: on a dispensing row already, or
-    named by a believed recall fact. Cheapest first, each step only for what is still unknown:
+def known_products(candidates: list[NdcCandidate], lot: str = "", gtin: str = "") -> set[str]:
+    """Which of the candidates' NDC products ('00093-7367') are known: the GTIN's own NDC as received, on
+    a dispensing row already, or named by a believed recall fact. The first step that knows any answers:
+    0. the GTIN's NDC as EPCIS receiving recorded it (GTIN_NDC_SOURCES): what the supplier said of this
+       very GTIN, so it settles the hyphenation even when another candidate is known as a product;
     1. dispensing rows: one range per product on the dispensing_ndc index (rows store 5-4-2);
     2. believed facts whose scopes name the product for this lot or all lots (GIN index on scopes):
        the case that matters most, a recalled pack, is settled by an index;
@@ -54,6 +65,10 @@ def known_products(candidates: list[NdcCandidate], lot: str = "") -> set[str]:
     products = {c.product: c for c in candidates}
     if not products:
         return set()
+    if gtin:
+        told = set().union(*(source(gtin) for source in GTIN_NDC_SOURCES))
+        if received := {c.product for c in candidates if c.ndc11 in told}:
+            return received
     in_range = Q()
     for product in products:
         in_range |= Q(ndc__range=(f"{product}-00", f"{product}-99"))
@@ -98,7 +113,7 @@ def resolve_ndc(scan: Scan, typed_ndc: str = "") -> tuple[str, str]:
             return typed, ""
         return "", (f"The typed NDC {typed_ndc} is not the scanned package (GTIN {scan.gtin} is "
                     f"{' or '.join(c.printed for c in scan.candidates)}): check which pack was dispensed.")
-    known = known_products(list(scan.candidates), scan.lot)
+    known = known_products(list(scan.candidates), scan.lot, scan.gtin)
     matching = [c for c in scan.candidates if c.product in known]
     if len(matching) == 1:
         return matching[0].ndc11, ""

@@ -5,6 +5,7 @@
     recalled_units_on_hand(site=None) -> {recall: count}   what is still on a shelf under a recall
     recall_shelf_summary(recall_number) -> dict            the counts the effectiveness report adds up
     open_tasks() -> [dict]                                 tasks with units still on hand or not yet returned
+    ndcs_received(gtin) -> {ndc}                           the package NDCs receiving recorded for a GTIN
 
 Every unit has one state, so received = on hand + quarantined + dispensed + returned + destroyed holds by
 construction (tests check it against the events).
@@ -114,3 +115,10 @@ def open_tasks() -> list[dict]:
             .order_by("task__recall_number", "task__site"))
     return [{"code": r["task__public_id"], "recall_number": r["task__recall_number"], "site": r["task__site"],
              "on_hand": r["on_hand"], "quarantined": r["quarantined"]} for r in rows]
+
+
+def ndcs_received(gtin: str) -> set[str]:
+    """The package NDCs (5-4-2) EPCIS receiving recorded for units of this GTIN at any site: the NDC the
+    supplier's master data named, or the one product known when the unit arrived (shelf.receiving). A scan
+    at fill reads it to settle the GTIN's hyphenation (patients.scanning.GTIN_NDC_SOURCES; shelf.apps)."""
+    return set(Unit.objects.filter(gtin=gtin).exclude(ndc="").values_list("ndc", flat=True).distinct()[:10])

@@ -109,6 +109,9 @@ def test_the_fhir_endpoints_answer_with_bundles_and_resources_for_the_key(client
     assert found.json()["total"] == 1 and found.json()["entry"][0]["resource"]["id"] == str(a.public_id)
     one = client.get(f"/api/v1/fhir/CommunicationRequest/{a.public_id}", **auth)
     assert one.status_code == 200 and one.json()["status"] == "completed"
+    assert found["Content-Type"] == one["Content-Type"] == "application/fhir+json; charset=utf-8"
+    as_json = client.get(f"/api/v1/fhir/CommunicationRequest/{a.public_id}", HTTP_ACCEPT="application/json", **auth)
+    assert as_json["Content-Type"] == "application/json; charset=utf-8" and as_json.json() == one.json()
     sent = client.get("/api/v1/fhir/Communication", {"patient": "SYN-A", "_count": 1}, **auth).json()
     assert sent["total"] == 1 and sent["entry"][0]["resource"]["resourceType"] == "Communication"
     assert client.get(f"/api/v1/fhir/Communication/{a.public_id}", **auth).json()["sent"]

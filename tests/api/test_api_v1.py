@@ -1,14 +1,16 @@
 """API v1 per endpoint: who may do what (no key, revoked key, another client's decision, a
 patient-bound key naming another patient in the body or a FHIR reference), bad bodies (oversized,
-malformed, nested, NUL, wrong content type), each a documented RFC 9457 problem that changes
-nothing; and what each endpoint does: check names what changed, replay answers by belief time,
-dispensing goes through the admin's validation and save_dispensing, exposure is pharmacist-only."""
+malformed, nested, NUL, wrong content type), each a documented RFC 9457 problem (a FHIR OperationOutcome
+on the FHIR endpoints) that changes nothing; and what each endpoint does: check names what changed, replay
+answers by belief time, dispensing goes through the admin's validation and save_dispensing, exposure is
+pharmacist-only."""
 
 import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.utils import timezone
+from fhir.resources.R4B.operationoutcome import OperationOutcome
 
 from ask.keys import issue_key, revoke_keys
 from ask.models import ApiClient, ApiKey
@@ -58,10 +60,26 @@ def get(client, path, secret):
 
 def problem(response, status):
     assert response.status_code == status, response.content
+    if response.wsgi_request.path.startswith("/api/v1/fhir/"):
+        return outcome(response, status)
     assert response["Content-Type"] == "application/problem+json"
     body = response.json()
     assert body["status"] == status and body["type"].startswith("/api/v1/problems/") and body["title"]
     return body
+
+
+def outcome(response, status):
+    """A FHIR endpoint refuses with a FHIR R4 OperationOutcome (api/fhir_media.py), read back as the problem it
+    carries: its type in the first issue's details, its field errors one issue each."""
+    assert response["Content-Type"] == "application/fhir+json; charset=utf-8"
+    body = response.json()
+    OperationOutcome.model_validate(body)
+    first, *fields = body["issue"]
+    assert first["severity"] == "error" and first["details"]["coding"][0]["system"] == "urn:unsay:problem"
+    return {"status": status, "type": "/api/v1/problems/" + first["details"]["coding"][0]["code"],
+            "title": first["details"]["text"], "detail": first["diagnostics"],
+            "errors": [dict(zip(("field", "message"), issue["diagnostics"].split(": ", 1), strict=True))
+                       for issue in fields]}
 
 
 def state():

@@ -254,20 +254,6 @@ def test_every_case_is_a_real_record_and_lot():
         assert record["classification"] in ("Class I", "Class II")
 
 
-def test_the_api_refuses_a_row_naming_several_products_with_the_reason(client, pharmacy):
-    """More ingredients than an identity holds (two real descriptions in one row): a 422 naming the field,
-    nothing written."""
-    patient = _patient("SYN-PKG2", pharmacy)
-    two = " and ".join(openfda_record(n)["product_description"] for n in ("D-1833-2015", "D-0275-2017"))
-    response = client.post("/api/v1/dispensing", data=json.dumps({
-        "patient": patient.external_ref, "drug": two, "lot": "3069020", "quantity": 30,
-        "dispensed_at": DISPENSED.isoformat()}), content_type="application/json",
-        headers={"Authorization": f"Bearer {pharmacy['key']}"})
-    assert response.status_code == 422, response.content
-    assert any(e["field"] == "drug" and "one product per row" in e["message"] for e in response.json()["errors"])
-    assert not DispensingRecord.objects.exists()
-
-
 @pytest.mark.parametrize("path", ["admin", "csv"])
 @pytest.mark.parametrize(("recall", "ndc", "lot", "drug", "question"), [
     ("D-0502-2019", "13668-409-30", "4L67C035", "LOSART POT 50MG TAB", "Is my losartan safe?"),

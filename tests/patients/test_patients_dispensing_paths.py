@@ -4,11 +4,9 @@
 Paths: the admin dispensing form (add, change, delete, delete selected), the inline rows of the
 patient form, the CSV import (admin upload and command), seed_demo and seed_patients. No product code
 writes dispensing rows around patients.dispensing; a CSV row gets every derived column save() gives;
-a long real product name is kept, a row naming several products is refused with the reason.
+a long real product name is kept (long generic names: test_long_generic_names.py).
 """
 
-import csv
-import io
 import re
 from datetime import UTC, datetime
 
@@ -293,24 +291,6 @@ def test_the_admin_form_keeps_a_long_real_product_name(admin_client, patient, fi
     assert response.status_code == 302
     row = DispensingRecord.objects.get()
     assert LONG_NAME in (row.drug_text, row.product_description) and row.drug
-
-
-def test_a_name_naming_several_products_is_a_clear_error_on_every_path(admin_client, patient):
-    """More ingredients than an identity holds: several products typed into one row. Refused with the
-    reason, nothing written, never a database error."""
-    from patients.csvimport import import_dispensing_csv
-    from tests.factories import openfda_record
-
-    two = " and ".join(openfda_record(n)["product_description"] for n in ("D-1833-2015", "D-0275-2017"))
-    response = admin_client.post("/admin/patients/dispensingrecord/add/", admin_form(patient, drug=two))
-    assert response.status_code == 200
-    assert "one product per row" in str(response.context["adminform"].form.errors["drug"])
-    out = io.StringIO()
-    csv.writer(out).writerows([["patient_ref", "drug", "lot", "quantity", "dispensed_at"],
-                               ["P-1", two, "3069020", "30", "2019-01-02"]])
-    result = import_dispensing_csv(out.getvalue())
-    assert [e.row for e in result.errors] == [2] and "one product per row" in str(result.errors[0])
-    assert not DispensingRecord.objects.exists() and not DispensingChange.objects.exists()
 
 
 def test_inline_rows_keep_a_long_real_product_name_and_derive_the_package(admin_client, patient):

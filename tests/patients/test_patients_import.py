@@ -49,7 +49,8 @@ def test_a_file_with_bad_rows_imports_nothing_and_reports_every_bad_row(patients
     for error in result.errors:
         by_row.setdefault(error.row, []).append(error.reason)
     assert sorted(by_row) == [3, 5, 6]
-    assert by_row[3] == ["no patient with external reference 'P-9'; register the patient first."]
+    assert by_row[3] == ["no patient with external reference 'P-9'; register the patient first (or give "
+                         "display_name, region and a contact in the file's patient columns)."]
     joined = " | ".join(by_row[5])
     for expected in ("Bad NDC: '12345'", "Lot number is missing", "quantity '0'", "Dispensed in the future"):
         assert expected in joined

@@ -13,7 +13,7 @@ from django.db import transaction
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from patients import csvimport
+from patients import csvfile, csvimport
 from patients.csvimport import import_dispensing_csv
 from patients.models import DispensingChange, DispensingRecord, Patient
 
@@ -117,7 +117,7 @@ def test_iso_date_times_with_zones_still_import(patient):
 
 
 def test_a_file_over_the_size_limit_is_refused_with_the_limit(patient, monkeypatch):
-    monkeypatch.setattr(csvimport, "MAX_IMPORT_BYTES", 1024 * 1024)
+    monkeypatch.setattr(csvfile, "MAX_IMPORT_BYTES", 1024 * 1024)
     big = csv_text([{}]) + "\n" * (1024 * 1024)
     result = import_dispensing_csv(big.encode())
     assert errors_of(result) == [(0, "The file is larger than the limit of 1 MB; split it into smaller files.")]

@@ -17,20 +17,20 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 from tqdm import tqdm
 
-from drugs.identity import PRODUCT_SOURCE, UNRESOLVED, identity_key
+from drugs.identity import PRODUCT_SOURCE, UNRESOLVED
 from drugs.ndc import ndc_product
 from patients.dispensing import save_dispensing
-from patients.models import DispensingRecord
+from patients.models import DispensingRecord, dispensing_identity
 
 ACTOR = "command:resolve_dispensing"
 
 
 def resolved_identity(row: DispensingRecord) -> tuple[str, str, str]:
-    """(key, source, entered text) the row would get (drugs.identity.identity_key, as save() derives it);
+    """(key, source, entered text) the row would get (patients.models.dispensing_identity, as save() derives it);
     the entered text is drug_text, else the old drug value (a normalised name from before identity
     keys), else the product description."""
     text = row.drug_text or row.drug or row.product_description
-    key, source = identity_key(text, row.product_description)
+    key, source = dispensing_identity(text, row.product_description)
     return key, source, text
 
 
