@@ -33,7 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import setup_django  # noqa: E402
 
-setup_django(db_name="unsay_bench_lot_reading", profile="test", migrate=False)
+setup_django(db_name="unsay_bench_lot_reading", profile="test")
 
 from django.conf import settings  # noqa: E402
 from django.db import connection  # noqa: E402
