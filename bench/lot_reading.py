@@ -45,7 +45,7 @@ from ask.beliefs import PageBeliefs  # noqa: E402
 from ask.services import decide  # noqa: E402
 from drugs import recall_terms  # noqa: E402
 from drugs.identity import is_product_key, texts_agree  # noqa: E402
-from drugs.lot_field import LotField  # noqa: E402
+from drugs.lot_field import LotField, read_lot_field  # noqa: E402
 from drugs.lots import canonical_lot, printed_lot  # noqa: E402
 from memory.embeddings import get_provider  # noqa: E402
 from memory.services import assert_claim  # noqa: E402
@@ -155,6 +155,7 @@ def clear_imported():
 
 def time_import(text: str) -> float:
     clear_imported()
+    read_lot_field.cache_clear()  # each run reads its fields afresh, as a new file's would be
     began = time.perf_counter()
     result = csvimport.import_dispensing_csv(text, actor="bench")
     elapsed = time.perf_counter() - began
