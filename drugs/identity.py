@@ -317,7 +317,9 @@ _CATEGORY_WORDS = frozenset(
     "sexual weight allergy cough sinus nasal daily health complete rapid release instant scented unscented "
     "alcohol ethyl isopropyl benzalkonium chloride moisturizing moisturizers aloe vera hand gel foam foaming wash "
     "soap scent scented free fresh clean clear care kids baby travel size bottle solution antimicrobial instant "
-    "drug facts active ingredient ingredients".split())
+    "drug facts active ingredient ingredients sterile compounded compounding pharmacy medicine injectable "
+    "injection vial multi dose single supplied product products super ultra complex water premium plus "
+    "formula black white blue green purple label labeled brand".split())
 _TRUNCATED_MIN = 5  # "losart" stands for "losartan"; "los" stands for nothing
 
 
@@ -333,23 +335,27 @@ def distinctive_first_word(text: str) -> str:
 
 
 def texts_agree(a: str, b: str) -> bool:
-    """Do two product texts (or product keys) name the same product? Their first naming word is the
-    same (or one is the other cut short, as pharmacy systems print names: "losart" / "losartan"), they
-    share two naming words, or they share one distinctive word (a brand: not a word many products
-    carry, such as "sanitizer"). Used only together with an exact lot, or to propose a candidate for a
-    pharmacist (drugs.matching)."""
+    """Do two product texts (or product keys) name the same product? Their first naming words are the
+    same (or one is the other cut short, as pharmacy systems print names: "losart" / "losartan"), the
+    first naming word of one is a word of the other (a brand typed after its maker's name: "Boiron
+    Arnicare" / "Arnicare Arnica Montana"), or they share two naming words. Category words that many
+    products carry ("hand", "sanitizer", "sterile", "homeopathic") never count. Used only with an exact
+    lot, or to propose a candidate to a pharmacist (drugs.matching); bench/product_text_match.py
+    measures it on real recalls."""
     words_a, words_b = _naming_words(a), _naming_words(b)
     if not words_a or not words_b:
         return False
-    first_a, first_b = words_a[0], words_b[0]
-    if first_a not in _CATEGORY_WORDS and first_b not in _CATEGORY_WORDS:
+    first_a = words_a[0] if words_a[0] not in _CATEGORY_WORDS else ""
+    first_b = words_b[0] if words_b[0] not in _CATEGORY_WORDS else ""
+    if first_a and first_b:
         if first_a == first_b:
             return True
         shorter, longer = sorted((first_a, first_b), key=len)
         if len(shorter) >= _TRUNCATED_MIN and longer.startswith(shorter):
             return True
-    shared = (set(words_a) & set(words_b)) - _CATEGORY_WORDS
-    return len(shared) >= 2 or any(len(word) >= 5 for word in shared)
+    if (len(first_a) >= 4 and first_a in words_b) or (len(first_b) >= 4 and first_b in words_a):
+        return True
+    return len((set(words_a) & set(words_b)) - _CATEGORY_WORDS) >= 2
 
 
 def readable(key: str) -> str:
