@@ -102,7 +102,10 @@ def test_no_record_product_keys_packaging_and_an_english_sign_off(hashing_embedd
     assert "English in a Spanish letter: 'The pharmacists at'" in sentence_problems(
         signed_in_english, verdict="caution", found=found, fact=fact, patient=_reader(row, language="es"))
 
-    patient = make_patient("SYN-SC4", [dict(drug="LOSART POT 50MG TAB", ndc="13668-0409-30", lot="4L67C035")])
+    # A pack typed with words no vocabulary knows (a product text key), holding the recalled NDC and lot,
+    # asked about by the recall's name for it: the answer is about that row, named by the recall's label.
+    patient = make_patient("SYN-SC4", [dict(drug="ZYX HOUSE TABLET 50", ndc="13668-0409-30", lot="4L67C035")])
+    assert patient.dispensings.get().drug.startswith("product:")
     now = decide(patient, "Is my losartan safe?", subject="losartan")  # the recall's name for it
     assert now.verdict == "caution" and "no record" not in now.answer
     assert "Do not stop Losartan Potassium Tablets 50 mg on your own" in now.answer
