@@ -2,8 +2,10 @@
 
 - AskContext in, ReasonerResult out; a verdict is one of VERDICTS.
 - RulesReasoner ("rules/1"): deterministic and offline. The verdict follows from structured recall
-  facts (docs/facts.md); the answer is written from the facts it relied on. The model reasoner
-  (ask.bedrock) fails closed to it, and the guardrail (ask.guardrail) reads recalls with its rules.
+  facts (docs/facts.md) and what drugs.matching found per dispensing row; "safe" needs a positively
+  identified pack (identification_gap), else "unknown". The answer is written by ask.answers from
+  what was found (docs/reasoning.md, "What an answer says"). The model reasoner (ask.bedrock) fails
+  closed to it, and the guardrail (ask.guardrail) reads recalls with its rules.
 
 Load-bearing facts (what a re-decision must be triggered by, see docs/reasoning.md):
 - stop/caution on a patient's lot: the active recall facts on their lots (plus active drug-level
@@ -12,7 +14,8 @@ Load-bearing facts (what a re-decision must be triggered by, see docs/reasoning.
 - caution from a drug-level recall: the active drug-level recall facts.
 - safe with a terminated/completed recall on their lot: those closed recall facts (if one is
   reopened, its new version retracts the one we read).
-- safe because no recall touches their lots: every recall fact on the same drug that we read
+- safe (or unknown: the pack not identified) because no recall touches their lots: every recall fact
+  on the same drug that we read
   (other lots, closed drug-level recalls). An amended lot list or status arrives as a new version
   that retracts the one we read, so the sweep re-decides. A brand-new recall retracts nothing; the
   sweep finds those through exposure (recall lot -> dispensing), not through this read set.

@@ -153,11 +153,11 @@ def letter_drug(subject: str, fact: Fact | None, certainty: str) -> str:
     return drug_words(key)
 
 
-def serious_recall(fact: Fact | None, outcome=None) -> bool:
-    """A Class I recall is behind the letter: its fact, or a fact the new answer rests on."""
-    facts = [fact] + [r.fact for r in getattr(outcome, "retrieved", None) or ()
-                      if r.fact.id in (getattr(outcome, "load_bearing_ids", None) or ())]
-    return any(f is not None and f.retracted_at is None and recall_terms.severity(f) == 3 for f in facts)
+def serious_recall(fact: Fact | None) -> bool:
+    """The letter is about a Class I recall (as believed now). Only the letter's own fact decides it: a
+    sweep page renders one letter for every patient with the same verdicts, medicine and fact versions
+    (corrections.sweep_pages.Letters), so the letter reads nothing else of the answer."""
+    return fact is not None and fact.retracted_at is None and recall_terms.severity(fact) == 3
 
 
 # Attributes a pharmacist cares about, in the order shown.
@@ -307,14 +307,14 @@ def why_sentence(verdict: str, fact: Fact | None, *, certainty: str) -> str:
 
 def letter_context(patient, verdict: str, fact: Fact | None, *, kind: str, match: str = "",
                    old_verdict: str = "", previous: Fact | None = None, subject: str = "",
-                   match_class: str = "", dispensing_changed: bool = False, outcome=None) -> dict:
+                   match_class: str = "", dispensing_changed: bool = False) -> dict:
     attrs = recall_attributes(fact)
     certainty = str(match_class or "")
     drug = letter_drug(subject, fact, certainty)
     p = pharmacy()
     how = exposure_sentence(fact, drug, match=match, certainty=certainty) if kind == "notice" else ""
     safe = verdict == "safe" or (fact is not None and fact.retracted_at is not None)
-    serious = serious_recall(fact, outcome)
+    serious = serious_recall(fact)
     hold = must_not_stop_abruptly(" ".join(filter(None, [subject, getattr(fact, "subject", "")])))
     return {
         "pharmacy": p, "patient_name": patient.display_name, "drug": drug, "kind": kind, "how": how,
@@ -378,7 +378,7 @@ def correction_text(patient, old_verdict: str, outcome, fact: Fact | None, previ
     with override(language_of(patient)):
         context = letter_context(patient, outcome.verdict, fact, kind="correction", old_verdict=old_verdict,
                                  previous=previous, subject=getattr(outcome, "subject", ""),
-                                 match_class=match_class, dispensing_changed=dispensing_changed, outcome=outcome)
+                                 match_class=match_class, dispensing_changed=dispensing_changed)
         return render_letter(context, _channel(patient, channel))
 
 
@@ -386,5 +386,5 @@ def notice_text(patient, match: str, outcome, fact: Fact, *, channel: str | None
                 match_class: str = "") -> str:
     with override(language_of(patient)):
         context = letter_context(patient, outcome.verdict, fact, kind="notice", match=match,
-                                 subject=getattr(outcome, "subject", ""), match_class=match_class, outcome=outcome)
+                                 subject=getattr(outcome, "subject", ""), match_class=match_class)
         return render_letter(context, _channel(patient, channel))
