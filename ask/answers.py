@@ -118,16 +118,17 @@ def _labelers(products) -> set[str]:
 
 # --- a pack the recall reaches ------------------------------------------------------------------
 
-def why_probable(fact, row) -> str:
-    """Why a lot match is probable, not sure, read from the row and the recall (the matching rule is
-    display text: new rules may be added)."""
+def why_probable(fact, row, rule: str = "") -> str:
+    """Why a lot match is probable, not sure, read from the row and the recall. The matching rule is shown
+    as it is written, never read: rules are added (a lot read inside a field as it was typed, ...)."""
     product = dispensing_product(row)
     products = recall_terms.products(fact)
     exact = canonical_lot(getattr(row, "lot", "")) == canonical_lot(fact.lot)
     if not exact and near_miss_rule(fact.lot, getattr(row, "lot", "")):
         return f"the lot number on record ({row.lot}) is very close to recalled lot {fact.lot}, but not the same"
     if not exact:
-        return f"the lot on record for your pack matches recalled lot {fact.lot} only in part"
+        return (f"the lot on record for your pack matches recalled lot {fact.lot} only in part"
+                + (f" ({rule})" if rule else ""))
     if not product:
         return (f"the lot number matches recalled lot {fact.lot}, but no product code (NDC) is on record for your "
                 "pack to confirm the product")
@@ -164,9 +165,9 @@ def pack_answer(ctx, hits, *, name: str, medicine: str, classes: set[str], activ
         opening = f"The {name} dispensed to you is {'from a recalled lot' if lot_level else 'a recalled product'}."
         how = " ".join(dict.fromkeys(how_it_reaches(f, r, found) for f, r, found in sure))
     else:
-        fact, row, _found = hits[0]
-        opening = (f"The {name} dispensed to you may be from a recalled lot: {why_probable(fact, row)}. Your "
-                   "pharmacist will check the pack.")
+        fact, row, found = hits[0]
+        why = why_probable(fact, row, found.rule)
+        opening = f"The {name} dispensed to you may be from a recalled lot: {why}. Your pharmacist will check the pack."
         how = ""
     facts = list(dict.fromkeys(f for f, _r, _found in hits))
     facts_text = " ".join(describe(f) + "." for f in facts)
