@@ -116,12 +116,18 @@ def _labelers(products) -> set[str]:
     return {p[:5] for p in products if p}
 
 
+def _product(row) -> str:
+    """The row's NDC product, read from the values matching reads (ask.beliefs.DispensedRow.matched):
+    drugs.matching calls no code of ask's."""
+    return dispensing_product(getattr(row, "matched", row)) if row is not None else ""
+
+
 # --- a pack the recall reaches ------------------------------------------------------------------
 
 def why_probable(fact, row, rule: str = "") -> str:
     """Why a lot match is probable, not sure, read from the row and the recall. The matching rule is shown
     as it is written, never read: rules are added (a lot read inside a field as it was typed, ...)."""
-    product = dispensing_product(row)
+    product = _product(row)
     products = recall_terms.products(fact)
     exact = canonical_lot(getattr(row, "lot", "")) == canonical_lot(fact.lot)
     if not exact and near_miss_rule(fact.lot, getattr(row, "lot", "")):
@@ -150,7 +156,7 @@ def how_it_reaches(fact, row, found) -> str:
         return (f"Its product code (NDC) and lot number on record are the ones recall "
                 f"{recall_terms.recall_number(fact)} names.")
     window = recall_terms.window_words(fact)
-    return (f"Its product code (NDC {dispensing_product(row)}) is one recall {recall_terms.recall_number(fact)} "
+    return (f"Its product code (NDC {_product(row)}) is one recall {recall_terms.recall_number(fact)} "
             f"names, and the recall covers {recall_terms.covered_lots(fact)}"
             f"{', which includes your pack as far as our records show' if window else ''}.")
 
@@ -194,7 +200,7 @@ def pack_answer(ctx, hits, *, name: str, medicine: str, classes: set[str], activ
 
 def why_unconfirmed(fact, row) -> str:
     """Why a recall of every lot of some products may or may not cover this pack."""
-    product = dispensing_product(row) if row is not None else ""
+    product = _product(row)
     products = recall_terms.products(fact)
     if not product:
         return "no product code (NDC) is on record for your pack"
@@ -249,7 +255,7 @@ def why_not(fact, rows, *, within, before_closure) -> str:
         return "window"
     if rows and not any(before_closure):
         return "closed"
-    mine = {dispensing_product(r) for r in rows} - {""}
+    mine = {_product(r) for r in rows} - {""}
     theirs = _labelers(recall_terms.products(fact))
     if mine and theirs and not _labelers(mine) & theirs:
         return "other maker"
