@@ -2,8 +2,10 @@
 
 - AskContext in, ReasonerResult out; a verdict is one of VERDICTS.
 - RulesReasoner ("rules/1"): deterministic and offline. The verdict follows from structured recall
-  facts (docs/facts.md); the answer is written from the facts it relied on. The model reasoner
-  (ask.bedrock) fails closed to it, and the guardrail (ask.guardrail) reads recalls with its rules.
+  facts (docs/facts.md) and what drugs.matching found per dispensing row; "safe" needs a positively
+  identified pack (identification_gap), else "unknown". The answer is written by ask.answers from
+  what was found (docs/reasoning.md, "What an answer says"). The model reasoner (ask.bedrock) fails
+  closed to it, and the guardrail (ask.guardrail) reads recalls with its rules.
 
 Load-bearing facts (what a re-decision must be triggered by, see docs/reasoning.md):
 - stop/caution on a patient's lot: the active recall facts on their lots (plus active drug-level
@@ -12,7 +14,8 @@ Load-bearing facts (what a re-decision must be triggered by, see docs/reasoning.
 - caution from a drug-level recall: the active drug-level recall facts.
 - safe with a terminated/completed recall on their lot: those closed recall facts (if one is
   reopened, its new version retracts the one we read).
-- safe because no recall touches their lots: every recall fact on the same drug that we read
+- safe (or unknown: the pack not identified) because no recall touches their lots: every recall fact
+  on the same drug that we read
   (other lots, closed drug-level recalls). An amended lot list or status arrives as a new version
   that retracts the one we read, so the sweep re-decides. A brand-new recall retracts nothing; the
   sweep finds those through exposure (recall lot -> dispensing), not through this read set.
@@ -22,51 +25,25 @@ import functools
 import logging
 from dataclasses import dataclass, field
 
+from ask import answers
+from ask.answers import DO_NOT_STOP_ABRUPTLY, describe, listing, must_not_stop_abruptly  # noqa: F401 (re-exported)
 from drugs import recall_terms
-from drugs.identity import readable
-from drugs.matching import Dispensed, MatchClass, explain, within_lot_scope
-from drugs.matching import match as _match_uncached
+from drugs.identity import is_product_key
+from drugs.matching import Dispensed, Found, MatchClass, dispensing_product, explain, lot_known, within_lot_scope
 from drugs.ndc import ndc_products
-from drugs.recall_terms import CLOSED_STATUSES, classification, is_active, short_product  # noqa: F401 (re-exported)
+from drugs.recall_terms import (  # noqa: F401 (CLOSED_STATUSES and short_product re-exported)
+    CLOSED_STATUSES,
+    classification,
+    every_lot_recalled,
+    is_active,
+    short_product,
+)
 from memory.retrieval import Retrieved
-from recalls.selectors import with_texts
 
 log = logging.getLogger(__name__)
 
 RULES_IDENTITY = "rules/1"
-
-
-def describe(fact) -> str:
-    """drugs.recall_terms.describe of the fact as believed, its reason and product read through
-    recalls.selectors (inline, or once per record version by reference; cached by digest)."""
-    return recall_terms.describe(with_texts([fact])[0])
 VERDICTS = ("safe", "caution", "stop", "unknown")
-
-# Medicines that must not be stopped abruptly (rebound hypertension, clotting, seizures, withdrawal,
-# adrenal crisis, ...). For these the answer always says not to stop on one's own. Matched per word
-# of the normalised drug name, so "amlodipine valsartan" matches.
-DO_NOT_STOP_ABRUPTLY = {
-    # blood pressure / heart
-    "valsartan", "losartan", "irbesartan", "candesartan", "olmesartan", "telmisartan", "azilsartan",
-    "lisinopril", "enalapril", "ramipril", "benazepril", "quinapril", "perindopril", "captopril",
-    "amlodipine", "nifedipine", "diltiazem", "verapamil", "felodipine",
-    "metoprolol", "atenolol", "propranolol", "carvedilol", "bisoprolol", "nebivolol", "labetalol",
-    "clonidine", "hydrochlorothiazide", "chlorthalidone", "furosemide", "spironolactone", "digoxin",
-    "amiodarone", "isosorbide", "nitroglycerin",
-    # anticoagulants / antiplatelets
-    "warfarin", "apixaban", "rivaroxaban", "dabigatran", "edoxaban", "enoxaparin", "heparin",
-    "clopidogrel", "ticagrelor", "prasugrel",
-    # antiepileptics
-    "levetiracetam", "lamotrigine", "phenytoin", "carbamazepine", "oxcarbazepine", "valproate",
-    "valproic", "divalproex", "topiramate", "lacosamide", "zonisamide", "phenobarbital", "gabapentin",
-    "pregabalin", "clonazepam", "clobazam",
-    # others where abrupt stopping is dangerous
-    "levothyroxine", "prednisone", "prednisolone", "hydrocortisone", "dexamethasone", "insulin",
-    "sertraline", "paroxetine", "venlafaxine", "duloxetine", "fluoxetine", "citalopram", "escitalopram",
-    "alprazolam", "lorazepam", "diazepam", "baclofen", "aripiprazole", "quetiapine", "olanzapine",
-    "risperidone", "lithium", "methadone", "buprenorphine", "oxycodone", "morphine", "tramadol",
-}
-
 
 @dataclass
 class AskContext:
@@ -114,8 +91,14 @@ def matched(row):
     return getattr(row, "matched", row)
 
 
-def match(fact, row):
-    """drugs.matching.match, remembered per (fact version, what matching reads of the row).
+def match(fact, row) -> MatchClass | None:
+    """drugs.matching.match, remembered (explained)."""
+    found = explained(fact, row)
+    return found.klass if found else None
+
+
+def explained(fact, row) -> Found | None:
+    """drugs.matching.explain, remembered per (fact version, what matching reads of the row).
 
     One decision asks it the same question up to six times (reasoner, then guardrail), and a sweep
     page asks it for thousands of rows that differ only in their id. Keyed by the fact's id *and*
@@ -125,14 +108,14 @@ def match(fact, row):
     pk, digest = getattr(fact, "pk", None), getattr(fact, "content_hash", None)
     dispensing = matched(row)
     if pk is None or not digest or not isinstance(dispensing, Dispensed):
-        return _match_uncached(fact, dispensing)
+        return explain(fact, dispensing)
     key = (pk, digest, dispensing)
     try:
         return _MATCHES[key]
     except KeyError:
         if len(_MATCHES) >= _MATCHES_LIMIT:
             _MATCHES.clear()
-        found = _MATCHES[key] = _match_uncached(fact, dispensing)
+        found = _MATCHES[key] = explain(fact, dispensing)
         return found
 
 
@@ -244,38 +227,46 @@ def lot_unknown_candidates(fact, ctx: AskContext) -> bool:
     return any(match(fact, row) == MatchClass.CANDIDATE for row in ctx.dispensed)
 
 
+@_remembered
+def confirmed_all_lots(fact, ctx: AskContext) -> bool:
+    """A recall of every lot (within its window) that names the NDC product of a pack of theirs it applies
+    to (drugs.matching's product_all_lots): the pack is a recalled product, as sure as a confirmed lot."""
+    if not (drug_level_applies(fact, ctx) and every_lot_recalled(fact)):
+        return False
+    return any(match(fact, row) == MatchClass.PRODUCT_ALL_LOTS and dispensed_before_closure(fact, row)
+               for row in ctx.dispensed)
+
+
 def recall_reading(ctx: AskContext) -> list[tuple]:
-    """(fact, classification if on the patient's lot else "", on the patient's lot, drug-level recall
-    applies, lot-unknown candidate) for each recall fact of the subject, in same_drug_recalls' order: the
-    rules' reading the guardrail weighs, asked in one call and remembered in ctx.memo (the rules above
-    are remembered per fact)."""
+    """(fact, classification if the pack is recalled else "", on the patient's lot, drug-level recall
+    applies, lot-unknown candidate, confirmed product of an all-lots recall) for each recall fact of the
+    subject, in same_drug_recalls' order: the rules' reading the guardrail weighs, asked in one call and
+    remembered in ctx.memo (the rules above are remembered per fact)."""
     memo = ctx.memo if ctx.memo is not None else {}
     if "recall_reading" not in memo:
         memo["recall_reading"] = [
-            (f, classification(f) if on_lot else "", on_lot, drug_level_applies(f, ctx), lot_unknown_candidates(f, ctx))
-            for f in same_drug_recalls(ctx) for on_lot in (on_patient_lot(f, ctx),)]
+            (f, classification(f) if on_lot or all_lots else "", on_lot, drug_level_applies(f, ctx),
+             lot_unknown_candidates(f, ctx), all_lots)
+            for f in same_drug_recalls(ctx)
+            for on_lot, all_lots in ((on_patient_lot(f, ctx), confirmed_all_lots(f, ctx)),)]
     return memo["recall_reading"]
 
 
-COVERS_EVERY_LOT = "(the recall covers every lot)"  # recalls.ingest.recall_statement's two drug-level phrasings
-NAMES_NO_LOT = "(the recall names no lot number"
-
-
-def covers_every_lot(fact) -> bool:
-    """The recall text says every lot is recalled (not merely that it names none)."""
-    statement = fact.statement or ""
-    if COVERS_EVERY_LOT in statement:
-        return True
-    if NAMES_NO_LOT in statement:
-        return False
-    # A statement in neither phrasing (written before they existed): the stored scope decides.
-    return every_lot_treated_as_affected(fact)
-
-
-def every_lot_treated_as_affected(fact) -> bool:
-    """Ingestion treats every lot of a recall that names none as affected (over-notify): the stored
-    scope says "all_lots" although the text never said so."""
-    return ((fact.attributes or {}).get("lot_scope") or {}).get("kind", "").startswith("all_lots")
+def identification_gap(ctx: AskContext) -> str:
+    """What keeps the pack from being positively identified ("" when it is): "not dispensed" (nothing of
+    it on record), "product" (a row with neither an NDC product nor an ingredient identity: a product
+    text key or no name) or "lot" (a row whose lot was not recorded). "Safe" needs "" (docs/reasoning.md)."""
+    if not ctx.has_dispensing:
+        return "not dispensed"
+    named = bool(ctx.subject) and not is_product_key(ctx.subject)
+    if ctx.dispensed:
+        rows = [matched(row) for row in ctx.dispensed]
+        if any(not named and not dispensing_product(row) for row in rows):
+            return "product"
+        return "" if all(lot_known(row) for row in rows) else "lot"
+    if not named and not any(ctx.patient_ndcs):
+        return "product"
+    return "" if ctx.patient_lots else "lot"
 
 
 def same_drug_recalls(ctx: AskContext) -> list:
@@ -285,38 +276,19 @@ def same_drug_recalls(ctx: AskContext) -> list:
             and (r.fact.subject == ctx.subject or premises.intersection(getattr(r.fact, "scopes", None) or ()))]
 
 
-def must_not_stop_abruptly(drug: str) -> bool:
-    return any(word in DO_NOT_STOP_ABRUPTLY for word in (drug or "").split())
+def about_the_medicine(fact, ctx: AskContext) -> bool:
+    """A recall of the patient's own medicine (its identity, or an NDC product of theirs), not one that
+    only shares a lot number's scope with their dispensing: the only recalls an answer names."""
+    if fact.subject == ctx.subject:
+        return True
+    products = recall_terms.products(fact)
+    return any(dispensing_product(matched(row)) in products for row in ctx.dispensed)
 
 
-
-
-
-
-def why_probable(facts, ctx: AskContext) -> str:
-    """Why a lot match is probable, not sure, in the patient's words (drugs.matching.explain's rule)."""
-    rules = [(f, row, found.rule) for f in facts for row in ctx.dispensed
-             if (found := explain(f, matched(row))) is not None and found.klass == MatchClass.PROBABLE]
-    for fact, row, rule in rules:
-        if "near miss" in rule:
-            return f"the lot number on record ({row.lot}) is very close to recalled lot {fact.lot}"
-    if any("another labeler" in rule for *_, rule in rules):
-        return "the lot matches a recalled one, in another company's package of the same medicine"
-    return "the lot matches a recalled one, but our records do not confirm the exact product"
-
-
-def listing(numbers: list[str], most: int = 5) -> str:
-    """'A, B, C' or, for long lists, 'A, B, C, D, E and 37 more'."""
-    if len(numbers) <= most:
-        return ", ".join(numbers)
-    return f"{', '.join(numbers[:most])} and {len(numbers) - most} more"
-
-
-def keep_taking_advice(drug: str) -> str:
-    if must_not_stop_abruptly(drug):
-        return (f"Do not stop {drug} on your own: stopping it suddenly can be dangerous. Your pharmacist or doctor "
-                "will arrange a replacement from an unaffected lot.")
-    return "Ask your pharmacist before changing how you take it; they can arrange a replacement from an unaffected lot."
+def _hits(facts, ctx: AskContext, classes) -> list[tuple]:
+    """(fact, row, Found) for each row these facts reach with one of these match classes."""
+    return [(f, row, found) for f in facts for row in ctx.dispensed
+            if (found := explained(f, row)) is not None and found.klass in classes]
 
 
 # --- rules ------------------------------------------------------------------------------------
@@ -326,7 +298,10 @@ class RulesReasoner:
 
     A recall of a lot the patient received decides the verdict by its class whether or not FDA has
     since closed it: termination means the removal is complete, not that the dispensed pack became
-    safe, so closing a recall never moves a verdict (and so never drafts a letter)."""
+    safe, so closing a recall never moves a verdict (and so never drafts a letter). A confirmed pack of a
+    recall of every lot is decided the same way. "Safe" needs a positively identified pack (an NDC
+    product or an ingredient identity, and a recorded lot); otherwise, with nothing found, "unknown".
+    The answer is written by ask.answers from what was found."""
 
     uses_model = False
 
@@ -335,80 +310,55 @@ class RulesReasoner:
 
     def decide(self, ctx: AskContext) -> ReasonerResult:
         recalls = same_drug_recalls(ctx)
-        # A product key reads as the product ("HCG 10000U 1ML INJ"); an answer never carries a blank.
-        drug = readable(ctx.subject) or "medicine"
         in_premises = {f.id for f in recalls if set(getattr(f, "scopes", None) or ()).intersection(ctx.premises)}
+        named_by = [f for f in recalls for row in ctx.dispensed if match(f, row) in (
+            MatchClass.CONFIRMED, MatchClass.PRODUCT_ALL_LOTS) and dispensing_product(matched(row))]
+        name = answers.subject_name(ctx.subject, named_by)
+        medicine = " ".join(dict.fromkeys([ctx.subject, *(f.subject for f in named_by)]))
         if not ctx.has_dispensing:
-            active = sorted({(f.attributes or {}).get("recall_number", f.fact_key) for f in recalls if is_active(f)})
-            answer = (f"We have no record of {drug} dispensed to you, so we cannot check your pack. "
-                      + (f"Some {drug} lots are under active recall ({listing(active, most=3)}). " if active else "")
-                      + "Tell us the lot number printed on your pack, or ask your pharmacist to check it.")
-            return ReasonerResult("unknown", answer, self.identity, in_premises)
+            active = [f for f in recalls if is_active(f) and about_the_medicine(f, ctx)]
+            return ReasonerResult("unknown", answers.not_dispensed_answer(ctx, name=name, active=active),
+                                  self.identity, in_premises)
 
         lot_hits = [f for f in recalls if on_patient_lot(f, ctx)]
         drug_hits = [f for f in recalls if drug_level_applies(f, ctx)]
-        if lot_hits:
-            classes = {classification(f) for f in lot_hits}
+        all_lots = [f for f in drug_hits if confirmed_all_lots(f, ctx)]
+        packs = lot_hits + all_lots
+        if packs:
             bearing = {f.id for f in lot_hits + drug_hits}
-            facts_text = " ".join(describe(f) + "." for f in lot_hits)
-            # Sure only when a pack matches by its own NDC product and lot; a near-miss lot, a repackager's
-            # NDC or a name is probable: the same verdict (never "safe"), said as what it is.
-            sure = not ctx.dispensed or any(match(f, row) == MatchClass.CONFIRMED
-                                            for f in lot_hits for row in ctx.dispensed)
-            closed = "" if any(is_active(f) for f in lot_hits) else (
-                " FDA has closed this recall because the recalled stock has been removed, but the pack "
-                f"dispensed to you {'came' if sure else 'may have come'} from a recalled lot. If you still have "
-                "any of it, do not use it up.")
-            opening = (f"The {drug} dispensed to you is from a recalled lot." if sure else
-                       f"The {drug} dispensed to you may be from a recalled lot: {why_probable(lot_hits, ctx)}. "
-                       f"Your pharmacist will check the pack.")
-            if "Class I" in classes:
-                answer = (f"{opening} {facts_text}{closed} Contact your "
-                          f"pharmacy now, today, before your next dose. {keep_taking_advice(drug)}")
-                return ReasonerResult("stop", answer, self.identity, bearing)
-            if classes - {"Class III"}:  # Class II, or not yet classified: treat as Class II
-                answer = (f"{opening} {facts_text}{closed} This kind of "
-                          f"recall means a temporary or reversible health risk is possible. Contact your pharmacy "
-                          f"to arrange a replacement. {keep_taking_advice(drug)}")
-                return ReasonerResult("caution", answer, self.identity, bearing)
-            answer = (f"For your information: {facts_text}{closed} A Class III recall is unlikely to cause health "
-                      f"problems. Mention it to your pharmacist at your next visit. {keep_taking_advice(drug)}")
-            return ReasonerResult("caution", answer, self.identity, bearing)
+            hits = _hits(lot_hits, ctx, (MatchClass.CONFIRMED, MatchClass.PROBABLE)) + \
+                _hits(all_lots, ctx, (MatchClass.PRODUCT_ALL_LOTS,))
+            hits.sort(key=lambda hit: hit[2].klass == MatchClass.PROBABLE)  # the sure ones first
+            classes = {classification(f) for f in packs}
+            if not hits:  # a context without dispensing rows (lots and NDCs only): the facts as they stand
+                answer = (" ".join(describe(f) + "." for f in packs) + " Contact your pharmacy now, today, before your "
+                          "next dose.")
+            else:
+                answer = answers.pack_answer(ctx, hits, name=name, medicine=medicine, classes=classes,
+                                             active=any(is_active(f) for f in packs))
+            return ReasonerResult("stop" if "Class I" in classes else "caution", answer, self.identity, bearing)
 
         unknown_lot = [f for f in recalls if lot_unknown_candidates(f, ctx)]
-        if unknown_lot:
-            numbers = sorted({(f.attributes or {}).get("recall_number", f.fact_key) for f in unknown_lot})
-            answer = (f"Some {drug} lots are under recall ({listing(numbers, most=3)}), and the lot number of the "
-                      f"{drug} dispensed to you was not recorded. Check the lot number printed on your pack with "
-                      f"your pharmacist. {keep_taking_advice(drug)}")
+        if unknown_lot or drug_hits:
+            drug_level = list(dict.fromkeys(
+                (f, row) for f in drug_hits for row in (ctx.dispensed or [None])
+                if row is None or match(f, row) in (MatchClass.PRODUCT_ALL_LOTS, MatchClass.CANDIDATE)))
+            serious = any(classification(f) == "Class I" for f in unknown_lot + drug_hits)
+            answer = answers.candidate_answer(ctx, name=name, medicine=medicine, lot_unknown=unknown_lot,
+                                              drug_level=drug_level, serious=serious)
             return ReasonerResult("caution", answer, self.identity, {f.id for f in unknown_lot + drug_hits})
 
-        if drug_hits:
-            facts_text = " ".join(describe(f) + "." for f in drug_hits)
-            if any(covers_every_lot(f) for f in drug_hits):
-                scope_text = f"This recall covers every lot of this {drug} product, including yours."
-            elif any(every_lot_treated_as_affected(f) for f in drug_hits):
-                scope_text = (f"This recall names no lot numbers, so every lot of this {drug} product is treated "
-                              f"as affected, including yours.")
-            else:
-                scope_text = (f"This recall does not list lot numbers, so we cannot tell from your lot"
-                              f"{'s' if len(ctx.patient_lots) != 1 else ''} "
-                              f"({', '.join(ctx.patient_lots) or 'none on file'}) whether your {drug} is affected.")
-            answer = (f"{facts_text} {scope_text} Ask your pharmacist to check your pack. "
-                      f"{keep_taking_advice(drug)}")
-            return ReasonerResult("caution", answer, self.identity, {f.id for f in drug_hits})
-
-        lots_text = ", ".join(ctx.patient_lots) or "lot not recorded"
-        answer = f"No recall in our records covers the {drug} dispensed to you ({lots_text})."
-        other_lots = [f for f in recalls if f.lot and not on_patient_lot(f, ctx)]
-        if other_lots:
-            numbers = sorted({(f.attributes or {}).get("recall_number", f.fact_key) for f in other_lots})
-            answer += (f" There are recalls of other {drug} lots ({listing(numbers, most=3)}), which were not "
-                       "dispensed to you.")
-        other_products = [f for f in recalls if is_drug_level(f) and not drug_level_applies(f, ctx)]
-        if other_products:
-            numbers = sorted({(f.attributes or {}).get("recall_number", f.fact_key) for f in other_products})
-            answer += (f" Recalls of {drug} from other makers ({listing(numbers, most=3)}) list products (NDCs) "
-                       "other than the one dispensed to you.")
-        return ReasonerResult("safe", answer, self.identity, in_premises)
-
+        gap = identification_gap(ctx)
+        own = [f for f in recalls if about_the_medicine(f, ctx)]
+        if gap:
+            return ReasonerResult("unknown", answers.unknown_answer(ctx, name=name, gap=gap, own_recalls=own),
+                                  self.identity, in_premises)
+        reasons: dict[str, list] = {}
+        for fact in own:
+            rows = list(ctx.dispensed)
+            kind = answers.why_not(fact, [matched(r) for r in rows],
+                                   within=[within_lot_scope(fact, matched(r)) for r in rows],
+                                   before_closure=[dispensed_before_closure(fact, r) for r in rows])
+            reasons.setdefault(kind, []).append(fact)
+        return ReasonerResult("safe", answers.safe_answer(ctx, name=name, reasons=reasons), self.identity,
+                              in_premises)

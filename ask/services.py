@@ -73,15 +73,26 @@ def patient_drugs(patient, beliefs=None) -> list[str]:
 def resolve_subject(patient, question: str, subject: str | None = None, *, beliefs=None) -> tuple[str | None, str]:
     """(subject, "") or (None, question to ask back). Subjects are drug identity keys (drugs.identity).
 
-    An explicit subject wins; else the medicine the question names (a patient's drug with exactly
+    An explicit subject wins: an identity key as it is (a stored key is never re-resolved: the
+    vocabulary reads some keys as others, "cefazolin+sodium chloride" as "cefazolin"), a text by its
+    identity; a key none of their drugs has is the one drug of theirs whose package a believed fact about
+    that key names (a pack typed "LOSART POT 50MG TAB" with a recalled losartan NDC), so the answer is
+    about the rows they hold. Else the medicine the question names (a patient's drug with exactly
     those ingredients, or the one combination of theirs that contains them, or — named but not
     dispensed to them — that drug itself, answered "unknown" with a request for the lot); else
     their only drug, if the text reads as a question about medicine; else a question back."""
-    from drugs.identity import find_ingredients
+    from drugs.identity import find_ingredients, is_identity_key
 
-    if subject:
-        return resolve_identity(subject).key or subject.strip().lower(), ""
     drugs = patient_drugs(patient, beliefs)
+    if subject:
+        text = subject.strip()
+        key = text if text in drugs or is_identity_key(text) or is_product_key(text) else \
+            resolve_identity(text).key or text.lower()
+        if key not in drugs:
+            own = _held_through_packages(patient, key.split("+"), drugs, beliefs, by_ingredients=False)
+            if len(own) == 1:
+                return own[0], ""
+        return key, ""
     named = find_ingredients(question or "")
     if named:
         key = "+".join(named)
@@ -110,17 +121,18 @@ def resolve_subject(patient, question: str, subject: str | None = None, *, belie
     return None, f"Which medicine are you asking about: {', '.join(_readable(d) for d in drugs)}?"
 
 
-def _held_through_packages(patient, named: list[str], drugs: list[str], beliefs=None) -> list[str]:
+def _held_through_packages(patient, named: list[str], drugs: list[str], beliefs=None, *,
+                           by_ingredients: bool = True) -> list[str]:
     """The patient's drugs a name reaches through their own packages, when no drug of theirs has those
     ingredients: a brand resolves to another name than the row's ("NP Thyroid" -> thyroid, the row
-    levothyroxine+liothyronine), so the row counts when its ingredients overlap the named ones or its
-    NDC product is listed by a believed fact whose subject is the named drug."""
+    levothyroxine+liothyronine), so the row counts when its ingredients overlap the named ones
+    (by_ingredients) or its NDC product is listed by a believed fact whose subject is the named drug."""
     from memory.models import Fact
 
     key = "+".join(named)
     held = []
     for drug in drugs:
-        if set(named) & set(drug.split("+")):
+        if by_ingredients and set(named) & set(drug.split("+")):
             held.append(drug)
             continue
         products = {row.ndc_product for row in (beliefs or DbBeliefs()).dispensed_rows(patient, drug)} - {""}

@@ -7,12 +7,17 @@ detail), and the pharmacy's name, phone, address and sender from settings (UNSAY
 """
 
 import re
+from types import SimpleNamespace
 
 from django.conf import settings
 from django.template.loader import render_to_string
+from django.utils.dates import MONTHS
+from django.utils.translation import get_language, gettext_noop, override
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_noop, override
 
+from ask.answers import must_not_stop_abruptly
+from drugs import recall_terms
+from drugs.identity import is_product_key
 from drugs.recall_terms import CLASS_SEVERITY
 from memory.models import Fact
 from recalls.selectors import recall_attributes
@@ -20,7 +25,8 @@ from recalls.selectors import recall_attributes
 
 # What we ask of the patient, per verdict: a headline and the one instruction under it. Never "stop
 # taking it": some drugs must not be stopped abruptly, so even the most serious verdict says "call
-# us before your next dose", and the headline says the same thing.
+# us before your next dose", and the headline says the same thing. Never "keep taking it" about a
+# Class I recall (`serious`): a pack that may be from one is checked today, before the next dose.
 def verdict_headline(verdict: str) -> str:
     return {
         "safe": _("No action needed"),
@@ -30,7 +36,14 @@ def verdict_headline(verdict: str) -> str:
     }.get(verdict, _("Please contact us about your medicine"))
 
 
-def verdict_instruction(verdict: str, drug: str, phone: str) -> str:
+def verdict_instruction(verdict: str, drug: str, phone: str, *, serious: bool = False,
+                        hold: bool = False) -> str:
+    """The instruction under the headline. `serious`: a Class I recall is involved (no "keep taking");
+    `hold`: a medicine that must not be stopped abruptly (ask.answers.must_not_stop_abruptly)."""
+    if serious and verdict in ("caution", "unknown"):
+        text = _("Please call us on %(phone)s today, before your next dose of %(drug)s, so we can check your "
+                 "pack.") % {"drug": drug, "phone": phone}
+        return f"{text} {do_not_stop(drug)}" if hold else text
     return {
         "safe": _("You can keep taking your %(drug)s as prescribed. You do not need to do anything.")
         % {"drug": drug},
@@ -44,6 +57,10 @@ def verdict_instruction(verdict: str, drug: str, phone: str) -> str:
     }.get(verdict, _("Please call us on %(phone)s.") % {"phone": phone})
 
 
+def do_not_stop(drug: str) -> str:
+    return _("Do not stop %(drug)s on your own: stopping it suddenly can be dangerous.") % {"drug": drug}
+
+
 def pack_instruction(verdict: str) -> str:
     if verdict == "safe":
         return _("You can keep using the pack you have.")
@@ -54,7 +71,9 @@ def pack_instruction(verdict: str) -> str:
              "we will replace it free of charge.")
 
 
-def sms_instruction(verdict: str) -> str:
+def sms_instruction(verdict: str, *, serious: bool = False) -> str:
+    if serious and verdict in ("caution", "unknown"):
+        return _("Please call us today, before your next dose.")
     return {
         "safe": _("No action needed."),
         "caution": _("Keep taking it; please call us this week."),
@@ -97,8 +116,15 @@ def plain_reason(reason: str) -> str:
 
 def pharmacy() -> dict:
     return {"name": settings.UNSAY_PHARMACY_NAME, "phone": settings.UNSAY_PHARMACY_PHONE,
-            "address": settings.UNSAY_PHARMACY_ADDRESS, "sender": settings.UNSAY_PHARMACY_SENDER,
-            "email": settings.UNSAY_PHARMACY_EMAIL}
+            "address": settings.UNSAY_PHARMACY_ADDRESS, "sender": sender(), "email": settings.UNSAY_PHARMACY_EMAIL}
+
+
+def sender() -> str:
+    """Who signs a letter, in the letter's language: UNSAY_PHARMACY_SENDER is written in English (the
+    operator's words), so a letter in another language is signed in the catalogue's words."""
+    if (get_language() or "en").split("-")[0] == "en":
+        return settings.UNSAY_PHARMACY_SENDER
+    return _("The pharmacists at %(pharmacy)s") % {"pharmacy": settings.UNSAY_PHARMACY_NAME}
 
 
 def sms_limit() -> int:
@@ -106,11 +132,34 @@ def sms_limit() -> int:
 
 
 def drug_words(subject: str) -> str:
-    """'amlodipine+valsartan' (an identity key) -> 'amlodipine and valsartan'."""
+    """'amlodipine+valsartan' (an identity key) -> 'amlodipine and valsartan'; a product key
+    ('product:hcg 10000u 1ml inj') by its own words, never as the key."""
+    if is_product_key(subject):
+        return recall_terms.readable_product(subject) or _("medicine")
     parts = [p for p in (subject or "").split("+") if p]
     if not parts:
         return _("medicine")
     return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " " + _("and") + " " + parts[-1]
+
+
+def letter_drug(subject: str, fact: Fact | None, certainty: str) -> str:
+    """The medicine a letter is about, as the patient knows it: the dispensed drug (the decision's
+    subject), else the recall's. A product the vocabulary does not know is named by the recall's label
+    when the match confirms the pack is that product, else by its own recorded words."""
+    key = subject or (fact.subject if fact is not None else "")
+    confirmed = certainty in ("confirmed", "product_all_lots") or (fact is not None and fact.subject == key)
+    if is_product_key(key) and fact is not None and confirmed and getattr(fact, "kind", "recall") == "recall":
+        return recall_terms.product_name(SimpleNamespace(subject=fact.subject, attributes=recall_attributes(fact)))
+    return drug_words(key)
+
+
+def serious_recall(fact: Fact | None) -> bool:
+    """The letter is about a Class I recall (as believed now). Only the letter's own fact decides it: a
+    sweep page renders one letter for every patient with the same verdicts, medicine and fact versions
+    (corrections.sweep_pages.Letters), so the letter reads nothing else of the answer."""
+    return fact is not None and fact.retracted_at is None and recall_terms.severity(fact) == 3
+
+
 # Attributes a pharmacist cares about, in the order shown.
 DIFF_FIELDS = ["classification", "status", "reason", "lot", "scope", "termination_date", "distribution",
                "product_description", "firm"]
@@ -176,23 +225,59 @@ def what_changed(previous: Fact | None, fact: Fact | None, *, dispensing_changed
     return _(" and ").join(changes) if changes else _("the recall information has changed")
 
 
+def _date(value) -> str:
+    """A window's end as the patient reads it, in their language, as precise as written."""
+    text = str(value or "")
+    parts = text.split("-")
+    try:
+        if len(parts) == 1 and len(text) == 4:
+            return text
+        month = str(MONTHS[int(parts[1])])
+        if len(parts) > 2:
+            return _("%(month)s %(day)s, %(year)s") % {"month": month, "day": int(parts[2]), "year": parts[0]}
+        return _("%(month)s %(year)s") % {"month": month, "year": parts[0]}
+    except (ValueError, IndexError, KeyError):
+        return text
+
+
+def batches_covered(fact: Fact | None) -> str:
+    """What a recall of every lot covers, as a clause true of its record: every batch, every batch in its
+    window, or every batch treated as affected when no batch number could be read."""
+    scope = recall_terms.lot_scope(fact) or {}
+    expiry, dispensed = scope.get("expiry_window") or [None, None], scope.get("dispensed_window") or [None, None]
+    start, end = (list(expiry) + [None, None])[:2]
+    if scope.get("kind") == "all_lots_window" and (start or end):
+        dates = {"start": _date(start), "end": _date(end)}
+        if start and end:
+            return _("it covers every batch with an expiry date from %(start)s to %(end)s") % dates
+        return (_("it covers every batch with an expiry date on or after %(start)s") if start else
+                _("it covers every batch with an expiry date up to %(end)s")) % dates
+    if scope.get("kind") == "all_lots_window" and dispensed[0]:
+        return _("it covers every batch dispensed on or after %(start)s") % {"start": _date(dispensed[0])}
+    if recall_terms.covers_every_lot(fact):
+        return _("it covers every batch")
+    return _("it lists no batch number we could read, so every batch is treated as affected")
+
+
 def exposure_sentence(fact: Fact | None, drug: str, *, match: str, certainty: str) -> str:
     """How the recall reaches this patient, never surer than the match: a candidate is never told the
-    recall covers their batch, a probable match is told it may."""
+    recall covers their batch, a probable match is told it may; "every batch" only for a recall of every
+    lot, with its window."""
     lot = getattr(fact, "lot", None) if fact is not None else None
     drug_level = fact is not None and (not lot or (fact.attributes or {}).get("scope") == "drug")
     if certainty == "candidate":
         if drug_level:
-            return _("There is a recall of every batch of some %(drug)s products. It may affect the %(drug)s we "
-                     "gave you: our records do not confirm that yours is one of those products.") % {"drug": drug}
+            return _("There is a recall of some %(drug)s products (%(covered)s). It may affect the %(drug)s we gave "
+                     "you: our records do not confirm that yours is one of those products.") % {
+                "drug": drug, "covered": batches_covered(fact)}
         return _("There is a recall of some batches of %(drug)s. It may affect the %(drug)s we gave you: our "
                  "records do not show which batch you received.") % {"drug": drug}
     verb = _("may affect") if certainty == "probable" else _("affects")
     if match == "lot" and lot and not drug_level:
         return _("There is a recall that %(verb)s the batch (lot %(lot)s) of %(drug)s we gave you.") % {
             "verb": verb, "lot": lot, "drug": drug}
-    return _("There is a recall that %(verb)s the %(drug)s we gave you: it covers every batch.") % {
-        "verb": verb, "drug": drug}
+    return _("There is a recall that %(verb)s the %(drug)s we gave you: %(covered)s.") % {
+        "verb": verb, "drug": drug, "covered": batches_covered(fact)}
 
 
 def why_sentence(verdict: str, fact: Fact | None, *, certainty: str) -> str:
@@ -207,6 +292,10 @@ def why_sentence(verdict: str, fact: Fact | None, *, certainty: str) -> str:
     if getattr(fact, "kind", "recall") == Fact.Kind.LABEL:
         return _("the label now warns that %(reason)s.") % {"reason": reason}
     some = certainty == "candidate" or verdict == "unknown"
+    if some and recall_terms.is_drug_level(fact):
+        return (_("some products of the medicine were recalled because %(reason)s. The FDA has since closed the "
+                  "recall; that does not make a recalled pack safe to use.") if attrs.get("status") in CLOSED else
+                _("some products of the medicine are being recalled because %(reason)s.")) % {"reason": reason}
     if attrs.get("status") in CLOSED:
         return (_("some batches were recalled because %(reason)s. The FDA has since closed the recall; that "
                   "does not make a recalled pack safe to use.") if some else
@@ -220,15 +309,19 @@ def letter_context(patient, verdict: str, fact: Fact | None, *, kind: str, match
                    old_verdict: str = "", previous: Fact | None = None, subject: str = "",
                    match_class: str = "", dispensing_changed: bool = False) -> dict:
     attrs = recall_attributes(fact)
-    drug = drug_words((fact.subject if fact else "") or subject)
-    p = pharmacy()
     certainty = str(match_class or "")
+    drug = letter_drug(subject, fact, certainty)
+    p = pharmacy()
     how = exposure_sentence(fact, drug, match=match, certainty=certainty) if kind == "notice" else ""
     safe = verdict == "safe" or (fact is not None and fact.retracted_at is not None)
+    serious = serious_recall(fact)
+    hold = must_not_stop_abruptly(" ".join(filter(None, [subject, getattr(fact, "subject", "")])))
     return {
         "pharmacy": p, "patient_name": patient.display_name, "drug": drug, "kind": kind, "how": how,
-        "headline": verdict_headline(verdict), "instruction": verdict_instruction(verdict, drug, p["phone"]),
-        "pack": pack_instruction(verdict), "sms_instruction": sms_instruction(verdict), "verdict": verdict,
+        "headline": verdict_headline(verdict),
+        "instruction": verdict_instruction(verdict, drug, p["phone"], serious=serious, hold=hold),
+        "pack": pack_instruction(verdict), "sms_instruction": sms_instruction(verdict, serious=serious),
+        "verdict": verdict,
         "old_headline": verdict_headline(old_verdict) if old_verdict else "",
         "change": what_changed(previous, fact, dispensing_changed=dispensing_changed) if kind == "correction" else "",
         "recall_plain": _(CLASS_PLAIN[attrs["classification"]]) if attrs.get("classification") in CLASS_PLAIN

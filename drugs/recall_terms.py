@@ -9,6 +9,8 @@ import re
 
 from django.utils.translation import gettext_lazy as _
 
+from .display import display_name
+from .identity import is_product_key, readable
 from .ndc import ndc_products as _ndc_products
 
 RECALL_KIND = "recall"
@@ -119,7 +121,10 @@ def named_products(fact) -> set[str]:
 
 
 def short_product(description: str) -> str:
-    """'Valsartan Tablets, USP 160 mg, 90-count bottles, Rx Only, ...' -> 'Valsartan Tablets, USP 160 mg'."""
+    """'Valsartan Tablets, USP 160 mg, 90-count bottles, Rx Only, ...' -> 'Valsartan Tablets, USP 160 mg'.
+    The product as ingestion writes it into a recall fact's statement (recalls.ingest): statements are
+    hashed into the fact's content, so this wording stays as it is. What a patient reads is
+    product_name (drugs.display.display_name)."""
     # Runs of spaces as printed in real records ("HCG  10,000U/1ML  INJ") are one space in prose.
     parts, text = " ".join((description or "").split()).split(","), ""
     for part in parts:
@@ -129,15 +134,118 @@ def short_product(description: str) -> str:
     return text.strip()[:120]
 
 
-def describe(fact) -> str:
-    """One sentence for people: 'Class II recall D-0326-2019 (Ongoing) of Valsartan Tablets, USP 160 mg,
-    lot 3069020: <reason>'. Names the product as the recall printed it, never a normalised key."""
+def product_name(fact) -> str:
+    """The recalled product as a patient reads it: the label's naming words (drugs.display), else the
+    recall's identity in words; never an internal key."""
     a = _attrs(fact)
-    where = f"lot {fact.lot}" if getattr(fact, "lot", None) else "all lots (the recall names no lot numbers)"
-    reason = (a.get("reason") or "").strip().rstrip(".")
-    return (f"{a.get('classification', 'Recall')} recall {a.get('recall_number', getattr(fact, 'fact_key', ''))} "
-            f"({a.get('status', 'status unknown')}) of {short_product(a.get('product_description')) or fact.subject}, "
-            f"{where}{': ' + reason if reason else ''}")
+    return display_name(a.get("product_description") or "", a.get("firm") or "") or \
+        readable_product(getattr(fact, "subject", "") or "") or "an unnamed product"
+
+
+def readable_product(key: str) -> str:
+    """An identity key in words for people: ingredients joined by "and"; a product key's own words
+    (drugs.identity.product_key) in clean case; "" for none."""
+    return display_name(readable(key)) if is_product_key(key) else readable(key)
+
+
+# --- which lots a recall covers ----------------------------------------------------------------
+
+COVERS_EVERY_LOT = "(the recall covers every lot)"  # recalls.ingest.recall_statement's two drug-level phrasings
+NAMES_NO_LOT = "(the recall names no lot number"
+_MONTHS = ("January February March April May June July August September October November December").split()
+
+
+def every_lot_treated_as_affected(fact) -> bool:
+    """Ingestion treats every lot of a recall that names none as affected (over-notify): the stored
+    scope says "all_lots" although the text may never have said so."""
+    return (lot_scope(fact) or {}).get("kind", "").startswith("all_lots")
+
+
+def covers_every_lot(fact) -> bool:
+    """The recall text says every lot is recalled (not merely that it names none we could read)."""
+    statement = getattr(fact, "statement", "") or ""
+    if COVERS_EVERY_LOT in statement:
+        return True
+    if NAMES_NO_LOT in statement:
+        return False
+    # A statement in neither phrasing (written before they existed): the stored scope decides.
+    return every_lot_treated_as_affected(fact)
+
+
+def every_lot_recalled(fact) -> bool:
+    """Every lot of the recalled product is (or is treated as) recalled, within its window if it has one:
+    no unaffected lot of that product to replace a pack from."""
+    return is_drug_level(fact) and (covers_every_lot(fact) or every_lot_treated_as_affected(fact))
+
+
+def date_words(value) -> str:
+    """'2018-07' -> 'July 2018', '2019-03-04' -> 'March 4, 2019', '2019' -> '2019' (as precise as written)."""
+    text = str(value or "")
+    parts = text.split("-")
+    try:
+        if len(parts) == 1 and len(text) == 4:
+            return text
+        month = _MONTHS[int(parts[1]) - 1]
+        return f"{month} {int(parts[2])}, {parts[0]}" if len(parts) > 2 else f"{month} {parts[0]}"
+    except (ValueError, IndexError):
+        return text
+
+
+def _span(window) -> str:
+    start, end = (list(window or []) + [None, None])[:2]
+    if start and end:
+        return f"from {date_words(start)} to {date_words(end)}"
+    if start:
+        return f"on or after {date_words(start)}"
+    return f"up to {date_words(end)}" if end else ""
+
+
+def window_words(fact) -> str:
+    """The window an all-lots recall is limited to, in words ("" for none): 'with an expiry date from July
+    2018 to June 2020', 'dispensed on or after August 26, 2019'. Only the windows drugs.matching applies."""
+    scope = lot_scope(fact) or {}
+    if scope.get("kind") != "all_lots_window":
+        return ""
+    expiry, dispensed = _span(scope.get("expiry_window")), _span(scope.get("dispensed_window"))
+    if expiry:
+        return f"with an expiry date {expiry}"
+    return f"distributed or dispensed {dispensed}" if dispensed else ""
+
+
+def window_kind(fact) -> str:
+    """Which window of the recall's lot scope drugs.matching reads a pack's date against:
+    'expiry_window', 'dispensed_window' or '' (none)."""
+    scope = lot_scope(fact) or {}
+    if scope.get("kind") != "all_lots_window":
+        return ""
+    return next((name for name in ("expiry_window", "dispensed_window") if scope.get(name)), "")
+
+
+def covered_lots(fact) -> str:
+    """What a recall covers, in words true of its record: 'lot 3069020', 'every lot', 'every lot with an
+    expiry date from July 2018 to June 2020', or, for a recall in which no lot number could be read,
+    'every lot (no lot number could be read from the recall, so every lot is treated as affected)'."""
+    if not is_drug_level(fact):
+        return f"lot {fact.lot}"
+    window = window_words(fact)
+    if window:
+        return f"every lot {window}"
+    if covers_every_lot(fact):
+        return "every lot"
+    if every_lot_treated_as_affected(fact):
+        return "every lot (no lot number could be read from the recall, so every lot is treated as affected)"
+    return "lots it does not list"
+
+
+def describe(fact) -> str:
+    """One sentence for people: 'Class II recall D-0326-2019 (Ongoing) of Valsartan Tablets 160 mg, lot
+    3069020: “<the FDA's reason>”'. Names the product by its label (product_name), never a key; the
+    reason is quoted, as the FDA wrote it."""
+    a = _attrs(fact)
+    reason = " ".join((a.get("reason") or "").split()).rstrip(".")
+    return (f"{a.get('classification') or 'Unclassified'} recall {recall_number(fact) or 'without a number'} "
+            f"({a.get('status') or 'status unknown'}) of {product_name(fact)}, {covered_lots(fact)}"
+            f"{': “' + reason + '”' if reason else ''}")
 
 
 _STATEMENT_PRODUCT = re.compile(r"\) of (?P<product>.+?)(?:, all lots \(| lot \S+ by )")

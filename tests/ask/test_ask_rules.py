@@ -87,12 +87,22 @@ def test_drug_level_recall_without_lot_information_is_caution_saying_so(hashing_
 
     assert outcome.verdict == "caution"
     assert outcome.load_bearing_ids == {drug_level.id}
-    # Ingestion gives every drug-level fact a lot_scope of kind "all_lots", so the answer treats the
-    # patient's lot as affected (over-notify) and says why, without claiming the text says "all lots".
-    assert "(the recall names no lot numbers)" in outcome.answer
-    assert ("This recall names no lot numbers, so every lot of this promethazine product is treated as "
-            "affected, including yours.") in outcome.answer
-    assert "covers every lot" not in outcome.answer
+    # Ingestion gives every drug-level fact a lot_scope of kind "all_lots", so every lot is treated as
+    # affected (over-notify) and the answer says why, without claiming the text says "all lots". It used
+    # to add "including yours", which was not true: no NDC is on record for this pack, so whether it is
+    # the recalled product is what we do not know, and the answer says so and asks for the NDC.
+    assert "every lot (no lot number could be read from the recall, so every lot is treated as affected)" \
+        in outcome.answer
+    assert "No product code (NDC) is on record for your pack" in outcome.answer
+    assert "we cannot tell whether yours is one of the products it recalls" in outcome.answer and \
+        "product code (NDC) printed" in \
+        outcome.answer
+    assert "including yours" not in outcome.answer and "covers every lot" not in outcome.answer
+    # with the NDC the recall names, the pack is the recalled product
+    named = make_patient("SYN-P3N", [("promethazine", "ZZ-SYN-1", "00002-1901-03")])
+    confirmed = decide(named, "Is my promethazine safe?")
+    assert confirmed.verdict == "caution" and "is a recalled product" in confirmed.answer
+    assert "unaffected lot" not in confirmed.answer
 
 
 def test_a_drug_level_fact_from_before_lot_scopes_says_it_cannot_tell_from_the_lot(hashing_embeddings):
@@ -121,8 +131,16 @@ def test_drug_level_recall_of_every_lot_is_caution_saying_it_covers_theirs(hashi
 
     assert outcome.verdict == "caution"
     assert outcome.load_bearing_ids == {drug_level.id}
-    assert "This recall covers every lot of this valsartan product, including yours" in outcome.answer
-    assert "does not list lot numbers" not in outcome.answer
+    # It covers every unexpired lot of Solco's products; this pack has no NDC on record, so "including
+    # yours" (said before) was not known: the answer says the window and what is not known.
+    assert "every lot with an expiry date on or after July 13, 2018" in outcome.answer
+    assert "No product code (NDC) is on record for your pack" in outcome.answer
+    assert "including yours" not in outcome.answer and "does not list lot numbers" not in outcome.answer
+    solco = make_patient("SYN-V3S", [("valsartan", "ZZ-SYN-1", "43547-0370-09")])  # the NDC the recall names
+    confirmed = decide(solco, "Is my valsartan safe?")
+    assert confirmed.verdict == "caution" and "The valsartan dispensed to you is a recalled product" in confirmed.answer
+    assert "which includes your pack as far as our records show" in confirmed.answer
+    assert "unaffected lot" not in confirmed.answer and "a replacement that is not recalled" in confirmed.answer
 
 
 def test_a_drug_level_recall_listing_other_makers_ndcs_does_not_apply_but_is_what_safe_rests_on(

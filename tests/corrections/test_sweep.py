@@ -201,7 +201,9 @@ def test_a_drug_level_escalation_notifies_by_drug_and_says_so(hashing_embeddings
     assert notice.patient == holder and notice.match == Correction.Match.DRUG
     # Matched by name only (no NDC on the row): a candidate, told what is and is not known.
     assert notice.match_class == "candidate"
-    assert "recall of every batch of some valsartan products" in notice.drafted_text
+    # "every batch" alone was not true of it: it covers the batches unexpired when it began, and says so.
+    assert ("recall of some valsartan products (it covers every batch with an expiry date on or after July 13, "
+            "2018)") in notice.drafted_text
     # A recall naming no lot stays "caution" whatever its class (we cannot tell whether their pack is
     # affected): the patient who asked is reaffirmed, not messaged.
     assert notice.new_verdict == "caution"
