@@ -230,6 +230,14 @@ def _distance(a: str, b: str) -> int:
     return previous[-1]
 
 
+def _as_written(lot: str, text: str) -> str:
+    """The lot as the record's own text writes it (its punctuation kept: "BTH:230551", "12132019@4"), or the
+    printed lot when the text writes it only with spaces or line breaks inside."""
+    pattern = r"[^A-Za-z0-9\s]?".join(re.escape(c) for c in lot)
+    found = re.search(rf"(?<![A-Za-z0-9]){pattern}(?![A-Za-z0-9])", text, re.I)
+    return found.group(0) if found else lot
+
+
 def _day(text: str | None, *, end: bool) -> date | None:
     """An ISO date as written (YYYY, YYYY-MM, YYYY-MM-DD), read as its first or last day."""
     if not text:
@@ -260,6 +268,7 @@ class Recall:
     strength: str             # digits as printed ("50", "10/325"), for abbreviations
     strength_text: str        # with its unit as printed ("50 mg", "500G")
     label_names: list = field(default_factory=list)
+    as_written: dict = field(default_factory=dict)  # printed lot -> the lot as code_info writes it ("BTH:230551")
 
     @property
     def status(self) -> str:
@@ -342,6 +351,7 @@ def read_recalls() -> list[Recall]:
                 printed[product].add(text)
         strength = _STRENGTH.search(raw["product_description"])
         openfda = raw.get("openfda") or {}
+        written = " ".join(raw.get(n) or "" for n in ("code_info", "more_code_info"))
         recalls.append(Recall(
             number=number, source=source, raw=raw, kind=scope["kind"], lots=lots, subject=parsed.subject,
             identity_source=parsed.identity.get("identity_source", ""), products=products, named=named,
@@ -350,7 +360,8 @@ def read_recalls() -> list[Recall]:
             initiated=datetime.strptime(raw["recall_initiation_date"], "%Y%m%d").date(),
             strength=strength.group(1).replace(" ", "") if strength else "",
             strength_text=" ".join(strength.group(0).split()) if strength else "",
-            label_names=[*(openfda.get("brand_name") or [])[:1], *(openfda.get("generic_name") or [])[:1]]))
+            label_names=[*(openfda.get("brand_name") or [])[:1], *(openfda.get("generic_name") or [])[:1]],
+            as_written={lot: _as_written(lot, written) for lot, _ in lots}))
     return recalls
 
 
@@ -446,8 +457,10 @@ def choose(recalls: list[Recall], seed: int) -> Choice:
     all_lots = [r for r in recalls if r.kind == "all_lots" and r.classification == "Class I"]
     by_class["all_lots_ndc"] = _spread([r for r in all_lots if r.printed_ndcs(r.products)], seed, 5, closed=1,
                                        per_subject=4)
+    # The text itself must say every lot ("All lots"): "all product labelled with DOM ..." names some only.
     by_class["all_lots_brand"] = _spread(
-        [r for r in all_lots if not r.products and r.subject.startswith("product:")], seed, 5, per_source=3)
+        [r for r in all_lots if not r.products and r.subject.startswith("product:")
+         and re.search(r"\ball lots\b", r.raw.get("code_info") or "", re.I)], seed, 5, per_source=3)
     windows = [r for r in recalls if r.kind == "all_lots_window" and r.printed_ndcs(r.products)
                and ((r.expiry_window and r.expiry_window[0]) or (r.dispensed_window and r.dispensed_window[0]))]
     # Distribution windows are all closed in these snapshots: two of them, for their outside-the-window decoys.
@@ -536,6 +549,13 @@ class Builder:
         if not words or self.rng.random() < 0.3:
             return "Is my medicine safe?"
         return f"Is my {_capitalised(' '.join(words))} safe?"
+
+    def exact_lot(self, recall: Recall, lot: str) -> tuple[str, str]:
+        """The recalled lot typed exactly: as the recall's text writes it, or as printed on its facts."""
+        written = recall.as_written.get(lot, lot)
+        if written != lot and self.rng.random() < 0.5:
+            return written, "as written"
+        return lot, "plain"
 
     def ndc_text(self, printed: str) -> tuple[str, str]:
         from drugs.ndc import normalize_ndc
@@ -713,7 +733,7 @@ def _lot_level_holder(b: Builder, klass: str, recall: Recall, lot: str, lot_expi
     entry = {"drug": drug, "ndc": ndc, "dispensed_at": dispensed.isoformat()}
     held, note = False, ""
     if klass == "plain_exact":
-        typed, shape = lot, "plain"
+        typed, shape = b.exact_lot(recall, lot)
         if b.rng.random() < 0.5:
             entry["expiry"] = expiry.isoformat()
     elif klass == "lot_expiry":
@@ -791,12 +811,13 @@ def _brand_holders(b: Builder, klass: str, recalls: list[Recall], own: dict, *, 
         path = b.path_for(klass)
         entry = {"dispensed_at": dispensed.isoformat()}
         entry["product_description" if b.rng.random() < 0.3 else "drug"] = drug
+        lot_shape = "plain"
         if path == "scan":
             entry.update(scan=b.scan_for(None, lot, expiry), lot="")
         else:
-            entry["lot"] = lot
+            entry["lot"], lot_shape = b.exact_lot(recall, lot) if exact else (lot, "plain")
         b.add(recall=recall, klass=klass, label="holder", entry=entry, held_out=False, path=path,
-              shape=f"plain; name:{name_shape}")
+              shape=f"{lot_shape}; name:{name_shape}")
 
 
 def _repack_ndc(b: Builder, choice: Choice, recall: Recall) -> str | None:
@@ -839,12 +860,13 @@ def _repackaged(b: Builder, choice: Choice):
         path = b.path_for(klass)
         typed_ndc, ndc_shape = b.ndc_text(ndc)
         entry = {"drug": drug, "ndc": typed_ndc, "dispensed_at": dispensed.isoformat()}
+        lot_shape = "plain"
         if path == "scan":
             entry.update(scan=b.scan_for(ndc, lot, expiry), lot="", ndc=ndc)
         else:
-            entry["lot"] = lot
+            entry["lot"], lot_shape = b.exact_lot(recall, lot)
         b.add(recall=recall, klass=klass, label="holder", entry=entry, held_out=held, path=path,
-              shape=f"plain; name:{name_shape}; ndc:{ndc_shape}", note=f"repackager NDC {ndc}")
+              shape=f"{lot_shape}; name:{name_shape}; ndc:{ndc_shape}", note=f"repackager NDC {ndc}")
         made += 1
 
 
@@ -972,16 +994,18 @@ def decoys(b: Builder, choice: Choice):
         recall = targets[i % len(targets)]
         lot, exp = b.rng.choice(own[recall.number])
         other = other_product(recall)
-        entry, printed, expiry, shape = entry_for(recall, lot, ndc_of=other, name_of=other, lot_exp=exp)
-        add("same_lot_other_product", recall, entry, printed, expiry, f"plain; {shape}", scan_lot=lot,
+        typed, lot_shape = b.exact_lot(recall, lot)
+        entry, printed, expiry, shape = entry_for(recall, typed, ndc_of=other, name_of=other, lot_exp=exp)
+        add("same_lot_other_product", recall, entry, printed, expiry, f"{lot_shape}; {shape}", scan_lot=lot,
             note=f"other product: {other.number}")
     for i in range(DECOY_ROWS["same_lot_no_ndc_other_name"]):
         targets = brand_targets + lot_targets
         recall = targets[i % len(targets)]
         lot, exp = b.rng.choice(own[recall.number])
         other = other_product(recall)
-        entry, printed, expiry, shape = entry_for(recall, lot, name_of=other, lot_exp=exp)
-        add("same_lot_no_ndc_other_name", recall, entry, None, expiry, f"plain; {shape}", scan_lot=lot,
+        typed, lot_shape = b.exact_lot(recall, lot)
+        entry, printed, expiry, shape = entry_for(recall, typed, name_of=other, lot_exp=exp)
+        add("same_lot_no_ndc_other_name", recall, entry, None, expiry, f"{lot_shape}; {shape}", scan_lot=lot,
             note=f"name of {other.number}")
     for kind in ("same_product_other_lot", "decorated_other_lot"):
         for i in range(DECOY_ROWS[kind]):
