@@ -25,6 +25,7 @@ Set UNSAY_CORPUS_REPORT=<file> to also write the outcome of every row as JSON.
 import functools
 import json
 import os
+import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
@@ -92,6 +93,32 @@ def test_the_corpus_is_labelled_real_and_covers_every_class_through_every_path()
     assert any(r["held_out"] for r in rows)
 
 
+def _tight(lot: str) -> str:
+    return re.sub(r"[^A-Z0-9]", "", (lot or "").upper())
+
+
+def test_exact_lots_are_the_recalls_own_and_other_lots_are_none_of_them():
+    """The labels follow from the records: a holder typed with the exact lot has one of its recall's lots
+    (as the record writes it), and a decoy with another lot has none of them, not even the same characters."""
+    data = corpus()
+    lots = {r["recall_number"]: {_tight(lot) for lot in r["lots"]} for r in data["recalls"]}
+    exact = {"plain_exact", "unknown_product_brand", "lot_level_no_ndc", "repackaged_abbrev",
+             "same_lot_other_product", "same_lot_no_ndc_other_name"}
+    other = {"same_product_other_lot", "lot_one_char_off", "other_drug"}
+    checked = 0
+    for row in data["rows"]:
+        typed = _tight(row["entry"]["lot"])
+        if not typed:
+            continue  # a scan carries the lot
+        if row["class"] in exact:
+            assert typed in lots[row["recall"]], row["id"]
+            checked += 1
+        elif row["class"] in other:
+            assert typed not in lots[row["recall"]], row["id"]
+            checked += 1
+    assert checked >= 100
+
+
 # --- the run ---------------------------------------------------------------------------------------
 
 @dataclass
@@ -147,6 +174,62 @@ def _written() -> Counter:
     return Counter(DispensingRecord.objects.values_list("patient__external_ref", flat=True))
 
 
+# Strongest first, as exposure ranks a patient's rows (patients.services): a decoy confirmed by any fact of
+# its recall is confirmed.
+STRENGTH = {"confirmed": 4, "product_all_lots": 3, "probable": 2, "candidate": 1, None: 0}
+
+
+def _dispense(rows, patients, outcomes, *, admin_client, client, secret) -> None:
+    """Every row through its path; a malformed row, once refused with nothing written, is entered corrected."""
+    entered = record_rows(rows, patients, admin_client=admin_client, client=client, secret=secret)
+    written = _written()
+    malformed = [row for row in rows if row["label"] == "malformed"]
+    for row in malformed:
+        outcome = outcomes[row["id"]]
+        outcome.refused_first, outcome.first_error = not entered[row["id"]].accepted, entered[row["id"]].error
+        outcome.written_after_refusal = written[row["patient_ref"]]
+    retyped = [row for row in malformed if outcomes[row["id"]].refused_first
+               and not outcomes[row["id"]].written_after_refusal]
+    entered.update(record_rows(retyped, patients, admin_client=admin_client, client=client, secret=secret,
+                               entry_of=lambda row: row["corrected"]))
+    written = _written()
+    for row in rows:
+        outcome, result = outcomes[row["id"]], entered[row["id"]]
+        outcome.accepted, outcome.error, outcome.via = result.accepted, result.error, result.via
+        outcome.written = written[row["patient_ref"]]
+
+
+def _recalls_arrive(recalls: list[dict]) -> None:
+    """The real records in one ingest, then the sweep that follows a new recall."""
+    ingest_document({"results": [openfda_record(r["recall_number"], OPENFDA / r["snapshot"]) for r in recalls]},
+                    trigger="acceptance corpus")
+    numbers = [r["recall_number"] for r in recalls]
+    sweep(fact_ids=list(Fact.objects.filter(kind=Fact.Kind.RECALL, attributes__recall_number__in=numbers)
+                        .values_list("id", flat=True)))
+
+
+def _exposure(numbers, by_patient) -> dict:
+    """(patient ref, recall number) -> (strongest match class, its rule)."""
+    found = {}
+    for number in numbers:
+        for exposure in exposed_patients_for_recall(number):
+            ref = by_patient.get(exposure.patient.pk)
+            klass = exposure.match_class.value if exposure.match_class else None
+            if ref is not None and STRENGTH[klass] >= STRENGTH[found.get((ref, number), (None, ""))[0]]:
+                found[(ref, number)] = (klass, exposure.rule)
+    return found
+
+
+def _letters(by_patient) -> dict:
+    """patient ref -> [(recall number, kind, new verdict, drafted text)] of every notice and correction."""
+    letters = defaultdict(list)
+    for patient_id, number, kind, verdict, text in Correction.objects.values_list(
+            "patient_id", "recall_number", "kind", "new_verdict", "drafted_text"):
+        if patient_id in by_patient:
+            letters[by_patient[patient_id]].append((number, kind, verdict, text))
+    return letters
+
+
 def run_corpus(*, admin_client, client) -> list[Outcome]:
     data = corpus()
     rows = data["rows"]
@@ -156,46 +239,12 @@ def run_corpus(*, admin_client, client) -> list[Outcome]:
     ClientPatient.objects.bulk_create([ClientPatient(client=pharmacy, patient=p) for p in patients.values()])
     outcomes = {row["id"]: Outcome(row) for row in rows}
 
-    # Dispensing first, every row through its path; a malformed row, once refused, is entered corrected.
-    entered = record_rows(rows, patients, admin_client=admin_client, client=client, secret=secret)
-    written = _written()
-    malformed = [row for row in rows if row["label"] == "malformed"]
-    for row in malformed:
-        outcome = outcomes[row["id"]]
-        outcome.refused_first, outcome.first_error = not entered[row["id"]].accepted, entered[row["id"]].error
-        outcome.written_after_refusal = written[row["patient_ref"]]
-    entered.update(record_rows([r for r in malformed if outcomes[r["id"]].refused_first
-                                and not outcomes[r["id"]].written_after_refusal], patients,
-                               admin_client=admin_client, client=client, secret=secret,
-                               entry_of=lambda row: row["corrected"]))
-    written = _written()
-    for row in rows:
-        outcome = outcomes[row["id"]]
-        result = entered[row["id"]]
-        outcome.accepted, outcome.error, outcome.via = result.accepted, result.error, result.via
-        outcome.written = written[row["patient_ref"]]
-
-    # Then the recalls arrive: their real records in one ingest, and the sweep that follows them.
-    records = [openfda_record(r["recall_number"], OPENFDA / r["snapshot"]) for r in data["recalls"]]
-    ingest_document({"results": records}, trigger="acceptance corpus")
-    numbers = [r["recall_number"] for r in data["recalls"]]
-    new_ids = list(Fact.objects.filter(kind=Fact.Kind.RECALL, attributes__recall_number__in=numbers)
-                   .values_list("id", flat=True))
-    sweep(fact_ids=new_ids)
+    _dispense(rows, patients, outcomes, admin_client=admin_client, client=client, secret=secret)
+    _recalls_arrive(data["recalls"])
 
     by_patient = {p.pk: ref for ref, p in patients.items()}
-    exposure = {}
-    for number in numbers:
-        for found in exposed_patients_for_recall(number):
-            ref = by_patient.get(found.patient.pk)
-            if ref is not None:
-                exposure[(ref, number)] = (found.match_class.value if found.match_class else None, found.rule)
-    letters = defaultdict(list)
-    for patient_id, number, kind, verdict, text in Correction.objects.values_list(
-            "patient_id", "recall_number", "kind", "new_verdict", "drafted_text"):
-        if patient_id in by_patient:
-            letters[by_patient[patient_id]].append((number, kind, verdict, text))
-
+    exposure = _exposure([r["recall_number"] for r in data["recalls"]], by_patient)
+    letters = _letters(by_patient)
     for row in rows:
         outcome = outcomes[row["id"]]
         ref, number = row["patient_ref"], row["recall"]
@@ -208,9 +257,7 @@ def run_corpus(*, admin_client, client) -> list[Outcome]:
             outcome.verdict = decision.verdict
             texts.append(decision.answer)
         for text in texts:
-            problems = sentence_problems_of(text)
-            if problems:
-                outcome.sentence_problems.extend(problems)
+            outcome.sentence_problems.extend(sentence_problems_of(text) or [])
         judge(outcome)
     return list(outcomes.values())
 
