@@ -306,6 +306,11 @@ class Recall:
             return set()
         return set(re.findall(r"[a-z]{4,}", self.subject))
 
+    def pack_ndcs(self) -> list[str]:
+        """Package NDCs of the recalled product: those its own text names, else those its facts carry
+        (openFDA's block lists every strength of a listing, also those not recalled)."""
+        return self.printed_ndcs() or self.printed_ndcs(self.products)
+
     def printed_ndcs(self, products=None) -> list[str]:
         return sorted(n for p in (products if products is not None else self.named) for n in self.printed.get(p, []))
 
@@ -436,7 +441,7 @@ def choose(recalls: list[Recall], seed: int) -> Choice:
     repack_sources = defaultdict(list)  # subject -> (printed NDC, strength, record) of repackagers' packs
     for recall in recalls:
         if REPACKAGER.search(recall.raw.get("recalling_firm") or "") and recall.subject in ABBREVIATIONS:
-            for ndc in recall.printed_ndcs(recall.products):
+            for ndc in recall.pack_ndcs():
                 repack_sources[recall.subject].append((ndc, recall.strength, recall.number))
     makers = [r for r in named_ndc if r.number not in taken and r.subject in ABBREVIATIONS and r.strength
               and not REPACKAGER.search(r.raw.get("recalling_firm") or "")
@@ -875,7 +880,7 @@ def _all_lots_ndc(b: Builder, choice: Choice):
     recalls = choice.by_class["all_lots_ndc"]
     for i in range(HOLDER_ROWS[klass]):
         recall = recalls[i % len(recalls)]
-        printed = b.rng.choice(recall.printed_ndcs(recall.products))
+        printed = b.rng.choice(recall.pack_ndcs())
         listed = choice.pools["own_lots"].get(recall.number) or []
         lot = b.rng.choice(listed)[0] if listed and b.rng.random() < 0.5 else _far_lot(
             choice.pools["lots"], [x for x, _ in listed], b.rng)
@@ -931,7 +936,7 @@ def _windows(b: Builder, choice: Choice, *, inside: bool):
     recalls = choice.by_class["window"]
     for i in range(count):
         recall = recalls[i % len(recalls)]
-        printed = b.rng.choice(recall.printed_ndcs(recall.products))
+        printed = b.rng.choice(recall.pack_ndcs())
         lot = _far_lot(choice.pools["lots"], [x for x, _ in choice.pools["own_lots"].get(recall.number, [])], b.rng)
         dispensed, expiry, where = _window_dates(b, recall, inside)
         drug, name_shape = b.name(recall)
@@ -973,7 +978,7 @@ def decoys(b: Builder, choice: Choice):
         expiry = b.pack_expiry(dispensed, lot_exp)
         drug, name_shape = b.name(source)
         entry = {"drug": drug, "dispensed_at": dispensed.isoformat(), "lot": lot_text}
-        printed = b.rng.choice(ndc_of.printed_ndcs(ndc_of.products)) if ndc_of else None
+        printed = b.rng.choice(ndc_of.pack_ndcs()) if ndc_of else None
         if printed:
             entry["ndc"], ndc_shape = b.ndc_text(printed)
         else:
