@@ -612,9 +612,12 @@ class Builder:
             return f"{family}/held-out-{sorted(HELD_OUT[family]).index(form) + 1}"
         return f"{family}:{form}"
 
-    def expiry_shape(self, lot: str, expiry: date) -> tuple[str, str, bool]:
+    def expiry_shape(self, lot: str, expiry: date, *, four_digit_year=False) -> tuple[str, str, bool]:
+        """The lot and its expiry in one field. `four_digit_year`: only forms whose reading cannot be
+        disputed ("05/26" may be read as the 26th of May), for rows whose label hangs on the expiry."""
         join, held_join, _ = self._pick("expiry_join", EXPIRY_JOINS)
-        form, held_form, _ = self._pick("expiry_form", EXPIRY_FORMS)
+        forms = [f for f in EXPIRY_FORMS if "YYYY" in f] if four_digit_year else EXPIRY_FORMS
+        form, held_form, _ = self._pick("expiry_form", forms)
         text = join.replace("{L}", lot).replace("{E}", _expiry_forms(expiry)[form])
         held = held_join or held_form
         shape = " + ".join([self._shape_id("expiry_join", join, held_join), self._shape_id("expiry_form", form,
@@ -948,7 +951,7 @@ def _windows(b: Builder, choice: Choice, *, inside: bool):
             entry.update(scan=b.scan_for(printed, lot, expiry), lot="", ndc=printed)
             shape = "expiry in the scan"
         elif recall.expiry_window and b.rng.random() < 0.35:
-            entry["lot"], shape, held = b.expiry_shape(lot, expiry)
+            entry["lot"], shape, held = b.expiry_shape(lot, expiry, four_digit_year=True)
             shape = f"expiry in the lot field ({shape})"
         else:
             entry.update(lot=lot, expiry=expiry.isoformat())
