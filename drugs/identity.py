@@ -324,19 +324,22 @@ _TRUNCATED_MIN = 5  # "losart" stands for "losartan"; "los" stands for nothing
 
 
 def _naming_words(text: str) -> list[str]:
-    return _alphabetic((text[len(PRODUCT_PREFIX):] if is_product_key(text) else " ".join(product_words(text))).split())
+    """The naming words of a product text or key that can tell one product from another: alphabetic,
+    three letters or more, no category word."""
+    words = (text[len(PRODUCT_PREFIX):] if is_product_key(text) else " ".join(product_words(text))).split()
+    return [word for word in _alphabetic(words) if word not in _CATEGORY_WORDS]
 
 
 def distinctive_first_word(text: str) -> str:
-    """The first naming word of a product text or key when it can stand for the product (not a category
-    word such as "hand"), else "": what a product key of the same product starts with."""
+    """The first naming word of a product text or key that can stand for the product (not a category word
+    such as "hand" or "ultra"), else ""."""
     words = _naming_words(text)
-    return words[0] if words and words[0] not in _CATEGORY_WORDS else ""
+    return words[0] if words else ""
 
 
 def texts_agree(a: str, b: str) -> bool:
-    """Do two product texts (or product keys) name the same product? Their first naming words are the
-    same (or one is the other cut short, as pharmacy systems print names: "losart" / "losartan"), the
+    """Do two product texts (or product keys) name the same product? Their first distinctive naming
+    words are the same (or one is the other cut short, as pharmacy systems print names: "losart" / "losartan"), the
     first naming word of one is a word of the other (a brand typed after its maker's name: "Boiron
     Arnicare" / "Arnicare Arnica Montana"), or they share two naming words. Category words that many
     products carry ("hand", "sanitizer", "sterile", "homeopathic") never count. Used only with an exact
@@ -345,17 +348,15 @@ def texts_agree(a: str, b: str) -> bool:
     words_a, words_b = _naming_words(a), _naming_words(b)
     if not words_a or not words_b:
         return False
-    first_a = words_a[0] if words_a[0] not in _CATEGORY_WORDS else ""
-    first_b = words_b[0] if words_b[0] not in _CATEGORY_WORDS else ""
-    if first_a and first_b:
-        if first_a == first_b:
-            return True
-        shorter, longer = sorted((first_a, first_b), key=len)
-        if len(shorter) >= _TRUNCATED_MIN and longer.startswith(shorter):
-            return True
+    first_a, first_b = words_a[0], words_b[0]
+    if first_a == first_b:
+        return True
+    shorter, longer = sorted((first_a, first_b), key=len)
+    if len(shorter) >= _TRUNCATED_MIN and longer.startswith(shorter):
+        return True
     if (len(first_a) >= 4 and first_a in words_b) or (len(first_b) >= 4 and first_b in words_a):
         return True
-    return len((set(words_a) & set(words_b)) - _CATEGORY_WORDS) >= 2
+    return len(set(words_a) & set(words_b)) >= 2
 
 
 def readable(key: str) -> str:

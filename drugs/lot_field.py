@@ -38,6 +38,8 @@ from .dates import MONTH_NUMBERS
 from .gs1 import GROUP_SEPARATOR, SEPARATOR_SUBSTITUTES, ScanError, parse_scan
 from .lots import canonical_lot, printed_lot
 
+VISIBLE_GROUP_SEPARATOR = SEPARATOR_SUBSTITUTES[0]  # U+241D, a substitute drugs.gs1 reads as GS
+
 MAX_ALTERNATIVES = 24  # a lot field of ~8 tokens gives at most 36 runs; more means it is not one pack's lot
 _MIN_ALTERNATIVE = 3  # shorter tokens ("A", "12") are suffixes and sizes, not lots
 _MAX_RUN = 4  # tokens joined into one alternative
@@ -119,7 +121,7 @@ _SERIAL = re.compile(rf"{_START}{_SERIAL_WORD}\s*[:.#=\-]?\s*(?P<serial>[A-Z0-9]
 _NDC_IN_FIELD = re.compile(rf"{_START}{_NDC_WORD}\s*[:.#=\-]?\s*(?P<ndc>\d[\d\-]{{8,13}}\d){_END}")
 
 # Words that say "the lot follows": always taken off (as drugs.lots.canonical_lot does).
-_LOT_WORD = re.compile(r"^(?:LOT|LOTE|LOTS|BATCH|BATCH\s*NO|CH\.?-?B\.?)\s*(?:NO\.?|NUMBER|NUM|#|:|\.)*\s*(?=\S)")
+_LOT_WORD = re.compile(r"^(?:LOT|LOTE|LOTS|BATCH|BATCH\s*NO|B/N|CH\.?-?B\.?)\s*(?:NO\.?|NUMBER|NUM|#|:|\.)*\s*(?=\S)")
 _AI_LOT = re.compile(r"^\(10\)\s*")
 # Short markers that may also begin a lot ("L12345"): taken off only with punctuation or a space after
 # them, and the field with them stays an alternative.
@@ -288,8 +290,9 @@ _WORD_INSIDE = re.compile(r"(?i)LOT|BATCH|EXP|EXD|BUD")
 @functools.lru_cache(maxsize=65536)
 def read_lot_field(text: str) -> LotField:
     """Read one lot field as entered (see the module docstring). Pure: remembered per text, since a row
-    is read when it is validated and again when it is saved."""
-    raw = (text or "").strip()
+    is read when it is validated and again when it is saved. The text kept shows a scanner's group
+    separator as its visible symbol (U+241D), which the GS1 reader takes as the separator too."""
+    raw = (text or "").strip(" \t\r\n").replace(GROUP_SEPARATOR, VISIBLE_GROUP_SEPARATOR)
     if _PLAIN_LOT.fullmatch(raw) and not _WORD_INSIDE.search(raw):
         return LotField(text=raw, lot=raw.upper(), printed=raw.upper())
     field = _normalised(raw)

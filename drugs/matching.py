@@ -220,7 +220,10 @@ def explain(fact, dispensing) -> Found | None:
             return Found(MatchClass.PROBABLE, "same product name and lot, another labeler's NDC (repackaged?)")
         if exact and shared and not other_product:
             return Found(MatchClass.PROBABLE, "shares an ingredient with the recalled product, same lot")
-        if inside and (same_product or listed_only or same_drug or same_text or (shared and not other_product)):
+        if exact and shared:
+            return Found(MatchClass.PROBABLE, "shares an ingredient with the recalled product, same lot, another "
+                                              "labeler's NDC (repackaged?)")
+        if inside and (same_product or listed_only or same_drug or same_text or shared):
             return Found(MatchClass.PROBABLE, f"the recalled lot {printed_lot(fact.lot)} is written inside the lot "
                                               f"field as recorded ({dispensing.lot})")
         if near and (same_product or listed_only):

@@ -12,8 +12,16 @@ every decision whose dispensing has that lot or a near miss of it whatever the n
 pack, a product the vocabulary cannot name, a lot typed with a zero for an O). It only triggers a
 re-decision; drugs.matching decides whether the recall applies. Lots in scopes are canonical
 (drugs.lots.canonical_lot), on both sides.
+
+A product the vocabulary cannot name is keyed by its text (drugs.identity.product_key), which a recall
+of it rarely shares (its subject may be an ingredient; its text another wording). So a recall also
+carries `name:<word>` scopes, the first distinctive naming word of each product name it prints, and a
+dispensing keyed by its product text rests on the first distinctive word of that text: at the drug
+level for an all-lots recall, and at ANY_LOT for a recall of some lots and a pack whose lot was not
+recorded. drugs.matching compares the texts (drugs.identity.texts_agree).
 """
 
+from .identity import distinctive_first_word, is_product_key
 from .lots import canonical_lot, near_lot_key, near_lot_keys
 
 DRUG_LEVEL = "*"
@@ -23,22 +31,33 @@ ANY_LOT = "?"
 
 
 NEAR_LOT = "lot:~"
+NAME = "name:"
 
 
 def _lot_part(lot) -> str:
     return canonical_lot(lot) if lot else DRUG_LEVEL
 
 
-def fact_scopes(subject: str, lot: str | None, ndc_products=()) -> list[str]:
+def name_words(texts) -> list[str]:
+    """The first distinctive naming word of each product text or key (drugs.identity), sorted, unique."""
+    return sorted({distinctive_first_word(text) for text in texts if text} - {""})
+
+
+def fact_scopes(subject: str, lot: str | None, ndc_products=(), names=()) -> list[str]:
     """Scopes of a fact: (drug identity, lot) and (NDC product, lot) for each product it names;
-    drug-level facts (no lot: "all lots", no lot named, labels) use the drug-level marker."""
+    drug-level facts (no lot: "all lots", no lot named, labels) use the drug-level marker. `names`: the
+    product texts it prints (recall_terms.product_names), as `name:` scopes (module docstring)."""
     part = _lot_part(lot)
     keys = ([f"drug:{subject}"] if subject else []) + [
         f"ndc:{product}" for product in sorted(set(ndc_products or ())) if product]
     scopes = [f"{key}|{part}" for key in keys]
+    words = name_words([*names, subject] if is_product_key(subject) else names)
     if lot:
         scopes.extend(f"{key}|{ANY_LOT}" for key in keys)
         scopes.extend(f"{NEAR_LOT}{near}" for near in sorted(near_lot_keys(lot)))
+        scopes.extend(f"{NAME}{word}|{ANY_LOT}" for word in words)
+    else:
+        scopes.extend(f"{NAME}{word}|{DRUG_LEVEL}" for word in words)
     return scopes
 
 
@@ -58,6 +77,10 @@ def dispensing_scopes(drug: str, lot: str | None, ndc_product: str | None = None
     if lot:
         scopes.append(f"{NEAR_LOT}{near_lot_key(lot)}")
         scopes.extend(sorted({f"{NEAR_LOT}{near_lot_key(other)}" for other in alternatives or ()} - set(scopes)))
+    if is_product_key(drug) and (word := distinctive_first_word(drug)):
+        scopes.append(f"{NAME}{word}|{DRUG_LEVEL}")
+        if not lot:
+            scopes.append(f"{NAME}{word}|{ANY_LOT}")
     return scopes
 
 

@@ -28,6 +28,7 @@ from django.utils import timezone
 from psycopg import pq
 
 from core.retry import retry_conflicts, run_in_transaction
+from drugs import recall_terms
 from drugs.scopes import claim_ndc_products, fact_scopes
 from memory.embeddings import VectorCache, get_provider, to_sql_vector
 from memory.models import Decision, Fact
@@ -83,7 +84,8 @@ class Claim:
         """What this fact can touch (drugs.scopes); derived from hashed content, so not hashed itself."""
         if self.kind not in ("recall", "label"):
             return []
-        return fact_scopes(self.subject, self.lot or None, claim_ndc_products(self.attributes))
+        return fact_scopes(self.subject, self.lot or None, claim_ndc_products(self.attributes),
+                           recall_terms.product_names(self) if self.kind == "recall" else ())
 
 
 @dataclass

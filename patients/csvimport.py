@@ -65,7 +65,7 @@ _LIMITS = {
     **{name: patient_import.LIMITS[name] for name in patient_import.PATIENT_COLUMNS},
 }
 # A scanner's group separator (ASCII 29) is data in the scan column; everywhere else it is a stray control.
-_ALLOWED_CONTROLS = {"scan": GROUP_SEPARATOR}
+_ALLOWED_CONTROLS = {"scan": GROUP_SEPARATOR, "lot": GROUP_SEPARATOR}
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}", re.ASCII)
 _DATETIME = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?(Z|[+-]\d{2}(:?\d{2})?)?", re.ASCII)
 _WHOLE_NUMBER = re.compile(r"[0-9]+", re.ASCII)

@@ -10,6 +10,7 @@ from django.db import models, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from drugs.gs1 import GROUP_SEPARATOR
 from drugs.identity import PRODUCT_SOURCE, UNRESOLVED, identity_key, is_product_key, product_key
 from drugs.lot_field import read_lot_field
 from drugs.lots import near_lot_key
@@ -114,11 +115,12 @@ class Patient(models.Model):
             raise ValidationError(errors)
 
 
-def plain_text_errors(instance, names) -> dict[str, str]:
-    """Per field, why its text is refused (control or bidi characters, patients.text), or nothing."""
+def plain_text_errors(instance, names, allowed: dict | None = None) -> dict[str, str]:
+    """Per field, why its text is refused (control or bidi characters, patients.text), or nothing.
+    `allowed`: per field, control characters that are data there."""
     errors = {}
     for name in names:
-        if reason := text_problem(str(getattr(instance, name) or "")):
+        if reason := text_problem(str(getattr(instance, name) or ""), allowed=(allowed or {}).get(name, "")):
             errors[name] = f"This value {reason}"
     return errors
 
@@ -388,9 +390,13 @@ class DispensingRecord(models.Model):
         super().clean_fields(exclude=exclude)
 
     TEXT_FIELDS = ("drug", "product_description", "lot", "serial", "site")
+    # A scanner's group separator (ASCII 29) in a lot field is data: a GS1 element string scanned into
+    # it (drugs.lot_field reads it; the text kept shows it as a visible symbol).
+    ALLOWED_CONTROLS = {"lot": GROUP_SEPARATOR}
 
     def clean(self):
-        errors = plain_text_errors(self, self.TEXT_FIELDS)  # before normalise() strips what it cannot keep
+        # Before normalise() strips what it cannot keep.
+        errors = plain_text_errors(self, self.TEXT_FIELDS, self.ALLOWED_CONTROLS)
         try:
             self.normalise()
         except ValidationError as exc:

@@ -142,8 +142,14 @@ def apply_scan(scan: Scan, entered: Entered) -> tuple[ScanFill, dict[str, str]]:
             errors["lot_unknown"] = f"The scan reads lot {scan.lot}: untick 'lot unknown'."
         elif not entered.lot:
             lot = scan.lot
-        elif read_lot_field(entered.lot).lot != canonical_lot(scan.lot):  # "3069020 EXP 05/26" typed is lot 3069020
-            errors["lot"] = f"The scan reads lot {scan.lot} but {entered.lot} was typed: which is on the pack?"
+        else:
+            # "3069020 EXP 05/26" typed is lot 3069020; a field read with doubt ("3069020 - 0526") agrees
+            # when the scanned lot is one of its readings, and the barcode then settles which.
+            typed = read_lot_field(entered.lot)
+            if canonical_lot(scan.lot) in typed.alternatives:
+                lot = scan.lot
+            elif typed.lot != canonical_lot(scan.lot):
+                errors["lot"] = f"The scan reads lot {scan.lot} but {entered.lot} was typed: which is on the pack?"
     expiry = entered.expiry
     if scan.expiry:
         if entered.expiry is None:

@@ -101,10 +101,12 @@ def exposed_patients(fact: Fact, *, candidates: bool = True, unless_standing_on=
 
 
 def named_product_rows(facts) -> Q:
-    """Rows of a product the vocabulary cannot name whose product text begins as one of these recalls'
-    does: its subject's first word when the subject is a product text, and the first distinctive word of
-    each product name it prints (a brand typed at the till while the recall was reduced to an
-    ingredient). drugs.matching then compares the texts."""
+    """Rows of a product the vocabulary cannot name (keyed by its text, `product:...`) whose text begins
+    as one of these recalls' does, or holds its first distinctive word ("product:ultra armor" for a recall
+    of "ULTRA ARMOR"): its subject's first word when the subject is a product text, and the first
+    distinctive word of each product name it prints (a brand typed at the till while the recall was
+    reduced to an ingredient). drugs.matching then compares the texts. Only product-text rows are read
+    (a range of the drug index), never rows named by ingredients."""
     words = set()
     for fact in facts:
         if is_product_key(fact.subject) and product_words(fact.subject):
@@ -112,7 +114,8 @@ def named_product_rows(facts) -> Q:
         words.update(distinctive_first_word(name) for name in recall_terms.product_names(fact))
     named = Q(pk__in=[])
     for word in sorted(words - {""}):
-        named |= Q(drug__startswith=f"{PRODUCT_PREFIX}{word}")
+        named |= Q(drug__startswith=f"{PRODUCT_PREFIX}{word}") | \
+            (Q(drug__startswith=PRODUCT_PREFIX) & Q(drug__contains=f" {word}"))
     return named
 
 

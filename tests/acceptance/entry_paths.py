@@ -105,6 +105,10 @@ def _post(client, path: str, body: dict, secret: str, content_type: str) -> Ente
         problem = response.json()
     except ValueError:
         return Entered(False, f"HTTP {response.status_code}")
+    if problem.get("resourceType") == "OperationOutcome":  # the FHIR endpoints refuse in FHIR's own terms
+        issues = problem.get("issue") or []
+        details = "; ".join(f"{', '.join(i.get('expression') or [])}: {i.get('diagnostics', '')}" for i in issues)
+        return Entered(False, f"HTTP {response.status_code} {details}".strip())
     details = "; ".join(f"{e.get('field')}: {e.get('message')}" for e in problem.get("errors") or [])
     return Entered(False, f"HTTP {response.status_code} {problem.get('title', '')} {problem.get('detail', '')} "
                           f"{details}".strip())

@@ -36,6 +36,7 @@ from ask.models import ApiClient, ClientPatient
 from ask.services import ask
 from corrections.models import Correction
 from corrections.sweep import sweep
+from drugs.matching import Found, MatchClass
 from memory.models import Fact
 from patients.models import DispensingRecord, Patient
 from patients.services import exposed_patients_for_recall
@@ -53,14 +54,12 @@ def corpus() -> dict:
     return json.loads(CORPUS.read_text())
 
 
-def sentence_problems_of(text: str) -> list[str] | None:
-    """The sentence checker's problems with a patient-facing text, or None while the tree has no checker
-    (tests/sentences.py: sentence_problems). The one place that calls it."""
-    try:
-        from tests.sentences import sentence_problems
-    except ImportError:
-        return None
-    return list(sentence_problems(text))
+def sentence_problems_of(text: str, *, verdict: str, found, fact, patient) -> list[str]:
+    """The sentence checker's problems with a patient-facing text (tests/sentences.py), judged against
+    the match that was found for this patient and recall. The one place that calls it."""
+    from tests.sentences import sentence_problems
+
+    return list(sentence_problems(text, verdict=verdict, found=found, fact=fact, patient=patient))
 
 
 # --- the corpus itself (no database) --------------------------------------------------------------
@@ -209,15 +208,20 @@ def _recalls_arrive(recalls: list[dict]) -> None:
 
 
 def _exposure(numbers, by_patient) -> dict:
-    """(patient ref, recall number) -> (strongest match class, its rule)."""
+    """(patient ref, recall number) -> (strongest match class, its rule, the fact it matched)."""
     found = {}
     for number in numbers:
         for exposure in exposed_patients_for_recall(number):
             ref = by_patient.get(exposure.patient.pk)
             klass = exposure.match_class.value if exposure.match_class else None
-            if ref is not None and STRENGTH[klass] >= STRENGTH[found.get((ref, number), (None, ""))[0]]:
-                found[(ref, number)] = (klass, exposure.rule)
+            if ref is not None and STRENGTH[klass] >= STRENGTH[found.get((ref, number), (None, "", None))[0]]:
+                found[(ref, number)] = (klass, exposure.rule, exposure.fact)
     return found
+
+
+def _any_fact(number):
+    return (Fact.objects.believed().filter(kind=Fact.Kind.RECALL, attributes__recall_number=number)
+            .order_by("id").first())
 
 
 def _letters(by_patient) -> dict:
@@ -248,16 +252,19 @@ def run_corpus(*, admin_client, client) -> list[Outcome]:
     for row in rows:
         outcome = outcomes[row["id"]]
         ref, number = row["patient_ref"], row["recall"]
-        outcome.match_class, outcome.rule = exposure.get((ref, number), (None, ""))
+        outcome.match_class, outcome.rule, fact = exposure.get((ref, number), (None, "", None))
+        found = Found(MatchClass(outcome.match_class), outcome.rule) if outcome.match_class else None
+        fact = fact or _any_fact(number)
         outcome.letters = [(kind, verdict) for n, kind, verdict, _ in letters[ref] if n == number]
         outcome.other_letters = sorted({n for n, *_ in letters[ref] if n != number})
-        texts = [text for n, _, _, text in letters[ref] if n == number]
+        texts = [(verdict, text) for n, _, verdict, text in letters[ref] if n == number]
         if outcome.judged_as == "holder" and outcome.written:
             decision = ask(patients[ref], row["question"])
             outcome.verdict = decision.verdict
-            texts.append(decision.answer)
-        for text in texts:
-            outcome.sentence_problems.extend(sentence_problems_of(text) or [])
+            texts.append((decision.verdict, decision.answer))
+        for verdict, text in texts:
+            outcome.sentence_problems.extend(
+                sentence_problems_of(text, verdict=verdict, found=found, fact=fact, patient=patients[ref]))
         judge(outcome)
     return list(outcomes.values())
 
@@ -315,8 +322,7 @@ def report(outcomes: list[Outcome]) -> str:
     lines = []
     holders = [o for o in outcomes if o.judged_as == "holder"]
     decoys = [o for o in outcomes if o.judged_as == "decoy"]
-    checker = "present" if sentence_problems_of("Your medicine is fine.") is not None else (
-        "absent (hook: sentence_problems_of in this module)")
+    checker = "tests/sentences.py"
     failing = [o for o in outcomes if o.failures]
     lines.append(f"Long-tail corpus: {len(outcomes)} rows ({len(holders)} holders incl. corrected malformed rows, "
                  f"{len(decoys)} decoys) over {len(corpus()['recalls'])} real recalls; sentence checker {checker}; "
