@@ -26,7 +26,7 @@ from drugs.recall_terms import is_active, recall_number
 from memory.models import Decision, Fact
 from patients.models import Patient
 
-from . import faults
+from . import faults, staleness
 from .models import Correction
 from .recall_letters import (
     AFFECTED,
@@ -210,21 +210,42 @@ def settle_recall(check: RecallCheck, decider, run, report: SweepReport, *, dry_
                        .defer("trigger_fact__embedding", "previous_fact__embedding").order_by("id")):
             letters.setdefault(letter.patient_id, []).append(letter)
         unexposed = Patient.objects.in_bulk([pid for pid in chunk if (pid, check.number) not in found])
+        answers = standing_answers(found.values())
         for patient_id in chunk:
             situation = found.get((patient_id, check.number))
             patient = situation.patient if situation is not None else unexposed.get(patient_id)
             if patient is None:
                 continue
-            _settle_one(check, situation, patient, letters.get(patient_id, []), decider, run, report,
-                        dry_run=dry_run, notice_no=notice_no)
+            _settle_one(check, situation, patient, letters.get(patient_id, []), answers.get(patient_id), decider,
+                        run, report, dry_run=dry_run, notice_no=notice_no)
 
 
-def _settle_one(check, situation, patient, letters, decider, run, report, *, dry_run, notice_no):
+def standing_answers(found) -> dict[int, Decision]:
+    """patient id -> their latest standing decision about the medicine a situation matched, when it
+    is not stale: the answer they read in the app, which is the decision now (a notice says it again,
+    reviewed, without deciding it twice). Two queries for a chunk of patients."""
+    wanted = {(s.patient.pk, notice_question(s.rows)[1]) for s in found}
+    subjects = {subject for _pid, subject in wanted if subject}
+    if not subjects:
+        return {}
+    latest: dict[int, Decision] = {}
+    for decision in (Decision.objects.standing().filter(patient_id__in=sorted({pid for pid, _s in wanted}),
+                                                         subject__in=sorted(subjects))
+                     .only("id", "patient_id", "subject", "verdict", "answer").order_by("id")):
+        if (decision.patient_id, decision.subject) in wanted:
+            latest[decision.patient_id] = decision
+    reasons = staleness.stale_reasons([d.id for d in latest.values()])
+    return {pid: d for pid, d in latest.items() if not reasons[d.id]}
+
+
+def _settle_one(check, situation, patient, letters, answer, decider, run, report, *, dry_run, notice_no):
     outcome = None
     corrected = any(c.kind == Correction.Kind.CORRECTION and c.status in PENDING for c in letters)
     if situation is not None and not corrected:  # a pending correction tells them, whatever the verdict
-        question, subject = notice_question(situation.rows)
-        outcome, _shared = decider.decide(patient, question, subject or situation.strongest.fact.subject)
+        outcome = answer
+        if outcome is None:
+            question, subject = notice_question(situation.rows)
+            outcome, _shared = decider.decide(patient, question, subject or situation.strongest.fact.subject)
     previous = check.previous.get(situation.strongest.fact.id) if situation is not None else None
     todo = plan(situation, outcome.verdict if outcome is not None else "", letters, previous=previous)
     if not todo.stale and not todo.draft:

@@ -13,11 +13,12 @@ A patient's letters about a recall (Correction.recall_number), and what each mea
   pending  draft or approved. A pending correction belongs to its decision, whose re-decision keeps
            it current: while there is one, the patient needs no notice about its recall. A pending
            notice covers the patient only while it says what would be drafted now: the same fact
-           versions (believed ones only), the same packs, verdict and match class. Otherwise it is
-           staled, and in the same transaction replaced while the patient is still owed a letter.
+           versions (believed ones only), verdict and match class. Otherwise it is staled, and in the
+           same transaction replaced while the patient is still owed a letter.
   heard    sent, or rejected by a pharmacist (their call stands until something is news). Covers
-           unless the situation is news to the patient: a graver class or a reopened recall
-           (still_news), a graver verdict, or a pack the letter did not name.
+           unless the situation is news to the patient: a graver verdict, a graver class or a
+           reopened recall (still_news), or a lot of the recall the letter did not name (another
+           pack; a second fill of a lot it named is not news).
   stale    never heard: ignored.
 A patient no longer exposed, or no longer found affected, has their pending notices staled and gets
 none. A recall already closed when we first learned of it owes no letter by itself (a history load
@@ -32,7 +33,7 @@ from drugs import recall_terms
 from drugs.matching import CERTAINTY_RANK, explain
 from drugs.recall_terms import is_active, severity
 from drugs.scopes import dispensing_scopes
-from memory.models import Decision, Fact
+from memory.models import Decision, DecisionRead, Fact
 from patients.models import DispensingRecord
 
 from .drafting import notice_text
@@ -108,10 +109,6 @@ class Situation:
     @property
     def fact_ids(self) -> list[int]:
         return sorted(m.fact.id for m in self.matched)
-
-    @property
-    def row_ids(self) -> set[int]:
-        return {row.id for m in self.matched for row in m.rows}
 
     @property
     def rows(self) -> list:
@@ -212,31 +209,40 @@ def _cause(letter: Correction) -> Fact | None:
     return letter.trigger_fact or letter.previous_fact
 
 
-def _named(letter: Correction) -> tuple[set[int], set[int] | None]:
-    """(fact ids, dispensing ids) a letter names; None for the rows of a letter that covers every pack
-    (a correction, or a notice drafted before notices named their packs)."""
+def _named_keys(letter: Correction) -> set[str]:
+    """The recall's facts (by key: any version of the same lot) a letter told the patient about: the
+    lots a notice named; for a correction, those its new answer rested on (it answers for the whole
+    medicine: every lot of the recall on the patient's packs)."""
     if letter.kind == Correction.Kind.NOTICE and letter.matched_lots:
-        return ({entry["fact"] for entry in letter.matched_lots},
-                {row for entry in letter.matched_lots for row in entry.get("dispensing", ())})
-    return {letter.trigger_fact_id} - {None}, None
+        return {entry["fact_key"] for entry in letter.matched_lots}
+    if letter.kind == Correction.Kind.CORRECTION and letter.new_decision_id:
+        keys = set(DecisionRead.objects.filter(decision_id=letter.new_decision_id, load_bearing=True,
+                                               fact_key__startswith=recall_terms.key_prefix(letter.recall_number))
+                   .values_list("fact_key", flat=True))
+        if keys:
+            return keys
+    cause = _cause(letter)
+    return {cause.fact_key} if cause is not None else set()
 
 
 def covers(notice: Correction, situation: Situation, verdict: str) -> bool:
-    """A pending notice says what would be drafted now (see the module docstring)."""
-    facts, rows = _named(notice)
+    """A pending notice says what would be drafted now: the same fact versions, verdict and match class
+    (a second fill of a lot it names changes nothing it says)."""
+    named = ({entry["fact"] for entry in notice.matched_lots} if notice.matched_lots
+             else {notice.trigger_fact_id} - {None})
     return (notice.new_verdict == verdict and notice.match_class == situation.match_class
-            and facts == set(situation.fact_ids) and (rows is None or rows == situation.row_ids))
+            and named == set(situation.fact_ids))
 
 
 def is_news(heard: Correction, situation: Situation, verdict: str) -> bool:
-    """Whether the situation tells a patient who heard this letter something new."""
+    """Whether the situation tells a patient who heard this letter something new: a graver verdict, a
+    graver class or a reopened recall, or a lot of the recall the letter did not name (another pack)."""
     if GRAVITY.get(verdict, 0) > GRAVITY.get(heard.new_verdict, 0):
         return True
     cause = _cause(heard)
     if cause is None or any(still_news(cause, m.fact) for m in situation.matched):
         return True
-    _facts, rows = _named(heard)
-    return rows is not None and not situation.row_ids <= rows
+    return not {m.fact.fact_key for m in situation.matched} <= _named_keys(heard)
 
 
 def plan(situation: Situation | None, verdict: str, letters, *, previous: Fact | None = None) -> Plan:
@@ -250,16 +256,16 @@ def plan(situation: Situation | None, verdict: str, letters, *, previous: Fact |
         return Plan([(n, "the patient is no longer exposed to this recall") for n in notices])
     if corrections:  # whatever the verdict: the re-decision that keeps the correction current decides it
         told = corrections[-1]
-        return Plan([(n, f"the correction {told.public_id} about this recall tells the patient") for n in notices])
+        return Plan([(n, f"the correction #{told.pk} about this recall tells the patient") for n in notices])
     if verdict not in AFFECTED:
         return Plan([(n, "the decision logic no longer finds the patient affected by this recall")
                      for n in notices])
     kept = next((n for n in reversed(notices) if covers(n, situation, verdict)), None)
     if kept is not None:
-        return Plan([(n, f"superseded by notice {kept.public_id}") for n in notices if n is not kept])
+        return Plan([(n, f"superseded by notice #{kept.pk}") for n in notices if n is not kept])
     last = heard[-1] if heard else None
     if last is not None and not is_news(last, situation, verdict):
-        return Plan([(n, f"what the patient was last sent about this recall ({last.public_id}) still holds")
+        return Plan([(n, f"what the patient was last sent about this recall (#{last.pk}) still holds")
                      for n in notices])
     replaced = notices[-1] if notices else None
     baseline = replaced.previous_fact if replaced is not None else (_cause(last) if last is not None else previous)

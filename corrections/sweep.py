@@ -291,14 +291,14 @@ def sweep(*, fact_ids=None, patient_ids=None, trigger=SweepRun.Trigger.MANUAL, d
             # Every recall whose patients are looked at, known before the first is settled: every
             # exposed patient found affected ends with one reviewed letter about it (notices).
             checks = recall_checks(fact_ids, scope.patient_ids, by_facts=bool(scope.fact_ids or scope.everything))
-            total, done = sum(check.size for check in checks), 0
+            units, done = sum(check.size for check in checks), 0
             if notices_progress:
-                notices_progress(0, total)
+                notices_progress(0, units)
             for check in checks:
                 settle_recall(check, decider, run, notice_report, dry_run=dry_run, notice_no=notice_no)
                 done += check.size
                 if notices_progress:
-                    notices_progress(done, total)
+                    notices_progress(done, units)
             notice_report.reasoner_calls = decider.calls - calls_before
             if run is not None and notice_report.reasoner_calls:
                 save_run_progress(run, SweepReport(reasoner_calls=notice_report.reasoner_calls,
