@@ -195,7 +195,11 @@ def settle_recall(check: RecallCheck, decider, run, report: SweepReport, *, dry_
     """Bring every looked-at patient's letters about one recall in line (corrections.recall_letters):
     planned on what is read, then, only for a patient with something to do, re-planned and written in
     one transaction per patient with their letters locked."""
-    patient_ids = set(check.patient_ids)
+    # Whoever holds a pending notice about the recall: it may no longer say what holds (a correction
+    # drafted since tells them, a version changed, their packs changed).
+    patient_ids = set(check.patient_ids) | set(
+        Correction.objects.filter(kind=Correction.Kind.NOTICE, status__in=PENDING, recall_number=check.number)
+        .values_list("patient_id", flat=True))
     for fact in check.changed.values():
         patient_ids.update(patient.id for patient, *_ in exposed_patients_of(fact, who_never_asked=True))
     if check.changed:

@@ -30,6 +30,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from drugs import recall_terms
+from drugs.lots import canonical_lot
 from drugs.matching import CERTAINTY_RANK, explain
 from drugs.recall_terms import is_active, severity
 from drugs.scopes import dispensing_scopes
@@ -90,8 +91,10 @@ class Matched:
     rows: tuple
 
     def strength(self) -> tuple:
-        # The strongest first: the surest match, then the gravest class, then the oldest fact.
-        return CERTAINTY_RANK.get(self.klass, len(CERTAINTY_RANK)), -severity(self.fact), self.fact.id
+        # The strongest first: the surest match, the pack's own lot before a near miss of it, the
+        # gravest class, then the oldest fact.
+        exact = bool(self.fact.lot) and any(canonical_lot(row.lot) == canonical_lot(self.fact.lot) for row in self.rows)
+        return CERTAINTY_RANK.get(self.klass, len(CERTAINTY_RANK)), not exact, -severity(self.fact), self.fact.id
 
 
 @dataclass
