@@ -106,7 +106,8 @@ class CorrectionQuerySet(models.QuerySet):
 
 class Correction(models.Model):
     """A drafted message to one patient: a correction of an answer they were given, or a
-    proactive notice to someone exposed through their dispensing who never asked."""
+    proactive notice to someone exposed through their dispensing whom no correction tells (one
+    reviewed letter per patient and recall: corrections.recall_letters)."""
 
     class Kind(models.TextChoices):
         CORRECTION = "correction", "Correction"

@@ -162,6 +162,9 @@ class RecallCheck:
     changed: dict[int, Fact] = field(default_factory=dict)  # new or worse versions: their exposed patients
     previous: dict[int, Fact | None] = field(default_factory=dict)  # changed fact id -> the version before
     patient_ids: set[int] = field(default_factory=set)  # looked at whatever exposure says
+    # A fact of the recall changed: whoever holds a pending notice about it is looked at too (it may
+    # no longer say what holds). Not for a dispensing change: that concerns its own patients only.
+    facts_changed: bool = False
 
     @property
     def size(self) -> int:
@@ -182,8 +185,11 @@ def recall_checks(fact_ids=None, patient_ids=None, *, by_facts: bool) -> list[Re
             entry = check(recall_number(current))
             entry.changed[current.id] = current
             entry.previous.setdefault(current.id, previous)
+            entry.facts_changed = True
         for patient_id, number in pending_notices_to_review(fact_ids):
-            check(number).patient_ids.add(patient_id)
+            entry = check(number)
+            entry.patient_ids.add(patient_id)
+            entry.facts_changed = True
     if patient_ids:
         # Dispensing registered or corrected after a recall: the patient may never have asked.
         for patient_id, number in [*situations(patient_ids), *pending_notices_of(patient_ids)]:
@@ -195,11 +201,10 @@ def settle_recall(check: RecallCheck, decider, run, report: SweepReport, *, dry_
     """Bring every looked-at patient's letters about one recall in line (corrections.recall_letters):
     planned on what is read, then, only for a patient with something to do, re-planned and written in
     one transaction per patient with their letters locked."""
-    # Whoever holds a pending notice about the recall: it may no longer say what holds (a correction
-    # drafted since tells them, a version changed, their packs changed).
-    patient_ids = set(check.patient_ids) | set(
-        Correction.objects.filter(kind=Correction.Kind.NOTICE, status__in=PENDING, recall_number=check.number)
-        .values_list("patient_id", flat=True))
+    patient_ids = set(check.patient_ids)
+    if check.facts_changed:  # a pending notice may no longer say what holds, or a correction tells them now
+        patient_ids.update(Correction.objects.filter(kind=Correction.Kind.NOTICE, status__in=PENDING,
+                                                     recall_number=check.number).values_list("patient_id", flat=True))
     for fact in check.changed.values():
         patient_ids.update(patient.id for patient, *_ in exposed_patients_of(fact, who_never_asked=True))
     if check.changed:

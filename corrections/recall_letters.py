@@ -26,8 +26,12 @@ must not flood the review queue); once we have believed it active, closing it ch
 terminates a recall when the removal is complete, not because a dispensed pack became safe.
 """
 
+import operator
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import reduce
+
+from django.db.models import Q
 
 from drugs import recall_terms
 from drugs.lots import canonical_lot
@@ -155,6 +159,9 @@ def situations(patient_ids, recall_numbers=None) -> dict[tuple[int, str], Situat
     if not wanted:
         return {}
     facts = Fact.objects.believed().defer("embedding").filter(kind=Fact.Kind.RECALL, scopes__overlap=wanted)
+    if recall_numbers is not None:
+        facts = facts.filter(reduce(operator.or_, (Q(fact_key__startswith=recall_terms.key_prefix(number))
+                                                   for number in sorted(recall_numbers)), Q(pk__in=[])))
     by_scope = defaultdict(list)
     for fact in facts:
         number = recall_terms.recall_number(fact)
@@ -172,7 +179,10 @@ def situations(patient_ids, recall_numbers=None) -> dict[tuple[int, str], Situat
             entry[2].append(row)
             if CERTAINTY_RANK[how.klass] < CERTAINTY_RANK[entry[1].klass]:
                 entry[1] = how
-    owed = owed_recalls({number for _pid, number in found})
+    # A recall with an active fact here is owed; only one closed through and through asks its history.
+    active = {number for (_pid, number), per_fact in found.items()
+              if any(is_active(fact) for fact, _how, _rows in per_fact.values())}
+    owed = active | owed_recalls({number for _pid, number in found} - active)
     patients = {row.patient_id: row.patient for row in records}
     out = {}
     for (patient_id, number), per_fact in found.items():

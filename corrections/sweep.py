@@ -218,16 +218,17 @@ def page_size_default() -> int:
 def sweep(*, fact_ids=None, patient_ids=None, trigger=SweepRun.Trigger.MANUAL, dry_run=False, page_size=None,
           progress=None, notices=True, notices_progress=None, on_plan=None) -> SweepReport:
     """Sweep the stale set — all of it, or what changed facts (`fact_ids`: retracted and new
-    versions) and changed dispensing (`patient_ids`) touch — then draft notices for exposed patients
-    with no standing answer.
+    versions) and changed dispensing (`patient_ids`) touch — then settle the letters of the exposed
+    patients those changes reach: one reviewed letter per affected patient and recall (notices).
 
     The stale set is cut into key ranges that every sweep of the same scope claims in the database
     (corrections.sweep_claims): sweeps started at once, on one machine or many, share it, and a range
     whose sweep died is taken over. dry_run re-decides without writing anything (no decisions, drafts,
     run row or ranges) and returns a preview.
     progress: optional callable(n), called after each committed page with the decisions it re-decided.
-    notices_progress: optional callable(done, total): recall facts whose exposed patients who never
-    asked have been checked (and their notices committed), of how many; first called with done = 0.
+    notices_progress: optional callable(done, total): recall facts whose patients have been settled
+    (their notices committed), of how many (a recall looked at for its patients only counts one);
+    first called with done = 0.
     on_plan: optional callable(plan), called once when this sweep has cut and committed a new plan of
     ranges (corrections.sweep_claims.Plan): helpers queued there join a plan that exists.
     """
