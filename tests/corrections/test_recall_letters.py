@@ -102,6 +102,32 @@ def test_a_pending_notice_overtaken_by_an_escalation_after_the_patient_asked_giv
     assert f"correction #{correction.pk}" in notice.audit_events.get(action=AuditEvent.Action.STALE).note
 
 
+def test_a_pending_correction_whose_answer_comes_back_to_the_apps_is_replaced_by_a_notice(hashing_embeddings,
+                                                                                         no_auto_sweep):
+    assert_claim(recall_claim(RECALL, LOT))
+    patient = make_patient("SYN-BACK", [(VALSARTAN, LOT)])
+    assert ask(patient, "Is my valsartan safe?").verdict == "caution"
+    sweep()
+    [first] = _live(patient)  # the app's "caution" is not a reviewed letter: a notice says it
+    escalate()
+    sweep()
+    [correction] = _live(patient)
+    assert (correction.kind, correction.old_verdict, correction.new_verdict) == ("correction", "caution", "stop")
+    first.refresh_from_db()
+    assert first.status == "stale"
+
+    # Reclassified back to Class II before review: the answer is "caution" again, as the app said. The
+    # correction no longer holds; the patient still holds the recalled lot and has heard nothing reviewed.
+    assert_claim(recall_claim(RECALL, LOT), reason="reclassified to Class II")
+    report = sweep()
+
+    correction.refresh_from_db()
+    [notice] = _live(patient)
+    assert correction.status == "stale" and report.notices == 1
+    assert (notice.kind, notice.new_verdict, notice.replaces_id) == ("notice", "caution", correction.pk)
+    assert notice.audit_events.get().sweep_run_id == correction.audit_events.get(action="stale").sweep_run_id
+
+
 def test_an_escalation_that_moves_no_answer_replaces_the_pending_notice_of_a_patient_who_asked(hashing_embeddings,
                                                                                              no_auto_sweep):
     # D-0968-2018: a real Solco valsartan recall of every lot (drug level); a drug-level recall stays
