@@ -10,7 +10,7 @@ import hashlib
 
 from drugs.recall_terms import severity
 
-from . import audit
+from . import audit, transitions
 from .drafting import fact_diff, letter_subject
 from .models import AuditEvent, Correction, OutboxMessage
 
@@ -29,9 +29,10 @@ def draft_key(patient_id, subject, new_verdict, change: str) -> str:
     return dedupe_key("correction", patient_id, subject, new_verdict, change)
 
 
-def notice_key(patient_id, verdict, fact_id) -> str:
-    """One notice per patient, verdict and recall fact version."""
-    return dedupe_key("notice", patient_id, verdict, fact_id)
+def notice_key(patient_id, recall_number: str, verdict, fact_ids) -> str:
+    """One notice per patient and recall, for the verdict and the fact versions it names (every lot of
+    the recall their packs may match), however many of those facts a sweep examines."""
+    return dedupe_key("notice", patient_id, recall_number, verdict, ",".join(str(i) for i in sorted(fact_ids)))
 
 
 def coalesce(key: str, earlier_status, drafted: set, decision_id) -> tuple[str, bool]:
@@ -83,18 +84,35 @@ def drafted_event(correction: dict) -> tuple[dict, dict]:
 
 
 def write_draft(*, kind, patient, match, trigger, previous, old_decision, new_decision, old_verdict, old_answer,
-                new_verdict, new_answer, key, text, run, replaces=None, match_class="") -> Correction:
+                new_verdict, new_answer, key, text, run, replaces=None, match_class="", matched_lots=()) -> Correction:
     """One draft through the ORM: the Correction, its held message and the audit event, in the caller's
-    transaction."""
+    transaction. `matched_lots`: a notice's Correction.matched_lots."""
     values = correction_values(
         kind=kind, patient=patient, match=match, match_class=match_class, trigger=trigger, previous=previous,
         old_decision_id=old_decision.pk if old_decision else None,
         new_decision_id=new_decision.pk if new_decision else None, old_verdict=old_verdict,
         old_answer=old_answer, new_verdict=new_verdict, new_answer=new_answer, text=text, key=key,
         run_id=run.pk if run is not None else None, replaces_id=replaces.pk if replaces else None)
-    correction = Correction.objects.create(diff=fact_diff(previous, trigger), **values)
+    correction = Correction.objects.create(diff=fact_diff(previous, trigger), matched_lots=list(matched_lots),
+                                           **values)
     OutboxMessage.objects.create(correction=correction, **message_values(patient, values))
     before, after = drafted_event(values)
     audit.record(AuditEvent.Action.DRAFTED, by=SWEEP_ACTOR, correction=correction, decision=new_decision,
                  sweep_run=run, before=before, after=after)
     return correction
+
+
+def mark_stale(correction: Correction, *, run=None, note="") -> bool:
+    """Stale a draft before it is sent, in the caller's transaction (which also drafts its replacement
+    while the patient is still owed a letter: corrections.recall_letters). Returns False when its
+    message is already out of our hands."""
+    unsent = [OutboxMessage.Status.HELD, OutboxMessage.Status.READY]
+    cancelled = transitions.move(OutboxMessage, {"correction": correction}, unsent, OutboxMessage.Status.CANCELLED,
+                                 last_error="stale: superseded before sending")
+    has_message = OutboxMessage.objects.filter(correction=correction).exists()
+    if has_message and not cancelled:
+        return False
+    before = {"status": correction.status}
+    return transitions.move_row(correction, Correction.Status.STALE, event={
+        "action": AuditEvent.Action.STALE, "by": SWEEP_ACTOR, "correction": correction, "sweep_run": run,
+        "before": before, "after": {"status": Correction.Status.STALE}, "note": note})

@@ -106,7 +106,8 @@ class CorrectionQuerySet(models.QuerySet):
 
 class Correction(models.Model):
     """A drafted message to one patient: a correction of an answer they were given, or a
-    proactive notice to someone exposed through their dispensing who never asked."""
+    proactive notice to someone exposed through their dispensing whom no correction tells (one
+    reviewed letter per patient and recall: corrections.recall_letters)."""
 
     class Kind(models.TextChoices):
         CORRECTION = "correction", "Correction"
@@ -153,6 +154,12 @@ class Correction(models.Model):
     previous_fact = models.ForeignKey("memory.Fact", null=True, blank=True, on_delete=models.PROTECT,
                                       related_name="+", **HISTORY_REFERENCE)
     diff = models.JSONField(default=list, blank=True, help_text="[{field, before, after}] of the fact change.")
+    # A notice's packs and every fact of the recall they may be from, strongest first: one pack that
+    # may match several lots of one recall (a lot typed without the recall's "-1" is a near miss of
+    # both "-1" and "-2") gets one notice, whose words name the strongest (trigger_fact) and whose
+    # row names them all. Empty for a correction: its re-decision answers for the whole medicine.
+    matched_lots = models.JSONField(default=list, blank=True, help_text=(
+        "[{fact, fact_key, lot, match_class, rule, dispensing}] per recall fact the patient's packs may match."))
     drafted_text = models.TextField()
     final_text = models.TextField(blank=True)
     dedupe_key = models.CharField(max_length=64)  # unique: correction_dedupe_key (Meta.constraints)

@@ -14,7 +14,8 @@ from memory.retrieval import Retrieved
 from patients.selectors import attach_patients
 
 from .notices import exposed_patients_of, notice_question
-from .redecide import SharedDecider, SweepReport, worsened
+from .recall_letters import worsened
+from .redecide import SharedDecider, SweepReport
 
 
 class HypotheticalReasoner:

@@ -12,32 +12,12 @@ from drugs.recall_terms import is_active, severity
 from memory.models import Fact
 from recalls.selectors import prefetch as prefetch_texts
 
-from . import staleness, transitions
+from . import staleness
 from .drafting import correction_text
-from .drafts import SWEEP_ACTOR, coalesce, draft_key, write_draft
-from .models import AuditEvent, Correction, OutboxMessage, Redecision, SweepRun
+from .drafts import coalesce, draft_key, mark_stale, write_draft
+from .models import Correction, Redecision, SweepRun
+from .recall_letters import latest_version, settle, situations
 from .staleness import Scope
-
-
-def worsened(before: Fact | None, after: Fact | None) -> bool:
-    """A recall got worse for patients: more severe class, or back to active."""
-    if after is None or after.kind != Fact.Kind.RECALL or not is_active(after):
-        return False
-    if before is None or not is_active(before):
-        return True
-    return severity(after) > severity(before)
-
-
-def latest_version(fact: Fact) -> Fact | None:
-    """Follow superseded_by to the version believed now (None if the chain ends in a bare retraction)."""
-    current = fact
-    seen = 0
-    while current.retracted_at is not None:
-        if not current.superseded_by_id or seen > 1000:
-            return None
-        current = Fact.objects.defer("embedding").get(pk=current.superseded_by_id)
-        seen += 1
-    return current
 
 
 def question_key(question: str) -> str:
@@ -213,20 +193,6 @@ def pending_corrections(decision_ids, *, lock: bool) -> dict[int, Correction]:
     return {c.new_decision_id: c for c in found}
 
 
-def mark_stale(correction: Correction, *, replaced_by: Correction | None = None, run=None, note="") -> bool:
-    """Stale a draft before it is sent. Returns False when its message is already out of our hands."""
-    unsent = [OutboxMessage.Status.HELD, OutboxMessage.Status.READY]
-    cancelled = transitions.move(OutboxMessage, {"correction": correction}, unsent, OutboxMessage.Status.CANCELLED,
-                                 last_error="stale: superseded before sending")
-    has_message = OutboxMessage.objects.filter(correction=correction).exists()
-    if has_message and not cancelled:
-        return False
-    before = {"status": correction.status}
-    return transitions.move_row(correction, Correction.Status.STALE, event={
-        "action": AuditEvent.Action.STALE, "by": SWEEP_ACTOR, "correction": correction, "sweep_run": run,
-        "before": before, "after": {"status": Correction.Status.STALE}, "note": note})
-
-
 def change_token(trigger, previous, outcome) -> str:
     """What changed, for the dedupe key: the fact version believed now, a bare retraction, or the
     dispensing the new decision rests on."""
@@ -286,6 +252,10 @@ def redecide(decision, reasons, decider, run, report, *, dry_run, pending, lates
     from ask.services import record_outcome
 
     new_decision = record_outcome(outcome, patient=decision.patient, question=decision.question, replaces=decision)
+    drafted_about = None  # the recall of the correction that tells the patient of this change, if any
+    if changed:
+        drafted_about = ((trigger or previous).attributes or {}).get("recall_number", "") if (trigger or previous) \
+            else ""
     if changed and not coalesced:
         match_class = match_class_for(decision.patient, decision.subject,
                                       [r.fact for r in outcome.retrieved if r.fact.id in outcome.load_bearing_ids])
@@ -296,6 +266,8 @@ def redecide(decision, reasons, decider, run, report, *, dry_run, pending, lates
                      old_verdict=told_verdict, old_answer=told_answer, new_verdict=outcome.verdict,
                      new_answer=outcome.answer, key=key, text=text, run=run, replaces=replaced,
                      match_class=match_class)
+    if replaced is not None and replaced.recall_number and replaced.recall_number != drafted_about:
+        report.notices += replace_with_notice(replaced, decision.patient, outcome, run)
     Redecision.objects.create(
         old_decision=decision, new_decision=new_decision,
         outcome=Redecision.Outcome.CORRECTED if changed else Redecision.Outcome.REAFFIRMED,
@@ -303,6 +275,18 @@ def redecide(decision, reasons, decider, run, report, *, dry_run, pending, lates
     )
     if changed:
         drafted_keys.add(key)  # only once every write of this decision succeeded
+
+
+def replace_with_notice(replaced: Correction, patient, outcome, run) -> int:
+    """A pending correction was staled and no correction about its recall took over (the verdict came
+    back to what the app told the patient, or the new correction is about another recall): while they
+    are still owed a letter about that recall, a notice replaces it in this transaction
+    (corrections.recall_letters). Returns the notices drafted."""
+    number = replaced.recall_number
+    situation = situations([patient.pk], {number}).get((patient.pk, number))
+    settled = settle(situation, outcome if situation is not None else None, patient=patient, recall_number=number,
+                     run=run, replacing=replaced)
+    return int(settled.drafted is not None)
 
 
 def match_class_for(patient, subject: str, facts) -> str:

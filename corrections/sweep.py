@@ -32,13 +32,14 @@ from patients.selectors import attach_patients
 from . import faults, staleness, triggers
 from .models import SweepRun
 from .notices import (
-    draft_notices_for,
     new_recall_facts,
-    notice_pairs,
-    recall_facts_for_patients,
-    stale_superseded_notices,
+    pending_notices_of,
+    pending_notices_to_review,
+    recall_checks,
+    settle_recall,
     worsened_pairs,
 )
+from .recall_letters import situations
 from .redecide import (
     SharedDecider,
     SweepReport,
@@ -217,16 +218,17 @@ def page_size_default() -> int:
 def sweep(*, fact_ids=None, patient_ids=None, trigger=SweepRun.Trigger.MANUAL, dry_run=False, page_size=None,
           progress=None, notices=True, notices_progress=None, on_plan=None) -> SweepReport:
     """Sweep the stale set — all of it, or what changed facts (`fact_ids`: retracted and new
-    versions) and changed dispensing (`patient_ids`) touch — then draft notices for exposed patients
-    with no standing answer.
+    versions) and changed dispensing (`patient_ids`) touch — then settle the letters of the exposed
+    patients those changes reach: one reviewed letter per affected patient and recall (notices).
 
     The stale set is cut into key ranges that every sweep of the same scope claims in the database
     (corrections.sweep_claims): sweeps started at once, on one machine or many, share it, and a range
     whose sweep died is taken over. dry_run re-decides without writing anything (no decisions, drafts,
     run row or ranges) and returns a preview.
     progress: optional callable(n), called after each committed page with the decisions it re-decided.
-    notices_progress: optional callable(done, total): recall facts whose exposed patients who never
-    asked have been checked (and their notices committed), of how many; first called with done = 0.
+    notices_progress: optional callable(done, total): recall facts whose patients have been settled
+    (their notices committed), of how many (a recall looked at for its patients only counts one);
+    first called with done = 0.
     on_plan: optional callable(plan), called once when this sweep has cut and committed a new plan of
     ranges (corrections.sweep_claims.Plan): helpers queued there join a plan that exists.
     """
@@ -287,23 +289,17 @@ def sweep(*, fact_ids=None, patient_ids=None, trigger=SweepRun.Trigger.MANUAL, d
             decider.reset()
             calls_before = decider.calls
             notice_report = SweepReport()
-            # Every recall fact whose exposed patients are checked, known before the first is checked:
-            # (previous version, current, only these patients).
-            checks = [(previous, current, None) for previous, current in notice_pairs(fact_ids)] \
-                if scope.fact_ids or scope.everything else []
-            if scope.patient_ids:
-                # Dispensing registered or corrected after a recall: the patient may never have asked.
-                checks += [(None, current, set(scope.patient_ids))
-                           for current in recall_facts_for_patients(scope.patient_ids)]
+            # Every recall whose patients are looked at, known before the first is settled: every
+            # exposed patient found affected ends with one reviewed letter about it (notices).
+            checks = recall_checks(fact_ids, scope.patient_ids, by_facts=bool(scope.fact_ids or scope.everything))
+            units, done = sum(check.size for check in checks), 0
             if notices_progress:
-                notices_progress(0, len(checks))
-            for n, (previous, current, only) in enumerate(checks, start=1):
-                draft_notices_for(previous, current, decider, run, notice_report, dry_run=dry_run,
-                                   notice_no=notice_no, only_patients=only)
+                notices_progress(0, units)
+            for check in checks:
+                settle_recall(check, decider, run, notice_report, dry_run=dry_run, notice_no=notice_no)
+                done += check.size
                 if notices_progress:
-                    notices_progress(n, len(checks))
-            if not dry_run and not scope.patient_ids:
-                stale_superseded_notices(fact_ids, run=run)
+                    notices_progress(done, units)
             notice_report.reasoner_calls = decider.calls - calls_before
             if run is not None and notice_report.reasoner_calls:
                 save_run_progress(run, SweepReport(reasoner_calls=notice_report.reasoner_calls,
@@ -366,5 +362,6 @@ def has_work(fact_ids=None, patient_ids=None) -> bool:
     if staleness.any_stale(Scope.of(fact_ids, patient_ids)):
         return True
     if patient_ids:
-        return bool(recall_facts_for_patients(patient_ids))
-    return bool(worsened_pairs(fact_ids)) or bool(new_recall_facts(fact_ids))
+        return bool(situations(patient_ids)) or bool(pending_notices_of(patient_ids))
+    return (bool(worsened_pairs(fact_ids)) or bool(new_recall_facts(fact_ids))
+            or bool(pending_notices_to_review(fact_ids)))

@@ -162,7 +162,7 @@ INPUT_COLUMNS = ("decision_id", "dispensing_id", "fingerprint")
 CORRECTION_COLUMNS = ("id", "public_id", "kind", "status", "patient_id", "region", "match", "match_class",
                       "recall_number", "classification", "severity", "old_decision_id", "new_decision_id",
                       "old_verdict", "old_answer", "new_verdict", "new_answer", "trigger_fact_id", "previous_fact_id",
-                      "diff", "drafted_text", "final_text", "dedupe_key", "sweep_run_id", "replaces_id",
+                      "diff", "matched_lots", "drafted_text", "final_text", "dedupe_key", "sweep_run_id", "replaces_id",
                       "reviewed_by_id", "reviewed_at", "rejection_reason", "created", "updated")
 OUTBOX_COLUMNS = ("correction_id", "region", "channel", "recipient", "subject", "body", "dedupe_key", "status",
                   "attempts", "next_attempt_at", "claimed_at", "claimed_by", "provider_id", "sent_at", "last_error",
@@ -291,7 +291,7 @@ def _correction_row(correction_id, p: Plan, new_id, now, run_id, beliefs: PageBe
         trigger=trigger, previous=previous, old_decision_id=d.id, new_decision_id=new_id, old_verdict=d.verdict,
         old_answer=d.answer, new_verdict=o.verdict, new_answer=o.answer, text=text, key=p.key, run_id=run_id)
     return {**values, "id": correction_id, "public_id": uuid.uuid4(), "diff": texts.diff(previous, trigger),
-            "created": now, "updated": now}
+            "matched_lots": "[]", "created": now, "updated": now}
 
 
 _DRAFTED = AuditEvent.Action.DRAFTED.value

@@ -197,19 +197,23 @@ def test_a_drug_level_escalation_notifies_by_drug_and_says_so(hashing_embeddings
     assert_claim(recall_claim("D-0968-2018", None, classification="Class I"))
     report = sweep()
 
-    notice = Correction.objects.get(kind=Correction.Kind.NOTICE)
-    assert notice.patient == holder and notice.match == Correction.Match.DRUG
+    notice = Correction.objects.get(kind=Correction.Kind.NOTICE, patient=holder)
+    assert notice.match == Correction.Match.DRUG
     # Matched by name only (no NDC on the row): a candidate, told what is and is not known.
     assert notice.match_class == "candidate"
     # "every batch" alone was not true of it: it covers the batches unexpired when it began, and says so.
     assert ("recall of some valsartan products (it covers every batch with an expiry date on or after July 13, "
             "2018)") in notice.drafted_text
     # A recall naming no lot stays "caution" whatever its class (we cannot tell whether their pack is
-    # affected): the patient who asked is reaffirmed, not messaged.
+    # affected): the patient who asked is reaffirmed, with no correction. What the app told them is
+    # not a reviewed letter, and no letter about this recall had been drafted for them: they get the
+    # same notice as the holder who never asked (one letter per patient and recall).
     assert notice.new_verdict == "caution"
     assert not Correction.objects.filter(kind=Correction.Kind.CORRECTION).exists()
     assert Redecision.objects.get(old_decision=decision).outcome == "reaffirmed"
-    assert (report.examined, report.reaffirmed, report.corrected, report.notices) == (1, 1, 0, 1)
+    told = Correction.objects.get(kind=Correction.Kind.NOTICE, patient=asked)
+    assert (told.new_verdict, told.match_class, told.recall_number) == ("caution", "candidate", "D-0968-2018")
+    assert (report.examined, report.reaffirmed, report.corrected, report.notices) == (1, 1, 0, 2)
 
 
 def test_a_killed_sweeps_run_row_is_marked_abandoned_by_the_next_sweep(no_auto_sweep):
