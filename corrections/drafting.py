@@ -259,11 +259,14 @@ def batches_covered(fact: Fact | None) -> str:
     return _("it lists no batch number we could read, so every batch is treated as affected")
 
 
-def exposure_sentence(fact: Fact | None, drug: str, *, match: str, certainty: str) -> str:
+def exposure_sentence(fact: Fact | None, drug: str, *, match: str, certainty: str, lots=()) -> str:
     """How the recall reaches this patient, never surer than the match: a candidate is never told the
     recall covers their batch, a probable match is told it may; "every batch" only for a recall of every
-    lot, with its window."""
+    lot, with its window. `lots`: every recalled lot of this recall the pack may be (one notice per pack
+    and recall names them all)."""
     lot = getattr(fact, "lot", None) if fact is not None else None
+    # A pack confirmed as one lot is that lot; only a pack that may be one of several hears them all.
+    others = [other for other in dict.fromkeys(lots) if other and other != lot] if certainty != "confirmed" else []
     drug_level = fact is not None and (not lot or (fact.attributes or {}).get("scope") == "drug")
     if certainty == "candidate":
         if drug_level:
@@ -273,6 +276,9 @@ def exposure_sentence(fact: Fact | None, drug: str, *, match: str, certainty: st
         return _("There is a recall of some batches of %(drug)s. It may affect the %(drug)s we gave you: our "
                  "records do not show which batch you received.") % {"drug": drug}
     verb = _("may affect") if certainty == "probable" else _("affects")
+    if match == "lot" and lot and not drug_level and others:
+        return _("There is a recall that may affect the batch of %(drug)s we gave you: it names lots %(lots)s, "
+                 "and yours may be one of them.") % {"drug": drug, "lots": ", ".join([lot, *others])}
     if match == "lot" and lot and not drug_level:
         return _("There is a recall that %(verb)s the batch (lot %(lot)s) of %(drug)s we gave you.") % {
             "verb": verb, "lot": lot, "drug": drug}
@@ -307,12 +313,12 @@ def why_sentence(verdict: str, fact: Fact | None, *, certainty: str) -> str:
 
 def letter_context(patient, verdict: str, fact: Fact | None, *, kind: str, match: str = "",
                    old_verdict: str = "", previous: Fact | None = None, subject: str = "",
-                   match_class: str = "", dispensing_changed: bool = False) -> dict:
+                   match_class: str = "", dispensing_changed: bool = False, lots=()) -> dict:
     attrs = recall_attributes(fact)
     certainty = str(match_class or "")
     drug = letter_drug(subject, fact, certainty)
     p = pharmacy()
-    how = exposure_sentence(fact, drug, match=match, certainty=certainty) if kind == "notice" else ""
+    how = exposure_sentence(fact, drug, match=match, certainty=certainty, lots=lots) if kind == "notice" else ""
     safe = verdict == "safe" or (fact is not None and fact.retracted_at is not None)
     serious = serious_recall(fact)
     hold = must_not_stop_abruptly(" ".join(filter(None, [subject, getattr(fact, "subject", "")])))
@@ -383,8 +389,10 @@ def correction_text(patient, old_verdict: str, outcome, fact: Fact | None, previ
 
 
 def notice_text(patient, match: str, outcome, fact: Fact, *, channel: str | None = None,
-                match_class: str = "") -> str:
+                match_class: str = "", lots=()) -> str:
+    """A notice about `fact` (the strongest match); `lots`: every recalled lot of the recall the pack may
+    be, named together in one notice."""
     with override(language_of(patient)):
         context = letter_context(patient, outcome.verdict, fact, kind="notice", match=match,
-                                 subject=getattr(outcome, "subject", ""), match_class=match_class)
+                                 subject=getattr(outcome, "subject", ""), match_class=match_class, lots=lots)
         return render_letter(context, _channel(patient, channel))

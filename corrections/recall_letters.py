@@ -137,6 +137,10 @@ class Situation:
     def match_class(self) -> str:
         return self.strongest.klass
 
+    def lots(self) -> list[str]:
+        """The recalled lots the pack may be, strongest match first."""
+        return list(dict.fromkeys(m.fact.lot for m in self.matched if m.fact.lot))
+
     def recorded(self) -> list[dict]:
         """Correction.matched_lots."""
         return [{"fact": m.fact.id, "fact_key": m.fact.fact_key, "lot": m.fact.lot or "", "match_class": m.klass,
@@ -154,7 +158,8 @@ def situations(patient_ids, recall_numbers=None) -> dict[tuple[int, str], Situat
     for row in records:
         dispensed = row.as_dispensed()
         lot = dispensed.lot if dispensed.lot_known else ""
-        scoped.append((row, dispensed, set(dispensing_scopes(dispensed.drug, lot, dispensed.ndc_product))))
+        scoped.append((row, dispensed, set(dispensing_scopes(dispensed.drug, lot, dispensed.ndc_product,
+                                                             dispensed.lot_alternatives))))
     wanted = sorted(set().union(*(scopes for _row, _d, scopes in scoped)))
     if not wanted:
         return {}
@@ -327,7 +332,8 @@ def settle(situation: Situation | None, outcome, *, patient, recall_number: str,
         kind=Correction.Kind.NOTICE, patient=patient, match=situation.match, trigger=strongest.fact,
         previous=todo.baseline, old_decision=None, new_decision=None, old_verdict="", old_answer="",
         new_verdict=verdict, new_answer=outcome.answer, key=key,
-        text=notice_text(patient, situation.match, outcome, strongest.fact, match_class=situation.match_class),
+        text=notice_text(patient, situation.match, outcome, strongest.fact, match_class=situation.match_class,
+                         lots=situation.lots()),
         run=run, replaces=replaces, match_class=situation.match_class, matched_lots=situation.recorded())
     return Settled(drafted=drafted, staled=len(staled))
 

@@ -330,6 +330,22 @@ def _naming_words(text: str) -> list[str]:
     return [word for word in _alphabetic(words) if word not in _CATEGORY_WORDS]
 
 
+PRODUCT_NAMES_MAX, PRODUCT_NAME_MAX = 6, 120
+
+
+def product_names(texts) -> list[str]:
+    """The names a product is printed under, from its texts (a description, brand and generic names):
+    each text's naming part (before firm, packaging and code words), spaces tidied, at most 120
+    characters, duplicates (any case) once, at most six. A dispensing of a product the vocabulary cannot
+    name is compared with a recall's (drugs.matching)."""
+    names: list[str] = []
+    for text in texts:
+        name = " ".join(naming_part(text or "").split())[:PRODUCT_NAME_MAX].strip(" ,;")
+        if name and name.lower() not in {n.lower() for n in names}:
+            names.append(name)
+    return names[:PRODUCT_NAMES_MAX]
+
+
 def distinctive_first_word(text: str) -> str:
     """The first naming word of a product text or key that can stand for the product (not a category word
     such as "hand" or "ultra"), else ""."""

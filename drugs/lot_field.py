@@ -88,6 +88,7 @@ _COMPACT_DATES = [
     ("mmyyyy", r"(?P<m>0[1-9]|1[0-2])(?P<y>(?:19|20)\d\d)"),
     ("yyyymm", r"(?P<y>(?:19|20)\d\d)(?P<m>0[1-9]|1[0-2])"),
     ("mmyy", r"(?P<m>0[1-9]|1[0-2])(?P<y>\d\d)"),
+    ("yymon", rf"(?P<y>\d\d)(?P<mon>{_MON})"),  # "EXP 22MAR": a day without a year is no expiry
     ("yyyy", r"(?P<y>(?:19|20)\d\d)"),
 ]
 _DATE_BODY = "|".join(f"(?:{pattern})" for _, pattern in _SEPARATED_DATES)
@@ -115,7 +116,9 @@ _OTHER_DATE = re.compile(rf"{_START}{_OTHER_DATE_WORD}\s*[:.#=\-]?\s*(?P<date>{_
 _BRACKETED_DATE = re.compile(rf"[(\[{{]\s*(?:{_EXPIRY_WORD}\s*[:.#=\-]?\s*)?(?P<date>{_ANY_DATE_SPAN})\s*[)\]}}]")
 _LISTED_DATE = re.compile(rf"[,;|]\s*(?P<date>{_DATE_SPAN})\s*(?=$|[,;|])")
 _LEADING_LISTED_DATE = re.compile(rf"^\s*(?P<date>{_DATE_SPAN})\s*[,;|]")
-_LEADING_DATE = re.compile(rf"^\s*(?P<date>{_DATE_SPAN})(?:\s+|\s*[\-/]\s*)(?=[A-Z0-9])")
+# A date before the lot, apart from it by a space ("05/2026 3069020"); joined by a hyphen it may be the
+# lot's own beginning ("01-09-2020138" is a lot).
+_LEADING_DATE = re.compile(rf"^\s*(?P<date>{_DATE_SPAN})\s+(?=[A-Z0-9])")
 _TRAILING_DIGITS = re.compile(r"(?<=[A-Z0-9])(?:\s+|\s*-\s*)(?P<date>\d{4}|\d{6}|\d{8})\s*$")
 _SERIAL = re.compile(rf"{_START}{_SERIAL_WORD}\s*[:.#=\-]?\s*(?P<serial>[A-Z0-9]+){_END}")
 _NDC_IN_FIELD = re.compile(rf"{_START}{_NDC_WORD}\s*[:.#=\-]?\s*(?P<ndc>\d[\d\-]{{8,13}}\d){_END}")
@@ -244,10 +247,15 @@ class _Span:
 class _TrailingDate:
     """A date at the end of the field, set apart from the lot by a space (else by a hyphen or slash). The
     lot keeps everything a shorter date would leave it: in "110515-2 MAY 2026" the date is "MAY 2026",
-    not "2 MAY 2026" (the lot's own "-2")."""
+    not "2 MAY 2026" (the lot's own "-2"). Joined by the very separator the date is written with
+    ("3069020-05-26"), the date may be the lot's own end: `doubtful` then holds the part before it, and
+    no date is taken."""
 
-    @staticmethod
-    def search(text: str):
+    def __init__(self):
+        self.doubtful = ""
+
+    def search(self, text: str):
+        self.doubtful = ""
         end = len(text.rstrip())
         for separators, starts in ((" ", range(1, end)), ("-/", range(end - 1, 0, -1))):
             for start in starts:
@@ -255,8 +263,12 @@ class _TrailingDate:
                     continue
                 lot = text[:start].rstrip(" -/")
                 written = text[start:end]
-                if lot and lot[-1].isalnum() and re.fullmatch(_DATE_SPAN, written) and _date_value(written):
-                    return _Span(text, start, end)
+                if not (lot and lot[-1].isalnum() and re.fullmatch(_DATE_SPAN, written) and _date_value(written)):
+                    continue
+                if text[start - 1] != " " and text[start - 1] in written:
+                    self.doubtful = lot
+                    return None
+                return _Span(text, start, end)
         return None
 
 
@@ -336,6 +348,9 @@ def read_lot_field(text: str) -> LotField:
         elif take(_TRAILING_DATE, is_expiry=True) or take(_LEADING_DATE, is_expiry=True):
             notes.append("a date beside the lot read as its expiry")
             doubtful.add(canonical_lot(field))
+        elif _TRAILING_DATE.doubtful:
+            doubtful.add(canonical_lot(_TRAILING_DATE.doubtful))
+            notes.append("its end may be an expiry or part of the lot")
     if take(_OTHER_DATE, is_expiry=False):
         notes.append("a manufacture date left out")
     work = _DANGLING_WORD.sub("", work.strip(_EDGE_DEBRIS + "-/")).strip(_EDGE_DEBRIS + "-/")

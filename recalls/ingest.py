@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 
 from drugs import recall_terms
-from drugs.identity import PRODUCT_SOURCE, naming_part, product_key, resolve
+from drugs.identity import PRODUCT_SOURCE, product_key, product_names, resolve
 from drugs.ndc import ndc_products, ndcs_in_text, normalize_ndc, normalize_product_ndc
 from memory.services import Claim
 
@@ -293,24 +293,12 @@ def _text_items(value) -> list[str]:
     return [item for item in value if isinstance(item, str)]
 
 
-PRODUCT_NAMES_MAX, PRODUCT_NAME_MAX = 6, 120
-
-
 def product_names_of(record: dict) -> list[str]:
-    """The product texts a recall names, kept whole beside the ingredients its subject was reduced to:
-    the naming part of its description (before firm, packaging and code words) and openFDA's brand and
-    generic names. A dispensing of a product the vocabulary cannot name (a homeopathic, a hand sanitizer
-    typed by its brand) is compared with these (drugs.matching)."""
+    """The product texts a recall prints, kept whole beside the ingredients its subject was reduced to
+    (drugs.identity.product_names): its description, openFDA's brand and generic names."""
     openfda = record.get("openfda") if isinstance(record.get("openfda"), dict) else {}
-    texts = [naming_part(record.get("product_description") or "") if isinstance(record.get("product_description"),
-                                                                                 str) else ""]
-    texts += _text_items(openfda.get("brand_name")) + _text_items(openfda.get("generic_name"))
-    names: list[str] = []
-    for text in texts:
-        name = " ".join(text.split())[:PRODUCT_NAME_MAX].strip(" ,;")
-        if name and name.lower() not in {n.lower() for n in names}:
-            names.append(name)
-    return names[:PRODUCT_NAMES_MAX]
+    return product_names(_text_items(record.get("product_description")) + _text_items(openfda.get("brand_name"))
+                         + _text_items(openfda.get("generic_name")))
 
 
 SUBJECT_MAX = 200  # memory.Fact.subject

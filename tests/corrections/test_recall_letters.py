@@ -213,7 +213,9 @@ def test_one_pack_near_two_lots_of_one_recall_gets_one_notice_naming_both(hashin
     assert named[notice.trigger_fact.lot]["fact"] == notice.trigger_fact_id  # the letter names the strongest
     assert notice.matched_lots[0]["fact"] == notice.trigger_fact_id
     assert notice.dedupe_key == notice_key(patient.pk, THYROID, "stop", [e["fact"] for e in notice.matched_lots])
-    assert f"lot {notice.trigger_fact.lot}" in notice.drafted_text
+    # The one letter names both lots the pack may be, the strongest first.
+    assert f"lots {notice.trigger_fact.lot}, " in notice.drafted_text
+    assert all(lot in notice.drafted_text for lot in named)
     assert sweep().notices == 0
 
 
@@ -229,6 +231,8 @@ def test_one_row_of_lot_a_also_near_lot_a_dash_two_gets_one_notice(hashing_embed
     named = {entry["lot"]: entry["match_class"] for entry in notice.matched_lots}
     assert named == {"F10918": "confirmed", "F10918-2": "probable"}
     assert (notice.trigger_fact.lot, notice.match_class) == ("F10918", "confirmed")  # the strongest
+    # A pack confirmed as F10918 is that lot: the letter names it alone.
+    assert "(lot F10918)" in notice.drafted_text and "F10918-2" not in notice.drafted_text
 
 
 def test_a_lot_added_near_the_pack_is_named_in_the_pending_notice_and_not_sent_twice(hashing_embeddings,
