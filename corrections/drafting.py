@@ -154,10 +154,19 @@ def letter_drug(subject: str, fact: Fact | None, certainty: str) -> str:
 
 
 def serious_recall(fact: Fact | None) -> bool:
-    """The letter is about a Class I recall (as believed now). Only the letter's own fact decides it: a
-    sweep page renders one letter for every patient with the same verdicts, medicine and fact versions
-    (corrections.sweep_pages.Letters), so the letter reads nothing else of the answer."""
+    """The letter's own fact is a Class I recall (as believed now); serious_answer also reads the recalls
+    the answer rests on."""
     return fact is not None and fact.retracted_at is None and recall_terms.severity(fact) == 3
+
+
+def serious_answer(outcome, fact: Fact | None) -> bool:
+    """A Class I recall is involved in what the letter tells: its own fact, or any recall the answer it
+    carries rests on (a correction about a Class II change whose new answer also leans on a Class I
+    candidate must not say "keep taking"). The sweep keys its shared letters by this too."""
+    if serious_recall(fact):
+        return True
+    bearing = set(getattr(outcome, "load_bearing_ids", None) or ())
+    return any(serious_recall(r.fact) for r in getattr(outcome, "retrieved", None) or () if r.fact.id in bearing)
 
 
 # Attributes a pharmacist cares about, in the order shown.
@@ -313,14 +322,15 @@ def why_sentence(verdict: str, fact: Fact | None, *, certainty: str) -> str:
 
 def letter_context(patient, verdict: str, fact: Fact | None, *, kind: str, match: str = "",
                    old_verdict: str = "", previous: Fact | None = None, subject: str = "",
-                   match_class: str = "", dispensing_changed: bool = False, lots=()) -> dict:
+                   match_class: str = "", dispensing_changed: bool = False, lots=(),
+                   serious: bool | None = None) -> dict:
     attrs = recall_attributes(fact)
     certainty = str(match_class or "")
     drug = letter_drug(subject, fact, certainty)
     p = pharmacy()
     how = exposure_sentence(fact, drug, match=match, certainty=certainty, lots=lots) if kind == "notice" else ""
     safe = verdict == "safe" or (fact is not None and fact.retracted_at is not None)
-    serious = serious_recall(fact)
+    serious = serious_recall(fact) if serious is None else serious
     hold = must_not_stop_abruptly(" ".join(filter(None, [subject, getattr(fact, "subject", "")])))
     return {
         "pharmacy": p, "patient_name": patient.display_name, "drug": drug, "kind": kind, "how": how,
@@ -384,7 +394,8 @@ def correction_text(patient, old_verdict: str, outcome, fact: Fact | None, previ
     with override(language_of(patient)):
         context = letter_context(patient, outcome.verdict, fact, kind="correction", old_verdict=old_verdict,
                                  previous=previous, subject=getattr(outcome, "subject", ""),
-                                 match_class=match_class, dispensing_changed=dispensing_changed)
+                                 match_class=match_class, dispensing_changed=dispensing_changed,
+                                 serious=serious_answer(outcome, fact))
         return render_letter(context, _channel(patient, channel))
 
 
@@ -394,5 +405,6 @@ def notice_text(patient, match: str, outcome, fact: Fact, *, channel: str | None
     be, named together in one notice."""
     with override(language_of(patient)):
         context = letter_context(patient, outcome.verdict, fact, kind="notice", match=match,
-                                 subject=getattr(outcome, "subject", ""), match_class=match_class, lots=lots)
+                                 subject=getattr(outcome, "subject", ""), match_class=match_class, lots=lots,
+                                 serious=serious_answer(outcome, fact))
         return render_letter(context, _channel(patient, channel))

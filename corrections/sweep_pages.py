@@ -43,7 +43,7 @@ from memory.services import supersede_standing
 from recalls.selectors import prefetch as prefetch_texts
 
 from . import audit
-from .drafting import correction_text, fact_diff
+from .drafting import correction_text, fact_diff, serious_answer
 from .drafts import SWEEP_ACTOR, coalesce, correction_values, draft_key, drafted_event, message_values
 from .models import AuditEvent, Correction, OutboxMessage, Redecision
 from .redecide import SweepReport, change_token, letter_fact, pick_trigger, strongest_match
@@ -318,7 +318,7 @@ class Letters:
             return correction_text(patient, old_verdict, outcome, fact, previous, **how)
         language = getattr(patient, "preferred_language", "") or "en"
         key = (channel, language, old_verdict, outcome.verdict, outcome.subject, _version(fact), _version(previous),
-               match_class, dispensing_changed)
+               match_class, dispensing_changed, serious_answer(outcome, fact))
         if key not in self._texts:
             real = correction_text(patient, old_verdict, outcome, fact, previous, **how)
             marked = correction_text(SimpleNamespace(display_name=self.MARK, preferred_channel=channel,

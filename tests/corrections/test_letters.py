@@ -100,3 +100,20 @@ def test_identity_keys_read_as_words():
 def test_the_html_part_is_the_reviewed_text():
     html = drafting.letter_html("Dear A,\n\nCall us <now>.")
     assert "<p>Dear A,</p>" in html and "Call us &lt;now&gt;." in html
+
+
+@pytest.mark.parametrize("channel", CHANNELS)
+def test_a_letter_whose_answer_rests_on_a_class_one_recall_never_says_keep_taking(settings, channel):
+    """A correction about a Class II change whose new answer (caution) also rests on a Class I candidate:
+    the answer's load-bearing recalls decide whether a Class I recall is involved, not the letter's own."""
+    settings.UNSAY_PHARMACY_PHONE = "+1 202 555 0143"
+    patient = SimpleNamespace(display_name="Synthetic Patient", preferred_channel=channel)
+    changed, previous = _fact("Subpotent drug", "Class II"), _fact("Subpotent drug", "Class III")
+    class_one = SimpleNamespace(**{**vars(_fact("Lack of Assurance of Sterility", "Class I", lot=None)), "id": 7,
+                                   "kind": "recall"})
+    resting = SimpleNamespace(verdict="caution", subject="valsartan", answer="", load_bearing_ids={7},
+                              retrieved=[SimpleNamespace(fact=class_one)])
+    alone = SimpleNamespace(verdict="caution", subject="valsartan", answer="", load_bearing_ids=set(),
+                            retrieved=[SimpleNamespace(fact=class_one)])  # read, not leaned on
+    assert not re.search(r"(?i)keep taking", drafting.correction_text(patient, "safe", resting, changed, previous))
+    assert re.search(r"(?i)keep taking", drafting.correction_text(patient, "safe", alone, changed, previous))
