@@ -179,10 +179,13 @@ def redraft(correction: Correction, *, channel: str) -> str:
     from .drafting import correction_text, notice_text
 
     fact = correction.trigger_fact or correction.previous_fact
-    outcome = SimpleNamespace(verdict=correction.new_verdict, subject=fact.subject if fact else "")
+    # The medicine as the draft named it: the decision's subject (what was dispensed), else the recall's.
+    decided = correction.new_decision.subject if correction.new_decision_id else ""
+    outcome = SimpleNamespace(verdict=correction.new_verdict, subject=decided or (fact.subject if fact else ""))
     if correction.kind == Correction.Kind.NOTICE:
+        lots = [entry.get("lot") for entry in correction.matched_lots or () if isinstance(entry, dict)]
         return notice_text(correction.patient, correction.match, outcome, correction.trigger_fact, channel=channel,
-                           match_class=correction.match_class)
+                           match_class=correction.match_class, lots=lots)
     return correction_text(correction.patient, correction.old_verdict, outcome,
                            correction.trigger_fact or correction.previous_fact, correction.previous_fact,
                            channel=channel, match_class=correction.match_class,

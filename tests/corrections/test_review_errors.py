@@ -165,3 +165,10 @@ def test_the_queue_warns_of_a_changed_recipient_before_approve_and_bulk_approve_
     assert f"Not approved: {changed.patient.display_name}: " in body and "contact changed" in body
     changed.refresh_from_db()
     assert changed.status == "draft"
+
+
+def test_a_redraft_on_the_same_channel_is_the_draft_the_sweep_wrote(drafts):
+    """A redraft names the medicine as the draft did (the decision's subject, not the recall's)."""
+    for draft in drafts.values():
+        channel = draft.patient.contact()[0]
+        assert review.redraft(draft, channel=channel) == draft.drafted_text
