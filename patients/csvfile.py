@@ -71,7 +71,8 @@ def read_rows(text: str, result: ImportResult, *, header_problem, limits: dict[s
               allowed_controls: dict[str, str] | None = None):
     """(row number, {column: value}) per record row, or None when the file cannot be read as rows (the
     reason in result.errors). `header_problem(columns)` says what the importer misses in the header, or ''.
-    Rows with cell problems are reported and left out."""
+    Rows with cell problems are reported and left out; `result.rows` counts every record row read, those
+    included (blank lines are not rows)."""
     try:
         return _rows(text, result, header_problem, limits, allowed_controls or {})
     except csv.Error as exc:
@@ -96,11 +97,13 @@ def _rows(text, result, header_problem, limits, allowed_controls):
             result.errors.append(RowError(number, f"more than {MAX_ROWS} rows; split the file."))
             return None
         if None in raw:
+            result.rows += 1
             result.errors.append(RowError(number, "more cells than header columns (a stray comma?)."))
             continue
         values = {k: (v or "").strip(PADDING) for k, v in raw.items()}
         if not any(values.values()):
             continue  # blank line
+        result.rows += 1
         if reasons := _cell_problems(values, limits, allowed_controls):
             result.errors.extend(RowError(number, reason) for reason in reasons)
             continue

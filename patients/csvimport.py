@@ -81,7 +81,6 @@ def import_dispensing_csv(data, *, actor: str = "csv", synthetic: bool = False, 
                                                allowed_controls=_ALLOWED_CONTROLS)
     if rows is None:
         return result
-    result.rows = len(rows)
     patients = {p.external_ref: p for p in Patient.objects.filter(external_ref__in={v["patient_ref"] for _, v in rows})}
     found, problems = patient_import.newcomers(rows, patients, synthetic=synthetic)
     new = {ref: patient for ref, patient in found.items() if patient is not None}

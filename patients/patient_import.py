@@ -162,7 +162,6 @@ def import_patients_csv(data, *, user, synthetic: bool = False) -> ImportResult:
     rows = None if text is None else read_rows(text, result, header_problem=_header_problem, limits=LIMITS)
     if rows is None:
         return result
-    result.rows = len(rows)
     already = set(Patient.objects.filter(external_ref__in={v["external_ref"] for _, v in rows})
                   .values_list("external_ref", flat=True))
     patients, seen = [], {}

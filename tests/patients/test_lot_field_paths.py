@@ -105,3 +105,10 @@ def test_stored_rows_are_read_again_and_each_change_is_audited(patient):
     assert change.before["lot"] == "3069020EXP0526" and change.after["lot"] == "3069020"
     migration.read_stored_lots(apps, None)  # again: nothing left to change
     assert DispensingChange.objects.count() == 1
+
+
+def test_rows_refused_for_a_bad_cell_are_counted_among_the_rows_read(patient):
+    bad = f"{patient.external_ref},Valsartan,,3069020\\x07,,30,2024-03-01\n".replace("\\x07", "\x07")
+    good = f"{patient.external_ref},Valsartan,,3069021,,30,2024-03-02\n"
+    result = import_dispensing_csv(HEADER + good + bad + "\n")
+    assert (result.rows, result.imported) == (2, 0) and [e.row for e in result.errors] == [3]
