@@ -244,35 +244,36 @@ class _Span:
         return self._end
 
 
-class _TrailingDate:
-    """A date at the end of the field, set apart from the lot by a space (else by a hyphen or slash). The
-    lot keeps everything a shorter date would leave it: in "110515-2 MAY 2026" the date is "MAY 2026",
-    not "2 MAY 2026" (the lot's own "-2"). Joined by the very separator the date is written with
-    ("3069020-05-26"), the date may be the lot's own end: `doubtful` then holds the part before it, and
-    no date is taken."""
-
-    def __init__(self):
-        self.doubtful = ""
-
-    def search(self, text: str):
-        self.doubtful = ""
-        end = len(text.rstrip())
-        for separators, starts in ((" ", range(1, end)), ("-/", range(end - 1, 0, -1))):
-            for start in starts:
-                if text[start - 1] not in separators or text[start] in " -/":
-                    continue
-                lot = text[:start].rstrip(" -/")
-                written = text[start:end]
-                if not (lot and lot[-1].isalnum() and re.fullmatch(_DATE_SPAN, written) and _date_value(written)):
-                    continue
-                if text[start - 1] != " " and text[start - 1] in written:
-                    self.doubtful = lot
-                    return None
-                return _Span(text, start, end)
-        return None
+def _trailing_date(text: str) -> tuple[_Span | None, str]:
+    """(the date at the end of the field, "") or (None, the lot part when the date may be the lot's own
+    end). The date is set apart from the lot by a space, else by a hyphen or slash, and the lot keeps
+    everything a shorter date would leave it: in "110515-2 MAY 2026" the date is "MAY 2026", not "2 MAY
+    2026" (the lot's own "-2"). Joined by the very separator the date is written with ("3069020-05-26"),
+    the date may be the lot's own end: no date is taken, and the part before it is returned."""
+    end = len(text.rstrip())
+    for separators, starts in ((" ", range(1, end)), ("-/", range(end - 1, 0, -1))):
+        for start in starts:
+            if text[start - 1] not in separators or text[start] in " -/":
+                continue
+            lot = text[:start].rstrip(" -/")
+            written = text[start:end]
+            if not (lot and lot[-1].isalnum() and re.fullmatch(_DATE_SPAN, written) and _date_value(written)):
+                continue
+            if text[start - 1] != " " and text[start - 1] in written:
+                return None, lot
+            return _Span(text, start, end), ""
+    return None, ""
 
 
-_TRAILING_DATE = _TrailingDate()
+class _TrailingDateSearch:
+    """`_trailing_date` shaped as a compiled pattern for `take` (a date or nothing)."""
+
+    @staticmethod
+    def search(text: str):
+        return _trailing_date(text)[0]
+
+
+_TRAILING_DATE = _TrailingDateSearch()
 
 
 def _cut(text: str, start: int, end: int) -> str:
@@ -348,8 +349,8 @@ def read_lot_field(text: str) -> LotField:
         elif take(_TRAILING_DATE, is_expiry=True) or take(_LEADING_DATE, is_expiry=True):
             notes.append("a date beside the lot read as its expiry")
             doubtful.add(canonical_lot(field))
-        elif _TRAILING_DATE.doubtful:
-            doubtful.add(canonical_lot(_TRAILING_DATE.doubtful))
+        elif lot_part := _trailing_date(work)[1]:
+            doubtful.add(canonical_lot(lot_part))
             notes.append("its end may be an expiry or part of the lot")
     if take(_OTHER_DATE, is_expiry=False):
         notes.append("a manufacture date left out")
