@@ -10,18 +10,16 @@ holds and uses it, the first refusal per key each hour is an audit event (`key_r
 its patient's public id, never what was asked). A key of an erased patient that is somehow still active (one
 issued around the erasure) is revoked when it is first presented. The request itself is never read."""
 
-from datetime import timedelta
-
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from ask.keys import MAX_SECRET_LENGTH, hash_secret, revoke_keys
-from ask.models import ApiKey
+from ask.models import ApiKey, UsageCounter
 from corrections import audit
 from corrections.models import AuditEvent
 from patients.erasure import is_erased
 
-REFUSAL_AUDIT_EVERY = timedelta(hours=1)
 KEY_ACTOR = "api"
 
 
@@ -46,10 +44,13 @@ def refuse_erased_key(secret: str | None, key: ApiKey | None) -> bool:
 
 
 def _audit_refusal(key: ApiKey) -> None:
-    now = timezone.now()
-    recent = AuditEvent.objects.filter(action=AuditEvent.Action.ERASED_KEY_REFUSED, after__key_id=key.pk,
-                                       at__gte=now - REFUSAL_AUDIT_EVERY)
-    if recent.exists():
+    """Each refusal is counted per key and hour (ask's usage counters, one indexed row), and the first of
+    the hour audited: a caller repeating the key cannot grow the audit chain faster than that."""
+    hour = timezone.now().replace(minute=0, second=0, microsecond=0)
+    counter, first = UsageCounter.objects.get_or_create(scope=f"erased-key:{key.pk}", window_start=hour,
+                                                        defaults={"n": 1})
+    if not first:
+        UsageCounter.objects.filter(pk=counter.pk).update(n=F("n") + 1)
         return
     audit.record(AuditEvent.Action.ERASED_KEY_REFUSED, by=KEY_ACTOR, after={
         "key_id": key.pk, "key": key.prefix, "patient": str(key.patient.public_id)},

@@ -14,7 +14,7 @@ from django.contrib.sessions.models import Session
 from django.core.management import call_command
 
 from ask.keys import issue_key
-from ask.models import ApiClient, ApiKey, ClientPatient
+from ask.models import ApiClient, ApiKey, ClientPatient, UsageCounter
 from corrections import audit, review
 from corrections.dispatch import dispatch_ready
 from corrections.models import AuditEvent, Correction
@@ -116,18 +116,24 @@ def test_an_erased_patients_key_is_revoked_and_its_use_refused_audited_and_not_s
 
     assert certificate["tables"]["ask_apikey"] == 1
     assert not ApiKey.objects.filter(patient=patient).active().exists()
-    response = _ask(client, secret, f"It is {NAME} again")
-    assert response.status_code == 401
+    for _ in range(2):
+        response = _ask(client, secret, f"It is {NAME} again")
+        assert response.status_code == 401 and response.json()["title"] == "Missing, unknown or revoked API key"
     assert Decision.objects.filter(patient_id=patient.pk).count() == decisions
-    refused = AuditEvent.objects.filter(action=AuditEvent.Action.ERASED_KEY_REFUSED).get()
-    assert refused.after["key"] == ApiKey.objects.get(patient=patient).prefix
+    key = ApiKey.objects.get(patient=patient)
+    refused = AuditEvent.objects.filter(action=AuditEvent.Action.ERASED_KEY_REFUSED).get()  # once an hour
+    assert refused.after["key"] == key.prefix and refused.actor_label == "api"
+    assert UsageCounter.objects.get(scope=f"erased-key:{key.pk}").n == 2  # every refusal counted
     assert NAME not in str(refused.after) and traces.everywhere(TRACES) == []
     assert audit.verify_chain().ok
 
 
-def test_a_key_issued_to_an_erased_patient_is_refused(zelda, client):
-    patient, _ = zelda
+def test_an_erased_patients_key_found_active_is_refused_and_none_can_be_issued(zelda, client):
+    patient, secret = zelda
     _erase(REF)
+    ApiKey.objects.filter(patient=patient).update(revoked_at=None)  # active again, whatever the way
+    assert _ask(client, secret, "Is my valsartan safe?").status_code == 401
+    assert not ApiKey.objects.filter(patient=patient).active().exists()  # revoked when presented
     patient.refresh_from_db()
     pharmacy = ClientPatient.objects.get(patient=patient).client
     with pytest.raises(ValueError, match="erased"):
