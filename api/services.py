@@ -1,7 +1,7 @@
 """What an API key may do, for the HTTP API and the MCP tools alike. Every function takes the
 verified ApiKey (identity from the bearer token only) and raises problems.Problem on refusal.
 
-    authenticate(secret) -> ApiKey                         401 unless an active key
+    authenticate(secret) -> ApiKey                         401 unless an active key (an erased patient's: audited)
     take_request(key)                                      429 past UNSAY_API_RATE_PER_MINUTE (database-counted)
     ask(key, question, *, subject, patient_ref) -> Decision   model calls count against ask.services's caps
     visible_decision(key, public_id) -> Decision           404 for another client's (or patient's) decision
@@ -34,6 +34,7 @@ from patients.forms import DispensingRecordForm
 from patients.models import DispensingRecord, Patient
 from patients.selectors import attach_patients
 from patients.services import exposed_patients_for_recall, recall_warning
+from privacy.keys import refuse_erased_key
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +45,7 @@ MAX_CHECK_IDS = 100
 
 def authenticate(secret: str | None) -> ApiKey:
     key = keys.verify_key(secret)
-    if key is None:
+    if refuse_erased_key(secret, key) or key is None:
         raise problems.unauthenticated()
     return key
 

@@ -16,6 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from ask.models import ApiKey, ClientPatient
+from patients.erasure import is_erased
 
 SECRET_PREFIX = "usk_"
 MAX_SECRET_LENGTH = 200  # a bearer value longer than any secret we issue is refused unhashed
@@ -30,6 +31,8 @@ def check_key_scope(client, kind, patient, *, pharmacist: bool = False) -> None:
     if kind == ApiKey.Kind.PATIENT:
         if patient is None:
             raise ValueError("A patient-facing key needs a patient.")
+        if is_erased(patient):
+            raise ValueError("This patient's personal data was erased on request: no key can be issued for them.")
         if not ClientPatient.objects.filter(client=client, patient=patient).exists():
             raise ValueError(f"Patient {patient.external_ref} does not belong to client {client}.")
         if pharmacist:

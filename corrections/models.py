@@ -276,6 +276,7 @@ class AuditEvent(models.Model):
         REQUEUED = "requeued", "Requeued by a pharmacist"
         CANCELLED = "cancelled", "Cancelled before sending (its correction was no longer approved)"
         ERASED = "erased", "A patient's personal data erased on request"
+        ERASED_KEY_REFUSED = "key_refused", "An erased patient's API key refused"
 
     # Set by corrections.audit before the row is written, so the content hash covers the stored value.
     at = models.DateTimeField(default=timezone.now)

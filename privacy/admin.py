@@ -36,8 +36,8 @@ class ErasureForm(forms.ModelForm):
 @admin.register(ErasureCertificate)
 class ErasureCertificateAdmin(admin.ModelAdmin):
     list_display = ["erased_at", "patient_public_id", "erased_by", "reason", "chain_head_seq"]
-    readonly_fields = ["patient_public_id", "erased_at", "erased_by", "reason", "counts", "audit_event_id",
-                       "chain_head_seq", "chain_head_link"]
+    readonly_fields = ["patient_public_id", "erased_at", "erased_by", "reason", "counts", "tables",
+                       "audit_event_id", "chain_head_seq", "chain_head_link"]
 
     def get_form(self, request, obj=None, change=False, **kwargs):
         if obj is None:
