@@ -262,7 +262,7 @@ def _settle_one(check, situation, patient, letters, answer, decider, run, report
     if dry_run:
         if todo.draft:
             report.notices += 1
-            report.preview.append({"notice": True, "patient": str(patient), "match": situation.match,
+            report.preview.append({"notice": True, "patient_ref": patient.external_ref, "match": situation.match,
                                    "new_verdict": outcome.verdict, "recall_number": check.number})
         return
 

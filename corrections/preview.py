@@ -15,7 +15,7 @@ from patients.selectors import attach_patients
 
 from .notices import exposed_patients_of, notice_question
 from .recall_letters import worsened
-from .redecide import SharedDecider, SweepReport
+from .redecide import SharedDecider, SweepReport, reference_of
 
 
 class HypotheticalReasoner:
@@ -75,7 +75,7 @@ def preview_escalation(recall_number: str, classification: str, lot: str | None 
             report.examined += 1
             report.corrected += changed
             report.reaffirmed += not changed
-            report.preview.append({"decision": decision.id, "patient": str(decision.patient),
+            report.preview.append({"decision": decision.id, "patient_ref": reference_of(decision.patient),
                                    "question": decision.question, "old_verdict": decision.verdict,
                                    "new_verdict": outcome.verdict, "changed": changed, "recall_number": recall_number})
         after = page[-1].id
@@ -87,7 +87,7 @@ def preview_escalation(recall_number: str, classification: str, lot: str | None 
             question, subject = notice_question(rows)
             outcome, _shared = decider.decide(patient, question, subject or twin.subject)
             report.notices += 1
-            report.preview.append({"notice": True, "patient": str(patient), "match": match,
+            report.preview.append({"notice": True, "patient_ref": patient.external_ref, "match": match,
                                    "new_verdict": outcome.verdict, "recall_number": recall_number})
     report.reasoner_calls = decider.calls
     return report

@@ -24,6 +24,11 @@ def question_key(question: str) -> str:
     return " ".join(question.lower().split())
 
 
+def reference_of(patient) -> str | None:
+    """How a dry run's preview names a decision's patient: the pharmacy's reference, never the name."""
+    return patient.external_ref if patient is not None else None
+
+
 @dataclass
 class SweepReport:
     examined: int = 0
@@ -36,7 +41,8 @@ class SweepReport:
     pages: int = 0
     set_pages: int = 0  # pages written by the set-based path (corrections.sweep_pages); not on the run row
     error_text: list[str] = field(default_factory=list)
-    preview: list[dict] = field(default_factory=list)  # dry run: what would change
+    # dry run: what would change, each patient by reference only (`manage.py sweep --dry-run` prints it)
+    preview: list[dict] = field(default_factory=list)
     run: SweepRun | None = None
 
     def add(self, other: "SweepReport"):
@@ -243,7 +249,7 @@ def redecide(decision, reasons, decider, run, report, *, dry_run, pending, lates
     if dry_run:
         if not coalesced:
             report.preview.append({
-                "decision": decision.id, "patient": str(decision.patient), "question": decision.question,
+                "decision": decision.id, "patient_ref": reference_of(decision.patient), "question": decision.question,
                 "old_verdict": told_verdict, "new_verdict": outcome.verdict, "changed": changed,
                 "recall_number": recall_number,
             })

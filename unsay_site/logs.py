@@ -9,12 +9,18 @@ its query string, and the admin's search box puts what was searched for (possibl
 request line in a message (runserver's `django.server` lines; gunicorn's access log has its own
 format without it, gunicorn.conf.py). Client IP addresses are not logged
 (DJANGO_STRUCTLOG_IP_LOGGING_ENABLED = False).
+
+No credential: API keys, the openFDA key and reply tokens (`/r/<token>`) are masked by
+core.log_filters, on the handler (MaskSecrets) and in every rendered line, tracebacks included
+(mask_event_dict).
 """
 
 import logging
 import re
 
 import structlog
+
+from core.log_filters import mask_event_dict
 
 SHARED = [
     structlog.contextvars.merge_contextvars,  # request_id, user_id, task_id bound by django-structlog
@@ -75,8 +81,9 @@ def formatter(fmt: str) -> dict:
         "()": structlog.stdlib.ProcessorFormatter,
         # redact after ExtraAdder: a stdlib record's `extra` (django.request's HttpRequest) is redacted too.
         "foreign_pre_chain": [*SHARED, structlog.stdlib.ExtraAdder(), redact],
+        # mask_event_dict last before rendering: a traceback is text only once format_exc_info has run.
         "processors": [structlog.stdlib.ProcessorFormatter.remove_processors_meta,
-                       structlog.processors.format_exc_info, renderer],
+                       structlog.processors.format_exc_info, mask_event_dict, renderer],
     }
 
 

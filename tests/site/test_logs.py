@@ -77,3 +77,16 @@ def test_a_request_line_in_any_message_loses_its_query_string(caplog):
     [line] = render([record])
     assert line["event"] == '"GET /admin/patients/patient/?<query omitted> HTTP/1.1" 200 123'
     assert "request" not in line and "Quist" not in json.dumps(line)
+
+
+def test_a_rendered_line_carries_no_credential_in_its_fields_or_its_traceback():
+    """The formatter masks what it renders (core.log_filters.mask_event_dict), after the traceback is text."""
+    key = "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4zAb7cDe0f"
+    try:
+        raise ConnectionError(f"Max retries exceeded with url: /drug/enforcement.json?limit=1&api_key={key}")
+    except ConnectionError as exc:
+        failed = logging.LogRecord("recalls.tasks", logging.ERROR, __file__, 1, "ingest failed for %s", ("/r/Q2hh",),
+                                   (type(exc), exc, exc.__traceback__))
+    [line] = render([failed])
+    assert line["event"] == "ingest failed for /r/***"
+    assert "api_key=***" in line["exception"] and key not in json.dumps(line)

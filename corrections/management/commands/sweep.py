@@ -1,4 +1,5 @@
-"""manage.py sweep [--dry-run] [--fact ID ...]: re-decide stale decisions and draft corrections.
+"""manage.py sweep [--dry-run] [--fact ID ...]: re-decide stale decisions and draft corrections. A dry run
+prints what would change, naming each patient by their reference only.
 
 SIGTERM finishes the page in flight, marks the run handed back and exits with status 3; every committed
 page stays, and the next sweep continues with the rest of the stale set (a second SIGTERM kills)."""
@@ -111,12 +112,14 @@ class Command(BaseCommand):
         out = self.stdout
         if dry_run:
             out.write("DRY RUN: nothing was written.")
+            # Patients by reference only: what a terminal shows ends up in scrollback, CI output and tickets.
             for row in report.preview:
+                who = f"patient {row['patient_ref']}" if row["patient_ref"] else "no patient"
                 if row.get("notice"):
-                    out.write(f"  would notify {row['patient']} ({row['match']} match) of {row['recall_number']}: "
+                    out.write(f"  would notify {who} ({row['match']} match) of {row['recall_number']}: "
                               f"{row['new_verdict']}")
                 elif row["changed"]:
-                    out.write(f"  would correct decision {row['decision']} for {row['patient']}: "
+                    out.write(f"  would correct decision {row['decision']} for {who}: "
                               f"{row['old_verdict']} -> {row['new_verdict']} ({row['recall_number']})")
         out.write(f"decisions examined: {report.examined}")
         out.write(f"reaffirmed:         {report.reaffirmed}")
