@@ -45,7 +45,7 @@ class ClientSite(models.Model):
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        verbose_name = "site held by an API client"
+        verbose_name, verbose_name_plural = "site", "sites"
         constraints = [
             models.UniqueConstraint(fields=["client", "site"], name="ask_clientsite_once"),
             models.CheckConstraint(condition=~Q(site=""), name="ask_clientsite_named"),

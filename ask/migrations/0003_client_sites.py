@@ -55,7 +55,7 @@ class Migration(migrations.Migration):
                 ('client', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='sites', to='ask.apiclient')),
             ],
             options={
-                'verbose_name': 'site held by an API client',
+                'verbose_name': 'site', 'verbose_name_plural': 'sites',
                 'constraints': [models.UniqueConstraint(fields=('client', 'site'), name='ask_clientsite_once'), models.CheckConstraint(condition=models.Q(('site', ''), _negated=True), name='ask_clientsite_named')],
             },
         ),

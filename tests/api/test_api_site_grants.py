@@ -49,3 +49,23 @@ def test_each_client_keeps_the_sites_it_has_data_at():
 
     assert _held() == {("North", "Main St"), ("South", "Clinic pharmacy"), ("South", "Drive-through")}
     assert ClientSite.objects.count() == 3
+
+
+def _client_form(name: str, site: str) -> dict:
+    return {"name": name,
+            "patient_links-TOTAL_FORMS": "0", "patient_links-INITIAL_FORMS": "0",
+            "sites-TOTAL_FORMS": "1", "sites-INITIAL_FORMS": "0", "sites-0-site": site}
+
+
+def test_an_operator_grants_a_site_in_the_admin(admin_client):
+    response = admin_client.post("/admin/ask/apiclient/add/", _client_form("North", "Main St"))
+    assert response.status_code == 302, response.content[:2000]
+    assert _held() == {("North", "Main St")}
+    page = admin_client.get(f"/admin/ask/apiclient/{ApiClient.objects.get().pk}/change/").content.decode()
+    assert "North @ Main St" in page and 'name="sites-0-site"' in page
+
+
+def test_the_admin_refuses_a_site_no_receipt_could_name(admin_client):
+    response = admin_client.post("/admin/ask/apiclient/add/", _client_form("North", "M" * 201))
+    assert response.status_code == 200
+    assert not ApiClient.objects.exists() and not ClientSite.objects.exists()
