@@ -4,15 +4,19 @@ fails here until its row is written) × every kind of caller × the caller's own
 Callers: no key, a revoked key, a patient-bound key, a pharmacy key and a pharmacist-scoped pharmacy key,
 all of the client North. Targets: North's own patient, decision, correction and site, or South's. Every
 answer must have the status of its cell (a refusal a problem, or an OperationOutcome under /fhir/); a
-refusal writes nothing; and no 2xx answer carries anything of South's. Real recalls (tests/conftest.py
-`drafts`: D-0315-2019 escalated to Class I and swept) and the real recalled lot of D-0502-2019 in
-SYNTHETIC EPCIS shipments; patients synthetic."""
+refusal writes nothing; and no 2xx answer carries anything of South's. The MCP tools call the same
+services: each is tried in the cells of the operation it stands for and must succeed exactly where that
+does. Real recalls (tests/conftest.py `drafts`: D-0315-2019 escalated to Class I and swept) and the real
+recalled lot of D-0502-2019 in SYNTHETIC EPCIS shipments; patients synthetic."""
 
+import asyncio
 import itertools
 import json
 
 import pytest
+from mcp.server.mcpserver.exceptions import ToolError
 
+from api import mcp_server
 from api.views import API_PREFIX, openapi_document
 from ask.keys import grant_site, issue_key, revoke_keys
 from ask.models import ApiClient, ApiKey, ClientPatient
@@ -51,6 +55,11 @@ MATRIX = {
 }
 
 
+# The operation each MCP tool stands for (api/mcp_server.py calls the same service).
+MCP_TOOLS = {"ask": ("POST", "/ask"), "check": ("POST", "/check"), "get_decision": ("GET", "/decisions/{decision_id}"),
+             "replay": ("GET", "/decisions/{decision_id}/replay")}
+
+
 def operations() -> set[tuple[str, str]]:
     return {(method.upper(), path.removeprefix(API_PREFIX.rstrip("/")))
             for path, methods in openapi_document()["paths"].items() for method in methods}
@@ -61,6 +70,12 @@ def test_the_matrix_covers_every_operation_of_the_api():
     assert not missing, f"add a row to MATRIX for each new operation: {sorted(missing)}"
     assert not stale, f"MATRIX names operations the API no longer has: {sorted(stale)}"
     assert all(set(row) == set(ROLES) for row in MATRIX.values())
+
+
+def test_every_mcp_tool_stands_for_an_operation_of_the_matrix():
+    tools = {tool.name for tool in asyncio.run(mcp_server.server.list_tools())}
+    assert tools == set(MCP_TOOLS), "map each MCP tool to the operation whose service it calls"
+    assert set(MCP_TOOLS.values()) <= set(MATRIX)
 
 
 class Data:
@@ -180,4 +195,44 @@ def test_every_caller_gets_the_answer_of_its_cell_and_nothing_of_another_client(
                 leaked = []  # unreachable: South's site is refused above
             if leaked:
                 wrong.append(f"{cell}: the answer carries South's {leaked}")
+    assert not wrong, "\n".join(wrong)
+
+
+class _McpContext:
+    """What a tool reads of its context: the request's headers (None would mean stdio and its configured key)."""
+
+    def __init__(self, secret):
+        self.headers = {"authorization": f"Bearer {secret}"} if secret else {}
+
+
+def _call_tool(tool: str, ctx, data: Data, target: str):
+    decision = data.decisions[target]
+    return {
+        "ask": lambda: mcp_server.ask(ctx, "Is my valsartan safe?", patient=data.PATIENTS[target]),
+        "check": lambda: mcp_server.check(ctx, [decision]),
+        "get_decision": lambda: mcp_server.get_decision(ctx, decision),
+        "replay": lambda: mcp_server.replay(ctx, decision),
+    }[tool]()
+
+
+def test_every_mcp_tool_succeeds_exactly_where_its_operation_does(world, drafts, people, settings):
+    settings.UNSAY_API_RATE_PER_MINUTE = 100_000
+    data = Data(world, drafts, people)
+    wrong = []
+    for tool, operation in sorted(MCP_TOOLS.items()):
+        for role, target in itertools.product((*UNAUTHENTICATED, *ROLES), ("own", "other")):
+            expected = 401 if role in UNAUTHENTICATED else MATRIX[operation][role][target == "other"]
+            allowed = (expected[0] if isinstance(expected, tuple) else expected) < 400
+            before = _written()
+            try:
+                answer = _call_tool(tool, _McpContext(data.secrets[role]), data, target).model_dump_json()
+            except ToolError:
+                answer = None
+            cell = f"MCP {tool} as {role} on {target} data"
+            if allowed != (answer is not None):
+                wrong.append(f"{cell}: {'refused' if answer is None else 'answered'}, expected the opposite")
+            elif answer is None and _written() != before:
+                wrong.append(f"{cell}: refused, yet wrote something")
+            elif answer is not None and any(mark in answer for mark in data.south_marks):
+                wrong.append(f"{cell}: the answer carries South's data")
     assert not wrong, "\n".join(wrong)
