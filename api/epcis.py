@@ -4,7 +4,8 @@
 EPCIS 1.2 / 2.0 XML or 2.0 JSON / JSON-LD, up to EPCIS_MAX_BODY_BYTES (a DSCSA shipment notice is larger
 than the other endpoints' bodies; larger files go through the command). Pharmacy keys only. The answer
 lists what was applied, already received (a re-send) and refused with reasons; a document that cannot
-be read at all is a 422 problem naming why.
+be read at all is a 422 problem naming why. A site the key's client does not hold is a 403
+(site-not-held) before the document is read: every event of a receipt acts on the units of its site.
 """
 
 from ninja import Query, Router, Schema
@@ -13,7 +14,6 @@ from api import guard, problems, services
 from api.auth import ApiKeyAuth
 from api.schemas import ERRORS
 from ask import keys
-from ask.models import ApiKey
 from shelf.receiving import receive
 
 EPCIS_TYPES = ("application/xml", "text/xml", "application/json", "application/ld+json")
@@ -61,7 +61,7 @@ class EpcisReceiptOut(Schema):
 
 
 @router.post("/epcis", auth=EpcisAuth(), response={200: EpcisReceiptOut, **ERRORS},
-          summary="Receive a DSCSA EPCIS document at a site (pharmacy keys)",
+          summary="Receive a DSCSA EPCIS document at a site (pharmacy keys of a client holding the site)",
           openapi_extra={"requestBody": {"required": True, "content": {
               **{media: {"schema": {"type": "object", "description": "An EPCIS 2.0 JSON / JSON-LD EPCISDocument."}}
                  for media in ("application/json", "application/ld+json")},
@@ -70,9 +70,9 @@ class EpcisReceiptOut(Schema):
 def epcis(request, site: str = Query(..., min_length=1, max_length=200)):
     """Units land on the site's shelf by SGTIN with lot, expiry and NDC (docs/shelf.md). Each event is
     received once (eventID, or its content hash): a re-send answers `skipped` and writes nothing. Bad events
-    are refused with reasons while the others land; entity declarations in XML refuse the document."""
-    if request.auth.kind != ApiKey.Kind.PHARMACY:
-        raise problems.forbidden("Receiving EPCIS needs a pharmacy key.")
+    are refused with reasons while the others land; entity declarations in XML refuse the document.
+    `site` must be one the key's client holds (granted in the admin); any other is a 403 site-not-held."""
+    services.require_site(request.auth, site)
     receipt = receive(request.body, site=site, source="api", actor=f"api:{request.auth.prefix}")
     if receipt.error:
         raise problems.invalid(receipt.error)

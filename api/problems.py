@@ -49,6 +49,12 @@ def forbidden(detail: str) -> Problem:
     return Problem(403, "forbidden", "This key may not do that", detail)
 
 
+def site_not_held(site: str) -> Problem:
+    return Problem(403, "site-not-held", "This key does not hold that site",
+                   f"This key's client does not hold the site {site!r}: it may receive stock and move units only "
+                   "at the sites an operator granted its client (admin, API clients).")
+
+
 def not_found(detail: str) -> Problem:
     return Problem(404, "not-found", "No such resource for this key", detail)
 

@@ -9,6 +9,7 @@ verified ApiKey (identity from the bearer token only) and raises problems.Proble
     check(key, public_ids) -> list[dict]                   still standing? if not, what changed
     replay(key, public_id, at) -> dict                     what we believed at `at` (bitemporal route)
     record_dispensing(key, fields, *, actor) -> (DispensingRecord, warning)
+    require_site(key, site)                                403 unless a pharmacy key whose client holds the site
     recall_exposure(key, recall_number) -> list[dict]      pharmacist-scoped keys only
 """
 
@@ -306,6 +307,17 @@ def already_recorded(record) -> problems.Problem:
     return problems.Problem(409, "already-recorded", "This dispensing is already recorded",
                             f"Lot {record.lot} of {record.drug} dispensed at {record.dispensed_at:%Y-%m-%d %H:%M} UTC "
                             "is already on file for this patient.")
+
+
+# --- stock at a site -----------------------------------------------------------------------------
+
+def require_site(key: ApiKey, site: str) -> None:
+    """Stock is changed only at a site the key's client holds (ask.models.ClientSite), whatever the
+    document says about the units: a key of one branch never moves another branch's units."""
+    if key.kind != ApiKey.Kind.PHARMACY:
+        raise problems.forbidden("Receiving EPCIS needs a pharmacy key.")
+    if not keys.holds_site(key, site):
+        raise problems.site_not_held(site)
 
 
 # --- exposure -------------------------------------------------------------------------------------

@@ -1,11 +1,11 @@
-"""Admin for the ask API: clients (with their patients), keys (secret shown once; revoke action), usage counters.
-Imported from memory/admin.py."""
+"""Admin for the ask API: clients (with their patients and the sites they hold), keys (secret shown once;
+revoke action), usage counters. Imported from memory/admin.py."""
 
 from django import forms
 from django.contrib import admin, messages
 
-from ask.keys import check_key_scope, issue_key, revoke_keys
-from ask.models import ApiClient, ApiKey, ClientPatient, UsageCounter
+from ask.keys import check_key_scope, check_site_name, issue_key, revoke_keys
+from ask.models import ApiClient, ApiKey, ClientPatient, ClientSite, UsageCounter
 from core.admin_base import ReadOnlyAdmin
 
 
@@ -15,11 +15,33 @@ class ClientPatientInline(admin.TabularInline):
     extra = 1
 
 
+class ClientSiteForm(forms.ModelForm):
+    class Meta:
+        model = ClientSite
+        fields = ["site"]
+
+    def clean_site(self):
+        site = self.cleaned_data["site"]
+        try:
+            check_site_name(site)
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from None
+        return site
+
+
+class ClientSiteInline(admin.TabularInline):
+    """The sites where the client's pharmacy keys may receive EPCIS documents and move units."""
+
+    model = ClientSite
+    form = ClientSiteForm
+    extra = 1
+
+
 @admin.register(ApiClient)
 class ApiClientAdmin(admin.ModelAdmin):
     list_display = ["name", "created"]
-    search_fields = ["name"]
-    inlines = [ClientPatientInline]
+    search_fields = ["name", "sites__site"]
+    inlines = [ClientPatientInline, ClientSiteInline]
 
 
 class ApiKeyForm(forms.ModelForm):

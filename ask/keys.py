@@ -4,9 +4,15 @@
     issue_key(client, *, kind, patient=None, name="", pharmacist=False) -> (ApiKey, secret)
     verify_key(secret) -> ApiKey | None          an active key for the secret (and marks it used)
     revoke_keys(queryset_or_keys) -> int         revoked now (already-revoked keys are left alone)
+    check_site_name(site)                        raises ValueError unless a site name a shelf can have
+    grant_site(client, site) -> ClientSite       the client's pharmacy keys may act on stock there
+    holds_site(key, site) -> bool                may this key receive stock and move units at the site?
 
 Only sha256(secret) is stored (ApiKey.key_hash); the secret is returned once, by issue_key. A
 secret is 32 random bytes, so a fast hash is enough (no password stretching needed).
+
+A key's authority follows its client's data: patients through ClientPatient, sites through ClientSite
+(docs/tenancy.md). A patient-bound key holds no site: it speaks for one patient, never for a shelf.
 """
 
 import hashlib
@@ -15,11 +21,12 @@ import secrets
 from django.db import transaction
 from django.utils import timezone
 
-from ask.models import ApiKey, ClientPatient
+from ask.models import ApiKey, ClientPatient, ClientSite
 from patients.erasure import is_erased
 
 SECRET_PREFIX = "usk_"
 MAX_SECRET_LENGTH = 200  # a bearer value longer than any secret we issue is refused unhashed
+MAX_SITE_LENGTH = 200  # as shelf.models.Unit.site
 
 
 def hash_secret(secret: str) -> str:
@@ -78,3 +85,21 @@ def revoke_keys(keys) -> int:
     ids = list(keys.values_list("pk", flat=True)) if hasattr(keys, "values_list") else [k.pk for k in keys]
     with transaction.atomic():
         return ApiKey.objects.filter(pk__in=ids, revoked_at__isnull=True).update(revoked_at=timezone.now())
+
+
+def check_site_name(site: str) -> None:
+    """Raise ValueError unless `site` can name a shelf (EPCIS receipts compare it exactly)."""
+    if not site or len(site) > MAX_SITE_LENGTH or "\x00" in site or site != site.strip():
+        raise ValueError(f"A site is 1 to {MAX_SITE_LENGTH} characters, without surrounding spaces.")
+
+
+def grant_site(client, site: str) -> ClientSite:
+    """Let the client's pharmacy keys receive stock and move units at `site` (idempotent)."""
+    check_site_name(site)
+    return ClientSite.objects.get_or_create(client=client, site=site)[0]
+
+
+def holds_site(key: ApiKey, site: str) -> bool:
+    """Whether this key may act on the stock of `site`: a pharmacy key whose client holds it, exactly as named."""
+    return (key.kind == ApiKey.Kind.PHARMACY
+            and ClientSite.objects.filter(client_id=key.client_id, site=site).exists())

@@ -1,5 +1,5 @@
-"""API clients, keys and model-usage counters: who may ask, and how often the model may be
-called. Their tables are named for this app (ask_*), like every model's."""
+"""API clients, keys and model-usage counters: who may ask, where a key may act on stock, and how
+often the model may be called. Their tables are named for this app (ask_*), like every model's."""
 
 from django.db import models
 from django.db.models import Q
@@ -7,7 +7,8 @@ from django.db.models import Q
 # --- Ask: API clients, keys and model-usage counters ------------------------------------------
 # A pharmacy client owns patients through ClientPatient (Patient has no client column; this table
 # is the mapping, one client per patient). Keys are scoped to a client and optionally bound to
-# one patient (patient-facing keys).
+# one patient (patient-facing keys). A client holds the sites granted to it (ClientSite); its pharmacy
+# keys change stock only there (docs/adr/0012-a-key-acts-at-the-sites-its-client-holds.md).
 
 
 class ApiClient(models.Model):
@@ -31,6 +32,27 @@ class ClientPatient(models.Model):
 
     def __str__(self):
         return f"{self.patient_id} -> {self.client}"
+
+
+class ClientSite(models.Model):
+    """A site (a branch's shelf, as EPCIS receipts and dispensing name it) where a client's pharmacy keys
+    may receive stock and move units. Granted by an operator, never derived from what a key writes: a key
+    that could gain a site by naming it on a dispensing would hold every site. A site may be held by
+    several clients (the branch's pharmacy system and its till)."""
+
+    client = models.ForeignKey(ApiClient, on_delete=models.CASCADE, related_name="sites")
+    site = models.CharField(max_length=200, help_text="Exactly as EPCIS receipts name it (?site=...).")
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name, verbose_name_plural = "site", "sites"
+        constraints = [
+            models.UniqueConstraint(fields=["client", "site"], name="ask_clientsite_once"),
+            models.CheckConstraint(condition=~Q(site=""), name="ask_clientsite_named"),
+        ]
+
+    def __str__(self):
+        return f"{self.client} @ {self.site}"
 
 
 class ApiKeyQuerySet(models.QuerySet):

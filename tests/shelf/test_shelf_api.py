@@ -2,7 +2,7 @@
 
 import pytest
 
-from ask.keys import issue_key
+from ask.keys import grant_site, issue_key
 from ask.models import ApiClient, ApiKey
 from shelf.models import Unit
 from tests import epcis_docs as d
@@ -15,7 +15,9 @@ URL = "/api/v1/epcis?site=Main%20St"
 
 @pytest.fixture
 def pharmacy_key():
-    return issue_key(ApiClient.objects.create(name="North"))[1]
+    north = ApiClient.objects.create(name="North")
+    grant_site(north, "Main St")
+    return issue_key(north)[1]
 
 
 def _post(client, key, body, content_type="application/xml", url=URL):
