@@ -31,6 +31,7 @@ from corrections.models import Correction
 from memory.models import Decision, Fact
 from memory.replay import bitemporal_route
 from patients.dispensing import save_dispensing
+from patients.erasure import is_erased
 from patients.forms import DispensingRecordForm
 from patients.models import DispensingRecord, Patient
 from patients.selectors import attach_patients
@@ -100,7 +101,9 @@ def patient_for(key: ApiKey, requested: str | None) -> Patient:
     if requested in (None, ""):
         raise problems.invalid('A pharmacy key must name the patient ("patient": "<reference>").')
     patient = _patient_by_ref(requested)
-    if patient is None or not _belongs(key, patient.pk):
+    # An erased patient is no patient of anyone's: asked about by the reference erasure left, they are
+    # refused as unknown, and nothing asked is stored.
+    if patient is None or not _belongs(key, patient.pk) or is_erased(patient):
         raise problems.not_found("No such patient for this key.")
     return patient
 

@@ -176,3 +176,17 @@ def test_every_table_tied_to_a_patient_is_reached_by_the_erasure_or_kept_for_a_s
                 tied.add(model._meta.db_table)
     assert tied - reached - set(KEPT_AS_THEY_ARE) == set()
     assert set(KEPT_AS_THEY_ARE) <= tied  # the list names no table that is gone
+
+
+def test_a_pharmacy_key_cannot_ask_about_an_erased_patient_by_the_reference_erasure_left(zelda, client):
+    patient, _ = zelda
+    _erase(REF)
+    patient.refresh_from_db()
+    pharmacy = ClientPatient.objects.get(patient=patient).client
+    _, secret = issue_key(pharmacy)
+    decisions = Decision.objects.filter(patient_id=patient.pk).count()
+    for named in (patient.external_ref, str(patient.public_id)):
+        response = client.post("/api/v1/ask", data=json.dumps({"question": "Is it safe?", "patient": named}),
+                               content_type="application/json", headers={"Authorization": f"Bearer {secret}"})
+        assert response.status_code == 404, response.content
+    assert Decision.objects.filter(patient_id=patient.pk).count() == decisions
