@@ -26,6 +26,8 @@ from defusedxml.ElementTree import fromstring as xml_fromstring
 from . import epc
 
 MAX_DOCUMENT_BYTES = 256 * 1024 * 1024
+# eventID, locations and business transactions: URIs, bounded like the column that keeps the eventID.
+MAX_EVENT_ID_CHARS = 300
 EVENT_TYPES = ("ObjectEvent", "AggregationEvent", "TransactionEvent")
 # CBV 1.2 URNs, CBV 2.0 bare words and Web URIs all name the same step.
 _STEP_PREFIXES = ("urn:epcglobal:cbv:bizstep:", "https://ref.gs1.org/cbv/BizStep-", "http://ref.gs1.org/cbv/BizStep-",
@@ -75,8 +77,10 @@ class Event:
         return self._key
 
     def _compute_key(self) -> str:
-        if self.event_id:
-            return self.event_id[:300]
+        # An eventID over the bound is refused (never cut, which could make two events one): the refusal is
+        # recorded under the content hash, which still tells a resend of the same content.
+        if self.event_id and len(self.event_id) <= MAX_EVENT_ID_CHARS:
+            return self.event_id
         content = [self.type, self.event_time.isoformat() if self.event_time else "", self.action, self.biz_step,
                    self.disposition, sorted(self.epcs), self.parent, sorted(self.children), self.lot,
                    self.expiry.isoformat() if self.expiry else "", self.biz_location, self.read_point,
@@ -359,12 +363,22 @@ def _check(event: Event) -> None:
         event.error = f"The event's action {event.action!r} is not ADD, OBSERVE or DELETE."
     elif event.type == "AggregationEvent" and not event.parent and event.action != "OBSERVE":
         event.error = "An AggregationEvent with action ADD or DELETE must name its parentID."
-    elif len(event.lot) > 20:
-        event.error = f"The lot {event.lot[:40]!r}... is longer than GS1's 20 characters (AI 10)."
+    elif len(event.lot) > epc.LOT_CHARS:
+        event.error = epc.too_long("lot", event.lot, epc.LOT_CHARS, "10")
     elif not (event.epcs or event.children or event.parent):
         event.error = "The event names no EPCs (class-level quantities are not read by the shelf)."
     else:
-        for uri in [*event.epcs, *event.children]:
-            if not (epc.sgtin(uri) or epc.is_case(uri)):
-                event.error = f"The EPC {uri[:120]!r} is neither an SGTIN nor an SSCC."
-                break
+        event.error = _identifier_error(event)
+
+
+def _identifier_error(event: Event) -> str:
+    """Every identifier is read whole or the event is refused: the same bounds whatever the form it came in."""
+    for name, value in (("eventID", event.event_id), ("bizLocation", event.biz_location),
+                        ("readPoint", event.read_point), *(("bizTransaction", t) for t in event.transactions)):
+        if len(value) > MAX_EVENT_ID_CHARS:
+            return f"The {name} {value[:60]!r}... is {len(value)} characters; the limit is {MAX_EVENT_ID_CHARS}."
+    for uri in [*event.epcs, *event.children, *([event.parent] if event.parent else [])]:
+        reason = epc.refusal(uri)
+        if reason:
+            return reason
+    return ""

@@ -140,17 +140,16 @@ def receive_document(doc: Document, *, site: str, source: str = "", actor: str =
             with connection.cursor() as cursor:
                 cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"shelf.receive:{site}"])
         with connection.cursor() as cursor:  # one array parameter, not 100,000 placeholders
+            # Only an applied event takes its key: a refused one is read again (a corrected resend lands).
             cursor.execute(f"SELECT event_key FROM {ReceivedEvent._meta.db_table} WHERE site = %s "
-                           "AND event_key = ANY(%s)", [site, keys])
+                           "AND status = %s AND event_key = ANY(%s)", [site, ReceivedEvent.Status.APPLIED, keys])
             known_keys = {row[0] for row in cursor.fetchall()}
-        todo, records, seen_keys = [], [], set()
+        todo, records, applied_keys = [], [], set()
         for event in doc.events:
-            key = event.key
-            if key in known_keys or key in seen_keys:
+            if event.key in known_keys:
                 receipt.skipped += 1
-                continue
-            seen_keys.add(key)
-            todo.append(event)
+            else:
+                todo.append(event)
         # Aggregations: this document's packing, and earlier ones for the cases it names.
         children: dict[str, list[str]] = {}
         for event in todo:
@@ -175,6 +174,9 @@ def receive_document(doc: Document, *, site: str, source: str = "", actor: str =
         products = _Products(doc)
         new_units, changed = {}, {}
         for event in todo:
+            if event.key in applied_keys:  # the same event twice in one document
+                receipt.skipped += 1
+                continue
             reason = event.error or _apply(event, site, now, children, ids, noted, units, new_units, changed,
                                            products, doc)
             records.append((  # the columns of _EVENT_FIELDS
@@ -185,6 +187,7 @@ def receive_document(doc: Document, *, site: str, source: str = "", actor: str =
                 receipt.refused.append((event.key, reason))
             else:
                 receipt.applied += 1
+                applied_keys.add(event.key)
         _copy(Unit, ["site", "gtin", "serial", "ndc", "ndc_products", "lot", "lot_printed", "expiry", "product_name",
                      "state", "received_at", "changed_at"], new_units.values())
         changed_existing = [u for u in changed.values() if u.pk]
