@@ -74,7 +74,9 @@ def _link(uri: str) -> _Link | None:
     return _Link(key, number, lot=values.get("10", ""), serial=values.get("21", ""))
 
 
-@functools.lru_cache(maxsize=1 << 18)  # a document names each unit in several events
+# A document names each unit in several events, mostly close together; a larger cache would cost memory that
+# grows with the document (about 350 bytes an entry). A chunk of receiving (5,000 events) fits.
+@functools.lru_cache(maxsize=1 << 13)
 def _read_sgtin(uri: str) -> tuple[tuple[str, str] | None, str]:
     """((gtin, serial), "") or (None, why not)."""
     if len(uri) > MAX_URI_CHARS:
