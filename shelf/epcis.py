@@ -1,6 +1,13 @@
 """Reading EPCIS documents: 1.2 XML and 2.0 JSON / JSON-LD (and 2.0 XML), into plain events.
 
-    parse_document(data: bytes) -> Document      events in document order, master data, document-level errors
+    open_document(data) -> DocumentReader       bytes or a binary file; .events() reads it from the start, one
+                                                event at a time (master data filled in as it is read)
+    parse_document(data) -> Document            all events in a list (small documents, tests)
+
+Documents are streamed: XML through defusedxml's iterparse (each event element dropped once read), JSON
+through shelf.json_stream (each event decoded on its own), so memory follows one event, not the document.
+A document-level fault (malformed, not EPCIS) can surface only once the reading reaches it: the caller
+reads the whole document once before applying anything (shelf.receiving).
 
 XML is parsed by defusedxml with entities and external references forbidden: a document declaring an entity
 (the way in for external entities, XXE, and for entity expansion, "billion laughs") is refused whole, before
@@ -15,17 +22,23 @@ shelf reads.
 """
 
 import hashlib
+import io
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import date, datetime
+from typing import BinaryIO
 
 from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import ParseError as XmlParseError
-from defusedxml.ElementTree import fromstring as xml_fromstring
+from defusedxml.ElementTree import iterparse as xml_iterparse
 
 from . import epc
+from .json_stream import ARRAY, JsonStream, JsonStreamError
 
 MAX_DOCUMENT_BYTES = 256 * 1024 * 1024
+# eventID, locations and business transactions: URIs, bounded like the column that keeps the eventID.
+MAX_EVENT_ID_CHARS = 300
 EVENT_TYPES = ("ObjectEvent", "AggregationEvent", "TransactionEvent")
 # CBV 1.2 URNs, CBV 2.0 bare words and Web URIs all name the same step.
 _STEP_PREFIXES = ("urn:epcglobal:cbv:bizstep:", "https://ref.gs1.org/cbv/BizStep-", "http://ref.gs1.org/cbv/BizStep-",
@@ -75,8 +88,10 @@ class Event:
         return self._key
 
     def _compute_key(self) -> str:
-        if self.event_id:
-            return self.event_id[:300]
+        # An eventID over the bound is refused (never cut, which could make two events one): the refusal is
+        # recorded under the content hash, which still tells a resend of the same content.
+        if self.event_id and len(self.event_id) <= MAX_EVENT_ID_CHARS:
+            return self.event_id
         content = [self.type, self.event_time.isoformat() if self.event_time else "", self.action, self.biz_step,
                    self.disposition, sorted(self.epcs), self.parent, sorted(self.children), self.lot,
                    self.expiry.isoformat() if self.expiry else "", self.biz_location, self.read_point,
@@ -130,18 +145,38 @@ def _time(value) -> datetime | None:
     return parsed if parsed.tzinfo else None
 
 
-def parse_document(data: bytes) -> Document:
-    if len(data) > MAX_DOCUMENT_BYTES:
-        raise DocumentError(f"The document is {len(data):,} bytes; the limit is {MAX_DOCUMENT_BYTES:,}.")
-    head = data[:64].lstrip(b"\xef\xbb\xbf \t\r\n")
+def open_document(data: bytes | BinaryIO) -> "DocumentReader":
+    """The document's size and format, checked before anything in it is read."""
+    source = io.BytesIO(data) if isinstance(data, bytes | bytearray) else data
+    size = source.seek(0, io.SEEK_END)
+    if size > MAX_DOCUMENT_BYTES:
+        raise DocumentError(f"The document is {size:,} bytes; the limit is {MAX_DOCUMENT_BYTES:,}.")
+    source.seek(0)
+    head = source.read(64).lstrip(b"\xef\xbb\xbf \t\r\n")
     if head.startswith(b"<"):
-        return _parse_xml(data)
+        return DocumentReader(source, "xml")
     if head.startswith((b"{", b"[")):
-        return _parse_json(data)
+        return DocumentReader(source, "json")
     raise DocumentError("The document is neither XML (EPCIS 1.2 / 2.0) nor JSON (EPCIS 2.0).")
 
 
-# --- XML ----------------------------------------------------------------------------------------------
+def parse_document(data: bytes | BinaryIO) -> Document:
+    reader = open_document(data)
+    events = list(reader.events())
+    return Document(reader.format, events, reader.products, reader.lot_expiry)
+
+
+class DocumentReader:
+    """A document read as a stream, as often as needed (each .events() starts from the beginning)."""
+
+    def __init__(self, source: BinaryIO, format: str):
+        self.source, self.format = source, format
+        self.products: dict[str, dict] = {}
+        self.lot_expiry: dict[tuple[str, str], date] = {}
+
+    def events(self) -> Iterator[Event]:
+        self.source.seek(0)
+        return _xml_events(self, self.source) if self.format == "xml" else _json_events(self, self.source)
 
 
 def _local(tag) -> str:
@@ -164,40 +199,49 @@ def _find_all(el, name):
     return [sub for sub in el.iter() if _local(sub.tag) == name]
 
 
-def _parse_xml(data: bytes) -> Document:
+def _xml_events(doc: DocumentReader, source: BinaryIO) -> Iterator[Event]:
+    open_elements, lists = [], 0
     try:
         # A bare <!DOCTYPE x> is harmless (GS1's own examples carry one); any entity declaration is refused.
-        root = xml_fromstring(data, forbid_dtd=False, forbid_entities=True, forbid_external=True)
+        for action, el in xml_iterparse(source, events=("start", "end"), forbid_dtd=False, forbid_entities=True,
+                                        forbid_external=True):
+            if action == "start":
+                if not open_elements and _local(el.tag) not in ("EPCISDocument", "EPCISQueryDocument"):
+                    raise DocumentError(f"The XML document element is {_local(el.tag)!r}, not an EPCISDocument.")
+                open_elements.append(el)
+                continue
+            open_elements.pop()
+            parent = open_elements[-1] if open_elements else None
+            name = _local(el.tag)
+            if parent is not None and _local(parent.tag) == "EventList":
+                yield from _xml_list_item(name, el)
+                parent.clear()  # the event is read: drop it, so the tree never holds more than one
+            elif name == "VocabularyElement":
+                _master_xml(doc, el)
+                el.clear()
+            elif name == "EventList":
+                lists += 1
     except DefusedXmlException as exc:
         raise DocumentError(f"The XML declares entities or external references, which are refused (XXE, entity "
                             f"expansion): {type(exc).__name__}.") from exc
     except XmlParseError as exc:
         raise DocumentError(f"The XML is malformed: {exc}.") from exc
-    if _local(root.tag) not in ("EPCISDocument", "EPCISQueryDocument"):
-        raise DocumentError(f"The XML document element is {_local(root.tag)!r}, not an EPCISDocument.")
-    doc = Document("xml", [])
-    for element in _find_all(root, "VocabularyElement"):
-        _master_xml(doc, element)
-    event_lists = _find_all(root, "EventList")
-    if not event_lists:
+    if not lists:
         raise DocumentError("The EPCIS document has no EventList.")
-    for event_list in event_lists:
-        for el in event_list:
-            name = _local(el.tag)
-            if name == "extension":  # EPCIS 1.2 puts TransformationEvent here: not read by the shelf
-                for sub in el:
-                    doc.events.append(Event(_local(sub.tag), error=f"{_local(sub.tag)} is not read by the shelf."))
-                continue
-            if not name:  # a comment or processing instruction
-                continue
-            try:
-                doc.events.append(_event_xml(name, el))
-            except (TypeError, ValueError, AttributeError) as exc:
-                doc.events.append(Event(name[:40], error=f"The event could not be read: {str(exc)[:200]}."))
-    return doc
 
 
-def _master_xml(doc: Document, element) -> None:
+def _xml_list_item(name: str, el) -> Iterator[Event]:
+    if name == "extension":  # EPCIS 1.2 puts TransformationEvent here: not read by the shelf
+        for sub in el:
+            yield Event(_local(sub.tag), error=f"{_local(sub.tag)} is not read by the shelf.")
+        return
+    try:
+        yield _event_xml(name, el)
+    except (TypeError, ValueError, AttributeError) as exc:
+        yield Event(name[:40], error=f"The event could not be read: {str(exc)[:200]}.")
+
+
+def _master_xml(doc: DocumentReader, element) -> None:
     attrs = {}
     for attr in element:
         if _local(attr.tag) == "attribute":
@@ -205,7 +249,7 @@ def _master_xml(doc: Document, element) -> None:
     _master(doc, element.get("id", ""), attrs)
 
 
-def _master(doc: Document, class_id: str, attrs: dict) -> None:
+def _master(doc: DocumentReader, class_id: str, attrs: dict) -> None:
     lot_class = epc.lgtin(class_id)
     if lot_class and attrs.get("itemExpirationDate"):
         expiry = _date(attrs["itemExpirationDate"])
@@ -260,45 +304,45 @@ def _event_xml(name: str, el) -> Event:
 # --- JSON ---------------------------------------------------------------------------------------------
 
 
-def _parse_json(data: bytes) -> Document:
-    if b"\x00" in data or b"\\u0000" in data:
-        raise DocumentError("NUL characters are not allowed.")  # PostgreSQL text cannot hold one
+_EVENT_LISTS = (("epcisBody", "eventList"), ("epcisBody", "queryResults", "resultsBody", "eventList"))
+_SINGLE_EVENT = ("epcisBody", "event")  # a single-event document (EPCIS 2.0 capture)
+_VOCABULARY_ELEMENT = ("epcisHeader", "epcisMasterData", "vocabularyList", "*", "vocabularyElementList", "*")
+
+
+def _json_wanted(path: tuple) -> bool:
+    return (path == ("type",) or path == _SINGLE_EVENT or path == _VOCABULARY_ELEMENT
+            or (path[-1:] == ("*",) and path[:-1] in _EVENT_LISTS))
+
+
+def _json_events(doc: DocumentReader, source: BinaryIO) -> Iterator[Event]:
+    kind, lists = None, 0
     try:
-        body = json.loads(data)
-    except (ValueError, RecursionError) as exc:
-        raise DocumentError(f"The JSON is malformed: {str(exc)[:200]}.") from exc
-    if not isinstance(body, dict) or body.get("type") not in ("EPCISDocument", "EPCISQueryDocument"):
+        for path, value in JsonStream(source).values(_json_wanted):
+            if path == ("type",):
+                kind = value
+            elif value is ARRAY:
+                lists += path in _EVENT_LISTS
+            elif path == _VOCABULARY_ELEMENT:
+                _master_json(doc, value)
+            elif path != _SINGLE_EVENT or isinstance(value, dict):
+                lists += path == _SINGLE_EVENT
+                yield _event_json(value)
+    except JsonStreamError as exc:
+        raise DocumentError(str(exc)) from exc
+    if kind not in ("EPCISDocument", "EPCISQueryDocument"):
         raise DocumentError("The JSON is not an EPCIS 2.0 document (type EPCISDocument or EPCISQueryDocument).")
-    try:
-        return _read_json(body)
-    except (TypeError, ValueError, AttributeError) as exc:  # the document's structure is not EPCIS's
-        raise DocumentError(f"The EPCIS document's structure could not be read: {str(exc)[:200]}.") from exc
-
-
-def _read_json(body: dict) -> Document:
-    doc = Document("json", [])
-    header = body.get("epcisHeader") or {}
-    master = header.get("epcisMasterData") or {} if isinstance(header, dict) else {}
-    for vocabulary in (master.get("vocabularyList") or []) if isinstance(master, dict) else []:
-        for element in (vocabulary or {}).get("vocabularyElementList") or []:
-            if not isinstance(element, dict):
-                continue
-            attrs = {}
-            for attr in element.get("attributes") or []:
-                if isinstance(attr, dict):
-                    attrs[_mda_name(str(attr.get("id", "")))] = str(attr.get("attribute", "")).strip()
-            _master(doc, str(element.get("id", "")), attrs)
-    ebody = body.get("epcisBody") or {}
-    events = ebody.get("eventList")
-    if events is None and isinstance(ebody.get("queryResults"), dict):
-        events = (ebody["queryResults"].get("resultsBody") or {}).get("eventList")
-    if events is None and isinstance(ebody.get("event"), dict):  # a single-event document (EPCIS 2.0 capture)
-        events = [ebody["event"]]
-    if not isinstance(events, list):
+    if not lists:
         raise DocumentError("The EPCIS document has no epcisBody.eventList.")
-    for raw in events:
-        doc.events.append(_event_json(raw))
-    return doc
+
+
+def _master_json(doc: DocumentReader, element) -> None:
+    if not isinstance(element, dict):
+        return
+    attrs, attributes = {}, element.get("attributes")
+    for attr in attributes if isinstance(attributes, list) else []:
+        if isinstance(attr, dict):
+            attrs[_mda_name(str(attr.get("id", "")))] = str(attr.get("attribute", "")).strip()
+    _master(doc, str(element.get("id", "")), attrs)
 
 
 def _epc_list(value) -> list[str]:
@@ -359,12 +403,22 @@ def _check(event: Event) -> None:
         event.error = f"The event's action {event.action!r} is not ADD, OBSERVE or DELETE."
     elif event.type == "AggregationEvent" and not event.parent and event.action != "OBSERVE":
         event.error = "An AggregationEvent with action ADD or DELETE must name its parentID."
-    elif len(event.lot) > 20:
-        event.error = f"The lot {event.lot[:40]!r}... is longer than GS1's 20 characters (AI 10)."
+    elif len(event.lot) > epc.LOT_CHARS:
+        event.error = epc.too_long("lot", event.lot, epc.LOT_CHARS, "10")
     elif not (event.epcs or event.children or event.parent):
         event.error = "The event names no EPCs (class-level quantities are not read by the shelf)."
     else:
-        for uri in [*event.epcs, *event.children]:
-            if not (epc.sgtin(uri) or epc.is_case(uri)):
-                event.error = f"The EPC {uri[:120]!r} is neither an SGTIN nor an SSCC."
-                break
+        event.error = _identifier_error(event)
+
+
+def _identifier_error(event: Event) -> str:
+    """Every identifier is read whole or the event is refused: the same bounds whatever the form it came in."""
+    for name, value in (("eventID", event.event_id), ("bizLocation", event.biz_location),
+                        ("readPoint", event.read_point), *(("bizTransaction", t) for t in event.transactions)):
+        if len(value) > MAX_EVENT_ID_CHARS:
+            return f"The {name} {value[:60]!r}... is {len(value)} characters; the limit is {MAX_EVENT_ID_CHARS}."
+    for uri in [*event.epcs, *event.children, *([event.parent] if event.parent else [])]:
+        reason = epc.refusal(uri)
+        if reason:
+            return reason
+    return ""

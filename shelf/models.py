@@ -1,8 +1,8 @@
 """The pharmacy's stock by unit, from the DSCSA EPCIS events its suppliers send.
 
     Unit           one saleable package, by SGTIN (GTIN + serial) at a site, with lot, expiry, NDC and state
-    ReceivedEvent  one EPCIS event as received (keyed by its eventID or content hash: re-sending changes nothing),
-                   or an event refused with its reason
+    ReceivedEvent  one EPCIS event as received (keyed by its eventID or content hash: re-sending an applied event
+                   changes nothing), or an event refused with its reason (each refusal kept; it takes no key)
     Aggregation    a case (SSCC or parent SGTIN) and the units packed in it, so a case received is its units
     ShelfTask      a recall's quarantine work at one site: the units it matches and what staff confirmed
     ShelfEvent     audit trail of shelf actions (receiving, scan at fill, quarantine, return), naming the actor
@@ -87,7 +87,10 @@ class ReceivedEvent(models.Model):
     received_at = models.DateTimeField()
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["site", "event_key"], name="shelf_event_once")]
+        # Only an applied event takes its key: a refused one leaves its eventID free for the corrected resend
+        # (and every refusal stays on record beside it).
+        constraints = [models.UniqueConstraint(fields=["site", "event_key"], condition=Q(status="applied"),
+                                               name="shelf_event_applied_once")]
 
     def __str__(self):
         return f"{self.event_type} {self.biz_step} {self.event_key[:40]} ({self.status})"

@@ -4,8 +4,12 @@
 
 One transaction: the units' rows, the events (applied or refused, with reasons), aggregations and one
 audit row; after commit, units of a lot or product already under recall join that recall's shelf task
-(shelf.quarantine.match_units). Re-sending a document changes nothing: an event already received at the
-site (same eventID, or same content hash) is skipped.
+(shelf.quarantine.match_units). Re-sending a document changes nothing: an event already applied at the
+site (same eventID, or same content hash) is skipped. A refused event takes no key: sent again it is read
+again, so a corrected resend under the same eventID lands, and the same content is refused again.
+
+The document is streamed (shelf.epcis.open_document), never held whole: read once through to the end
+(checked, master data, packing, lots noted), then applied a chunk of events at a time.
 
 What each event does to the units it names (a case, by SSCC or parent EPC, stands for the units packed in it,
 from AggregationEvents of this document or of earlier ones):
@@ -23,6 +27,7 @@ units too. TransactionEvent moves units by its bizStep like an ObjectEvent.
 """
 
 from dataclasses import dataclass, field
+from typing import BinaryIO
 
 from django.db import connection, transaction
 from django.utils import timezone
@@ -34,7 +39,7 @@ from memory.models import Fact
 from patients.models import DispensingRecord
 
 from . import epc
-from .epcis import Document, DocumentError, Event, parse_document
+from .epcis import DocumentError, DocumentReader, Event, open_document
 from .models import Aggregation, ReceivedEvent, ShelfEvent, Unit
 
 MOVING_STEPS = {"receiving", "shipping", "dispensing", "decommissioning", "destroying"}
@@ -66,7 +71,7 @@ class _Products:
     ways; master data that names the NDC decides, else the one candidate product a recall or a dispensing
     row knows; otherwise every candidate is kept and matching tries each."""
 
-    def __init__(self, doc: Document):
+    def __init__(self, doc: DocumentReader):
         self.doc, self.cache = doc, {}
 
     def __call__(self, gtin: str) -> tuple[str, list[str]] | None:
@@ -101,17 +106,16 @@ class _Products:
         return "", products
 
 
-def receive(data: bytes, *, site: str, source: str = "", actor: str = "") -> Receipt:
+def receive(data: bytes | BinaryIO, *, site: str, source: str = "", actor: str = "") -> Receipt:
+    """Receive a document given as bytes or as a binary file (read as a stream, twice: never held whole)."""
     receipt = Receipt(site=site)
     if not site or len(site) > 200 or "\x00" in site:
         receipt.error = "A site (1 to 200 characters) is required."
         return receipt
     try:
-        doc = parse_document(data)
-    except DocumentError as exc:
-        receipt.error = str(exc)
-        return receipt
-    return receive_document(doc, site=site, source=source, actor=actor, receipt=receipt)
+        return receive_document(open_document(data), site=site, source=source, actor=actor, receipt=receipt)
+    except DocumentError as exc:  # found before anything was written, or while reading (all of it rolled back)
+        return Receipt(site=site, error=str(exc))
 
 
 def _expand(uri: str, children: dict[str, list[str]], seen=None) -> list[str]:
@@ -128,86 +132,202 @@ def _expand(uri: str, children: dict[str, list[str]], seen=None) -> list[str]:
     return out
 
 
-def receive_document(doc: Document, *, site: str, source: str = "", actor: str = "",
+def receive_document(doc: DocumentReader, *, site: str, source: str = "", actor: str = "",
                      receipt: Receipt | None = None) -> Receipt:
-    receipt = receipt or Receipt(site=site)
-    now = timezone.now()
-    keys = [e.key for e in doc.events]
+    """The document is read twice, a chunk of events at a time: first through to the end (the whole document
+    checked before anything is applied, master data, packing, lots noted by commissioning anywhere in it),
+    then applied CHUNK events at a time, each chunk's rows written before the next is read. Memory follows a
+    chunk, not the document."""
+    receiving = _Receiving(doc, site, source, receipt or Receipt(site=site))
     with transaction.atomic():
         if connection.vendor == "postgresql":
             # One receipt at a time per site: two copies of a document sent at once must not both pass the
             # "already received?" check and then collide on the event key.
             with connection.cursor() as cursor:
                 cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"shelf.receive:{site}"])
-        with connection.cursor() as cursor:  # one array parameter, not 100,000 placeholders
-            cursor.execute(f"SELECT event_key FROM {ReceivedEvent._meta.db_table} WHERE site = %s "
-                           "AND event_key = ANY(%s)", [site, keys])
-            known_keys = {row[0] for row in cursor.fetchall()}
-        todo, records, seen_keys = [], [], set()
-        for event in doc.events:
-            key = event.key
-            if key in known_keys or key in seen_keys:
-                receipt.skipped += 1
-                continue
-            seen_keys.add(key)
-            todo.append(event)
-        # Aggregations: this document's packing, and earlier ones for the cases it names.
-        children: dict[str, list[str]] = {}
-        for event in todo:
-            if event.type == "AggregationEvent" and event.action == "ADD" and not event.error:
-                children.setdefault(event.parent, []).extend(event.children)
-        cases = {u for e in todo if not e.error for u in [*e.epcs, e.parent] if u and not epc.sgtin(u)} - set(children)
-        if cases:
-            for parent, child in Aggregation.objects.filter(site=site, parent__in=list(cases)) \
-                    .values_list("parent", "child"):
-                children.setdefault(parent, []).append(child)
-        # Lot and expiry noted by commissioning (ILMD) anywhere in the document.
-        noted: dict[str, tuple[str, object]] = {}
-        for event in todo:
-            if not event.error and event.lot:
-                for uri in [*event.epcs, *event.children]:
-                    noted.setdefault(uri, (event.lot, event.expiry))
-        # Units named anywhere: loaded once.
-        named = {u for e in todo if not e.error for uri in [*e.epcs, *e.children, e.parent] if uri
-                 for u in _expand(uri, children)}
-        ids = {uri: epc.sgtin(uri) for uri in named}
-        units = _load_units(site, [v for v in ids.values() if v])
-        products = _Products(doc)
-        new_units, changed = {}, {}
-        for event in todo:
-            reason = event.error or _apply(event, site, now, children, ids, noted, units, new_units, changed,
-                                           products, doc)
-            records.append((  # the columns of _EVENT_FIELDS
-                site, event.key, event.type[:40], event.action[:10], event.biz_step[:60], event.event_time,
-                ReceivedEvent.Status.REFUSED if reason else ReceivedEvent.Status.APPLIED, reason or "",
-                0 if reason else len(event.epcs) + len(event.children), source[:300], now))
-            if reason:
-                receipt.refused.append((event.key, reason))
-            else:
-                receipt.applied += 1
-        _copy(Unit, ["site", "gtin", "serial", "ndc", "ndc_products", "lot", "lot_printed", "expiry", "product_name",
-                     "state", "received_at", "changed_at"], new_units.values())
-        changed_existing = [u for u in changed.values() if u.pk]
-        if changed_existing:
-            Unit.objects.bulk_update(changed_existing, ["state", "changed_at", "lot", "lot_printed", "expiry"],
-                                     batch_size=CHUNK)
-        _copy(ReceivedEvent, _EVENT_FIELDS, records, rows=True)
-        packs = [Aggregation(site=site, parent=e.parent[:200], child=c[:200]) for e in todo
-                 if e.type == "AggregationEvent" and e.action == "ADD" and not e.error for c in e.children]
-        Aggregation.objects.bulk_create(packs, batch_size=CHUNK, ignore_conflicts=True)
-        receipt.units_new, receipt.units_changed = len(new_units), len(changed_existing)
+        receiving.read_through()
+        chunk = []
+        for event in doc.events():
+            chunk.append(event)
+            if len(chunk) == CHUNK:
+                receiving.apply(chunk)
+                chunk = []
+        receiving.apply(chunk)
+        receipt = receiving.receipt
         ShelfEvent.objects.create(actor_label=(actor or "epcis")[:150], action=ShelfEvent.Action.RECEIVED,
                                   site=site, details={"source": source[:300], **{
                                       k: v for k, v in receipt.as_dict().items() if k != "refused"},
                                       "refused": len(receipt.refused)})
-        touched = [*new_units.values(), *changed_existing]
-        if touched:
+        if receiving.lots or receiving.ndc_products:
             from .quarantine import match_units
 
-            lots = {u.lot for u in touched}
-            products = {p for u in touched for p in u.ndc_products}
+            lots, products = receiving.lots, receiving.ndc_products
             transaction.on_commit(lambda: match_units(site, lots, products))
     return receipt
+
+
+class _Receiving:
+    """One document being received at a site: what the first reading noted, and what the chunks did."""
+
+    def __init__(self, doc: DocumentReader, site: str, source: str, receipt: Receipt):
+        self.doc, self.site, self.source, self.receipt = doc, site, source, receipt
+        self.now = timezone.now()
+        self.products = _Products(doc)
+        self.noted: dict[str, tuple[str, object]] = {}  # unit URI -> (lot, expiry) from commissioning ILMD
+        self.parents: set[str] = set()  # cases (and parent SGTINs) this document packs
+        self.lots: set[str] = set()
+        self.ndc_products: set[str] = set()
+
+    def read_through(self) -> None:
+        """The first reading: every event parsed (a malformed document raises here, before anything is applied),
+        master data gathered, packing recorded, lots noted. Lot values are shared, so a note costs its URI."""
+        shared: dict[tuple, tuple] = {}
+        packs = []
+        for event in self.doc.events():
+            if event.error:
+                continue
+            if event.lot:
+                note = shared.setdefault((event.lot, event.expiry), (event.lot, event.expiry))
+                for uri in [*event.epcs, *event.children]:
+                    self.noted.setdefault(uri, note)
+            if event.type == "AggregationEvent" and event.action == "ADD":
+                self.parents.add(event.parent)
+                packs.extend(Aggregation(site=self.site, parent=event.parent, child=c) for c in event.children)
+                if len(packs) >= CHUNK:
+                    Aggregation.objects.bulk_create(packs, ignore_conflicts=True)
+                    packs = []
+        Aggregation.objects.bulk_create(packs, batch_size=CHUNK, ignore_conflicts=True)
+
+    def _applied_keys(self, keys: list[str]) -> set[str]:
+        with connection.cursor() as cursor:  # one array parameter, not 5,000 placeholders
+            # Only an applied event takes its key: a refused one is read again (a corrected resend lands).
+            cursor.execute(f"SELECT event_key FROM {ReceivedEvent._meta.db_table} WHERE site = %s "
+                           "AND status = %s AND event_key = ANY(%s)", [self.site, ReceivedEvent.Status.APPLIED, keys])
+            return {row[0] for row in cursor.fetchall()}
+
+    def _children(self, events: list[Event]) -> dict[str, list[str]]:
+        """Case -> contents for the cases these events name (cases in cases too), from the packing recorded by
+        this document's first reading and by earlier documents."""
+        children: dict[str, list[str]] = {}
+        wanted = {u for e in events if not e.error for u in [*e.epcs, *e.children, e.parent]
+                  if u and (u in self.parents or not epc.sgtin(u))}
+        table = Aggregation._meta.db_table
+        while wanted:
+            with connection.cursor() as cursor:
+                cursor.execute(f"SELECT parent, child FROM {table} WHERE site = %s AND parent = ANY(%s)",
+                               [self.site, sorted(wanted)])
+                rows = cursor.fetchall()
+            for parent in wanted:
+                children.setdefault(parent, [])
+            for parent, child in rows:
+                children[parent].append(child)
+            wanted = {c for _, c in rows if c not in children and (c in self.parents or not epc.sgtin(c))}
+        return {parent: kids for parent, kids in children.items() if kids}
+
+    def apply(self, events: list[Event]) -> None:
+        """One chunk of events, in document order: skipped when already applied, else applied or refused."""
+        if not events:
+            return
+        receipt, site, now = self.receipt, self.site, self.now
+        known_keys = self._applied_keys([e.key for e in events])
+        todo = []
+        for event in events:
+            if event.key in known_keys:
+                receipt.skipped += 1
+            else:
+                todo.append(event)
+        children = self._children(todo)
+        named = {u for e in todo if not e.error for uri in [*e.epcs, *e.children, e.parent] if uri
+                 for u in _expand(uri, children)}
+        ids = {uri: epc.sgtin(uri) for uri in named}
+        chunk = _Chunk(children, ids, _load_units(site, [v for v in ids.values() if v]))
+        before = {key: unit.changed_at for key, unit in chunk.units.items()}
+        records, applied_keys = [], set()
+        for event in todo:
+            if event.key in applied_keys:  # the same event twice in one chunk
+                receipt.skipped += 1
+                continue
+            reason = event.error or self._apply(event, chunk)
+            records.append((  # the columns of _EVENT_FIELDS
+                site, event.key, event.type[:40], event.action[:10], event.biz_step[:60], event.event_time,
+                ReceivedEvent.Status.REFUSED if reason else ReceivedEvent.Status.APPLIED, reason or "",
+                0 if reason else len(event.epcs) + len(event.children), self.source[:300], now))
+            if reason:
+                receipt.refused.append((event.key, reason))
+            else:
+                receipt.applied += 1
+                applied_keys.add(event.key)
+        _copy(Unit, ["site", "gtin", "serial", "ndc", "ndc_products", "lot", "lot_printed", "expiry", "product_name",
+                     "state", "received_at", "changed_at"], chunk.new_units.values())
+        changed_existing = [u for u in chunk.changed.values() if u.pk]
+        if changed_existing:
+            Unit.objects.bulk_update(changed_existing, ["state", "changed_at", "lot", "lot_printed", "expiry"],
+                                     batch_size=CHUNK)
+        _copy(ReceivedEvent, _EVENT_FIELDS, records, rows=True)
+        receipt.units_new += len(chunk.new_units)
+        # A unit first changed by an earlier chunk of this document is counted once.
+        receipt.units_changed += sum(1 for u in changed_existing if before[(u.gtin, u.serial)] != now)
+        for unit in [*chunk.new_units.values(), *changed_existing]:
+            self.lots.add(unit.lot)
+            self.ndc_products.update(unit.ndc_products)
+
+    def _apply(self, event: Event, chunk: "_Chunk") -> str:
+        """Apply one event to the in-memory units; a reason when the event is refused (nothing of it applied)."""
+        site, now, doc = self.site, self.now, self.doc
+        children, ids = chunk.children, chunk.ids
+        units, new_units, changed = chunk.units, chunk.new_units, chunk.changed
+        step = event.biz_step
+        moving = step in MOVING_STEPS and event.action in ("ADD", "OBSERVE")
+        if event.type == "AggregationEvent" and not moving:
+            return ""  # packing / unpacking: recorded as aggregations by the first reading
+        uris = [*event.epcs, *event.children] or ([event.parent] if event.parent else [])
+        sgtins = [u for uri in uris for u in _expand(uri, children)]
+        if moving and not sgtins:
+            return "The event names cases whose contents are unknown (no AggregationEvent packs them)."
+        planned = []
+        for uri in sgtins:
+            gtin, serial = ids[uri]
+            resolved = self.products(gtin)
+            if resolved is None:
+                return f"GTIN {gtin} is not a US drug GTIN (no NDC in it): the event is kept refused for review."
+            planned.append((uri, gtin, serial, resolved))
+        for uri, gtin, serial, (ndc, candidates) in planned:
+            key = (gtin, serial)
+            unit = units.get(key)
+            lot, expiry = (event.lot, event.expiry) if event.lot else self.noted.get(uri, ("", None))
+            if expiry is None and lot:
+                expiry = doc.lot_expiry.get((gtin, lot))
+            if unit is None:
+                if not moving:
+                    continue
+                unit = _NewUnit(site, gtin, serial, ndc, candidates, canonical_lot(lot), printed_lot(lot)[:100],
+                                expiry, (doc.products.get(gtin) or {}).get("name", "")[:200], _new_state(step),
+                                event.event_time or now, now)
+                units[key] = new_units[key] = unit
+                continue
+            dirty = False
+            if lot and not unit.lot:
+                unit.lot, unit.lot_printed, dirty = canonical_lot(lot), printed_lot(lot)[:100], True
+            if expiry and not unit.expiry:
+                unit.expiry, dirty = expiry, True
+            if moving:
+                state = _next_state(step, unit.state)
+                if state != unit.state:
+                    unit.state, unit.changed_at, dirty = state, now, True
+            if dirty and key not in new_units:
+                changed[key] = unit
+        return ""
+
+
+@dataclass
+class _Chunk:
+    """What one chunk of events reads and writes: its cases' contents, its units by SGTIN, loaded once."""
+
+    children: dict[str, list[str]]
+    ids: dict[str, tuple[str, str] | None]
+    units: dict[tuple[str, str], object]
+    new_units: dict = field(default_factory=dict)
+    changed: dict = field(default_factory=dict)
 
 
 _EVENT_FIELDS = ["site", "event_key", "event_type", "action", "biz_step", "event_time", "status", "reason", "units",
@@ -255,51 +375,6 @@ def _load_units(site: str, sgtins: list[tuple[str, str]]) -> dict[tuple[str, str
         if (unit.gtin, unit.serial) in wanted:
             out[(unit.gtin, unit.serial)] = unit
     return out
-
-
-def _apply(event: Event, site, now, children, ids, noted, units, new_units, changed, products, doc) -> str:
-    """Apply one event to the in-memory units; a reason when the event is refused (nothing of it applied)."""
-    step = event.biz_step
-    moving = step in MOVING_STEPS and event.action in ("ADD", "OBSERVE")
-    if event.type == "AggregationEvent" and not moving:
-        return ""  # packing / unpacking: recorded as aggregations by the caller
-    uris = [*event.epcs, *event.children] or ([event.parent] if event.parent else [])
-    sgtins = [u for uri in uris for u in _expand(uri, children)]
-    if moving and not sgtins:
-        return "The event names cases whose contents are unknown (no AggregationEvent packs them)."
-    planned = []
-    for uri in sgtins:
-        gtin, serial = ids[uri]
-        resolved = products(gtin)
-        if resolved is None:
-            return f"GTIN {gtin} is not a US drug GTIN (no NDC in it): the event is kept refused for review."
-        planned.append((uri, gtin, serial, resolved))
-    for uri, gtin, serial, (ndc, candidates) in planned:
-        key = (gtin, serial)
-        unit = units.get(key)
-        lot, expiry = (event.lot, event.expiry) if event.lot else noted.get(uri, ("", None))
-        if expiry is None and lot:
-            expiry = doc.lot_expiry.get((gtin, lot))
-        if unit is None:
-            if not moving:
-                continue
-            unit = _NewUnit(site, gtin, serial[:20], ndc, candidates, canonical_lot(lot), printed_lot(lot)[:100],
-                            expiry, (doc.products.get(gtin) or {}).get("name", "")[:200], _new_state(step),
-                            event.event_time or now, now)
-            units[key] = new_units[key] = unit
-            continue
-        dirty = False
-        if lot and not unit.lot:
-            unit.lot, unit.lot_printed, dirty = canonical_lot(lot), printed_lot(lot)[:100], True
-        if expiry and not unit.expiry:
-            unit.expiry, dirty = expiry, True
-        if moving:
-            state = _next_state(step, unit.state)
-            if state != unit.state:
-                unit.state, unit.changed_at, dirty = state, now, True
-        if dirty and key not in new_units:
-            changed[key] = unit
-    return ""
 
 
 def _new_state(step: str) -> str:

@@ -1,9 +1,10 @@
 """manage.py receive_epcis FILE --site S: receive one EPCIS document (1.2 XML, 2.0 XML or JSON / JSON-LD).
 
-A document is received in one transaction, so its events are committed all at once: the progress bar
-(stderr; --no-progress hides it) shows the document's events, stays at 0 while they are applied, and
-moves to the events settled (applied, already received, or refused with a reason) only once the receipt
-has committed. A document refused as a whole leaves it at 0: nothing was written.
+The file is read as a stream, never held whole in memory. A document is received in one transaction, so
+its events are committed all at once: the progress bar (stderr; --no-progress hides it) shows the
+document's events, stays at 0 while they are applied, and moves to the events settled (applied, already
+received, or refused with a reason) only once the receipt has committed. A document refused as a whole
+leaves it at 0: nothing was written.
 """
 
 import json
@@ -13,13 +14,14 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
-from shelf.epcis import MAX_DOCUMENT_BYTES, DocumentError, parse_document
+from shelf.epcis import MAX_DOCUMENT_BYTES, DocumentError, open_document
 from shelf.receiving import receive
 
 
-def events_in(data: bytes) -> int | None:
+def events_in(stream) -> int | None:
+    """Counted by reading the document as a stream (nothing of it is kept)."""
     try:
-        return len(parse_document(data).events)
+        return sum(1 for _ in open_document(stream).events())
     except DocumentError:  # receive() refuses it with the reason
         return None
 
@@ -40,11 +42,11 @@ class Command(BaseCommand):
             raise CommandError(f"Cannot read {file}: {exc.strerror}.") from exc
         if size > MAX_DOCUMENT_BYTES:
             raise CommandError(f"{file} is {size:,} bytes; the limit is {MAX_DOCUMENT_BYTES:,}.")
-        data = file.read_bytes()
-        with tqdm(total=None if options["no_progress"] else events_in(data), unit="event",
-                  desc="receive_epcis (one transaction)", file=sys.stderr, disable=options["no_progress"],
-                  dynamic_ncols=True) as bar:
-            receipt = receive(data, site=site, source=file.name, actor="manage.py receive_epcis")
+        with file.open("rb") as stream, tqdm(
+                total=None if options["no_progress"] else events_in(stream), unit="event",
+                desc="receive_epcis (one transaction)", file=sys.stderr, disable=options["no_progress"],
+                dynamic_ncols=True) as bar:
+            receipt = receive(stream, site=site, source=file.name, actor="manage.py receive_epcis")
             if not receipt.error:  # committed
                 settled = receipt.applied + receipt.skipped + len(receipt.refused)
                 bar.total = settled
