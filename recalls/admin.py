@@ -7,7 +7,7 @@ from .models import IngestRun, QuarantinedRecord, RecallRecord, RecallText
 
 class QuarantineInline(admin.TabularInline):
     model = QuarantinedRecord
-    fields = ("recall_number", "drug", "reason")
+    fields = ("recall_number", "drug", "reason", "created", "last_seen")
     readonly_fields = fields
     extra = 0
     max_num = 0
@@ -27,10 +27,10 @@ class IngestRunAdmin(ReadOnlyAdmin):
 
 @admin.register(QuarantinedRecord)
 class QuarantinedRecordAdmin(ReadOnlyAdmin):
-    list_display = ("recall_number", "drug", "reason", "run", "created")
+    list_display = ("recall_number", "drug", "reason", "run", "source", "created", "last_seen")
     list_filter = ("run__kind",)
     # Searchable by drug, lot (inside code_info) and recall number.
-    search_fields = ("recall_number", "drug", "code_info", "reason")
+    search_fields = ("recall_number", "drug", "code_info", "reason", "source")
     list_select_related = ("run",)
 
 

@@ -61,18 +61,28 @@ class IngestRun(models.Model):
 
 
 class QuarantinedRecord(models.Model):
-    """A source record we could not turn into facts; kept verbatim with the reason."""
+    """A source record we could not turn into facts; kept verbatim with the reason, once per record and
+    source (recalls.quarantine): ingesting the same file again finds the row and notes the run."""
 
+    # The last run that met the record (its first sighting is `created`).
     run = models.ForeignKey(IngestRun, on_delete=models.CASCADE, related_name="quarantine")
     recall_number = models.CharField(max_length=40, blank=True)
     drug = models.CharField(max_length=300, blank=True)
     code_info = models.TextField(blank=True)
     reason = models.TextField()
     raw = models.JSONField()
+    # The file or snapshot the record came from (the run's snapshot location, else its source).
+    source = models.CharField(max_length=500, blank=True)
+    # SHA-256 of the record as kept (`raw`, keys sorted): the same record in the same source is one row.
+    record_digest = models.CharField(max_length=64, blank=True)
     created = models.DateTimeField(auto_now_add=True)
+    last_seen = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["source", "record_digest"], name="quarantine_once_per_record_and_source"),
+        ]
 
     def __str__(self):
         return f"{self.recall_number or '(no recall number)'}: {self.reason[:60]}"

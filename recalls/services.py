@@ -12,10 +12,11 @@ Facts are written only through memory.services.assert_claims / retract_claim, so
 sweep hooks in (docs/facts.md).
 
 Atomicity: a record is validated and turned into claims before anything is written; a malformed
-record goes to QuarantinedRecord and writes nothing. A valid record's new versions, the retraction
-of its dropped lots and its RecallRecord (the change-detection hash) commit in ONE retried
-transaction (memory.services.prepare_claims / write_claims), so a record is never half-written; a
-database refusal quarantines just that record and the run goes on.
+record goes to QuarantinedRecord (once per record and source: recalls.quarantine) and writes nothing.
+A valid record's new versions, the retraction of its dropped lots and its RecallRecord (the
+change-detection hash) commit in ONE retried transaction (memory.services.prepare_claims /
+write_claims), so a record is never half-written; a database refusal quarantines just that record and
+the run goes on.
 """
 
 import hashlib
@@ -44,7 +45,7 @@ from memory.services import (
     write_claims,
 )
 
-from . import archive
+from . import archive, quarantine
 from .documents import SourceError, load_document, snapshot_date
 from .ingest import (
     IDENTITY_VERSION,
@@ -53,10 +54,9 @@ from .ingest import (
     parse_enforcement,
     recall_claims,
     record_hash,
-    storable,
     unstorable_text,
 )
-from .models import IngestRun, QuarantinedRecord, RecallRecord
+from .models import IngestRun, RecallRecord
 from .openfda import OpenFDAClient
 from .runs import (
     Progress,
@@ -242,16 +242,8 @@ class Tally:
 
 
 def _quarantine(run, tally, raw, reason):
-    """Keep the record and the reason. Whatever the input (NUL, lone surrogates, any type), this row
-    must be writable, or the record would be lost and the run would stop: every text is made storable."""
-    record = raw if isinstance(raw, dict) else {}
-    QuarantinedRecord.objects.create(
-        run=run, recall_number=storable(str(record.get("recall_number") or record.get("set_id") or ""))[:40],
-        drug=storable(str(record.get("product_description") or ""))[:300],
-        code_info=storable(str(record.get("code_info") or ""))[:5000],
-        reason=storable(str(reason))[:5000],
-        raw=storable(raw) if isinstance(raw, (dict, list)) else {"value": storable(repr(raw))[:5000]},
-    )
+    """Keep the record and the reason (once per record and source: recalls.quarantine) and count it."""
+    quarantine.keep(run, raw, reason)
     tally.quarantined += 1
 
 

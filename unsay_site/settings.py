@@ -346,7 +346,10 @@ UNSAY_SMS_LIMIT = env_int("UNSAY_SMS_LIMIT", 320, minimum=70, maximum=1600)
 # address may present refused tokens, UNSAY_REPLY_RATE times an hour; a sent letter with no answer after
 # UNSAY_REPLY_FOLLOW_UP_DAYS gets a follow-up task (daily beat task replies.tasks.reply_follow_ups, or
 # manage.py reply_follow_ups). docs/replies.md
-UNSAY_SITE_URL = env_str("UNSAY_SITE_URL", "http://127.0.0.1:8000").rstrip("/")
+# The web server's port (manage.py demo serves on it, 127.0.0.1 only); the site's address defaults to it, so
+# a demo on another port sends links that reach it.
+UNSAY_PORT = env_int("UNSAY_PORT", 8000, minimum=1, maximum=65535)
+UNSAY_SITE_URL = env_str("UNSAY_SITE_URL", f"http://127.0.0.1:{UNSAY_PORT}").rstrip("/")
 UNSAY_REPLY_LINK_DAYS = env_int("UNSAY_REPLY_LINK_DAYS", 60, minimum=1, maximum=365)
 UNSAY_REPLY_RATE = env_int("UNSAY_REPLY_RATE", 30, minimum=1, maximum=10000)
 UNSAY_REPLY_FOLLOW_UP_DAYS = env_int("UNSAY_REPLY_FOLLOW_UP_DAYS", 7, minimum=1, maximum=365)
@@ -374,8 +377,7 @@ UNSAY_METRICS_PUBLIC = env_bool("UNSAY_METRICS_PUBLIC", False)
 # PROMETHEUS_MULTIPROC_DIR (prometheus_client's multiprocess mode). Unsay's own metrics are read
 # from the database and need nothing.
 
-# --- Demo (manage.py demo) -------------------------------------------------------------------
-UNSAY_PORT = env_int("UNSAY_PORT", 8000, minimum=1, maximum=65535)
+# --- Demo (manage.py demo; its port is UNSAY_PORT above) --------------------------------------
 UNSAY_DEMO_PASSWORD = env_str("UNSAY_DEMO_PASSWORD")  # else the demo logins get a fresh one each run
 
 # --- Misc -----------------------------------------------------------------------------------

@@ -3,7 +3,6 @@ effectiveness report (page + CSV), sent/approved history and the audit trail by 
 Thin views: a form, one service call, a redirect; reads come from the worklist's read modules
 (recall_list, recall_pages, recall_report, contact_history)."""
 
-import csv
 import uuid
 
 from django.conf import settings
@@ -16,7 +15,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
-from core.exports import spreadsheet_cell
+from core.exports import csv_writer
 from corrections.models import Correction
 from corrections.views import reviewer_required
 from patients.models import Patient
@@ -182,11 +181,12 @@ def report(request, recall_number):
 
 
 def _csv_download(recall_number: str, what: str):
-    """(response, csv writer) for a recall's CSV download, named recall-<number>-<what>.csv."""
+    """(response, CSV writer) for a recall's CSV download, named recall-<number>-<what>.csv; the writer
+    neutralises every cell a spreadsheet would read as a formula (core.exports)."""
     response = HttpResponse(content_type="text/csv; charset=utf-8")
     safe = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in recall_number)
     response["Content-Disposition"] = f'attachment; filename="recall-{safe}-{what}.csv"'
-    return response, csv.writer(response)
+    return response, csv_writer(response)
 
 
 @require_GET
@@ -196,7 +196,7 @@ def effectiveness_csv(request, recall_number):
     counts = recall_report.reply_effectiveness(recall_number)
     response, writer = _csv_download(recall_number, "replies")
     writer.writerow(recall_report.EFFECTIVENESS_COLUMNS)
-    writer.writerow([spreadsheet_cell(counts[c]) for c in recall_report.EFFECTIVENESS_COLUMNS])
+    writer.writerow([counts[c] for c in recall_report.EFFECTIVENESS_COLUMNS])
     return response
 
 
@@ -205,9 +205,9 @@ def effectiveness_csv(request, recall_number):
 def report_csv(request, recall_number):
     data = recall_report.report_page(recall_number)
     response, writer = _csv_download(recall_number, "report")
-    writer.writerow([spreadsheet_cell(c) for c in data["columns"]])
+    writer.writerow(data["columns"])
     for row in data["rows"]:
-        writer.writerow([spreadsheet_cell(row[c]) for c in data["columns"]])
+        writer.writerow([row[c] for c in data["columns"]])
     return response
 
 

@@ -213,5 +213,12 @@ def test_demo_runs_web_worker_and_beat_and_ctrl_c_stops_them_all():
     # The banner reports the Redis and worker the demo runs with, not the parent's import-time view.
     [banner] = [line for line in output.splitlines() if "Unsay demo is up" in line]
     assert "Redis ok=True" in banner and "workers: none yet" not in banner, banner
+    # It says where the data is (the embedded server's directory, known before any connection) and where
+    # the letters' reply links point: the port it serves on.
+    from django.conf import settings
+    if settings.EMBEDDED_DATABASE:
+        database = f"embedded PostgreSQL, database {env['UNSAY_DB_NAME']} in {Path(settings.UNSAY_PGDATA).resolve()}"
+        assert f"Database: {database}" in output and f"  Database   {database}" in output, output[-3000:]
+    assert f"  Letters    reply links point at http://127.0.0.1:{port}/r/" in output, output[-3000:]
     time.sleep(0.5)
     assert not [c for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]

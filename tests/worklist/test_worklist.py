@@ -225,6 +225,23 @@ def test_the_report_csv_never_hands_a_spreadsheet_a_formula(client, people, draf
     assert any(cell.startswith("'=HYPERLINK(") for cell in cells) and "'@SUM(1+1)" in cells
 
 
+def test_the_report_csv_holds_when_a_spreadsheet_splits_it_on_semicolons(client, people, drafts,
+                                                                         dispatch_not_enqueued):
+    """A spreadsheet that splits on ';' opens a cell after every semicolon: none of them is a formula."""
+    drafts["SYN-A"].patient.display_name = ';=HYPERLINK("http://attacker.example/","Synthetic SYN-A")'
+    drafts["SYN-A"].patient.save()
+    drafts["SYN-B"].patient.display_name = "Synthetic SYN-B;\uff1dSUM(1+1)"
+    drafts["SYN-B"].patient.save()
+    client.force_login(people["pharmacist"])
+    text = client.get(f"/worklist/report.csv/{RECALL}").content.decode()
+    cells = [cell.strip('"') for line in text.splitlines() for cell in line.split(";")]
+    assert len(cells) > 3
+    assert not [cell for cell in cells if cell.lstrip()[:1] in {"=", "+", "-", "@", "\uff1d"}]
+    names = {row["patient_name"] for row in csv.DictReader(io.StringIO(text))}
+    assert names >= {"';'=HYPERLINK(\"http://attacker.example/\",\"Synthetic SYN-A\")",
+                     "Synthetic SYN-B;'\uff1dSUM(1+1)"}
+
+
 def test_patient_trail_and_history_name_patients(client, people, drafts, dispatch_not_enqueued):
     phil = people["pharmacist"]
     review.approve(drafts["SYN-A"].pk, user=phil)

@@ -1,10 +1,11 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from ask.services import ask_each
+from core.commands import MigratedCommand
 from patients.models import Patient
 
 
-class Command(BaseCommand):
+class Command(MigratedCommand):
     help = 'Ask "is my medicine safe?" for a patient; prints the verdict, the answer and the read set.'
 
     def add_arguments(self, parser):

@@ -3,12 +3,11 @@
 import signal
 import time
 
-from django.core.management.base import BaseCommand
-
+from core.commands import MigratedCommand
 from corrections.dispatch import dispatch_ready, flag_unknown_outcomes
 
 
-class Command(BaseCommand):
+class Command(MigratedCommand):
     help = "Send approved outbox messages once (or keep going with --loop); flag crashed sends for a human."
 
     def add_arguments(self, parser):

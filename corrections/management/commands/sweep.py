@@ -6,10 +6,11 @@ page stays, and the next sweep continues with the rest of the stale set (a secon
 
 import sys
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from tqdm import tqdm
 
 from core import shutdown
+from core.commands import MigratedCommand
 from corrections.models import SweepRun
 from corrections.sweep import count_stale, sweep
 
@@ -62,7 +63,7 @@ class SweepProgressBars:
             self.notices.close()
 
 
-class Command(BaseCommand):
+class Command(MigratedCommand):
     help = ("Re-decide every standing decision whose load-bearing fact version is now retracted; draft "
             "corrections where the verdict moved and notices for exposed patients who never asked. "
             "--dry-run shows what would change and writes nothing.")

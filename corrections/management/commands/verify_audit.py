@@ -1,12 +1,13 @@
 """Recompute the audit chain (corrections.audit) and name the first broken link. Exit status 1 when the
 chain is broken, so a cron job or a monitor can alert on it. Reads only."""
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from core.commands import MigratedCommand
 from corrections.audit import verify_chain
 
 
-class Command(BaseCommand):
+class Command(MigratedCommand):
     help = "Verify the tamper-evident audit chain: every event's content hash and every link, in order."
 
     def handle(self, *args, **options):

@@ -40,6 +40,8 @@ class Command(BaseCommand):
         redis_proc = None
         env = os.environ.copy()
         env["UNSAY_PROFILE"] = settings.PROFILE
+        env["UNSAY_PORT"] = str(port)  # the children's letters and reply links point at this server
+        self.site_url = demo_setup.site_url(env, port)
         if not setup_only:
             redis_url, redis_proc, how = demo_setup.find_or_start_redis(settings.VAR_DIR)
             # A database chosen on the machine's Redis names itself; REDIS_URL and the embedded one say where.
@@ -59,10 +61,7 @@ class Command(BaseCommand):
     load_failure = None
 
     def _prepare(self, env, *, setup_only, skip_load):
-        db = settings.DATABASES["default"]
-        where = db["HOST"] if settings.EMBEDDED_DATABASE else f"{db['HOST']}:{db['PORT']}"
-        kind = "embedded PostgreSQL" if settings.EMBEDDED_DATABASE else db["ENGINE"]
-        self.stdout.write(f"Database: {kind}, {db['NAME']} at {where}")
+        self.stdout.write(f"Database: {demo_setup.database_line()}")
         call_command("migrate", interactive=False, verbosity=0)
         self.stdout.write("Migrated.")
         self.logins = demo_setup.ensure_demo_users(settings.UNSAY_DEMO_PASSWORD)
@@ -123,6 +122,8 @@ class Command(BaseCommand):
             self.stdout.write(f"  Home       {base}/")
             self.stdout.write(f"  Admin      {base}/admin/")
             self.stdout.write(f"  Health     {base}/health (up/down; details for staff at {base}/status)")
+            self.stdout.write(f"  Letters    reply links point at {self.site_url}/r/...")
+            self.stdout.write(f"  Database   {demo_setup.database_line()}")
             for username, password in self.logins.items():
                 self.stdout.write(f"  Login      {username} / {password}")
             if self.load_failure:

@@ -3,12 +3,13 @@ the first patient answers through the letter's link ("I have a question"), which
 with a task; the second letter's link is printed for you to answer in a browser. Idempotent."""
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand
+
+from core.commands import MigratedCommand
 
 QUESTION = "Can I keep taking it until I can come in on Friday?"
 
 
-class Command(BaseCommand):
+class Command(MigratedCommand):
     help = "Demo: send two letters of the demo recall and record a patient's reply through its link."
 
     def handle(self, *args, **options):

@@ -11,8 +11,9 @@ patients beside the patients to reach. Running it again receives nothing twice a
 import json
 import uuid
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from core.commands import MigratedCommand
 from demo.patients import DEMO_EXPOSED_REFS, DEMO_LOT, DEMO_RECALL_NUMBER, DEMO_SITE
 from drugs.gs1 import gtin_for_ndc
 from patients.dispensing import save_dispensing
@@ -53,7 +54,7 @@ def shipment() -> bytes:
         "epcisBody": {"eventList": events}}).encode()
 
 
-class Command(BaseCommand):
+class Command(MigratedCommand):
     help = "Demo: a synthetic EPCIS shipment of the demo recall's lot is received and three fills are scanned."
 
     def handle(self, *args, **options):

@@ -8,8 +8,9 @@ pharmacist is pointed at the queue.
 Running it again asks nothing twice, escalates nothing twice and drafts nothing twice.
 """
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from core.commands import MigratedCommand
 from corrections.models import Correction, SweepRun
 from corrections.sweep import sweep
 from corrections.triggers import auto_sweep_suppressed
@@ -22,7 +23,7 @@ PHRASINGS = [
 ]
 
 
-class Command(BaseCommand):
+class Command(MigratedCommand):
     help = "Demo: patients ask, the demo lot is escalated to Class I, the sweep drafts corrections for review."
 
     def handle(self, *args, **options):

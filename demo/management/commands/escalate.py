@@ -6,13 +6,14 @@ The committed change triggers its sweep on the Celery worker (corrections.tasks)
 for it and prints what it drafted, or says that no worker is there and how to sweep by hand.
 """
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from core.commands import MigratedCommand
 from demo.escalation import escalate
 from recalls.ingest import CLASSIFICATIONS
 
 
-class Command(BaseCommand):
+class Command(MigratedCommand):
     help = "Assert a new version of a recall's fact(s) with a changed classification (demo escalation)."
 
     def add_arguments(self, parser):

@@ -1,8 +1,8 @@
 """`manage.py load_demo`: load the demo data, one step per app, each only once its command exists."""
 
 from django.core.management import call_command, get_commands
-from django.core.management.base import BaseCommand
 
+from core.commands import MigratedCommand
 from demo.slice import DEMO_SLICE
 
 # In order: recalls and labels first (ingestion), then synthetic patients who were dispensed the
@@ -15,7 +15,7 @@ STEPS = [
 ]
 
 
-class Command(BaseCommand):
+class Command(MigratedCommand):
     help = "Load the demo data: " + ", then ".join(" ".join([name, *args]) for name, args in STEPS) + "."
 
     def handle(self, *args, **options):

@@ -1,9 +1,8 @@
-from django.core.management.base import BaseCommand
-
+from core.commands import MigratedCommand
 from demo.patients import DEMO_DRUG, DEMO_LOT, DEMO_RECALL_NUMBER, seed_demo
 
 
-class Command(BaseCommand):
+class Command(MigratedCommand):
     help = "Create the demo scenario: 12 synthetic patients dispensed one real recalled lot, plus neighbours."
 
     def handle(self, *args, **options):

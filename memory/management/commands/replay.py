@@ -4,10 +4,11 @@ Prints what we believed then by both routes (bitemporal, and MVCC time travel on
 
 from datetime import UTC
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from core.commands import MigratedCommand
 from memory import replay
 
 
@@ -18,7 +19,7 @@ def _instant(text: str):
     return at if timezone.is_aware(at) else timezone.make_aware(at, UTC)
 
 
-class Command(BaseCommand):
+class Command(MigratedCommand):
     help = "Replay beliefs about a fact key or subject at an instant, or a decision's read set."
 
     def add_arguments(self, parser):

@@ -14,9 +14,10 @@ import io
 import sys
 from pathlib import Path
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from tqdm import tqdm
 
+from core.commands import MigratedCommand
 from patients.csvimport import import_dispensing_csv
 from patients.management.commands.import_patients import acting_user
 
@@ -29,7 +30,7 @@ def data_rows(data: bytes) -> int | None:
         return None
 
 
-class Command(BaseCommand):
+class Command(MigratedCommand):
     help = "Import dispensing from a CSV file: all rows or none; every bad row is reported (row number + reason)."
 
     def add_arguments(self, parser):

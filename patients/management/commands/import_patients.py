@@ -9,8 +9,9 @@ from pathlib import Path
 
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from core.commands import MigratedCommand
 from patients.patient_import import import_patients_csv
 
 
@@ -22,7 +23,7 @@ def acting_user(username: str):
     return user
 
 
-class Command(BaseCommand):
+class Command(MigratedCommand):
     help = "Register patients from a CSV file: all rows or none; every bad row is reported (row number + reason)."
 
     def add_arguments(self, parser):

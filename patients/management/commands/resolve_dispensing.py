@@ -13,10 +13,10 @@ last batch, and gives the rate and time left in rows.
 import sys
 from collections import Counter
 
-from django.core.management.base import BaseCommand
 from django.db import transaction
 from tqdm import tqdm
 
+from core.commands import MigratedCommand
 from drugs.identity import PRODUCT_SOURCE, UNRESOLVED
 from drugs.ndc import ndc_product
 from patients.dispensing import save_dispensing
@@ -34,7 +34,7 @@ def resolved_identity(row: DispensingRecord) -> tuple[str, str, str]:
     return key, source, text
 
 
-class Command(BaseCommand):
+class Command(MigratedCommand):
     help = "Re-resolve dispensing drug identities through save_dispensing (audit + re-decisions); --dry-run counts."
 
     def add_arguments(self, parser):

@@ -1,9 +1,10 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from core.commands import MigratedCommand
 from patients.synthetic import seed_patients
 
 
-class Command(BaseCommand):
+class Command(MigratedCommand):
     help = "Create synthetic patients and dispensing (lots drawn from believed recall facts plus unaffected lots)."
 
     def add_arguments(self, parser):

@@ -2,13 +2,14 @@
 
 import json
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from core.commands import MigratedCommand
 from patients.models import Patient
 from privacy.services import erase_patient
 
 
-class Command(BaseCommand):
+class Command(MigratedCommand):
     help = ("Erase a patient's personal data (name, contact, free text), keep what recall work needs; "
             "print the certificate.")
 

@@ -13,10 +13,11 @@ same command again writes only what the stopped run did not (a second SIGTERM ki
 import sys
 from datetime import date
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from tqdm import tqdm
 
 from core import shutdown
+from core.commands import MigratedCommand
 from recalls import services
 from recalls.documents import SourceError
 from recalls.models import IngestRun
@@ -30,7 +31,7 @@ def _date(value: str) -> date:
         raise CommandError(f"{value!r} is not a date; use YYYY-MM-DD.") from None
 
 
-class Command(BaseCommand):
+class Command(MigratedCommand):
     help = "Ingest openFDA drug enforcement records (recalls) or drug labels into the fact store."
 
     def add_arguments(self, parser):

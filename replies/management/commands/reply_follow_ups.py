@@ -1,10 +1,10 @@
 from django.conf import settings
-from django.core.management.base import BaseCommand
 
+from core.commands import MigratedCommand
 from worklist.services import open_no_reply_tasks
 
 
-class Command(BaseCommand):
+class Command(MigratedCommand):
     help = "Open a follow-up task for every sent letter with no reply after UNSAY_REPLY_FOLLOW_UP_DAYS (idempotent)."
 
     def add_arguments(self, parser):

@@ -11,9 +11,10 @@ import json
 import sys
 from pathlib import Path
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from tqdm import tqdm
 
+from core.commands import MigratedCommand
 from shelf.epcis import MAX_DOCUMENT_BYTES, DocumentError, open_document
 from shelf.receiving import receive
 
@@ -26,7 +27,7 @@ def events_in(stream) -> int | None:
         return None
 
 
-class Command(BaseCommand):
+class Command(MigratedCommand):
     help = "Receive an EPCIS document at a site: units on hand, refused events listed with their reasons."
 
     def add_arguments(self, parser):

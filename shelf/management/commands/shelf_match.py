@@ -4,14 +4,14 @@ Matching normally runs when a recall fact changes (memory.signals.facts_changed)
 received; this re-runs it, e.g. after a failure was logged. Linking is idempotent: nothing is linked twice.
 """
 
-from django.core.management.base import BaseCommand
 
+from core.commands import MigratedCommand
 from drugs import recall_terms
 from memory.models import Fact
 from shelf.quarantine import match_facts
 
 
-class Command(BaseCommand):
+class Command(MigratedCommand):
     help = "Match believed recall facts against the units on the shelf (idempotent)."
 
     def add_arguments(self, parser):
