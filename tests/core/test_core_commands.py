@@ -3,7 +3,6 @@ traceback halfway through (core.commands)."""
 
 import subprocess
 import sys
-import uuid
 
 import pytest
 from django.core.management import call_command
@@ -11,20 +10,13 @@ from django.core.management.base import CommandError
 
 from core import commands
 from recalls.models import IngestRun
-from tests.procs import PROJECT_DIR, drop_database_beside, subprocess_env
+from tests.procs import PROJECT_DIR, scratch_database_name, subprocess_env
 
 
 @pytest.fixture
 def empty_database():
-    from django.conf import settings
-    from django.db import connection
-
-    if not settings.EMBEDDED_DATABASE:
-        pytest.skip("creates a scratch database on the embedded server")
-    connection.ensure_connection()
-    name = f"unmigrated_{uuid.uuid4().hex[:10]}"
-    yield name
-    drop_database_beside(name)
+    with scratch_database_name("unmigrated") as name:
+        yield name
 
 
 @pytest.mark.django_db

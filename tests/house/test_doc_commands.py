@@ -19,7 +19,6 @@ import shlex
 import subprocess
 import sys
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
@@ -28,7 +27,7 @@ import pytest
 from django.core.management import get_commands, load_command_class
 from django.urls import Resolver404, resolve
 
-from tests.procs import PROJECT_DIR, drop_database_beside
+from tests.procs import PROJECT_DIR, command_line_env, scratch_database_name
 
 DOCS = [PROJECT_DIR / "README.md", *sorted((PROJECT_DIR / "docs").glob("*.md"))]
 SHELL_FENCES = {"sh", "shell", "bash", "console"}
@@ -281,26 +280,14 @@ def test_a_wrong_option_a_missing_target_file_or_route_is_found():
 
 @pytest.fixture
 def scratch_database():
-    from django.conf import settings
-    from django.db import connection
-
-    if not settings.EMBEDDED_DATABASE:
-        pytest.skip("runs on the embedded server (DATABASE_URL names another)")
-    connection.ensure_connection()
-    name = f"docs_{uuid.uuid4().hex[:10]}"
-    yield name
-    drop_database_beside(name)
+    with scratch_database_name("docs") as name:
+        yield name
 
 
 @pytest.mark.slow
 @pytest.mark.django_db
 def test_doc_command_lines_run_as_written_on_a_scratch_database(scratch_database, tmp_path):
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("UNSAY_") and k not in {"REDIS_URL", "DATABASE_URL", "DJANGO_SETTINGS_MODULE"}}
-    env.update(UNSAY_DB_NAME=scratch_database, UNSAY_VAR_DIR=str(tmp_path), UNSAY_EMBEDDINGS="hashing",
-               UNSAY_ALLOW_FAKE_EMBEDDINGS="1", UNSAY_DEMO_PASSWORD="docs-demo-password-123")
-    if os.environ.get("UNSAY_PGDATA"):
-        env["UNSAY_PGDATA"] = os.environ["UNSAY_PGDATA"]
+    env = command_line_env(scratch_database, tmp_path, demo_password="docs-demo-password-123")
     python = str(PROJECT_DIR / ".venv" / "bin" / "python")
     runs = [line.text for line in doc_lines() if why_not_run(line) is None]
     assert any("dbshell" in text for text in runs) and any("sweep" in text for text in runs)

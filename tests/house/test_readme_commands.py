@@ -14,11 +14,10 @@ import shlex
 import subprocess
 import sys
 import time
-import uuid
 
 import pytest
 
-from tests.procs import PROJECT_DIR, drop_database_beside
+from tests.procs import PROJECT_DIR, command_line_env, scratch_database_name
 
 README = PROJECT_DIR / "README.md"
 SKIPPED = {
@@ -70,26 +69,14 @@ def test_every_readme_command_line_is_either_run_or_skipped_with_a_reason():
 
 @pytest.fixture
 def scratch_database():
-    from django.conf import settings
-    from django.db import connection
-
-    if not settings.EMBEDDED_DATABASE:
-        pytest.skip("runs on the embedded server (DATABASE_URL names another)")
-    connection.ensure_connection()
-    name = f"readme_{uuid.uuid4().hex[:10]}"
-    yield name
-    drop_database_beside(name)
+    with scratch_database_name("readme") as name:
+        yield name
 
 
 @pytest.mark.slow
 @pytest.mark.django_db
 def test_readme_command_lines_run_as_written_on_a_scratch_database(scratch_database, tmp_path):
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("UNSAY_") and k not in {"REDIS_URL", "DATABASE_URL", "DJANGO_SETTINGS_MODULE"}}
-    env.update(UNSAY_DB_NAME=scratch_database, UNSAY_VAR_DIR=str(tmp_path), UNSAY_EMBEDDINGS="hashing",
-               UNSAY_ALLOW_FAKE_EMBEDDINGS="1", UNSAY_DEMO_PASSWORD="readme-demo-password-123")
-    if os.environ.get("UNSAY_PGDATA"):
-        env["UNSAY_PGDATA"] = os.environ["UNSAY_PGDATA"]
+    env = command_line_env(scratch_database, tmp_path, demo_password="readme-demo-password-123")
     python = str(PROJECT_DIR / ".venv" / "bin" / "python")
     commands = [".venv/bin/python manage.py demo --setup-only"]
     commands += [line for line, reason in readme_command_lines() if reason is None]
