@@ -70,3 +70,14 @@ def test_a_pharmacist_approves_one_and_rejects_another_in_a_real_browser(
     assert reject_card.status == Correction.Status.REJECTED
     assert reject_card.rejection_reason == "Patient already collected a replacement"
     assert AuditEvent.objects.filter(actor=people["pharmacist"]).count() == 2
+
+
+def test_the_review_page_has_no_serious_accessibility_violation(live_server, browser, client, people, drafts):
+    from tests.browser.accessibility import serious_violations
+
+    client.force_login(people["pharmacist"])
+    browser.get(live_server.url + "/health")
+    browser.add_cookie({"name": "sessionid", "value": client.cookies["sessionid"].value, "path": "/"})
+    browser.get(live_server.url + "/corrections/review/")
+    assert "Corrections awaiting review" in browser.page_source
+    assert serious_violations(browser) == []
