@@ -3,6 +3,7 @@ from django.urls import include, path
 
 from api.views import api as api_v1
 from api.views import unknown_route
+from ask.check_views import check_my_pack
 from unsay_site import views
 
 urlpatterns = [
@@ -16,7 +17,8 @@ urlpatterns = [
     path("patients/", include("patients.urls")),
     path("corrections/", include("corrections.urls")),
     path("worklist/", include("worklist.urls")),
-    path("r/", include("replies.urls")),  # the patient's reply page (public, token in the URL)
+    path("r/", include("replies.urls")),
+    path("check", check_my_pack, name="check"),  # check my pack (public, no login)  # the patient's reply page (public, token in the URL)
     path("api/v1/", api_v1.urls),
     path("api/v1/<path:rest>", unknown_route),
 ]

@@ -1,0 +1,58 @@
+"""What "check my pack" keeps: counts, never what was asked.
+
+    take_check(address) -> bool        one more check from this client address this minute; False past
+                                       UNSAY_CHECK_RATE_PER_MINUTE
+    count_outcome(outcome)             one more answer of this outcome today
+    outcome_counts(day) -> {outcome: n}
+
+Both are ask.services.take_in_window's conditional upsert on UsageCounter, so every gunicorn worker shares
+one count (a per-process cache would let each worker grant the limit again). The address is never stored:
+a counter's scope holds an HMAC of the address with the secret key and the day, which cannot be turned
+back into the address nor linked from one day to the next; the rows of past minutes are deleted as new
+ones come. The NDC, the lot and the scanned text are never written anywhere.
+"""
+
+import hashlib
+import hmac
+import secrets
+from datetime import timedelta
+
+from django.conf import settings
+from django.utils import timezone
+
+from ask.models import UsageCounter
+from ask.services import take_in_window
+
+ADDRESS_SCOPE = "check:client:"
+OUTCOME_SCOPE = "check:outcome:"
+NO_CAP = 2**31 - 1
+KEEP_ADDRESS_ROWS = timedelta(minutes=5)
+PRUNE_ONE_IN = 100
+
+
+def _pseudonym(address: str, day) -> str:
+    digest = hmac.new(settings.SECRET_KEY.encode(), f"check:{day:%Y-%m-%d}:{address}".encode(), hashlib.sha256)
+    return digest.hexdigest()[:32]
+
+
+def take_check(address: str, *, now=None) -> bool:
+    now = now or timezone.now()
+    minute = now.replace(second=0, microsecond=0)
+    scope = ADDRESS_SCOPE + _pseudonym(address or "unknown", now.date())
+    granted = take_in_window(scope, minute, settings.UNSAY_CHECK_RATE_PER_MINUTE)
+    if not granted or secrets.randbelow(PRUNE_ONE_IN) == 0:
+        # Now and then (and whenever someone is refused): drop the rows of minutes gone by, so the table
+        # holds a few minutes of pseudonyms at most and no request pays for the clean-up every time.
+        UsageCounter.objects.filter(scope__startswith=ADDRESS_SCOPE, window_start__lt=minute - KEEP_ADDRESS_ROWS
+                                    ).delete()
+    return granted
+
+
+def count_outcome(outcome: str, *, now=None) -> None:
+    day = (now or timezone.now()).replace(hour=0, minute=0, second=0, microsecond=0)
+    take_in_window(OUTCOME_SCOPE + str(outcome), day, NO_CAP)
+
+
+def outcome_counts(day) -> dict[str, int]:
+    rows = UsageCounter.objects.filter(scope__startswith=OUTCOME_SCOPE, window_start=day).values_list("scope", "n")
+    return {scope[len(OUTCOME_SCOPE):]: n for scope, n in rows}
