@@ -2,7 +2,6 @@ from django import forms
 from django.utils.translation import gettext_lazy as _
 
 from ask.pack_check import PackInputError, read_pack
-
 from patients.models import Patient
 
 
@@ -24,11 +23,13 @@ class PackForm(forms.Form):
     field they are about; what was typed is kept in the form)."""
 
     ndc = forms.CharField(required=False, label=_("NDC (product code)"),
-                          help_text=_("10 or 11 digits, as printed after “NDC” on the label, for example 0378-5807-93."))
+                          help_text=_("10 or 11 digits, as printed after “NDC” on the label, for example "
+                                      "0378-5807-93."))
     lot = forms.CharField(required=False, label=_("Lot number"),
                           help_text=_("As printed on the pack, often after “LOT” near the expiry date."))
     gs1 = forms.CharField(required=False, label=_("Or the barcode's text"),
-                          help_text=_("Filled in when you scan the square barcode; a barcode scanner can type it here."))
+                          help_text=_("Filled in when you scan the square barcode; a barcode scanner can type it "
+                                      "here."))
 
     def clean(self):
         data = super().clean()

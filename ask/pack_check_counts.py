@@ -3,7 +3,7 @@
     take_check(address) -> bool        one more check from this client address this minute; False past
                                        UNSAY_CHECK_RATE_PER_MINUTE
     count_outcome(outcome)             one more answer of this outcome today
-    outcome_counts(day) -> {outcome: n}
+    outcome_counts() -> {outcome: n}     today's answers
 
 Both are ask.services.take_in_window's conditional upsert on UsageCounter, so every gunicorn worker shares
 one count (a per-process cache would let each worker grant the limit again). The address is never stored:
@@ -48,11 +48,16 @@ def take_check(address: str, *, now=None) -> bool:
     return granted
 
 
+def _day(now=None):
+    return (now or timezone.now()).replace(hour=0, minute=0, second=0, microsecond=0)
+
+
 def count_outcome(outcome: str, *, now=None) -> None:
-    day = (now or timezone.now()).replace(hour=0, minute=0, second=0, microsecond=0)
-    take_in_window(OUTCOME_SCOPE + str(outcome), day, NO_CAP)
+    take_in_window(OUTCOME_SCOPE + str(outcome), _day(now), NO_CAP)
 
 
-def outcome_counts(day) -> dict[str, int]:
-    rows = UsageCounter.objects.filter(scope__startswith=OUTCOME_SCOPE, window_start=day).values_list("scope", "n")
+def outcome_counts(*, now=None) -> dict[str, int]:
+    """Today's answers by outcome (or the day of `now`)."""
+    rows = (UsageCounter.objects.filter(scope__startswith=OUTCOME_SCOPE, window_start=_day(now))
+            .values_list("scope", "n"))
     return {scope[len(OUTCOME_SCOPE):]: n for scope, n in rows}
