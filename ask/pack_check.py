@@ -37,7 +37,7 @@ from drugs.lot_field import read_lot_field
 from drugs.lots import printed_lot
 from drugs.matching import CERTAINTY_RANK, MatchClass, dispensed, explain
 from drugs.ndc import normalize_ndc
-from drugs.scopes import ANY_LOT, DRUG_LEVEL
+from drugs.scopes import ANY_LOT, DRUG_LEVEL, dispensing_scopes
 from memory.models import Fact
 from recalls.selectors import with_texts
 
@@ -177,18 +177,19 @@ def read_pack(*, ndc: str = "", lot: str = "", gs1: str = "") -> Pack:
 
 # --- deciding ------------------------------------------------------------------------------------
 
-def recall_facts_naming(products) -> list[Fact]:
-    """Believed recall facts naming any of these NDC products, for every lot or for some (the scopes
-    drugs.scopes.fact_scopes writes; GIN index on scopes): one query."""
+def recall_index(products) -> list[tuple[int, str, str | None, list[str]]]:
+    """(id, fact key, lot, scopes) of every believed recall fact naming any of these NDC products, for every
+    lot or for some (the scopes drugs.scopes.fact_scopes writes; GIN index on scopes). A light query: no
+    attributes are read, yet it tells which product is known, which recalls name it and with which lots."""
     scopes = sorted({f"ndc:{product}|{part}" for product in products for part in (DRUG_LEVEL, ANY_LOT)})
     if not scopes:
         return []
-    return list(Fact.objects.believed().filter(kind=Fact.Kind.RECALL, scopes__overlap=scopes)
-                .defer("embedding").order_by("id"))
+    return list(Fact.objects.believed().filter(kind=Fact.Kind.RECALL, scopes__overlap=scopes).order_by("id")
+                .values_list("id", "fact_key", "lot", "scopes"))
 
 
-def _named(fact, product: str) -> bool:
-    return product in recall_terms.products(fact) or product in recall_terms.named_products(fact)
+def _names(scopes, product: str) -> bool:
+    return f"ndc:{product}|{DRUG_LEVEL}" in scopes or f"ndc:{product}|{ANY_LOT}" in scopes
 
 
 def _shown(fact, found) -> RecallShown:
@@ -202,30 +203,39 @@ def _shown(fact, found) -> RecallShown:
 
 
 def check_pack(pack: Pack) -> PackCheck:
-    """The answer for one pack (reads only)."""
+    """The answer for one pack (reads only; two queries). Only the facts sharing a scope with the pack (what
+    a decision about it would rest on: drugs.scopes.dispensing_scopes) are read in full and matched, and,
+    when none reaches it, one fact per recall naming its product, to show them."""
     products = {c.product: c for c in pack.candidates}
-    facts = recall_facts_naming(products)
-    known = [c for product, c in products.items() if any(_named(f, product) for f in facts)]
+    index = recall_index(products)
+    known = [c for product, c in products.items() if any(_names(scopes, product) for *_row, scopes in index)]
     lot = pack.printed_lot or printed_lot(pack.lot)
     if len(known) != 1:
         return PackCheck(Outcome.UNIDENTIFIED, lot=lot, lot_reading=pack.lot_reading,
                          ambiguous=tuple(c.printed for c in known))
     candidate = known[0]
+    naming = [row for row in index if _names(row[3], candidate.product)]
+    premises = set(dispensing_scopes("", pack.lot, candidate.product, pack.lot_alternatives))
+    sharing = {fact_id for fact_id, _key, _lot, scopes in naming if premises.intersection(scopes)}
+    lots_by_recall: dict[str, set[str]] = {}
+    first_of_recall: dict[str, int] = {}
+    for fact_id, key, fact_lot, _scopes in naming:
+        number = recall_terms.recall_number_of_key(key)
+        first_of_recall.setdefault(number, fact_id)
+        if fact_lot:
+            lots_by_recall.setdefault(number, set()).add(printed_lot(fact_lot))
+    read = {f.id: f for f in with_texts(Fact.objects.filter(id__in=sharing | set(first_of_recall.values()))
+                                        .defer("embedding"))}
     held = dispensed(ndc=candidate.ndc11, lot=pack.lot, lot_unknown=not pack.lot, expiry=pack.expiry,
                      alternatives=pack.lot_alternatives)
-    facts = with_texts(f for f in facts if _named(f, candidate.product))
-    found = [(fact, explain(fact, held)) for fact in facts]
-    reaching = [(fact, hit) for fact, hit in found if hit is not None]
+    reaching = [(fact, hit) for fact in (read[i] for i in sorted(sharing)) if (hit := explain(fact, held))]
     if reaching:
         best = min(CERTAINTY_RANK[hit.klass.value] for _fact, hit in reaching)
-        klass = list(MatchClass)[best]
-        outcome = {MatchClass.CONFIRMED: Outcome.RECALLED, MatchClass.PRODUCT_ALL_LOTS: Outcome.RECALLED,
-                   MatchClass.PROBABLE: Outcome.MAY_BE_RECALLED, MatchClass.CANDIDATE: Outcome.LOT_NEEDED}[klass]
-        shown = _by_recall((fact, hit) for fact, hit in reaching
-                           if _outcome_of(hit.klass) == outcome)
+        outcome = _outcome_of(list(MatchClass)[best])
+        shown = _by_recall([(fact, hit) for fact, hit in reaching if _outcome_of(hit.klass) == outcome])
     else:
         outcome = Outcome.NOT_LISTED
-        shown = _by_recall(found)
+        shown = _by_recall([(read[i], None) for i in first_of_recall.values()], lots_by_recall)
     serious = max((recall_terms.severity(fact) for fact, hit in reaching), default=0)
     classification = next((c for c, s in recall_terms.CLASS_SEVERITY.items() if s == serious), "")
     subjects = {fact.subject for fact, _hit in reaching}
@@ -239,8 +249,9 @@ def _outcome_of(klass: MatchClass) -> Outcome:
     return Outcome.MAY_BE_RECALLED if klass == MatchClass.PROBABLE else Outcome.LOT_NEEDED
 
 
-def _by_recall(found) -> tuple[RecallShown, ...]:
-    """One line per recall number: its lots joined, the strongest match kept; most serious first."""
+def _by_recall(found, lots_by_recall=None) -> tuple[RecallShown, ...]:
+    """One line per recall number: its lots joined (those found, or `lots_by_recall`), the strongest match
+    kept; most serious first."""
     by_number: dict[str, list] = {}
     for fact, hit in found:
         by_number.setdefault(recall_terms.recall_number(fact), []).append((fact, hit))
@@ -248,7 +259,8 @@ def _by_recall(found) -> tuple[RecallShown, ...]:
     for pairs in by_number.values():
         pairs.sort(key=lambda pair: CERTAINTY_RANK[pair[1].klass.value] if pair[1] else len(CERTAINTY_RANK))
         first = _shown(*pairs[0])
-        lot_level = sorted({printed_lot(f.lot) for f, _hit in pairs if not recall_terms.is_drug_level(f)})
+        lot_level = sorted((lots_by_recall or {}).get(first.number) or
+                           {printed_lot(f.lot) for f, _hit in pairs if not recall_terms.is_drug_level(f)})
         if len(lot_level) > 1:
             first = replace(first, covers="lots " + ", ".join(lot_level), lots=tuple(lot_level))
         shown.append((recall_terms.CLASS_SEVERITY.get(first.classification, 0), first))
