@@ -17,8 +17,8 @@ urlpatterns = [
     path("patients/", include("patients.urls")),
     path("corrections/", include("corrections.urls")),
     path("worklist/", include("worklist.urls")),
-    path("r/", include("replies.urls")),
-    path("check", check_my_pack, name="check"),  # check my pack (public, no login)  # the patient's reply page (public, token in the URL)
+    path("r/", include("replies.urls")),  # the patient's reply page (public, token in the URL)
+    path("check", check_my_pack, name="check"),  # check my pack (public, no login)
     path("api/v1/", api_v1.urls),
     path("api/v1/<path:rest>", unknown_route),
 ]
