@@ -30,20 +30,20 @@ NDC_QUERY_MAX, LOT_QUERY_MAX, GS1_QUERY_MAX = MAX_NDC_LENGTH * 4, MAX_LOT_LENGTH
 def answer(request, *, ndc: str, lot: str, gs1: str) -> dict:
     """The route's body (api.views.check_my_pack): limit, read, check, count."""
     guard.check_url(request)
-    now = timezone.now()
-    if not pack_check_counts.take_check(client_address(request), now=now):
-        retry = max(1, 60 - now.second)
-        raise problems.Problem(429, "rate-limited", "Too many checks from this address",
-                               f"At most {settings.UNSAY_CHECK_RATE_PER_MINUTE} checks per minute per address; "
-                               f"retry in {retry} s.", headers={"Retry-After": str(retry)})
     with translation.override(chosen_language(request)):
         try:
-            pack = read_pack(ndc=ndc, lot=lot, gs1=gs1)
-        except PackInputError as refused:
+            result, refused = check_pack(read_pack(ndc=ndc, lot=lot, gs1=gs1)), None
+        except PackInputError as error:
+            result, refused = None, error
+        now = timezone.now()
+        if not pack_check_counts.take_check(client_address(request), result.outcome if result else "", now=now):
+            retry = max(1, 60 - now.second)
+            raise problems.Problem(429, "rate-limited", "Too many checks from this address",
+                                   f"At most {settings.UNSAY_CHECK_RATE_PER_MINUTE} checks per minute per address; "
+                                   f"retry in {retry} s.", headers={"Retry-After": str(retry)})
+        if refused is not None:
             raise problems.invalid("The pack could not be read.", errors=[
-                {"field": name, "message": message} for name, message in refused.errors.items()]) from None
-        result = check_pack(pack)
-        pack_check_counts.count_outcome(result.outcome)
+                {"field": name, "message": message} for name, message in refused.errors.items()])
         return {"outcome": str(result.outcome), "headline": pack_words.headline(result),
                 "what_to_do": pack_words.what_to_do(result), "ndc": result.ndc, "lot": result.lot,
                 "lot_reading": result.lot_reading, "classification": result.classification,

@@ -47,11 +47,10 @@ def check_my_pack(request):
         if request.method == "GET":
             return _page(request, {"form": PackForm()})
         form = PackForm(request.POST)
-        if not pack_check_counts.take_check(client_address(request)):
+        result = check_pack(form.cleaned_data["pack"]) if form.is_valid() else None
+        if not pack_check_counts.take_check(client_address(request), result.outcome if result else ""):
             return _page(request, {"form": form, "too_many": True}, status=429)
-        if not form.is_valid():
+        if result is None:
             return _page(request, {"form": form}, status=400)
-        result = check_pack(form.cleaned_data["pack"])
-        pack_check_counts.count_outcome(result.outcome)
         return _page(request, {"form": form, "result": result, "headline": pack_words.headline(result),
                                "what_to_do": pack_words.what_to_do(result)})

@@ -1,8 +1,8 @@
 """What "check my pack" keeps: counts, never what was asked.
 
-    take_check(address) -> bool        one more check from this client address this minute; False past
-                                       UNSAY_CHECK_RATE_PER_MINUTE
-    count_outcome(outcome)             one more answer of this outcome today
+    take_check(address, outcome) -> bool   one more check from this client address this minute and one
+                                           more answer of this outcome today; False past
+                                           UNSAY_CHECK_RATE_PER_MINUTE (nothing counted then)
     outcome_counts() -> {outcome: n}     today's answers
 
 Both are ask.services.take_in_window's conditional upsert on UsageCounter, so every gunicorn worker shares
@@ -41,7 +41,7 @@ def _counted(count):
     """Run `count` in its own short transaction that does not wait for its commit to reach the disk
     (PostgreSQL's synchronous_commit off, for this transaction only): a crash may lose the last
     fraction of a second of counts, never a fact or a decision, and a public page at 200 checks a second
-    no longer waits on two WAL flushes per request (bench/check_pack.py). CockroachDB has no such
+    does not wait on a WAL flush per request (bench/check_pack.py). CockroachDB has no such
     setting; there the transaction commits as any other."""
 
     def run():
@@ -53,11 +53,22 @@ def _counted(count):
     return run() if connection.in_atomic_block else run_in_transaction(run)
 
 
-def take_check(address: str, *, now=None) -> bool:
+def take_check(address: str, outcome: str = "", *, now=None) -> bool:
+    """One more check from this address this minute and, when granted, one more answer of `outcome` today,
+    in one transaction: False (and nothing counted) past the limit. The pack is read before (two light
+    queries), so one round of counting serves both the limit and the count."""
     now = now or timezone.now()
     minute = now.replace(second=0, microsecond=0)
     scope = ADDRESS_SCOPE + _pseudonym(address or "unknown", now.date())
-    granted = _counted(lambda: take_in_window(scope, minute, settings.UNSAY_CHECK_RATE_PER_MINUTE))
+
+    def count() -> bool:
+        if not take_in_window(scope, minute, settings.UNSAY_CHECK_RATE_PER_MINUTE):
+            return False
+        if outcome:
+            take_in_window(OUTCOME_SCOPE + str(outcome), _day(now), NO_CAP)
+        return True
+
+    granted = _counted(count)
     if not granted or secrets.randbelow(PRUNE_ONE_IN) == 0:
         # Now and then (and whenever someone is refused): drop the rows of minutes gone by, so the table
         # holds a few minutes of pseudonyms at most and no request pays for the clean-up every time.
@@ -68,10 +79,6 @@ def take_check(address: str, *, now=None) -> bool:
 
 def _day(now=None):
     return (now or timezone.now()).replace(hour=0, minute=0, second=0, microsecond=0)
-
-
-def count_outcome(outcome: str, *, now=None) -> None:
-    _counted(lambda: take_in_window(OUTCOME_SCOPE + str(outcome), _day(now), NO_CAP))
 
 
 def outcome_counts(*, now=None) -> dict[str, int]:
