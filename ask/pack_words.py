@@ -28,6 +28,9 @@ def headline(check: PackCheck) -> str:
 def what_to_do(check: PackCheck) -> str:
     urgent = check.classification == "Class I"
     if check.outcome == Outcome.RECALLED:
+        if check.do_not_stop and not urgent:
+            return _("Do not stop taking it on your own: stopping it suddenly can be dangerous. Call your "
+                     "pharmacist: they will arrange a replacement that is not recalled.")
         if check.do_not_stop:
             return _("Do not stop taking it on your own: stopping it suddenly can be dangerous. Call your "
                      "pharmacist or doctor today; they will arrange a replacement that is not recalled.")

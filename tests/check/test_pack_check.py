@@ -114,12 +114,16 @@ def test_a_recall_of_every_lot_recalls_the_pack_whatever_its_lot(recalls, lot):
     assert "today" in advice and "keep taking" not in advice.lower() and "unaffected lot" not in advice
 
 
-def test_a_class_i_recall_of_a_medicine_that_must_not_be_stopped_says_do_not_stop(recalls, hashing_embeddings):
+def test_a_recall_of_a_medicine_that_must_not_be_stopped_says_do_not_stop(recalls, hashing_embeddings):
+    class_ii = checked(ndc=VALSARTAN_NDC, lot=VALSARTAN_LOT)
+    assert class_ii.do_not_stop and "today" not in pack_words.what_to_do(class_ii)
+    assert pack_words.what_to_do(class_ii).startswith("Do not stop taking it on your own")
     # The valsartan record reclassified Class I, as FDA republishes a record it escalates.
     assert_claim(recall_claim(VALSARTAN_RECALL, VALSARTAN_LOT, classification="Class I"))
     result = checked(ndc=VALSARTAN_NDC, lot=VALSARTAN_LOT)
     assert result.classification == "Class I" and result.do_not_stop
     assert pack_words.what_to_do(result).startswith("Do not stop taking it on your own")
+    assert "today" in pack_words.what_to_do(result)
 
 
 @pytest.mark.parametrize("ndc", ["12345-6789-01", "9999999999"])
