@@ -14,6 +14,7 @@ from drugs.gs1 import gtin_for_ndc
 from memory.services import assert_claim
 from tests.browser.accessibility import serious_violations
 from tests.browser.test_browser_worklist import _shot, _wait, shots  # noqa: F401 - shots is the fixture
+from tests.check.packs import EVERY_LOT_PRINTED, EVERY_LOT_RECALL, VALSARTAN_LOT, VALSARTAN_NDC, VALSARTAN_RECALL
 from tests.factories import recall_claim
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -24,16 +25,12 @@ pytestmark = [
                        reason="needs /usr/bin/chromium (apt-get install chromium chromium-driver)"),
 ]
 
-# D-0315-2019 (Class II valsartan, lot 3061169, NDC 0378-5807-93) and D-0219-2017 (Class I docusate, every
-# lot, NDC 62295-0601 printed 5-3-2).
-VALSARTAN_NDC, VALSARTAN_LOT = "0378-5807-93", "3061169"
-DOCUSATE_NDC = "62295-601-01"
 
 
 @pytest.fixture
 def recalls(hashing_embeddings):
-    assert_claim(recall_claim("D-0315-2019", VALSARTAN_LOT))
-    assert_claim(recall_claim("D-0219-2017", None))
+    assert_claim(recall_claim(VALSARTAN_RECALL, VALSARTAN_LOT))
+    assert_claim(recall_claim(EVERY_LOT_RECALL, None))
 
 
 def datamatrix_png(text: str, path: Path, *, module: int = 8, quiet: int = 4) -> Path:
@@ -84,13 +81,13 @@ def test_a_pack_is_checked_with_the_keyboard_alone_and_the_page_passes_axe(live_
     active.send_keys(f"LOT {VALSARTAN_LOT} EXP 11/2018", Keys.ENTER)
     answer = _wait(lambda: browser.find_element(By.ID, "answer-heading"))
     assert answer.text == "This pack is recalled."
-    assert "D-0315-2019" in browser.find_element(By.ID, "answer").text
+    assert VALSARTAN_RECALL in browser.find_element(By.ID, "answer").text
     assert serious_violations(browser) == []
     _shot(browser, "check.png", shots)
 
 
-@pytest.mark.parametrize(("ndc", "lot", "recall"), [(VALSARTAN_NDC, VALSARTAN_LOT, "D-0315-2019"),
-                                                    (DOCUSATE_NDC, "ZZ1", "D-0219-2017")])
+@pytest.mark.parametrize(("ndc", "lot", "recall"), [(VALSARTAN_NDC, VALSARTAN_LOT, VALSARTAN_RECALL),
+                                                    (EVERY_LOT_PRINTED, "ZZ1", EVERY_LOT_RECALL)])
 def test_a_photo_of_a_recalled_packs_datamatrix_is_decoded_in_the_page(live_server, browser, recalls, tmp_path,
                                                                        ndc, lot, recall):
     from selenium.webdriver.common.by import By

@@ -6,13 +6,13 @@ import pytest
 from django.db import connection
 
 from ask.pack_check_counts import ADDRESS_SCOPE, outcome_counts
-from tests.check.test_pack_check import (
+from tests.check.packs import (
+    EVERY_LOT_PRINTED,
     EVERY_LOT_RECALL,
     VALSARTAN_LOT,
     VALSARTAN_NDC,
     VALSARTAN_RECALL,
     gs1_texts,
-    recalls,  # noqa: F401 - the fixture
 )
 from tests.reliability.test_no_phi_in_logs import configured_log_output
 
@@ -32,7 +32,7 @@ def test_the_form_works_without_javascript_and_every_field_is_labelled(client):
     assert '<div id="scanner" hidden' in html and 'capture="environment"' in html
 
 
-def test_a_recalled_lot_is_answered_with_the_recall_its_class_and_what_to_do(client, recalls):  # noqa: F811
+def test_a_recalled_lot_is_answered_with_the_recall_its_class_and_what_to_do(client, recalls):
     response = page(client, ndc=VALSARTAN_NDC, lot=f"LOT {VALSARTAN_LOT} EXP 11/2018")
     html = response.content.decode()
     assert response.status_code == 200
@@ -41,12 +41,12 @@ def test_a_recalled_lot_is_answered_with_the_recall_its_class_and_what_to_do(cli
     assert "safe" not in html.lower().replace("we checked the fda recalls", "")
 
 
-def test_a_scanned_pack_is_answered_from_the_barcode_text(client, recalls):  # noqa: F811
-    html = page(client, gs1=gs1_texts("62295-601-01", "ZZ1")[0]).content.decode()
+def test_a_scanned_pack_is_answered_from_the_barcode_text(client, recalls):
+    html = page(client, gs1=gs1_texts(EVERY_LOT_PRINTED, "ZZ1")[0]).content.decode()
     assert "This pack is recalled." in html and EVERY_LOT_RECALL in html and "Class I" in html
 
 
-def test_malformed_input_gets_its_message_and_the_form_keeps_what_was_typed(client, recalls):  # noqa: F811
+def test_malformed_input_gets_its_message_and_the_form_keeps_what_was_typed(client, recalls):
     response = page(client, ndc="0378-58O7-93", lot="3061169 exp 11/18")
     html = response.content.decode()
     assert response.status_code == 400
@@ -54,7 +54,7 @@ def test_malformed_input_gets_its_message_and_the_form_keeps_what_was_typed(clie
     assert 'value="0378-58O7-93"' in html and 'value="3061169 exp 11/18"' in html
 
 
-def test_the_page_is_in_spanish_when_the_browser_or_the_switch_asks(client, recalls):  # noqa: F811
+def test_the_page_is_in_spanish_when_the_browser_or_the_switch_asks(client, recalls):
     html = client.post("/check", {"ndc": VALSARTAN_NDC, "lot": "3095511"},
                        headers={"Accept-Language": "es"}).content.decode()
     assert 'lang="es"' in html and "Este lote no está en ningún retiro de la FDA" in html
@@ -63,7 +63,7 @@ def test_the_page_is_in_spanish_when_the_browser_or_the_switch_asks(client, reca
     assert "Comprobar mi envase" in switched and 'name="lang" value="es"' in switched
 
 
-def test_the_api_gives_the_same_answer_without_a_key(client, recalls):  # noqa: F811
+def test_the_api_gives_the_same_answer_without_a_key(client, recalls):
     response = client.get(f"/api/v1/check?ndc={VALSARTAN_NDC}&lot=0{VALSARTAN_LOT}")
     assert response.status_code == 200
     body = response.json()
@@ -83,7 +83,7 @@ def test_the_api_refuses_what_it_cannot_read_as_a_problem_naming_the_field(clien
     assert client.get("/api/v1/check", {"gs1": "x" * 2000}).status_code == 422
 
 
-def test_checks_are_limited_per_address_across_the_page_and_the_api(client, recalls, settings):  # noqa: F811
+def test_checks_are_limited_per_address_across_the_page_and_the_api(client, recalls, settings):
     settings.UNSAY_CHECK_RATE_PER_MINUTE = 3
     api = f"/api/v1/check?ndc={VALSARTAN_NDC}"
     statuses = [page(client, ndc=VALSARTAN_NDC).status_code, client.get(api).status_code,
@@ -96,7 +96,7 @@ def test_checks_are_limited_per_address_across_the_page_and_the_api(client, reca
     assert client.post("/check", {"ndc": VALSARTAN_NDC}, REMOTE_ADDR="192.0.2.7").status_code == 200
 
 
-def test_nothing_typed_and_no_address_is_stored_or_logged(client, recalls):  # noqa: F811
+def test_nothing_typed_and_no_address_is_stored_or_logged(client, recalls):
     odd_lot, address = "Q7Z9X4W", "198.51.100.23"
     with configured_log_output() as output:
         page(client, ndc=VALSARTAN_NDC, lot=odd_lot)

@@ -1,28 +1,16 @@
 """Check my pack (ask.pack_check): every typed and scanned shape of a pack, held against REAL recall records
-(tests/factories.py builds the facts with ingestion's own code). No patient is involved: nobody's
+(tests/check/packs.py; the `recalls` fixture, tests/check/conftest.py). No patient is involved: nobody's
 dispensing is read."""
 
 import pytest
 
 from ask import pack_words
 from ask.pack_check import Outcome, PackInputError, check_pack, read_pack
-from drugs.gs1 import gtin_for_ndc
 from memory.services import assert_claim
+from tests.check.packs import EVERY_LOT_NDC, EVERY_LOT_RECALL, VALSARTAN_LOT, VALSARTAN_NDC, VALSARTAN_RECALL, gs1_texts
 from tests.factories import recall_claim
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-# D-0315-2019: Class II, Mylan valsartan 40 mg, lot 3061169; its text names NDC 0378-5807-93 (openFDA's
-# block also lists 0378-5813, -5814 and -5815, other strengths of the listing).
-VALSARTAN_RECALL, VALSARTAN_LOT, VALSARTAN_NDC = "D-0315-2019", "3061169", "0378-5807-93"
-# D-0219-2017: Class I, docusate oral syringes, every lot, NDC 62295-0601.
-EVERY_LOT_RECALL, EVERY_LOT_NDC = "D-0219-2017", "62295-0601-01"
-
-
-@pytest.fixture
-def recalls(hashing_embeddings):
-    assert_claim(recall_claim(VALSARTAN_RECALL, VALSARTAN_LOT))
-    assert_claim(recall_claim(EVERY_LOT_RECALL, None))
 
 
 def checked(**typed):
@@ -41,17 +29,6 @@ def test_the_recalled_lot_typed_as_printed_is_recalled(recalls, ndc, lot):
     shown = result.recalls[0]
     assert shown.match == "confirmed" and shown.classification == "Class II" and shown.lots == (VALSARTAN_LOT,)
     assert "NDEA" in shown.reason and "Valsartan" in shown.product
-
-
-def gs1_texts(ndc: str, lot: str, expiry: str = "181130") -> list[str]:
-    gtin = gtin_for_ndc(ndc)
-    return [
-        f"01{gtin}17{expiry}10{lot}\x1d21SN0001",          # as a DataMatrix decodes (GS after the lot)
-        f"]d201{gtin}17{expiry}10{lot}",                   # with the symbology identifier, lot last
-        f"01{gtin}17{expiry}10{lot}|21SN0001",             # a scanner sending | for GS
-        f"(01){gtin}({expiry[:0]}17){expiry}(10){lot}",    # the line printed under the barcode
-        f"https://id.gs1.org/01/{gtin}/10/{lot}?17={expiry}",  # a GS1 Digital Link
-    ]
 
 
 @pytest.mark.parametrize("index", range(5))
