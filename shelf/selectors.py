@@ -1,13 +1,14 @@
 """Reads of the shelf (no writes): on hand per site and lot, a recall's shelf half, recalled units on hand.
 
     held_sites(user) -> [site] | None                      the sites a person's shelf page shows (None: every site)
-    on_hand(site=None, sites=None) -> [LotCount]           received, on hand, quarantined, dispensed, returned...
+    on_hand(site=None, sites, recall) -> [LotCount]        received, on hand, quarantined, dispensed, returned...
     recall_shelf(recall_number) -> [TaskView]              per site: counts, the units that left with patients
     recalled_units_on_hand(site=None) -> {recall: count}   what is still on a shelf under a recall
     recall_shelf_summary(recall_number) -> dict            the counts the effectiveness report adds up
     recall_shelf_by_day(recall_number) -> [(day, {..})]    units received, moved to quarantine, returned, dispensed
-    open_tasks(sites=None) -> [dict]                       tasks with units still on hand or not yet returned
+    open_tasks(sites=None, recall) -> [dict]               tasks with units still on hand or not yet returned
     left_with_patients(recall_numbers, sites=None)         recalled units dispensed, with the fill and its patient
+    recalls_at(sites=None), sites_with_stock()             what the shelf page's filters offer
     ndcs_received(gtin) -> {ndc}                           the package NDCs receiving recorded for a GTIN
 
 Every unit has one state, so received = on hand + quarantined + dispensed + returned + destroyed holds by
@@ -70,9 +71,12 @@ class LotCount:
     product_name: str = ""
 
 
-def on_hand(site: str | None = None, *, sites=None) -> list[LotCount]:
-    """Units by site, product and lot in every state; `site` one site, `sites` a person's held sites."""
+def on_hand(site: str | None = None, *, sites=None, recall_number: str = "") -> list[LotCount]:
+    """Units by site, product and lot in every state; `site` one site, `sites` a person's held sites,
+    `recall_number` only the units that recall matched."""
     units = Unit.objects.all() if site is None else Unit.objects.filter(site=site)
+    if recall_number:
+        units = units.filter(id__in=TaskUnit.objects.filter(task__recall_number=recall_number).values("unit_id"))
     rows = (_at_sites(units, sites).values("site", "gtin", "ndc", "lot_printed", "expiry")
             .annotate(product=Max("product_name"), **_count_kwargs()).order_by("site", "gtin", "lot_printed"))
     return [LotCount(r["site"], r["ndc"], r["gtin"], r["lot_printed"], r["expiry"],
@@ -150,16 +154,19 @@ def recall_shelf_by_day(recall_number: str) -> list[tuple]:
     return sorted(days.items())
 
 
-def open_tasks(sites=None) -> list[dict]:
+def open_tasks(sites=None, recall_number: str = "") -> list[dict]:
     """Shelf tasks with matched units still on hand, or quarantined and not yet returned, per recall and site: the
     worklist home lists them, since a recall can touch the shelf without touching a patient."""
-    rows = (_at_sites(TaskUnit.objects.filter(unit__state__in=[S.ON_HAND, S.QUARANTINED]), sites, "task__site")
-            .values("task__public_id", "task__recall_number", "task__site")
+    links = _at_sites(TaskUnit.objects.filter(unit__state__in=[S.ON_HAND, S.QUARANTINED]), sites, "task__site")
+    if recall_number:
+        links = links.filter(task__recall_number=recall_number)
+    rows = (links.values("task__public_id", "task__recall_number", "task__site", "task__quarantined_at")
             .annotate(on_hand=Count("id", filter=Q(unit__state=S.ON_HAND)),
                       quarantined=Count("id", filter=Q(unit__state=S.QUARANTINED)))
             .order_by("task__recall_number", "task__site"))
     return [{"code": r["task__public_id"], "recall_number": r["task__recall_number"], "site": r["task__site"],
-             "on_hand": r["on_hand"], "quarantined": r["quarantined"]} for r in rows]
+             "quarantined_at": r["task__quarantined_at"], "on_hand": r["on_hand"], "quarantined": r["quarantined"]}
+            for r in rows]
 
 
 def ndcs_received(gtin: str) -> set[str]:
@@ -167,6 +174,16 @@ def ndcs_received(gtin: str) -> set[str]:
     supplier's master data named, or the one product known when the unit arrived (shelf.receiving). A scan
     at fill reads it to settle the GTIN's hyphenation (patients.scanning.GTIN_NDC_SOURCES; shelf.apps)."""
     return set(Unit.objects.filter(gtin=gtin).exclude(ndc="").values_list("ndc", flat=True).distinct()[:10])
+
+
+def recalls_at(sites=None) -> list[str]:
+    """The recall numbers with a shelf task at these sites (every site: None), for the shelf page's filter."""
+    return sorted(set(_at_sites(ShelfTask.objects.all(), sites).values_list("recall_number", flat=True)))
+
+
+def sites_with_stock() -> list[str]:
+    """Every site a unit was received at (what the operator, who holds every site, may filter by)."""
+    return sorted(set(Unit.objects.values_list("site", flat=True).distinct()))
 
 
 def left_with_patients(recall_numbers, sites=None, limit: int = 500) -> list[TaskUnit]:
