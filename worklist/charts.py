@@ -135,7 +135,9 @@ def timeline_svg(timeline, *, title: str, chart_id: str, deadline_day=None, widt
     chart = leather.Chart()
     chart.add_x_scale(first, last)
     chart.add_y_scale(0, top)
-    chart.add_x_axis(tick_formatter=lambda value, i, count: value.strftime("%m-%d"))
+    # Month-day reads best for a recall's weeks; a span of years (units received long before) needs the year.
+    tick_format = "%m-%d" if (last - first).days <= 180 else "%Y-%m-%d"
+    chart.add_x_axis(tick_formatter=lambda value, i, count: value.strftime(tick_format))
     chart.add_y_axis(tick_formatter=lambda value, i, count: f"{value:g}")
     for i, (key, label) in enumerate(timeline.series):
         # Flat from the day before the first event, so a single day still draws a visible step.
