@@ -20,8 +20,10 @@ from tests.browser.accessibility import serious_violations
 from tests.browser.test_browser_worklist import CHROMIUM, _login, _wait, shots  # noqa: F401 (a fixture)
 from tests.factories import RECALL
 from tests.shelf.test_shelf_worklist import RECALL as SHELF_RECALL
-from tests.shelf.test_shelf_worklist import SITE
-from tests.shelf.test_shelf_worklist import shelf_world  # noqa: F401 (a fixture)
+from tests.shelf.test_shelf_worklist import (
+    SITE,
+    shelf_world,  # noqa: F401 (a fixture)
+)
 
 pytestmark = [
     pytest.mark.usefixtures("dispatch_not_enqueued"),
@@ -59,12 +61,12 @@ def _svg_texts(browser, chart_id):
     return [t.get_attribute("textContent") for t in browser.find_elements(By.CSS_SELECTOR, f"#{chart_id} text")]
 
 
-def _shot_of(browser, element, name, shots):
+def _shot_of(browser, element, name, folder):
     """A screenshot of one element, the window made tall enough for all of it."""
-    shots.mkdir(parents=True, exist_ok=True)
+    folder.mkdir(parents=True, exist_ok=True)
     height = browser.execute_script("return document.documentElement.scrollHeight")
     browser.set_window_size(1280, min(max(height + 200, 700), 4000))
-    element.screenshot(str(shots / name))
+    element.screenshot(str(folder / name))
     browser.set_window_size(1280, 1100)
 
 
@@ -83,7 +85,7 @@ def answered(client, drafts, people, settings):
 
 
 def test_a_pharmacist_reads_a_class_i_recall_at_a_glance_on_its_page_and_in_the_report(
-    live_server, browser, client, people, answered, shots
+    live_server, browser, client, people, answered, shots  # noqa: F811
 ):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys

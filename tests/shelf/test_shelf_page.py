@@ -15,8 +15,11 @@ from shelf.models import StaffSite
 from shelf.receiving import receive
 from tests import epcis_docs as d
 from tests.factories import recall_claim
-from tests.shelf.test_shelf_worklist import RECALL, SITE
-from tests.shelf.test_shelf_worklist import shelf_world  # noqa: F401 (a fixture)
+from tests.shelf.test_shelf_worklist import (
+    RECALL,
+    SITE,
+    shelf_world,  # noqa: F401 (a fixture)
+)
 from worklist import recall_list, site_shelf
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("dispatch_not_enqueued")]
