@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from datetime import date
 
 from django.utils import timezone
-from django.utils.translation import gettext_lazy as _
 
 from shelf.selectors import recall_shelf_by_day
 
@@ -22,19 +21,19 @@ from .recall_report import letter_milestones, reply_effectiveness
 
 # (key in reply_effectiveness or "exposed", label): the funnel's stages in order.
 FUNNEL_STAGES = [
-    ("exposed", _("Exposed")),
-    ("notified", _("Notified")),
-    ("delivered", _("Delivered")),
-    ("replied", _("Replied")),
-    ("replied_stopped", _("Replied: stopped")),
-    ("replied_still_have", _("Replied: still have it")),
-    ("replied_question", _("Replied: question")),
-    ("replied_returned", _("Replied: returned")),
+    ("exposed", "Exposed"),
+    ("notified", "Notified"),
+    ("delivered", "Delivered"),
+    ("replied", "Replied"),
+    ("replied_stopped", "Replied: stopped"),
+    ("replied_still_have", "Replied: still have it"),
+    ("replied_question", "Replied: question"),
+    ("replied_returned", "Replied: returned"),
 ]
-PATIENT_SERIES = [("notified", _("Notified")), ("delivered", _("Delivered")), ("replied", _("Replied")),
-                  ("returned", _("Returned"))]
-SHELF_SERIES = [("received", _("Received")), ("quarantined", _("Moved to quarantine")), ("returned", _("Returned")),
-                ("dispensed", _("Dispensed"))]
+PATIENT_SERIES = [("notified", "Notified"), ("delivered", "Delivered"), ("replied", "Replied"),
+                  ("returned", "Returned")]
+SHELF_SERIES = [("received", "Received"), ("quarantined", "Moved to quarantine"), ("returned", "Returned"),
+                ("dispensed", "Dispensed")]
 GLANCE_COLUMNS = ["recall_number", "chart", "day", "figure", "value"]
 
 
@@ -109,10 +108,10 @@ class Glance:
 
     def timelines(self):
         """(which, timeline, caption) for each timeline chart and its table."""
-        return [("patients", self.patients, _("Patients notified, delivered, replied and answered “returned” so far, "
-                                              "by the end of each day.")),
-                ("shelf", self.shelf, _("The recall's units at every site received, moved to quarantine, returned "
-                                        "and dispensed so far, by the end of each day."))]
+        return [("patients", self.patients,
+                 "Patients notified, delivered, replied and answered “returned” so far, by the end of each day."),
+                ("shelf", self.shelf, "The recall's units at every site received, moved to quarantine, returned and "
+                                      "dispensed so far, by the end of each day.")]
 
     @property
     def deadline_day(self) -> date | None:
@@ -124,7 +123,7 @@ def recall_glance(recall_number: str, *, exposed: int, deadline: Deadline) -> Gl
     milestones = letter_milestones(recall_number)
     replies = reply_effectiveness(recall_number, milestones=milestones)
     figures = {"exposed": exposed, **replies}
-    funnel = [Stage(key, str(label), figures[key]) for key, label in FUNNEL_STAGES]
+    funnel = [Stage(key, label, figures[key]) for key, label in FUNNEL_STAGES]
     return Glance(recall_number, funnel, patient_timeline(milestones), shelf_timeline(recall_number), deadline,
                   replies)
 
