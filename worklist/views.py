@@ -1,7 +1,7 @@
 """The pharmacist's recall screens: worklist (home), one recall's file, the follow-up queue, the
 effectiveness report (page + CSV), sent/approved history and the audit trail by patient.
 Thin views: a form, one service call, a redirect; reads come from the worklist's read modules
-(recall_list, recall_pages, recall_report, contact_history)."""
+(recall_list, recall_pages, recall_report, glance, contact_history)."""
 
 import uuid
 
