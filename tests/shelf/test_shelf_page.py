@@ -121,3 +121,17 @@ def test_class_i_tasks_come_first_then_the_soonest_due():
     tasks = [task("D-3", "Class II", None), task("D-2", "Class I", now + timedelta(days=9)),
              task("D-1", "Class I", now + timedelta(days=2))]
     assert [t["recall_number"] for t in sorted(tasks, key=site_shelf._task_order)] == ["D-1", "D-2", "D-3"]
+
+
+def test_an_operator_grants_a_site_in_the_admin_and_a_blank_one_is_refused(client, shelf_world, people,  # noqa: F811
+                                                                          django_user_model):
+    from django.contrib.admin.models import LogEntry
+
+    client.force_login(django_user_model.objects.create_superuser("olga", password="pw"))
+    url = "/admin/shelf/staffsite/add/"
+    refused = client.post(url, {"user": people["staff"].pk, "site": "  "})
+    assert refused.status_code == 200 and "This field is required" in refused.content.decode()
+    assert not StaffSite.objects.exists()
+    assert client.post(url, {"user": people["staff"].pk, "site": SITE}).status_code == 302
+    assert StaffSite.objects.get().site == SITE and LogEntry.objects.filter(object_repr__contains=SITE).exists()
+    assert {lot.site for lot in site_shelf.site_shelf(people["staff"]).lots} == {SITE}
