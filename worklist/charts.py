@@ -120,16 +120,18 @@ def _midnight(day) -> datetime:
     return datetime.combine(day, time())
 
 
-def timeline_svg(timeline, *, title: str, chart_id: str, deadline_day=None, width: int = 720,
+def timeline_svg(timeline, *, title: str, chart_id: str, deadline_day=None, today=None, width: int = 720,
                  height: int = 300) -> str:
-    """Each series' running total by day, as a dashed line with dots on the days something happened; the
-    Class I deadline as a labelled rule. An empty timeline draws nothing (its table says so)."""
+    """Each series' running total by day, as a dashed step line with dots on the days something happened; the
+    Class I deadline as a labelled rule. Lines run on, flat, to `today` (where we stand now), never past it.
+    An empty timeline draws nothing (its table says so)."""
     # Days as midnights: leather's time ticks for a span of hours (a recall a day or two old) need datetimes.
     days = [_midnight(day) for day, _so_far in timeline.days]
     deadline = _midnight(deadline_day) if deadline_day else None
     if not days:
         return ""
-    edges = days + ([deadline] if deadline else [])
+    now = _midnight(today) if today and _midnight(today) > days[-1] else None
+    edges = days + ([deadline] if deadline else []) + ([now] if now else [])
     first, last = min(edges) - timedelta(days=1), max(edges) + timedelta(days=1)
     top = max([1, *(so_far[key] for _day, so_far in timeline.days for key, _label in timeline.series)])
     chart = leather.Chart()
@@ -140,12 +142,17 @@ def timeline_svg(timeline, *, title: str, chart_id: str, deadline_day=None, widt
     chart.add_x_axis(tick_formatter=lambda value, i, count: value.strftime(tick_format))
     chart.add_y_axis(tick_formatter=lambda value, i, count: f"{value:g}")
     for i, (key, label) in enumerate(timeline.series):
-        # Flat from the day before the first event, so a single day still draws a visible step.
-        points = [(first, 0)] + [(_midnight(day), so_far[key]) for day, so_far in timeline.days]
+        # A step per day, flat from the day before the first one: a running total jumps on the day it changed.
+        points, previous = [(first, 0)], 0
+        for day, so_far in timeline.days:
+            points += [(_midnight(day), previous), (_midnight(day), so_far[key])]
+            previous = so_far[key]
+        if now:
+            points.append((now, previous))
         chart.add_series(leather.Series(points, name=f"{label} ({timeline.totals[key]})"),
                          _DashedLine(HUES[i], 2.5, DASHES[i % len(DASHES)]))
-        if len(points) > 1:
-            chart.add_series(leather.Series(points[1:]), _Dots(HUES[i], 3.5))
+        chart.add_series(leather.Series([(_midnight(day), so_far[key]) for day, so_far in timeline.days]),
+                         _Dots(HUES[i], 3.5))
     if deadline:
         chart.add_series(leather.Series([(deadline, 0), (deadline, top)], name="Class I deadline"),
                          _Rule(f"Class I deadline {deadline_day:%m-%d}"))

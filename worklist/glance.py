@@ -22,7 +22,7 @@ from .recall_report import letter_milestones, reply_effectiveness
 # (key in reply_effectiveness or "exposed", label): the funnel's stages in order.
 FUNNEL_STAGES = [
     ("exposed", "Exposed"),
-    ("notified", "Notified"),
+    ("notified", "Letter approved"),  # "notified" as reply_effectiveness counts it: approved and handed for sending
     ("delivered", "Delivered"),
     ("replied", "Replied"),
     ("replied_stopped", "Replied: stopped"),
@@ -30,7 +30,7 @@ FUNNEL_STAGES = [
     ("replied_question", "Replied: question"),
     ("replied_returned", "Replied: returned"),
 ]
-PATIENT_SERIES = [("notified", "Notified"), ("delivered", "Delivered"), ("replied", "Replied"),
+PATIENT_SERIES = [("notified", "Letter approved"), ("delivered", "Delivered"), ("replied", "Replied"),
                   ("returned", "Returned")]
 SHELF_SERIES = [("received", "Received"), ("quarantined", "Moved to quarantine"), ("returned", "Returned"),
                 ("dispensed", "Dispensed")]
@@ -109,7 +109,8 @@ class Glance:
     def timelines(self):
         """(which, timeline, caption) for each timeline chart and its table."""
         return [("patients", self.patients,
-                 "Patients notified, delivered, replied and answered “returned” so far, by the end of each day."),
+                 "Patients whose letter was approved, delivered, who replied and who answered “returned”, so far by "
+                 "the end of each day."),
                 ("shelf", self.shelf, "The recall's units at every site received, moved to quarantine, returned and "
                                       "dispensed so far, by the end of each day.")]
 

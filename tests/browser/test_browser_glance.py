@@ -94,7 +94,7 @@ def test_a_pharmacist_reads_a_class_i_recall_at_a_glance_on_its_page_and_in_the_
     browser.get(live_server.url + f"/worklist/recall/{RECALL}")
     _wait(lambda: browser.find_element(By.ID, "glance"))
     bars = _svg_texts(browser, "glance-funnel-chart")
-    for label in ("Exposed: 3", "Notified: 3", "Delivered: 2", "Replied: 1", "Replied: returned: 1",
+    for label in ("Exposed: 3", "Letter approved: 3", "Delivered: 2", "Replied: 1", "Replied: returned: 1",
                   "Replied: stopped: 0"):
         assert label in bars
     funnel = {row.get_attribute("data-stage"): row.find_element(By.TAG_NAME, "td").text
@@ -102,7 +102,7 @@ def test_a_pharmacist_reads_a_class_i_recall_at_a_glance_on_its_page_and_in_the_
     assert (funnel["exposed"], funnel["notified"], funnel["delivered"], funnel["replied_returned"]) == (
         "3", "3", "2", "1")
     line = _svg_texts(browser, "glance-patients-chart")
-    assert "Notified (3)" in line and "Delivered (2)" in line and "Returned (1)" in line
+    assert "Letter approved (3)" in line and "Delivered (2)" in line and "Returned (1)" in line
     assert any(t.startswith("Class I deadline") for t in line)
     assert browser.find_element(By.ID, "glance-patients-chart").get_attribute("role") == "img"
     assert not browser.find_elements(By.ID, "glance-shelf-chart")  # nothing on the shelf for this recall

@@ -89,7 +89,7 @@ def test_the_funnel_chart_labels_every_bar_with_its_stage_and_count(letters_out)
     g = _glance(RECALL)
     svg = charts.funnel_svg(g.funnel, title="Funnel", chart_id="f")
     assert svg.startswith("<svg") and 'role="img"' in svg and 'aria-labelledby="f-title"' in svg
-    for text in ("Exposed: 3", "Notified: 3", "Delivered: 2", "Replied: 1", "Replied: returned: 1"):
+    for text in ("Exposed: 3", "Letter approved: 3", "Delivered: 2", "Replied: 1", "Replied: returned: 1"):
         assert f">{text}</text>" in svg
     # A hatch per stage after the first: colour is not the only cue.
     assert len(re.findall(r'<pattern id="f-p\d"', svg)) == len(g.funnel) and svg.count("<path d=") >= 7
@@ -98,7 +98,7 @@ def test_the_funnel_chart_labels_every_bar_with_its_stage_and_count(letters_out)
 def test_the_timeline_chart_marks_the_class_i_deadline_and_only_for_class_i(letters_out, shelf_world):  # noqa: F811
     g = _glance(RECALL)
     svg = charts.timeline_svg(g.patients, title="Patients", chart_id="t", deadline_day=g.deadline_day)
-    assert f"Class I deadline {g.deadline_day:%m-%d}" in svg and "Notified (3)" in svg and "Delivered (2)" in svg
+    assert f"Class I deadline {g.deadline_day:%m-%d}" in svg and "Letter approved (3)" in svg and "Delivered (2)" in svg
     assert 'stroke-dasharray="8 4"' in svg  # the second series is dashed, in the legend too
     shelf = _glance(SHELF_RECALL)  # Class II: no deadline
     assert shelf.deadline_day is None
@@ -133,3 +133,16 @@ def test_the_glance_csv_has_the_charts_figures(client, people, letters_out):
 def test_staff_cannot_read_the_glance_csv(client, people, drafts):
     client.force_login(people["staff"])
     assert client.get(f"/worklist/glance.csv/{RECALL}").status_code == 403
+
+
+def test_a_line_runs_on_flat_to_today():
+    from datetime import date
+
+    def last_tick(**kwargs):
+        svg = charts.timeline_svg(timeline, title="Shelf", chart_id="s", **kwargs)
+        return max(re.findall(r">(\d{2}-\d{2})</text>", svg))
+
+    timeline = glance.running_totals(glance.SHELF_SERIES, {date(2026, 11, 20): {"received": 4}})
+    assert last_tick() < "11-25" <= "12-05" <= last_tick(today=date(2026, 12, 5))
+    assert last_tick(today=date(2026, 11, 20)) == last_tick()  # today is the last day: nothing to run on
+    assert charts.timeline_svg(glance.running_totals(glance.SHELF_SERIES, {}), title="x", chart_id="e") == ""

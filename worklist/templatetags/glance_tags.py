@@ -3,12 +3,14 @@
 
 from django import template
 
+from django.utils import timezone
+
 from worklist import charts
 
 register = template.Library()
 
 TIMELINE_TITLES = {
-    "patients": "Patients notified, delivered and replied so far, by day",
+    "patients": "Patients whose letter was approved, delivered, and who replied, so far by day",
     "shelf": "Recalled units received, moved to quarantine, returned and dispensed so far, by day",
 }
 
@@ -22,4 +24,5 @@ def funnel_chart(glance):
 @register.simple_tag
 def timeline_chart(glance, which: str):
     return charts.timeline_svg(getattr(glance, which), title=TIMELINE_TITLES[which],
-                               chart_id=f"glance-{which}-chart", deadline_day=glance.deadline_day)
+                               chart_id=f"glance-{which}-chart", deadline_day=glance.deadline_day,
+                               today=timezone.localdate())
