@@ -2,7 +2,6 @@
 (worklist.charts) drawn where templates/worklist/_glance.html places them, beside their tables."""
 
 from django import template
-
 from django.utils import timezone
 
 from worklist import charts
