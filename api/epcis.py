@@ -8,7 +8,7 @@ be read at all is a 422 problem naming why. A site the key's client does not hol
 (site-not-held) before the document is read: every event of a receipt acts on the units of its site.
 """
 
-from ninja import Query, Router, Schema
+from ninja import Field, Query, Router, Schema
 
 from api import guard, problems, services
 from api.auth import ApiKeyAuth
@@ -55,7 +55,8 @@ class EpcisReceiptOut(Schema):
     site: str
     applied: int
     skipped: int
-    refused: list[RefusedEvent]
+    refused: list[RefusedEvent] = Field(description="The first 10,000 refused events with their reasons.")
+    refused_total: int = Field(description="Every refused event (each is kept at the site with its reason).")
     units_new: int
     units_changed: int
 

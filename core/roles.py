@@ -16,6 +16,7 @@ GROUP_PERMISSIONS = {
         "memory": ["view_fact"],
         "corrections": ["view_sweeprun"],
         "recalls": ["view_ingestrun", "view_quarantinedrecord"],
+        "shelf": ["view_unit"],  # the shelf page of the sites they work at (shelf.StaffSite)
     },
     PHARMACIST: {
         "patients": ["add_patient", "change_patient", "view_patient",
@@ -27,6 +28,7 @@ GROUP_PERMISSIONS = {
         "recalls": ["view_ingestrun", "view_quarantinedrecord"],
         # Certificates only: erasing needs privacy.erase_patient, granted to named people, not the group.
         "privacy": ["view_erasurecertificate"],
+        "shelf": ["view_unit"],
     },
 }
 
@@ -53,6 +55,7 @@ ASK_SCREEN = "memory.ask_for_patient"
 REVIEW_SCREEN = "corrections.review_correction"  # review queue, recall worklist
 EXPOSURE_SCREEN = "patients.view_exposure"
 OPERATIONS_SCREEN = "recalls.view_ingestrun"
+SHELF_SCREEN = "shelf.view_unit"  # the shelf page of the sites a person holds
 
 
 def requires_permission(permission: str, refusal: str):

@@ -1,10 +1,11 @@
-"""The shelf in the admin: read-only (units and events are written by receiving, tasks by the worklist)."""
+"""The shelf in the admin: read-only (units and events are written by receiving, tasks by the worklist), except
+the sites people work at, which an operator grants here (StaffSite, ADR 0015)."""
 
 from django.contrib import admin
 
 from core.admin_base import ReadOnlyAdmin
 
-from .models import ReceivedEvent, ShelfEvent, ShelfTask, Unit
+from .models import ReceivedEvent, ShelfEvent, ShelfTask, StaffSite, Unit
 
 
 @admin.register(Unit)
@@ -37,3 +38,11 @@ class ShelfEventAdmin(ReadOnlyAdmin):
     list_display = ("at", "actor_label", "action", "site", "recall_number")
     list_filter = ("action",)
     search_fields = ("=recall_number",)
+
+
+@admin.register(StaffSite)
+class StaffSiteAdmin(admin.ModelAdmin):
+    list_display = ("user", "site", "created")
+    search_fields = ("user__username", "site")
+    autocomplete_fields = ("user",)
+    list_select_related = ("user",)

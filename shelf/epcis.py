@@ -12,9 +12,10 @@ reads the whole document once before applying anything (shelf.receiving).
 XML is parsed by defusedxml with entities and external references forbidden: a document declaring an entity
 (the way in for external entities, XXE, and for entity expansion, "billion laughs") is refused whole, before
 any entity is read. A bare DOCTYPE without declarations is read (GS1's example documents carry one).
-Oversize input is refused before parsing (MAX_DOCUMENT_BYTES). An event that cannot be read (no time,
-an unreadable EPC, an unknown event type) comes back with `error` set, so the caller records it as
-refused with its reason while the other events of the same document still land.
+Oversize input is refused before parsing (MAX_DOCUMENT_BYTES); an event over MAX_EVENT_CHARS of text is
+read through, never kept, and refused whole (a master-data element that large refuses the document). An
+event that cannot be read (no time, an unreadable EPC, an unknown event type) comes back with `error` set,
+so the caller records it as refused with its reason while the other events of the same document still land.
 
 The GS1 EPCIS XSDs are not shipped (they are not available offline here): structure is checked by hand —
 the document element must be an EPCISDocument / EPCISQueryDocument and each event must carry what the
@@ -34,9 +35,13 @@ from defusedxml.ElementTree import ParseError as XmlParseError
 from defusedxml.ElementTree import iterparse as xml_iterparse
 
 from . import epc
-from .json_stream import ARRAY, JsonStream, JsonStreamError
+from .json_stream import ARRAY, TOO_LARGE, JsonStream, JsonStreamError
 
 MAX_DOCUMENT_BYTES = 256 * 1024 * 1024
+# One event (or master-data element) is at most this much text, about 150,000 units in its lists: a pallet of
+# a few thousand packs is far under it. A longer event is read through without being kept and refused whole,
+# so memory has a bound whatever a document under MAX_DOCUMENT_BYTES holds.
+MAX_EVENT_CHARS = 8 * 1024 * 1024
 # eventID, locations and business transactions: URIs, bounded like the column that keeps the eventID.
 MAX_EVENT_ID_CHARS = 300
 EVENT_TYPES = ("ObjectEvent", "AggregationEvent", "TransactionEvent")
@@ -107,6 +112,14 @@ class Document:
     products: dict[str, dict] = field(default_factory=dict)
     # (GTIN-14, lot) -> expiry date, from LGTIN master data
     lot_expiry: dict[tuple[str, str], date] = field(default_factory=dict)
+
+
+def too_large_event(kind: str, position: int) -> Event:
+    """The refusal of an event over MAX_EVENT_CHARS; its position in the document tells one from another (and a
+    resend of the same document is refused again under the same key)."""
+    return Event(kind[:40] or "unknown", error=(
+        f"Event {position:,} of the document is over {MAX_EVENT_CHARS // 2**20} MiB of text (the limit of one "
+        "event, about 150,000 units): nothing of it was applied; send its units in several events."))
 
 
 def short_step(value: str) -> str:
@@ -200,7 +213,10 @@ def _find_all(el, name):
 
 
 def _xml_events(doc: DocumentReader, source: BinaryIO) -> Iterator[Event]:
-    open_elements, lists = [], 0
+    open_elements, lists, position = [], 0, 0
+    # The event or master-data element being read: its depth in the tree and the characters read of it (tags
+    # and text). Past MAX_EVENT_CHARS its elements are dropped as they end, and it is refused whole.
+    item_depth, size = None, 0
     try:
         # A bare <!DOCTYPE x> is harmless (GS1's own examples carry one); any entity declaration is refused.
         for action, el in xml_iterparse(source, events=("start", "end"), forbid_dtd=False, forbid_entities=True,
@@ -208,15 +224,30 @@ def _xml_events(doc: DocumentReader, source: BinaryIO) -> Iterator[Event]:
             if action == "start":
                 if not open_elements and _local(el.tag) not in ("EPCISDocument", "EPCISQueryDocument"):
                     raise DocumentError(f"The XML document element is {_local(el.tag)!r}, not an EPCISDocument.")
+                if item_depth is None and open_elements and (
+                        _local(open_elements[-1].tag) == "EventList" or _local(el.tag) == "VocabularyElement"):
+                    item_depth, size = len(open_elements), 0
+                    position += _local(el.tag) != "VocabularyElement"
                 open_elements.append(el)
                 continue
             open_elements.pop()
             parent = open_elements[-1] if open_elements else None
             name = _local(el.tag)
+            if item_depth is not None and len(open_elements) > item_depth:  # inside the item
+                size += 2 * len(el.tag) + len(el.text or "") + len(el.tail or "") + 5
+                if size > MAX_EVENT_CHARS:
+                    parent.clear()  # refused whole anyway: what was kept of it goes, and what follows
+                continue
+            over, item_depth = size > MAX_EVENT_CHARS, None
             if parent is not None and _local(parent.tag) == "EventList":
-                yield from _xml_list_item(name, el)
+                if over:
+                    yield too_large_event(name, position)
+                else:
+                    yield from _xml_list_item(name, el)
                 parent.clear()  # the event is read: drop it, so the tree never holds more than one
             elif name == "VocabularyElement":
+                if over:
+                    raise DocumentError(f"A master-data element is over {MAX_EVENT_CHARS // 2**20} MiB of text.")
                 _master_xml(doc, el)
                 el.clear()
             elif name == "EventList":
@@ -315,17 +346,24 @@ def _json_wanted(path: tuple) -> bool:
 
 
 def _json_events(doc: DocumentReader, source: BinaryIO) -> Iterator[Event]:
-    kind, lists = None, 0
+    kind, lists, position = None, 0, 0
     try:
-        for path, value in JsonStream(source).values(_json_wanted):
+        for path, value in JsonStream(source).values(_json_wanted, max_value_chars=MAX_EVENT_CHARS):
             if path == ("type",):
                 kind = value
             elif value is ARRAY:
                 lists += path in _EVENT_LISTS
             elif path == _VOCABULARY_ELEMENT:
+                if value is TOO_LARGE:
+                    raise DocumentError(f"A master-data element is over {MAX_EVENT_CHARS // 2**20} MiB of text.")
                 _master_json(doc, value)
+            elif value is TOO_LARGE:
+                lists += path == _SINGLE_EVENT
+                position += 1
+                yield too_large_event("unknown", position)
             elif path != _SINGLE_EVENT or isinstance(value, dict):
                 lists += path == _SINGLE_EVENT
+                position += 1
                 yield _event_json(value)
     except JsonStreamError as exc:
         raise DocumentError(str(exc)) from exc

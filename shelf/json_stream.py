@@ -1,10 +1,13 @@
 """Reading a large JSON document piece by piece: the values at chosen paths, each decoded on its own.
 
-    JsonStream(fileobj).values(wanted) -> iterator of (path, value)   (value ARRAY where an array begins)
+    JsonStream(fileobj).values(wanted, max_value_chars=None) -> iterator of (path, value)
+        (value ARRAY where an array begins, TOO_LARGE where a wanted value is over max_value_chars)
 
 `wanted(path)` says whether the value at `path` (a tuple of object keys, "*" for any array item) is decoded
 and handed out whole; everything else is walked through and checked, never built, so memory follows the
-largest value handed out (one EPCIS event, one master-data element), not the document. The whole document
+largest value handed out (one EPCIS event, one master-data element), not the document. A wanted value
+longer than `max_value_chars` characters of text is walked through and checked like the rest and handed
+out as TOO_LARGE, so memory has a bound whatever the document holds. The whole document
 is still checked as JSON: anything malformed anywhere raises JsonStreamError. The text must be UTF-8 (a
 byte order mark is allowed), as EPCIS JSON is; NUL characters, raw or escaped, are refused (PostgreSQL text
 cannot hold one).
@@ -26,6 +29,11 @@ MARGIN = 64  # a value ending this close to the buffer's end may go on in the ne
 _SCALAR = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|true|false|null")
 _DECODER = json.JSONDecoder()
 ARRAY = object()  # handed out as the value of a path where an array begins (its items follow, as "*")
+TOO_LARGE = object()  # handed out for a wanted value over max_value_chars (walked through, never built)
+
+
+def _nothing(path: tuple) -> bool:
+    return False
 
 
 class JsonStreamError(ValueError):
@@ -37,6 +45,7 @@ class JsonStream:
         self.file = fileobj
         self.decoder = codecs.getincrementaldecoder("utf-8-sig")()
         self.buf, self.pos, self.eof, self.tail = "", 0, False, b""
+        self.limit = None
 
     # --- the buffer -------------------------------------------------------------------------------------
 
@@ -77,8 +86,9 @@ class JsonStream:
 
     # --- values -----------------------------------------------------------------------------------------
 
-    def _decode(self):
-        """One whole value at the current position, read by the standard decoder."""
+    def _decode(self, limit: int | None = None):
+        """One whole value at the current position, read by the standard decoder; TOO_LARGE when its text is
+        over `limit` characters (then walked through and checked, never built)."""
         self._peek()
         want = READ_BYTES
         while True:
@@ -91,10 +101,18 @@ class JsonStream:
             except RecursionError as exc:
                 raise self._error("nested too deeply") from exc
             else:
+                if limit is not None and end - self.pos > limit:
+                    self.pos = end
+                    return TOO_LARGE
                 if end + MARGIN <= len(self.buf) or self.eof:
                     self.pos = end
                     return value
-            self._fill(want)
+            if limit is not None and len(self.buf) - self.pos > limit:
+                # The value goes on past the limit (it did not end inside the buffer): walk it, keep nothing.
+                for _ in self._walk((), _nothing):
+                    pass
+                return TOO_LARGE
+            self._fill(want if limit is None else min(want, limit))
             want *= 2  # a large value: read ahead faster than it is retried
 
     def _string(self) -> str | None:
@@ -127,7 +145,9 @@ class JsonStream:
             if not self._fill():
                 raise self._error(f"unexpected {self.buf[self.pos:self.pos + 20]!r}")
 
-    def values(self, wanted: Callable[[tuple], bool]) -> Iterator[tuple[tuple, object]]:
+    def values(self, wanted: Callable[[tuple], bool], max_value_chars: int | None = None
+               ) -> Iterator[tuple[tuple, object]]:
+        self.limit = max_value_chars
         try:
             yield from self._walk((), wanted)
         except RecursionError as exc:
@@ -138,7 +158,7 @@ class JsonStream:
     def _walk(self, path: tuple, wanted) -> Iterator[tuple[tuple, object]]:
         char = self._peek()
         if wanted(path):
-            yield path, self._decode()
+            yield path, self._decode(self.limit)
         elif char == "{":
             self.pos += 1
             if self._peek() == "}":

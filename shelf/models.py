@@ -6,6 +6,7 @@
     Aggregation    a case (SSCC or parent SGTIN) and the units packed in it, so a case received is its units
     ShelfTask      a recall's quarantine work at one site: the units it matches and what staff confirmed
     ShelfEvent     audit trail of shelf actions (receiving, scan at fill, quarantine, return), naming the actor
+    StaffSite      a site whose shelf page a person (pharmacist, pharmacy staff) may read, granted by an operator
 
 Rows are written only by shelf.receiving, shelf.scans and shelf.quarantine; reads are in shelf.selectors.
 """
@@ -171,3 +172,22 @@ class ShelfEvent(models.Model):
 
     def __str__(self):
         return f"{self.at:%Y-%m-%d %H:%M} {self.actor_label} {self.action}"
+
+
+class StaffSite(models.Model):
+    """A site a person works at: their shelf page shows its stock (ADR 0015). Granted by an operator in the
+    admin, like an API client's sites (ask.ClientSite, ADR 0012); never derived from what the person does."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="shelf_sites")
+    site = models.CharField(max_length=200, help_text="Exactly as EPCIS receipts name it (Unit.site).")
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name, verbose_name_plural = "staff site", "staff sites"
+        constraints = [
+            models.UniqueConstraint(fields=["user", "site"], name="shelf_staffsite_once"),
+            models.CheckConstraint(condition=~Q(site=""), name="shelf_staffsite_named"),
+        ]
+
+    def __str__(self):
+        return f"{self.user} @ {self.site}"

@@ -9,7 +9,9 @@ site (same eventID, or same content hash) is skipped. A refused event takes no k
 again, so a corrected resend under the same eventID lands, and the same content is refused again.
 
 The document is streamed (shelf.epcis.open_document), never held whole: read once through to the end
-(checked, master data, packing, lots noted), then applied a chunk of events at a time.
+(checked, master data, packing, lots noted), then applied a chunk of events at a time. An event over
+shelf.epcis.MAX_EVENT_CHARS is refused whole without being kept; lots noted for millions of units move to a
+temporary file (shelf.lot_notes): memory has a bound for any document the size limit allows.
 
 What each event does to the units it names (a case, by SSCC or parent EPC, stands for the units packed in it,
 from AggregationEvents of this document or of earlier ones):
@@ -40,10 +42,13 @@ from patients.models import DispensingRecord
 
 from . import epc
 from .epcis import DocumentError, DocumentReader, Event, open_document
+from .lot_notes import LotNotes
 from .models import Aggregation, ReceivedEvent, ShelfEvent, Unit
 
 MOVING_STEPS = {"receiving", "shipping", "dispensing", "decommissioning", "destroying"}
-CHUNK = 5000
+CHUNK = 5000  # events, or units named, whichever comes first
+# The refusals a receipt lists (all of them are kept as ReceivedEvent rows with their reasons).
+REFUSALS_LISTED = 10_000
 
 
 @dataclass
@@ -51,7 +56,8 @@ class Receipt:
     site: str
     applied: int = 0
     skipped: int = 0  # already received (idempotent re-send)
-    refused: list[tuple[str, str]] = field(default_factory=list)  # (event key, reason)
+    refused: list[tuple[str, str]] = field(default_factory=list)  # (event key, reason): the first REFUSALS_LISTED
+    refused_total: int = 0
     units_new: int = 0
     units_changed: int = 0
     error: str = ""  # the document as a whole was refused
@@ -62,7 +68,7 @@ class Receipt:
 
     def as_dict(self) -> dict:
         return {"site": self.site, "applied": self.applied, "skipped": self.skipped,
-                "refused": [{"event": k, "reason": r} for k, r in self.refused],
+                "refused": [{"event": k, "reason": r} for k, r in self.refused], "refused_total": self.refused_total,
                 "units_new": self.units_new, "units_changed": self.units_changed, "error": self.error}
 
 
@@ -136,28 +142,29 @@ def receive_document(doc: DocumentReader, *, site: str, source: str = "", actor:
                      receipt: Receipt | None = None) -> Receipt:
     """The document is read twice, a chunk of events at a time: first through to the end (the whole document
     checked before anything is applied, master data, packing, lots noted by commissioning anywhere in it),
-    then applied CHUNK events at a time, each chunk's rows written before the next is read. Memory follows a
-    chunk, not the document."""
+    then applied CHUNK events (or units) at a time, each chunk's rows written before the next is read. Memory
+    follows a chunk, not the document (lots noted for later events move to disk past LotNotes.IN_MEMORY)."""
     receiving = _Receiving(doc, site, source, receipt or Receipt(site=site))
-    with transaction.atomic():
+    with receiving.noted, transaction.atomic():
         if connection.vendor == "postgresql":
             # One receipt at a time per site: two copies of a document sent at once must not both pass the
             # "already received?" check and then collide on the event key.
             with connection.cursor() as cursor:
                 cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"shelf.receive:{site}"])
         receiving.read_through()
-        chunk = []
+        chunk, units = [], 0
         for event in doc.events():
             chunk.append(event)
-            if len(chunk) == CHUNK:
+            units += len(event.epcs) + len(event.children)
+            if len(chunk) == CHUNK or units >= CHUNK:
                 receiving.apply(chunk)
-                chunk = []
+                chunk, units = [], 0
         receiving.apply(chunk)
         receipt = receiving.receipt
         ShelfEvent.objects.create(actor_label=(actor or "epcis")[:150], action=ShelfEvent.Action.RECEIVED,
                                   site=site, details={"source": source[:300], **{
                                       k: v for k, v in receipt.as_dict().items() if k != "refused"},
-                                      "refused": len(receipt.refused)})
+                                      "refused": receipt.refused_total})
         if receiving.lots or receiving.ndc_products:
             from .quarantine import match_units
 
@@ -173,23 +180,20 @@ class _Receiving:
         self.doc, self.site, self.source, self.receipt = doc, site, source, receipt
         self.now = timezone.now()
         self.products = _Products(doc)
-        self.noted: dict[str, tuple[str, object]] = {}  # unit URI -> (lot, expiry) from commissioning ILMD
+        self.noted = LotNotes()  # unit URI -> (lot, expiry) from commissioning ILMD
         self.parents: set[str] = set()  # cases (and parent SGTINs) this document packs
         self.lots: set[str] = set()
         self.ndc_products: set[str] = set()
 
     def read_through(self) -> None:
         """The first reading: every event parsed (a malformed document raises here, before anything is applied),
-        master data gathered, packing recorded, lots noted. Lot values are shared, so a note costs its URI."""
-        shared: dict[tuple, tuple] = {}
+        master data gathered, packing recorded, lots noted."""
         packs = []
         for event in self.doc.events():
             if event.error:
                 continue
             if event.lot:
-                note = shared.setdefault((event.lot, event.expiry), (event.lot, event.expiry))
-                for uri in [*event.epcs, *event.children]:
-                    self.noted.setdefault(uri, note)
+                self.noted.note([*event.epcs, *event.children], event.lot, event.expiry)
             if event.type == "AggregationEvent" and event.action == "ADD":
                 self.parents.add(event.parent)
                 packs.extend(Aggregation(site=self.site, parent=event.parent, child=c) for c in event.children)
@@ -240,7 +244,7 @@ class _Receiving:
         named = {u for e in todo if not e.error for uri in [*e.epcs, *e.children, e.parent] if uri
                  for u in _expand(uri, children)}
         ids = {uri: epc.sgtin(uri) for uri in named}
-        chunk = _Chunk(children, ids, _load_units(site, [v for v in ids.values() if v]))
+        chunk = _Chunk(children, ids, _load_units(site, [v for v in ids.values() if v]), self.noted.get_many(named))
         before = {key: unit.changed_at for key, unit in chunk.units.items()}
         records, applied_keys = [], set()
         for event in todo:
@@ -253,7 +257,9 @@ class _Receiving:
                 ReceivedEvent.Status.REFUSED if reason else ReceivedEvent.Status.APPLIED, reason or "",
                 0 if reason else len(event.epcs) + len(event.children), self.source[:300], now))
             if reason:
-                receipt.refused.append((event.key, reason))
+                receipt.refused_total += 1
+                if len(receipt.refused) < REFUSALS_LISTED:
+                    receipt.refused.append((event.key, reason))
             else:
                 receipt.applied += 1
                 applied_keys.add(event.key)
@@ -275,7 +281,7 @@ class _Receiving:
         """Apply one event to the in-memory units; a reason when the event is refused (nothing of it applied)."""
         site, now, doc = self.site, self.now, self.doc
         children, ids = chunk.children, chunk.ids
-        units, new_units, changed = chunk.units, chunk.new_units, chunk.changed
+        units, new_units, changed, noted = chunk.units, chunk.new_units, chunk.changed, chunk.noted
         step = event.biz_step
         moving = step in MOVING_STEPS and event.action in ("ADD", "OBSERVE")
         if event.type == "AggregationEvent" and not moving:
@@ -294,7 +300,7 @@ class _Receiving:
         for uri, gtin, serial, (ndc, candidates) in planned:
             key = (gtin, serial)
             unit = units.get(key)
-            lot, expiry = (event.lot, event.expiry) if event.lot else self.noted.get(uri, ("", None))
+            lot, expiry = (event.lot, event.expiry) if event.lot else noted.get(uri, ("", None))
             if expiry is None and lot:
                 expiry = doc.lot_expiry.get((gtin, lot))
             if unit is None:
@@ -326,6 +332,7 @@ class _Chunk:
     children: dict[str, list[str]]
     ids: dict[str, tuple[str, str] | None]
     units: dict[tuple[str, str], object]
+    noted: dict[str, tuple]  # unit URI -> (lot, expiry) the document's commissioning noted, for these units
     new_units: dict = field(default_factory=dict)
     changed: dict = field(default_factory=dict)
 

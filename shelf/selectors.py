@@ -1,10 +1,14 @@
 """Reads of the shelf (no writes): on hand per site and lot, a recall's shelf half, recalled units on hand.
 
-    on_hand(site=None) -> [LotCount]                       received, on hand, quarantined, dispensed, returned...
+    held_sites(user) -> [site] | None                      the sites a person's shelf page shows (None: every site)
+    on_hand(site=None, sites, recall) -> [LotCount]        received, on hand, quarantined, dispensed, returned...
     recall_shelf(recall_number) -> [TaskView]              per site: counts, the units that left with patients
     recalled_units_on_hand(site=None) -> {recall: count}   what is still on a shelf under a recall
     recall_shelf_summary(recall_number) -> dict            the counts the effectiveness report adds up
-    open_tasks() -> [dict]                                 tasks with units still on hand or not yet returned
+    recall_shelf_by_day(recall_number) -> [(day, {..})]    units received, moved to quarantine, returned, dispensed
+    open_tasks(sites=None, recall) -> [dict]               tasks with units still on hand or not yet returned
+    left_with_patients(recall_numbers, sites=None)         recalled units dispensed, with the fill and its patient
+    recalls_at(sites=None), sites_with_stock()             what the shelf page's filters offer
     ndcs_received(gtin) -> {ndc}                           the package NDCs receiving recorded for a GTIN
 
 Every unit has one state, so received = on hand + quarantined + dispensed + returned + destroyed holds by
@@ -13,9 +17,11 @@ construction (tests check it against the events).
 
 from dataclasses import dataclass, field
 
-from django.db.models import Count, Q
+from django.db.models import Count, Max, Q
+from django.db.models.functions import TruncDate
+from django.utils import timezone
 
-from .models import ShelfTask, TaskUnit, Unit
+from .models import ShelfEvent, ShelfTask, StaffSite, TaskUnit, Unit
 
 S = Unit.State
 
@@ -42,6 +48,18 @@ def _count_kwargs(prefix: str = "") -> dict:
             "destroyed": Count("id", filter=Q(**{state: S.DESTROYED}))}
 
 
+def held_sites(user) -> list[str] | None:
+    """The sites whose stock a person sees on the shelf page: the ones an operator granted them (StaffSite,
+    ADR 0015); a superuser (the operator) sees every site, which None stands for."""
+    if user.is_superuser:
+        return None
+    return sorted(StaffSite.objects.filter(user=user).values_list("site", flat=True))
+
+
+def _at_sites(queryset, sites, field_name="site"):
+    return queryset if sites is None else queryset.filter(**{f"{field_name}__in": list(sites)})
+
+
 @dataclass
 class LotCount:
     site: str
@@ -50,14 +68,19 @@ class LotCount:
     lot: str
     expiry: object
     counts: Counts
+    product_name: str = ""
 
 
-def on_hand(site: str | None = None) -> list[LotCount]:
+def on_hand(site: str | None = None, *, sites=None, recall_number: str = "") -> list[LotCount]:
+    """Units by site, product and lot in every state; `site` one site, `sites` a person's held sites,
+    `recall_number` only the units that recall matched."""
     units = Unit.objects.all() if site is None else Unit.objects.filter(site=site)
-    rows = (units.values("site", "gtin", "ndc", "lot_printed", "expiry").annotate(**_count_kwargs())
-            .order_by("site", "gtin", "lot_printed"))
+    if recall_number:
+        units = units.filter(id__in=TaskUnit.objects.filter(task__recall_number=recall_number).values("unit_id"))
+    rows = (_at_sites(units, sites).values("site", "gtin", "ndc", "lot_printed", "expiry")
+            .annotate(product=Max("product_name"), **_count_kwargs()).order_by("site", "gtin", "lot_printed"))
     return [LotCount(r["site"], r["ndc"], r["gtin"], r["lot_printed"], r["expiry"],
-                     Counts(**{k: r[k] for k in Counts.__dataclass_fields__})) for r in rows]
+                     Counts(**{k: r[k] for k in Counts.__dataclass_fields__}), r["product"] or "") for r in rows]
 
 
 @dataclass
@@ -105,16 +128,45 @@ def recalled_units_on_hand(site: str | None = None) -> dict[str, int]:
                                                                                               "n"))
 
 
-def open_tasks() -> list[dict]:
+def recall_shelf_by_day(recall_number: str) -> list[tuple]:
+    """(day, {"received", "quarantined", "returned", "dispensed": units that day}) for the recall's units at
+    every site, days in order: received when EPCIS receiving recorded them, moved into quarantine and returned
+    when staff confirmed it (the confirmations' units), dispensed when the unit left with a patient. The
+    totals are recall_shelf_summary()'s received and dispensed; quarantined counts every unit ever moved in."""
+    units = Unit.objects.filter(id__in=TaskUnit.objects.filter(task__recall_number=recall_number).values("unit_id"))
+    days: dict = {}
+
+    def add(kind, rows):
+        for day, n in rows:
+            if n:
+                days.setdefault(day, {"received": 0, "quarantined": 0, "returned": 0, "dispensed": 0})[kind] += n
+
+    def by_day(queryset, field_name):
+        return (queryset.annotate(day=TruncDate(field_name)).values("day").annotate(n=Count("id"))
+                .values_list("day", "n"))
+
+    add("received", by_day(units, "received_at"))
+    add("dispensed", by_day(units.filter(state=S.DISPENSED), "changed_at"))
+    confirmations = ShelfEvent.objects.filter(recall_number=recall_number, action__in=[ShelfEvent.Action.QUARANTINED,
+                                                                                      ShelfEvent.Action.RETURNED])
+    for event in confirmations.only("at", "action", "details"):
+        add(event.action, [(timezone.localdate(event.at), int((event.details or {}).get("expected") or 0))])
+    return sorted(days.items())
+
+
+def open_tasks(sites=None, recall_number: str = "") -> list[dict]:
     """Shelf tasks with matched units still on hand, or quarantined and not yet returned, per recall and site: the
     worklist home lists them, since a recall can touch the shelf without touching a patient."""
-    rows = (TaskUnit.objects.filter(unit__state__in=[S.ON_HAND, S.QUARANTINED])
-            .values("task__public_id", "task__recall_number", "task__site")
+    links = _at_sites(TaskUnit.objects.filter(unit__state__in=[S.ON_HAND, S.QUARANTINED]), sites, "task__site")
+    if recall_number:
+        links = links.filter(task__recall_number=recall_number)
+    rows = (links.values("task__public_id", "task__recall_number", "task__site", "task__quarantined_at")
             .annotate(on_hand=Count("id", filter=Q(unit__state=S.ON_HAND)),
                       quarantined=Count("id", filter=Q(unit__state=S.QUARANTINED)))
             .order_by("task__recall_number", "task__site"))
     return [{"code": r["task__public_id"], "recall_number": r["task__recall_number"], "site": r["task__site"],
-             "on_hand": r["on_hand"], "quarantined": r["quarantined"]} for r in rows]
+             "quarantined_at": r["task__quarantined_at"], "on_hand": r["on_hand"], "quarantined": r["quarantined"]}
+            for r in rows]
 
 
 def ndcs_received(gtin: str) -> set[str]:
@@ -122,3 +174,21 @@ def ndcs_received(gtin: str) -> set[str]:
     supplier's master data named, or the one product known when the unit arrived (shelf.receiving). A scan
     at fill reads it to settle the GTIN's hyphenation (patients.scanning.GTIN_NDC_SOURCES; shelf.apps)."""
     return set(Unit.objects.filter(gtin=gtin).exclude(ndc="").values_list("ndc", flat=True).distinct()[:10])
+
+
+def recalls_at(sites=None) -> list[str]:
+    """The recall numbers with a shelf task at these sites (every site: None), for the shelf page's filter."""
+    return sorted(set(_at_sites(ShelfTask.objects.all(), sites).values_list("recall_number", flat=True)))
+
+
+def sites_with_stock() -> list[str]:
+    """Every site a unit was received at (what the operator, who holds every site, may filter by)."""
+    return sorted(set(Unit.objects.values_list("site", flat=True).distinct()))
+
+
+def left_with_patients(recall_numbers, sites=None, limit: int = 500) -> list[TaskUnit]:
+    """The recalls' units that left with a patient (dispensed), newest first, each with its recall (task), the
+    fill and its patient when a scan at fill recorded them: who to call first while a recall is open."""
+    links = TaskUnit.objects.filter(task__recall_number__in=list(recall_numbers), unit__state=S.DISPENSED)
+    return list(_at_sites(links, sites, "task__site").select_related("task", "unit__dispensing__patient")
+                .order_by("-unit__changed_at", "id")[:limit])

@@ -17,6 +17,7 @@ urlpatterns = [
     path("patients/", include("patients.urls")),
     path("corrections/", include("corrections.urls")),
     path("worklist/", include("worklist.urls")),
+    path("shelf/", include("worklist.shelf_urls")),
     path("r/", include("replies.urls")),  # the patient's reply page (public, token in the URL)
     path("check", check_my_pack, name="check"),  # check my pack (public, no login)
     path("api/v1/", api_v1.urls),

@@ -24,3 +24,18 @@ class ContactForm(forms.Form):
 
 class OpenRecallForm(forms.Form):
     recall = forms.CharField(max_length=40, label="Open a recall by number")
+
+
+class ShelfFilterForm(forms.Form):
+    """The shelf page's filters: a site the person holds, a recall with a shelf task there (blank: all)."""
+
+    site = forms.ChoiceField(required=False, label="Site")
+    recall = forms.ChoiceField(required=False, label="Recall")
+
+    def __init__(self, data, *, sites, recalls):
+        super().__init__(data)
+        self.fields["site"].choices = [("", "All my sites"), *((s, s) for s in sites)]
+        self.fields["recall"].choices = [("", "All recalls"), *((r, r) for r in recalls)]
+        self.fields["site"].error_messages["invalid_choice"] = (
+            "“%(value)s” is not one of your sites; ask an operator to grant it (Admin › Shelf › Staff sites).")
+        self.fields["recall"].error_messages["invalid_choice"] = "No recall “%(value)s” has a shelf task at your sites."

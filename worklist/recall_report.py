@@ -1,6 +1,7 @@
 """The recall effectiveness report: one row per patient (screen and CSV), its summary, and whether the
 letters worked (replies)."""
 
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.conf import settings
@@ -85,7 +86,35 @@ EFFECTIVENESS_COLUMNS = ["recall_number", "notified", "delivered", "replied", "r
                          "tasks_open"]
 
 
-def reply_effectiveness(recall_number: str, *, days: int | None = None, now=None) -> dict:
+@dataclass
+class LetterMilestones:
+    """When each patient of one recall passed each step of the letter funnel: the one read that the
+    effectiveness counts (reply_effectiveness) and the day-by-day timeline (worklist.glance) both add up."""
+
+    notified: dict = field(default_factory=dict)   # patient id -> first letter approved and handed to the outbox
+    delivered: dict = field(default_factory=dict)  # patient id -> first letter sent (email or SMS)
+    answers: dict = field(default_factory=dict)    # patient id -> (newest answer, first answered at, newest at)
+
+
+def letter_milestones(recall_number: str) -> LetterMilestones:
+    from .models import PatientAnswer
+
+    messages = OutboxMessage.objects.filter(correction__recall_number=recall_number)
+    handed = messages.exclude(status__in=[OutboxMessage.Status.HELD, OutboxMessage.Status.CANCELLED])
+    notified = dict(handed.values_list("correction__patient_id").annotate(first=Min("created"))
+                    .values_list("correction__patient_id", "first"))
+    sent = dict(handed.filter(status=OutboxMessage.Status.SENT).values_list("correction__patient_id")
+                .annotate(first=Min("sent_at")).values_list("correction__patient_id", "first"))
+    answers = {}
+    for patient_id, answer, at in (PatientAnswer.objects.filter(recall_number=recall_number).order_by("at", "id")
+                                   .values_list("patient_id", "answer", "at")):
+        first = answers[patient_id][1] if patient_id in answers else at
+        answers[patient_id] = (answer, first, at)
+    return LetterMilestones(notified, sent, answers)
+
+
+def reply_effectiveness(recall_number: str, *, days: int | None = None, now=None,
+                        milestones: LetterMilestones | None = None) -> dict:
     """Per recall, counted in patients: notified (a letter approved and handed to the outbox), delivered
     (sent), replied by answer (their newest answer), no reply `days` after the letter was sent, and the
     open follow-up tasks (worklist.services.open_no_reply_tasks opens them)."""
@@ -93,23 +122,16 @@ def reply_effectiveness(recall_number: str, *, days: int | None = None, now=None
 
     days = settings.UNSAY_REPLY_FOLLOW_UP_DAYS if days is None else days
     now = now or timezone.now()
-    messages = OutboxMessage.objects.filter(correction__recall_number=recall_number)
-    handed = messages.exclude(status__in=[OutboxMessage.Status.HELD, OutboxMessage.Status.CANCELLED])
-    notified = set(handed.values_list("correction__patient_id", flat=True))
-    sent = dict(handed.filter(status=OutboxMessage.Status.SENT).values_list("correction__patient_id")
-                .annotate(first=Min("sent_at")).values_list("correction__patient_id", "first"))
-    newest = {}
-    for patient_id, answer in (PatientAnswer.objects.filter(recall_number=recall_number).order_by("at", "id")
-                               .values_list("patient_id", "answer")):
-        newest[patient_id] = answer
+    m = letter_milestones(recall_number) if milestones is None else milestones
     by_answer = {a: 0 for a in PatientAnswer.Answer.values}
-    for answer in newest.values():
+    for answer, _first, _newest in m.answers.values():
         by_answer[answer] += 1
     cutoff = now - timedelta(days=days)
-    no_reply = sum(1 for pid, at in sent.items() if pid not in newest and at and at <= cutoff)
+    no_reply = sum(1 for pid, at in m.delivered.items() if pid not in m.answers and at and at <= cutoff)
     tasks = PatientTask.objects.filter(recall_number=recall_number, done_at=None)
     return {
-        "recall_number": recall_number, "notified": len(notified), "delivered": len(sent), "replied": len(newest),
-        **{f"replied_{a}": n for a, n in by_answer.items()}, "no_reply_days": days, "no_reply": no_reply,
-        "follow_up_tasks_open": tasks.filter(reason=PatientTask.Reason.NO_REPLY).count(), "tasks_open": tasks.count(),
+        "recall_number": recall_number, "notified": len(m.notified), "delivered": len(m.delivered),
+        "replied": len(m.answers), **{f"replied_{a}": n for a, n in by_answer.items()}, "no_reply_days": days,
+        "no_reply": no_reply, "follow_up_tasks_open": tasks.filter(reason=PatientTask.Reason.NO_REPLY).count(),
+        "tasks_open": tasks.count(),
     }

@@ -20,5 +20,6 @@ urlpatterns = [
     path("recall/<path:recall_number>", views.recall, name="recall"),
     path("report.csv/<path:recall_number>", views.report_csv, name="report_csv"),
     path("replies.csv/<path:recall_number>", views.effectiveness_csv, name="effectiveness_csv"),
+    path("glance.csv/<path:recall_number>", views.glance_csv, name="glance_csv"),
     path("report/<path:recall_number>", views.report, name="report"),
 ]

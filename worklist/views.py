@@ -1,7 +1,7 @@
 """The pharmacist's recall screens: worklist (home), one recall's file, the follow-up queue, the
 effectiveness report (page + CSV), sent/approved history and the audit trail by patient.
 Thin views: a form, one service call, a redirect; reads come from the worklist's read modules
-(recall_list, recall_pages, recall_report, contact_history)."""
+(recall_list, recall_pages, recall_report, glance, contact_history)."""
 
 import uuid
 
@@ -20,7 +20,7 @@ from corrections.models import Correction
 from corrections.views import reviewer_required
 from patients.models import Patient
 
-from . import contact_history, recall_list, recall_pages, recall_report, services
+from . import contact_history, glance, recall_list, recall_pages, recall_report, services
 from .forms import ContactForm, NoneFoundForm, OpenRecallForm, StepForm
 from .models import ContactAttempt, PatientTask
 
@@ -89,6 +89,7 @@ def recall(request, recall_number):
         ln.reply = replies.get(ln.patient.id)
     return render(request, "worklist/recall.html", {
         "f": f, "page": page, **_row_controls(request),
+        "g": glance.recall_glance(recall_number, exposed=f.exposed, deadline=f.deadline),
         "none_found_form": NoneFoundForm(initial={"recall_number": recall_number}),
         "pending": f.pending, "uncertain": recall_pages.uncertain_scope(recall_number),
     })
@@ -176,8 +177,9 @@ def report(request, recall_number):
     # ?all=1 prints every row; by default a page at a time (the CSV always has every row).
     per_page = (len(data["rows"]) or 1) if every else PATIENTS_PER_PAGE
     page = Paginator(data["rows"], per_page).get_page(request.GET.get("page"))
+    g = glance.recall_glance(recall_number, exposed=data["file"].exposed, deadline=data["file"].deadline)
     return render(request, "worklist/report.html", {**data, "f": data["file"], "now": timezone.now(), "page": page,
-                                                    "replies": recall_report.reply_effectiveness(recall_number)})
+                                                    "g": g, "replies": g.replies})
 
 
 def _csv_download(recall_number: str, what: str):
@@ -197,6 +199,18 @@ def effectiveness_csv(request, recall_number):
     response, writer = _csv_download(recall_number, "replies")
     writer.writerow(recall_report.EFFECTIVENESS_COLUMNS)
     writer.writerow([counts[c] for c in recall_report.EFFECTIVENESS_COLUMNS])
+    return response
+
+
+@require_GET
+@reviewer_required
+def glance_csv(request, recall_number):
+    """The figures the recall-at-a-glance charts draw (funnel, patients and shelf by day, the deadline), one per row."""
+    f = recall_pages.recall_page(recall_number, per_page=1)
+    response, writer = _csv_download(recall_number, "glance")
+    writer.writerow(glance.GLANCE_COLUMNS)
+    writer.writerows(glance.glance_csv_rows(glance.recall_glance(recall_number, exposed=f.exposed,
+                                                                 deadline=f.deadline)))
     return response
 
 

@@ -28,8 +28,8 @@ def test_an_xml_shipment_lands_and_a_resend_is_skipped(client, pharmacy_key):
     doc = d.shipment_xml(d.serials("Q", 3))
     response = _post(client, pharmacy_key, doc)
     assert response.status_code == 200, response.content
-    assert response.json() == {"site": "Main St", "applied": 3, "skipped": 0, "refused": [], "units_new": 3,
-                               "units_changed": 0}
+    assert response.json() == {"site": "Main St", "applied": 3, "skipped": 0, "refused": [], "refused_total": 0,
+                               "units_new": 3, "units_changed": 0}
     again = _post(client, pharmacy_key, doc).json()
     assert (again["applied"], again["skipped"]) == (0, 3)
     assert Unit.objects.filter(site="Main St", state="on_hand").count() == 3

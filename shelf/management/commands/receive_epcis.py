@@ -49,7 +49,7 @@ class Command(MigratedCommand):
                 dynamic_ncols=True) as bar:
             receipt = receive(stream, site=site, source=file.name, actor="manage.py receive_epcis")
             if not receipt.error:  # committed
-                settled = receipt.applied + receipt.skipped + len(receipt.refused)
+                settled = receipt.applied + receipt.skipped + receipt.refused_total
                 bar.total = settled
                 bar.update(settled)
         if options["json"]:
@@ -58,7 +58,7 @@ class Command(MigratedCommand):
             raise CommandError(f"{file} refused: {receipt.error}")
         if not options["json"]:
             self.stdout.write(f"{file.name} at {site}: {receipt.applied} events applied, {receipt.skipped} already "
-                              f"received, {len(receipt.refused)} refused; {receipt.units_new} new units, "
+                              f"received, {receipt.refused_total} refused; {receipt.units_new} new units, "
                               f"{receipt.units_changed} changed.")
             for key, reason in receipt.refused[:50]:
                 self.stdout.write(f"  refused {key[:60]}: {reason}")
