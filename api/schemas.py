@@ -326,3 +326,38 @@ class ExposedPatient(Schema):
 class ExposureOut(Schema):
     recall_number: str
     patients: list[ExposedPatient]
+
+
+# --- check my pack (GET /check, no key) -------------------------------------------------------------
+
+PackOutcome = Literal["recalled", "may_be_recalled", "lot_needed", "not_listed", "unidentified"]
+
+
+class PackRecallOut(Schema):
+    number: str = Field(description="FDA recall number, e.g. D-0315-2019.")
+    classification: str = Field(description="Class I, Class II or Class III (\"\" when FDA gave none).")
+    status: str = Field(description="FDA's status: Ongoing, Terminated, Completed.")
+    product: str
+    reason: str = Field(description="The FDA's reason, as the FDA wrote it (English).")
+    covers: str = Field(description="What the recall covers, in words: 'lot 3061169', 'every lot', ...")
+    lots: list[str] = Field(description="The recalled lots, printed; empty for a recall of every lot.")
+    match: str = Field(description="How the recall reaches the pack: confirmed, probable, product_all_lots, "
+                                   "candidate; \"\" when it does not (another lot).")
+    rule: str = Field(description="The matching rule, for a pharmacist.")
+
+
+class PackCheckOut(Schema):
+    outcome: PackOutcome = Field(description=(
+        "recalled: the recall's own product and lot, or its product on a recall of every lot; may_be_recalled: "
+        "a lot that may be the recalled one (near miss, read with doubt) or a product only openFDA lists: a "
+        "pharmacist checks the pack; lot_needed: the product has recalls of some lots and no lot was given; "
+        "not_listed: the product is on recalls we know of, none covers this lot (never 'safe'); unidentified: "
+        "no recall we know of names the product, so nothing is said of it."))
+    headline: str = Field(description="One line for people, in the language of Accept-Language (en or es).")
+    what_to_do: str
+    ndc: str = Field(description="The NDC-11 (5-4-2) the pack was identified as; \"\" when unidentified.")
+    lot: str = Field(description="The lot as read, printed.")
+    lot_reading: str = Field(description="How the lot field was read, when it held more than a lot.")
+    classification: str = Field(description="Class of the most serious recall reaching the pack.")
+    recalls: list[PackRecallOut]
+    ambiguous: list[str] = Field(description="NDCs the code can be when several are products we know of.")

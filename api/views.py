@@ -9,7 +9,7 @@ from uuid import UUID
 from ninja import NinjaAPI, Path, Query, Status
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
-from api import epcis, fhir, fhir_media, problems, services
+from api import epcis, fhir, fhir_media, pack_check, problems, services
 from api.auth import ApiKeyAuth
 from api.fhir_routes import router as fhir_out
 from api.schemas import (
@@ -27,6 +27,7 @@ from api.schemas import (
     ExposureOut,
     Instant,
     OperationOutcome,
+    PackCheckOut,
     Problem,
     ReplayOut,
 )
@@ -153,6 +154,16 @@ def get_decision(request, decision_id: Path[UUID]):
 @api.post("/check", response={200: CheckOut, **ERRORS}, summary="Is this decision still standing?")
 def check(request, payload: CheckIn):
     return {"results": services.check(request.auth, payload.ids)}
+
+
+@api.get("/check", auth=None, response={200: PackCheckOut, **GET_ERRORS}, summary="Check my pack: is it recalled?")
+def check_my_pack(request,
+                  ndc: str = Query("", max_length=pack_check.NDC_QUERY_MAX, description=pack_check.NDC_HELP),
+                  lot: str = Query("", max_length=pack_check.LOT_QUERY_MAX, description=pack_check.LOT_HELP),
+                  gs1: str = Query("", max_length=pack_check.GS1_QUERY_MAX, description=pack_check.GS1_HELP)):
+    """Whether a pack is on an FDA recall we know of: give `ndc` (and `lot`), or `gs1` (a scanned barcode's
+    text). No key (ADR 0014); at most UNSAY_CHECK_RATE_PER_MINUTE requests per client address per minute."""
+    return pack_check.answer(request, ndc=ndc, lot=lot, gs1=gs1)
 
 
 @api.get("/decisions/{decision_id}/replay", response={200: ReplayOut, **GET_ERRORS},

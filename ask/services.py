@@ -361,7 +361,7 @@ def client_scope(client) -> str:
     return f"client:{client.pk}" if client is not None else "client:internal"
 
 
-def _take(scope: str, window_start, cap: int) -> bool:
+def take_in_window(scope: str, window_start, cap: int) -> bool:
     """Atomically count one call in (scope, window) unless the count has reached cap."""
     if cap <= 0:
         return False
@@ -389,10 +389,10 @@ def _give_back(scope: str, window_start):
 def reserve_model_call(client=None, *, now=None) -> tuple[bool, str]:
     """Count one model call against the daily cap and the client's hourly cap. (granted, reason if not)."""
     day, hour = _windows(now)
-    if not _take("daily", day, settings.UNSAY_MODEL_DAILY_CAP):
+    if not take_in_window("daily", day, settings.UNSAY_MODEL_DAILY_CAP):
         return False, "daily cap"
     scope = client_scope(client)
-    if not _take(scope, hour, settings.UNSAY_MODEL_HOURLY_CAP_PER_CLIENT):
+    if not take_in_window(scope, hour, settings.UNSAY_MODEL_HOURLY_CAP_PER_CLIENT):
         _give_back("daily", day)  # the call is not made, so it must not use up the daily allowance
         return False, "hourly cap for this client"
     return True, ""

@@ -353,6 +353,10 @@ UNSAY_SITE_URL = env_str("UNSAY_SITE_URL", f"http://127.0.0.1:{UNSAY_PORT}").rst
 UNSAY_REPLY_LINK_DAYS = env_int("UNSAY_REPLY_LINK_DAYS", 60, minimum=1, maximum=365)
 UNSAY_REPLY_RATE = env_int("UNSAY_REPLY_RATE", 30, minimum=1, maximum=10000)
 UNSAY_REPLY_FOLLOW_UP_DAYS = env_int("UNSAY_REPLY_FOLLOW_UP_DAYS", 7, minimum=1, maximum=365)
+# "Check my pack" (/check and GET /api/v1/check, no login): checks per client address per minute, counted in
+# the database so every gunicorn worker shares the count (docs/pharmacist.md, ADR 0014). A benchmark or a
+# pharmacy's own front end behind one address may raise it.
+UNSAY_CHECK_RATE_PER_MINUTE = env_int("UNSAY_CHECK_RATE_PER_MINUTE", 30, minimum=1, maximum=1_000_000)
 # Cards shown per recall on the review queue before "more" (htmx); keeps the page small.
 UNSAY_QUEUE_PAGE = env_int("UNSAY_QUEUE_PAGE", 10, minimum=1, maximum=500)
 EMAIL_BACKEND = env_str("UNSAY_EMAIL_BACKEND", "django.core.mail.backends.filebased.EmailBackend")

@@ -3,6 +3,7 @@ from django.urls import include, path
 
 from api.views import api as api_v1
 from api.views import unknown_route
+from ask.check_views import check_my_pack
 from unsay_site import views
 
 urlpatterns = [
@@ -18,6 +19,7 @@ urlpatterns = [
     path("worklist/", include("worklist.urls")),
     path("shelf/", include("worklist.shelf_urls")),
     path("r/", include("replies.urls")),  # the patient's reply page (public, token in the URL)
+    path("check", check_my_pack, name="check"),  # check my pack (public, no login)
     path("api/v1/", api_v1.urls),
     path("api/v1/<path:rest>", unknown_route),
 ]

@@ -28,6 +28,8 @@ from shelf.models import ReceivedEvent, Unit
 from tests import epcis_docs as d
 from tests.factories import LOT, RECALL
 
+CHECKED_NDC = "0378-5807-93"  # RECALL names it; its lot LOT
+
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("dispatch_not_enqueued")]
 
 ROLES = ("patient", "pharmacy", "pharmacist")
@@ -52,7 +54,11 @@ MATRIX = {
     ("GET", "/fhir/CommunicationRequest/{correction_id}"): SAME_FOR_EVERY_KEY,
     ("GET", "/fhir/Communication"): {role: (200, 200) for role in ROLES},
     ("GET", "/fhir/Communication/{correction_id}"): SAME_FOR_EVERY_KEY,
+    # Check my pack needs no key and reads none (ADR 0014): FDA's public recalls, nothing of any client.
+    ("GET", "/check"): {role: (200, 200) for role in ROLES},
 }
+# Operations that read no key: every caller, with no key or a revoked one too, gets the answer of its row.
+PUBLIC = {("GET", "/check")}
 
 
 # The operation each MCP tool stands for (api/mcp_server.py calls the same service).
@@ -138,6 +144,7 @@ class Data:
                 "get", f"/fhir/CommunicationRequest/{correction}", None, None),
             ("GET", "/fhir/Communication"): ("get", f"/fhir/Communication?patient={ref}", None, None),
             ("GET", "/fhir/Communication/{correction_id}"): ("get", f"/fhir/Communication/{correction}", None, None),
+            ("GET", "/check"): ("get", f"/check?ndc={CHECKED_NDC}&lot={LOT}", None, None),
         }[operation]
 
 
@@ -158,7 +165,7 @@ def _cells():
     for operation, row in sorted(MATRIX.items()):
         for role in UNAUTHENTICATED:
             for target in ("own", "other"):
-                yield operation, role, target, (401, "unauthenticated")
+                yield operation, role, target, 200 if operation in PUBLIC else (401, "unauthenticated")
         for role, (own, other) in row.items():
             yield operation, role, "own", own
             yield operation, role, "other", other

@@ -1,0 +1,88 @@
+"""What "check my pack" keeps: counts, never what was asked.
+
+    take_check(address, outcome) -> bool   one more check from this client address this minute and one
+                                           more answer of this outcome today; False past
+                                           UNSAY_CHECK_RATE_PER_MINUTE (nothing counted then)
+    outcome_counts() -> {outcome: n}     today's answers
+
+Both are ask.services.take_in_window's conditional upsert on UsageCounter, so every gunicorn worker shares
+one count (a per-process cache would let each worker grant the limit again). The address is never stored:
+a counter's scope holds an HMAC of the address with the secret key and the day, which cannot be turned
+back into the address nor linked from one day to the next; the rows of past minutes are deleted as new
+ones come. The NDC, the lot and the scanned text are never written anywhere.
+"""
+
+import hashlib
+import hmac
+import secrets
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import connection
+from django.utils import timezone
+
+from ask.models import UsageCounter
+from ask.services import take_in_window
+from core.retry import run_in_transaction
+
+ADDRESS_SCOPE = "check:client:"
+OUTCOME_SCOPE = "check:outcome:"
+NO_CAP = 2**31 - 1
+KEEP_ADDRESS_ROWS = timedelta(minutes=5)
+PRUNE_ONE_IN = 100
+
+
+def _pseudonym(address: str, day) -> str:
+    digest = hmac.new(settings.SECRET_KEY.encode(), f"check:{day:%Y-%m-%d}:{address}".encode(), hashlib.sha256)
+    return digest.hexdigest()[:32]
+
+
+def _counted(count):
+    """Run `count` in its own short transaction that does not wait for its commit to reach the disk
+    (PostgreSQL's synchronous_commit off, for this transaction only): a crash may lose the last
+    fraction of a second of counts, never a fact or a decision, and a public page at 200 checks a second
+    does not wait on a WAL flush per request (bench/check_pack.py). CockroachDB has no such
+    setting; there the transaction commits as any other."""
+
+    def run():
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SET LOCAL synchronous_commit = off")
+        return count()
+
+    return run() if connection.in_atomic_block else run_in_transaction(run)
+
+
+def take_check(address: str, outcome: str = "", *, now=None) -> bool:
+    """One more check from this address this minute and, when granted, one more answer of `outcome` today,
+    in one transaction: False (and nothing counted) past the limit. The pack is read before (two light
+    queries), so one round of counting serves both the limit and the count."""
+    now = now or timezone.now()
+    minute = now.replace(second=0, microsecond=0)
+    scope = ADDRESS_SCOPE + _pseudonym(address or "unknown", now.date())
+
+    def count() -> bool:
+        if not take_in_window(scope, minute, settings.UNSAY_CHECK_RATE_PER_MINUTE):
+            return False
+        if outcome:
+            take_in_window(OUTCOME_SCOPE + str(outcome), _day(now), NO_CAP)
+        return True
+
+    granted = _counted(count)
+    if not granted or secrets.randbelow(PRUNE_ONE_IN) == 0:
+        # Now and then (and whenever someone is refused): drop the rows of minutes gone by, so the table
+        # holds a few minutes of pseudonyms at most and no request pays for the clean-up every time.
+        UsageCounter.objects.filter(scope__startswith=ADDRESS_SCOPE, window_start__lt=minute - KEEP_ADDRESS_ROWS
+                                    ).delete()
+    return granted
+
+
+def _day(now=None):
+    return (now or timezone.now()).replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def outcome_counts(*, now=None) -> dict[str, int]:
+    """Today's answers by outcome (or the day of `now`)."""
+    rows = (UsageCounter.objects.filter(scope__startswith=OUTCOME_SCOPE, window_start=_day(now))
+            .values_list("scope", "n"))
+    return {scope[len(OUTCOME_SCOPE):]: n for scope, n in rows}

@@ -1,0 +1,55 @@
+"""What "check my pack" says, in the reader's language (the catalogue in locale/, docs/languages.md).
+
+    headline(check) -> str       one line: recalled, may be, lot needed, not on a recall we know of, unknown
+    what_to_do(check) -> str     what to do next, by outcome and the recall's class
+
+The words follow the answers' rules (ask.answers, ADR 0010): "safe" is never said; a pack that may be
+from a recalled lot is never told it is not; a Class I recall never says "keep taking", and a medicine
+that must not be stopped abruptly is told not to stop it on one's own.
+"""
+
+from django.utils.translation import gettext as _
+
+from ask.pack_check import Outcome, PackCheck
+
+
+def headline(check: PackCheck) -> str:
+    if check.outcome == Outcome.RECALLED:
+        return _("This pack is recalled.")
+    if check.outcome == Outcome.MAY_BE_RECALLED:
+        return _("This pack may be from a recalled lot.")
+    if check.outcome == Outcome.LOT_NEEDED:
+        return _("We need the lot number to tell whether this pack is recalled.")
+    if check.outcome == Outcome.NOT_LISTED:
+        return _("This lot is not on any FDA recall we know of for this product.")
+    return _("We could not identify this product.")
+
+
+def what_to_do(check: PackCheck) -> str:
+    urgent = check.classification == "Class I"
+    if check.outcome == Outcome.RECALLED:
+        if check.do_not_stop and not urgent:
+            return _("Do not stop taking it on your own: stopping it suddenly can be dangerous. Call your "
+                     "pharmacist: they will arrange a replacement that is not recalled.")
+        if check.do_not_stop:
+            return _("Do not stop taking it on your own: stopping it suddenly can be dangerous. Call your "
+                     "pharmacist or doctor today; they will arrange a replacement that is not recalled.")
+        if urgent:
+            return _("This is a Class I recall, the most serious kind. Stop using this pack and call your pharmacist "
+                     "or doctor today, before your next dose.")
+        return _("Call your pharmacist: they will tell you what to do and can arrange a replacement that is not "
+                 "recalled. Ask them before you stop or change how you take it.")
+    if check.outcome == Outcome.MAY_BE_RECALLED:
+        return _("Show the pack to your pharmacist so they can check it: the lot you gave is close to a recalled "
+                 "lot, or could be read as one. Until they have checked, treat it as recalled.")
+    if check.outcome == Outcome.LOT_NEEDED:
+        return _("Type the lot number printed on the pack (often after “LOT”, near the expiry date), or ask "
+                 "your pharmacist to check it.")
+    if check.outcome == Outcome.NOT_LISTED:
+        return _("We checked only the FDA recalls we know of, so this does not mean the medicine is safe for "
+                 "you to take. If you are unsure, ask your pharmacist.")
+    if check.ambiguous:
+        return _("The code you gave can be more than one product. Type the NDC printed on the pack with its "
+                 "hyphens, or ask your pharmacist.")
+    return _("No FDA recall we know of names this product code, so we cannot tell you what it is or whether it "
+             "is recalled. This does not mean it is safe. Check the NDC on the pack, or ask your pharmacist.")
