@@ -203,7 +203,7 @@ def seal_rows(pairs) -> int:
     return sealed
 
 
-class _Written:
+class SealAfterCommit:
     """The events one transaction wrote, sealed once after it commits."""
 
     def __init__(self):
@@ -221,10 +221,10 @@ def written(model, ids):
         seal_rows(pairs)
         return
     for _sids, func, _robust in connection.run_on_commit:
-        if isinstance(func, _Written):
+        if isinstance(func, SealAfterCommit):
             func.pairs.extend(pairs)
             return
-    pending = _Written()
+    pending = SealAfterCommit()
     pending.pairs.extend(pairs)
     transaction.on_commit(pending)
 

@@ -105,5 +105,5 @@ def env_keyed_secrets(name):
 def derived_key(purpose: str, secret: str) -> tuple[str, bytes]:
     """A key for `purpose` derived from another secret (for profiles that need no configuration), with an
     id that changes when the secret does, so links signed under another secret name a key not held."""
-    key = hmac.new(secret.encode(), purpose.encode(), hashlib.sha256).digest()
+    key = hmac.new(secret.encode(), purpose.encode(), hashlib.sha256).hexdigest().encode()  # as a configured one
     return f"derived-{hashlib.sha256(key).hexdigest()[:8]}", key
