@@ -156,12 +156,11 @@ def _set_seqs(model, events):
             [[e.pk for e in events], [e.seq for e in events]])
 
 
-def _link(events: list) -> list:
-    """Link `events` (committed, unsealed, in chain order) after the locked head; inside a transaction."""
+def _link(events: list, head: AuditChainHead) -> list:
+    """Link `events` (committed, unsealed, in chain order) after `head`, locked by this transaction."""
     if not events:
         return []
     key_id, key = signing_key()
-    head = _head()
     previous, seq, links = head.link_hash, head.seq, []
     for event in events:
         seq += 1
@@ -183,10 +182,10 @@ def _seal_batch(pairs: list[tuple[type, int]]) -> int:
     ids: dict = {}
     for model, pk in pairs:
         ids.setdefault(model, []).append(pk)
-    _head()  # locked before the rows are read: a concurrent seal of the same rows waits, then skips them
+    head = _head()  # locked before the rows are read: a concurrent seal of the same rows waits, then skips them
     found = {(type(e), e.pk): e for model, pks in ids.items()
              for e in model.objects.filter(pk__in=pks, seq__isnull=True)}
-    return len(_link([found[pair] for pair in pairs if pair in found]))
+    return len(_link([found[pair] for pair in pairs if pair in found], head))
 
 
 def seal_rows(pairs) -> int:
@@ -240,8 +239,8 @@ def seal_unsealed() -> dict[str, list[int]]:
     caller's transaction, which should also record what was sealed. Returns {table: ids}."""
     sealed: dict[str, list[int]] = {}
     with transaction.atomic():
-        _head()
-        for event in _link(unsealed()):
+        head = _head()
+        for event in _link(unsealed(), head):
             sealed.setdefault(event._meta.db_table, []).append(event.pk)
     return sealed
 
