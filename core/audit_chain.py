@@ -182,10 +182,13 @@ def _seal_batch(pairs: list[tuple[type, int]]) -> int:
     ids: dict = {}
     for model, pk in pairs:
         ids.setdefault(model, []).append(pk)
-    head = _head()  # locked before the rows are read: a concurrent seal of the same rows waits, then skips them
+    # Read before the head is locked, so the lock is held only for the writes. Only the repair
+    # (seal_unsealed) could link one of these rows meanwhile: the second link then violates
+    # auditlink_one_per_event and seal_rows retries, reading the row as sealed.
     found = {(type(e), e.pk): e for model, pks in ids.items()
              for e in model.objects.filter(pk__in=pks, seq__isnull=True)}
-    return len(_link([found[pair] for pair in pairs if pair in found], head))
+    events = [found[pair] for pair in pairs if pair in found]
+    return len(_link(events, _head())) if events else 0
 
 
 def seal_rows(pairs) -> int:
@@ -198,7 +201,7 @@ def seal_rows(pairs) -> int:
             with transaction.atomic():
                 sealed += _seal_batch(batch)
         else:
-            sealed += run_in_transaction(_seal_batch, batch)
+            sealed += run_in_transaction(_seal_batch, batch, retry_unique_violations=True)
     return sealed
 
 
