@@ -132,3 +132,24 @@ def test_concurrent_writers_append_one_gapless_chain():
     assert seqs == list(range(1, per_thread * threads + 1))
     assert f"{per_thread * threads} links verified" in _verify()
     assert audit_chain.head()[0] == per_thread * threads
+
+
+def test_a_repair_that_seals_an_event_while_its_writer_seals_it_leaves_one_link(monkeypatch):
+    """The writer reads its event, then the repair (another connection) links it before the writer takes the
+    head: the writer's second link is refused by the database and its seal, retried, finds nothing to do."""
+    real_head, raced = audit_chain._head, []
+
+    def head_after_a_repair():
+        if not raced:
+            raced.append(True)
+            repair = threading.Thread(target=lambda: (audit_chain.seal_unsealed(), connections.close_all()))
+            repair.start()
+            repair.join()
+        return real_head()
+
+    with transaction.atomic():
+        event = audit.record(AuditEvent.Action.SENT, by="dispatcher")
+        monkeypatch.setattr(audit_chain, "_head", head_after_a_repair)
+    assert raced and AuditEvent.objects.get(pk=event.pk).seq == 1
+    assert list(AuditLink.objects.values_list("event_id", flat=True)) == [event.pk]
+    assert "audit chain intact: 1 links verified" in _verify()
