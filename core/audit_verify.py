@@ -107,8 +107,7 @@ def verify_chain(*, batch: int = 5000) -> Verification:
         events = _events_of(models, links)
         for link in links:
             if link.seq != expected:
-                return result._broken(expected, "", None, f"link {expected} is missing (the next stored link is "
-                                                          f"{link.seq}, {link.event_table} row {link.event_id})")
+                return _missing_link(result, models, expected, link)
             event = events.get((link.event_table, link.event_id))
             why = _why_broken(link, event, previous, models)
             if why:
@@ -121,6 +120,16 @@ def verify_chain(*, batch: int = 5000) -> Verification:
             previous, expected = link.link_hash, link.seq + 1
         after = links[-1].seq
     return _check_the_rest(result, models, seen, expected - 1, previous)
+
+
+def _missing_link(result, models, seq, next_link) -> Verification:
+    """Link `seq` was deleted: named with the event that still carries its position, if any."""
+    for table, model in sorted(models.items()):
+        orphan = model.objects.filter(seq=seq).first()
+        if orphan is not None:
+            return result._broken(seq, table, orphan.pk, f"link {seq} of this event is missing (deleted)")
+    return result._broken(seq, "", None, f"link {seq} and its event are missing (the next stored link is "
+                                         f"{next_link.seq}, {next_link.event_table} row {next_link.event_id})")
 
 
 def _check_the_rest(result, models, seen: _Seen, last_seq: int, last_link: str) -> Verification:

@@ -134,9 +134,17 @@ def test_a_forged_event_claiming_a_seq_no_link_gives_is_found(chain):
     assert f"(shelf_shelfevent row {forged.pk}): the event carries seq 99 but no link seals it" in _verify_fails()
 
 
-def test_a_deleted_link_or_a_deleted_event_is_found(chain):
+def test_a_deleted_link_is_found_naming_its_event(chain):
     _sql("DELETE FROM core_auditlink WHERE seq = 3")
-    assert "broken at link 3: link 3 is missing" in _verify_fails()
+    assert (f"broken at link 3 (shelf_shelfevent row {chain['quarantine'].pk}): link 3 of this event is missing"
+            in _verify_fails())
+
+
+def test_a_deleted_link_and_event_are_found(chain):
+    _sql("DELETE FROM core_auditlink WHERE seq = 3")
+    _sql("DELETE FROM shelf_shelfevent WHERE id = %s", [chain["quarantine"].pk])
+    assert "broken at link 3: link 3 and its event are missing (the next stored link is 4, " \
+           "patients_dispensingchange row" in _verify_fails()
 
 
 def test_a_deleted_event_is_found_at_its_link(chain):
