@@ -12,6 +12,8 @@ signed). A chain verifies when:
 - each event not redacted still gives the link's digest of its redactable part (before/after, notes,
   details): an edit of a contact log, a quarantine count or a dispensing change is found;
 - each redacted event is named by an erasure event of the chain;
+- every head written to the anchor file (UNSAY_AUDIT_ANCHOR_FILE, core.audit_anchor) is still a link of
+  the chain with the same hash;
 - no event is outside the chain: one with no seq (inserted by hand, or left by a writer that died
   between its commit and its seal - `manage.py seal_audit` links those after an operator has looked at
   them), or one whose seq no link names.
@@ -20,6 +22,9 @@ signed). A chain verifies when:
 from collections import Counter
 from dataclasses import dataclass, field
 
+from django.conf import settings
+
+from core.audit_anchor import anchor_failure
 from core.audit_chain import (
     CHAIN_START,
     chained_models,
@@ -46,7 +51,7 @@ class Verification:
         return not self.reason
 
     def describe(self) -> str:
-        where = f"link {self.seq}" if self.seq is not None else "outside the chain"
+        where = f"link {self.seq}" if self.seq is not None else "outside the chain" if self.table else "its anchor"
         row = f" ({self.table} row {self.row_id})" if self.table else ""
         return f"{where}{row}: {self.reason}"
 
@@ -137,6 +142,8 @@ def _check_the_rest(result, models, seen: _Seen, last_seq: int, last_link: str) 
     if (head_seq, head_link) != (last_seq, last_link):
         return result._broken(last_seq + 1, "", None, f"the chain head says link {head_seq} but the stored chain "
                                                       f"ends at link {last_seq}: links were deleted from its end")
+    if settings.UNSAY_AUDIT_ANCHOR_FILE and (why := anchor_failure(settings.UNSAY_AUDIT_ANCHOR_FILE)):
+        return result._broken(None, "", None, why)
     for table, model in sorted(models.items()):
         outside = model.objects.filter(seq__isnull=True)
         result.unsealed += outside.count()

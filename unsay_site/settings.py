@@ -46,6 +46,8 @@ if _AUDIT_KEY is None and PROFILE != "production":
     _AUDIT_KEY = derived_key("unsay audit chain", SECRET_KEY)
 UNSAY_AUDIT_KEY_ID = _AUDIT_KEY[0] if _AUDIT_KEY else ""
 UNSAY_AUDIT_KEYS = dict(env_keyed_secrets("UNSAY_AUDIT_RETIRED_KEYS") + ([_AUDIT_KEY] if _AUDIT_KEY else []))
+# Where `manage.py anchor_audit` appends the chain's head, outside the database (unset: no anchor).
+UNSAY_AUDIT_ANCHOR_FILE = Path(env_str("UNSAY_AUDIT_ANCHOR_FILE")) if env_str("UNSAY_AUDIT_ANCHOR_FILE") else None
 DEBUG = env_bool("UNSAY_DEBUG", PROFILE in {"demo", "local"})
 ALLOWED_HOSTS = env_list("UNSAY_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"] if PROFILE != "production" else [])
 if PROFILE == "test":

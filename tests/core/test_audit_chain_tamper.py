@@ -211,3 +211,20 @@ def test_links_signed_with_a_retired_key_verify_and_a_key_not_held_is_named(chai
     done = manage("verify_audit", UNSAY_AUDIT_KEY=f"k2026:{new_secret}", UNSAY_AUDIT_RETIRED_KEYS=retired)
     assert done.returncode == 0, done.stderr
     assert "6 links verified" in done.stdout
+
+
+def test_links_deleted_from_the_end_with_the_head_rewound_are_found_by_the_anchor(chain, tmp_path):
+    """Deleting the newest events and links and rewinding the head leaves a chain that verifies on its own;
+    the head written outside the database (manage.py anchor_audit) still names the deleted link."""
+    anchors = tmp_path / "audit-anchor.txt"
+    assert manage("anchor_audit", UNSAY_AUDIT_ANCHOR_FILE=anchors).returncode == 0
+    assert anchors.read_text().startswith("5 ")
+    fourth = AuditLink.objects.get(seq=4)
+    _sql("DELETE FROM core_auditlink WHERE seq = 5")
+    _sql("DELETE FROM corrections_auditevent WHERE id = %s", [chain["later"].pk])
+    AuditChainHead.objects.update(seq=4, link_hash=fourth.link_hash)
+    assert manage("verify_audit").returncode == 0  # the chain alone cannot show it
+    done = manage("verify_audit", UNSAY_AUDIT_ANCHOR_FILE=anchors)
+    assert done.returncode != 0
+    assert "broken at its anchor: link 5, anchored at" in done.stderr
+    assert "is no longer in the chain: links were deleted from its end" in done.stderr
