@@ -21,8 +21,9 @@ COPY . .
 # Static files collected into var/static with hashed names (whitenoise serves them from gunicorn).
 # The local embedding model's ONNX graph is written from the shipped weights into var/models
 # (UNSAY_MODEL_DIR), so the first ingest does not pay for it. Neither step opens a database connection:
-# the key and DATABASE_URL are placeholders for these build steps only (the image has no embedded server).
+# the keys and DATABASE_URL are placeholders for these build steps only (the image has no embedded server).
 RUN export UNSAY_PROFILE=production SECRET_KEY=build-only-not-a-secret DATABASE_URL=postgres://build@localhost/build \
+    UNSAY_AUDIT_KEY=build:build-only-not-a-secret-0123456789abcdef \
     && python manage.py collectstatic --noinput -v 0 \
     && python manage.py export_embedding_model --no-verify
 

@@ -44,6 +44,7 @@ lint: $(STAMP)
 # What .ci/run checks before `make test`: lint, every import declared, the layers (.importlinter), no model change without its
 # migration, and the production profile's deploy checks for the README's production environment.
 DEPLOY_ENV := UNSAY_PROFILE=production SECRET_KEY=ci-check-deploy-only-0123456789-abcdefghijklmnopqrstuvwxyz \
+	UNSAY_AUDIT_KEY=ci:ci-check-deploy-only-audit-key-0123456789 \
 	UNSAY_ALLOWED_HOSTS=unsay.example.org UNSAY_BEHIND_TLS_PROXY=1 UNSAY_HSTS_SECONDS=31536000 \
 	UNSAY_HSTS_INCLUDE_SUBDOMAINS=1 UNSAY_HSTS_PRELOAD=1
 # The house rules that read the source, not the database: every status write goes through the checked

@@ -6,7 +6,10 @@ means unset (a compose or systemd file that writes `NAME=` gets the default), wh
 would reject as "Not a valid integer".
 """
 
+import hashlib
+import hmac
 import os
+import re
 
 from django.core.exceptions import ImproperlyConfigured
 from environs import Env, EnvValidationError
@@ -68,3 +71,39 @@ def env_list(name, default):
     if _unset(name):
         return list(default)
     return [item.strip() for item in _read(_env.list, name) if item.strip()]
+
+
+_KEY_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,39}")
+MIN_SECRET_LENGTH = 32
+
+
+def _keyed_secret(name: str, item: str) -> tuple[str, bytes]:
+    key_id, sep, secret = item.partition(":")
+    if not sep or not _KEY_ID.fullmatch(key_id.strip()):
+        raise ImproperlyConfigured(f"{name}: each key is written key-id:secret, the id 1-40 letters, digits, "
+                                   f"'.', '_' or '-' (got an item starting {item[:12]!r}).")
+    if len(secret) < MIN_SECRET_LENGTH:
+        raise ImproperlyConfigured(f"{name}: the secret of key {key_id.strip()!r} is {len(secret)} characters; "
+                                   f"use at least {MIN_SECRET_LENGTH} random ones.")
+    return key_id.strip(), secret.encode()
+
+
+def env_keyed_secret(name):
+    """`key-id:secret` -> (key id, secret bytes), or None when unset."""
+    return None if _unset(name) else _keyed_secret(name, os.environ[name].strip())
+
+
+def env_keyed_secrets(name):
+    """`id:secret,id:secret` -> [(key id, secret bytes), ...]; a key id given twice is refused."""
+    keys = [_keyed_secret(name, item.strip()) for item in env_list(name, [])]
+    ids = [key_id for key_id, _ in keys]
+    if len(set(ids)) != len(ids):
+        raise ImproperlyConfigured(f"{name} names a key id twice: {', '.join(sorted(ids))}.")
+    return keys
+
+
+def derived_key(purpose: str, secret: str) -> tuple[str, bytes]:
+    """A key for `purpose` derived from another secret (for profiles that need no configuration), with an
+    id that changes when the secret does, so links signed under another secret name a key not held."""
+    key = hmac.new(secret.encode(), purpose.encode(), hashlib.sha256).hexdigest().encode()  # as a configured one
+    return f"derived-{hashlib.sha256(key).hexdigest()[:8]}", key

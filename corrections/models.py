@@ -11,6 +11,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from core.audit_chain import ChainedEvent
 from core.runlock import RunStatus
 from drugs.recall_terms import CLASS_SEVERITY  # noqa: E402,F401 (one home: drugs.recall_terms)
 from memory.models import HISTORY_REFERENCE
@@ -261,7 +262,13 @@ class OutboxMessage(models.Model):
         return f"<{self.dedupe_key}@unsay.local>"
 
 
-class AuditEvent(models.Model):
+class AuditEvent(ChainedEvent):
+    """A correction's, an outbox message's or an erasure's audited step: a link of the one audit chain
+    (core.audit_chain). An erasure blanks before/after/note of the patient's events (`redacted`)."""
+
+    CHAIN_STRUCTURE = ("at", "actor_id", "actor_label", "action", "correction_id", "decision_id", "sweep_run_id")
+    CHAIN_REDACTABLE = ("before", "after", "note")
+
     class Action(models.TextChoices):
         DRAFTED = "drafted", "Drafted by sweep"
         REAFFIRMED = "reaffirmed", "Reaffirmed by sweep"
@@ -277,6 +284,7 @@ class AuditEvent(models.Model):
         CANCELLED = "cancelled", "Cancelled before sending (its correction was no longer approved)"
         ERASED = "erased", "A patient's personal data erased on request"
         ERASED_KEY_REFUSED = "key_refused", "An erased patient's API key refused"
+        SEALED = "sealed", "Events left outside the audit chain sealed by an operator"
 
     # Set by corrections.audit before the row is written, so the content hash covers the stored value.
     at = models.DateTimeField(default=timezone.now)
@@ -292,32 +300,19 @@ class AuditEvent(models.Model):
     before = models.JSONField(default=dict, blank=True)
     after = models.JSONField(default=dict, blank=True)
     note = models.TextField(blank=True)
-    # The tamper-evident chain (corrections.audit): position, hash of this event's content, and the link
-    # hash over the previous link and this content. Null only for events written before the chain existed
-    # and not yet sealed (migration 0013 seals them).
-    seq = models.BigIntegerField(null=True, blank=True, unique=True, editable=False)
-    content_hash = models.CharField(max_length=64, blank=True, default="", db_default="", editable=False)
-    link_hash = models.CharField(max_length=64, blank=True, default="", db_default="", editable=False)
-    # Personal data in before/after/note was erased on request (privacy.services.erase_patient): its
-    # content hash stays as written, and an "erased" event names this one.
-    redacted = models.BooleanField(default=False, db_default=False, editable=False)
-
     class Meta:
         ordering = ["at", "id"]
 
     def __str__(self):
         return f"{self.at:%Y-%m-%d %H:%M} {self.actor_label} {self.action}"
 
-
-class AuditChainHead(models.Model):
-    """The last link of the audit chain: one row, locked (SELECT ... FOR UPDATE) by every transaction that
-    appends events, so links are written in one order however many writers there are."""
-
-    seq = models.BigIntegerField(default=0)
-    link_hash = models.CharField(max_length=64, default="")
-
-    def __str__(self):
-        return f"audit chain at {self.seq}"
+    def chain_redactions(self) -> dict[str, list[int]]:
+        if self.action != self.Action.ERASED:
+            return {}
+        named = {table: list(ids) for table, ids in ((self.after or {}).get("redacted") or {}).items()}
+        # Erasures recorded before every audited table joined the chain named audit events only.
+        named.setdefault(self._meta.db_table, []).extend((self.after or {}).get("redacted_events") or [])
+        return named
 
 
 class Redecision(models.Model):

@@ -38,11 +38,11 @@ from django.utils import timezone
 from ask.beliefs import FactCache, PageBeliefs
 from ask.reasoners import get_reasoner
 from ask.rules import date_view, reads_dates
+from core import audit_chain
 from memory.models import Decision, DecisionInput, DecisionPremise, DecisionRead
 from memory.services import supersede_standing
 from recalls.selectors import prefetch as prefetch_texts
 
-from . import audit
 from .drafting import correction_text, fact_diff, serious_answer
 from .drafts import SWEEP_ACTOR, coalesce, correction_values, draft_key, drafted_event, message_values
 from .models import AuditEvent, Correction, OutboxMessage, Redecision
@@ -167,8 +167,8 @@ CORRECTION_COLUMNS = ("id", "public_id", "kind", "status", "patient_id", "region
 OUTBOX_COLUMNS = ("correction_id", "region", "channel", "recipient", "subject", "body", "dedupe_key", "status",
                   "attempts", "next_attempt_at", "claimed_at", "claimed_by", "provider_id", "sent_at", "last_error",
                   "created")
-AUDIT_COLUMNS = ("at", "actor_id", "actor_label", "action", "correction_id", "decision_id", "sweep_run_id",
-                 "before", "after", "note", "seq", "content_hash", "link_hash", "redacted")
+AUDIT_COLUMNS = ("id", "at", "actor_id", "actor_label", "action", "correction_id", "decision_id", "sweep_run_id",
+                 "before", "after", "note", "seq", "redacted")
 REDECISION_COLUMNS = ("old_decision_id", "new_decision_id", "outcome", "recall_number", "trigger_fact_id",
                       "sweep_run_id", "shared", "created")
 _CHECKED: set = set()
@@ -198,17 +198,16 @@ def write_page(plans: list[Plan], beliefs: PageBeliefs, run, report: SweepReport
     if superseded != len(old_ids):
         raise PageFallback(f"{len(old_ids) - superseded} decision(s) of the page no longer standing")
     with connection.cursor() as django_cursor:
-        # The new decisions' and corrections' ids, in order, in one round trip.
-        django_cursor.execute(
-            "SELECT ARRAY(SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s) AS g "
-            "ORDER BY g), "
-            "ARRAY(SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s) AS g ORDER BY g)",
-            [Decision._meta.db_table, len(plans), Correction._meta.db_table, drafts])
-        new_ids, correction_ids = django_cursor.fetchone()
+        # The new decisions', corrections' and audit events' ids, in order, in one round trip (the audit
+        # events' so the chain seals exactly these after commit).
+        taken = "ARRAY(SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s) AS g ORDER BY g)"
+        django_cursor.execute(f"SELECT {taken}, {taken}, {taken}", [
+            Decision._meta.db_table, len(plans), Correction._meta.db_table, drafts, AuditEvent._meta.db_table, drafts])
+        new_ids, correction_ids, audit_ids = django_cursor.fetchone()
         if len(new_ids) != len(plans) or len(correction_ids) != drafts or new_ids != sorted(new_ids) \
-                or correction_ids != sorted(correction_ids):
+                or correction_ids != sorted(correction_ids) or len(audit_ids) != drafts:
             raise PageFallback("ids not taken in order")
-        correction_ids = iter(correction_ids)
+        correction_ids, audit_ids = iter(correction_ids), iter(audit_ids)
         cursor = django_cursor.cursor  # psycopg's own: COPY, in this transaction
 
         decisions, reads, premises, inputs = [], [], [], []
@@ -229,7 +228,8 @@ def write_page(plans: list[Plan], beliefs: PageBeliefs, run, report: SweepReport
                 correction_id = next(correction_ids)
                 correction = _correction_row(correction_id, p, new_id, now, run_id, beliefs, letters, texts)
                 corrections.append(tuple(correction[c] for c in CORRECTION_COLUMNS))
-                message, audit_row = _message_and_audit(patient, correction, new_id, now, run_id, texts)
+                message, audit_row = _message_and_audit(patient, correction, (new_id, next(audit_ids)), now,
+                                                        run_id, texts)
                 messages.append(tuple(message[c] for c in OUTBOX_COLUMNS))
                 audits.append(audit_row)
             redecisions.append((d.id, new_id, corrected if p.changed else reaffirmed, p.recall_number,
@@ -246,8 +246,8 @@ def write_page(plans: list[Plan], beliefs: PageBeliefs, run, report: SweepReport
         _copy(cursor, DecisionInput, _checked_columns(DecisionInput, INPUT_COLUMNS, with_id=False), inputs)
         _copy(cursor, Correction, _checked_columns(Correction, CORRECTION_COLUMNS, with_id=True), corrections)
         _copy(cursor, OutboxMessage, _checked_columns(OutboxMessage, OUTBOX_COLUMNS, with_id=False), messages)
-        _copy(cursor, AuditEvent, _checked_columns(AuditEvent, AUDIT_COLUMNS, with_id=False), audits)
-        audit.written_in_transaction()  # linked into the audit chain after the page commits
+        _copy(cursor, AuditEvent, _checked_columns(AuditEvent, AUDIT_COLUMNS, with_id=True), audits)
+        audit_chain.written(AuditEvent, [row[0] for row in audits])  # linked after the page commits
         _copy(cursor, Redecision, _checked_columns(Redecision, REDECISION_COLUMNS, with_id=False), redecisions)
 
 
@@ -345,14 +345,13 @@ def _version(fact):
     return (fact.pk, fact.content_hash, fact.retracted_at) if fact is not None else None
 
 
-def _message_and_audit(patient, correction: dict, new_id, now, run_id, texts) -> tuple[dict, tuple]:
+def _message_and_audit(patient, correction: dict, ids, now, run_id, texts) -> tuple[dict, tuple]:
+    new_id, audit_id = ids  # the new decision's, the audit event's
     message = {**message_values(patient, correction), "correction_id": correction["id"], "created": now}
     before, after = drafted_event(correction)
-    content = audit.content_hash(at=now, actor_label=SWEEP_ACTOR, action=_DRAFTED, correction_id=correction["id"],
-                                 decision_id=new_id, sweep_run_id=run_id, before=before, after=after, note="")
-    # seq and link hash stay empty: the chain links the event after the page commits (corrections.audit).
-    row = (now, None, SWEEP_ACTOR, _DRAFTED, correction["id"], new_id, run_id, texts.json(**before),
-           texts.json(**after), "", None, content, "", False)
+    # seq stays empty: the chain links the event after the page commits (core.audit_chain).
+    row = (audit_id, now, None, SWEEP_ACTOR, _DRAFTED, correction["id"], new_id, run_id, texts.json(**before),
+           texts.json(**after), "", None, False)
     return message, row
 
 

@@ -14,6 +14,7 @@ dispensing is re-decided (docs/reasoning.md, "Decision inputs").
 from django.db import transaction
 from django.dispatch import Signal
 
+from core import audit_chain
 from patients.models import DispensingChange, DispensingRecord
 
 # sender=DispensingRecord, changes=[(patient_id, drug), ...] (old and new drug of an edited row)
@@ -95,12 +96,14 @@ def create_dispensings(records: list[DispensingRecord], *, actor: str) -> list[D
             record.resolve_identity()
             record.fill_derived()
         DispensingRecord.objects.bulk_create(records, batch_size=BULK_BATCH)
-        DispensingChange.objects.bulk_create([
+        changes = DispensingChange.objects.bulk_create([
             DispensingChange(actor_label=actor[:150], action=DispensingChange.Action.CREATED,
                              patient_id=r.patient_id, region=r.region, dispensing_id=r.pk, before={},
                              after=_snapshot(r))
             for r in records
         ], batch_size=BULK_BATCH)
+        # bulk_create skips save(): the audit chain is told of these events here.
+        audit_chain.written(DispensingChange, [c.pk for c in changes])
         if records:
             _pending().changes.update((r.patient_id, r.drug) for r in records)
     return records

@@ -10,6 +10,7 @@ from django.db import models, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from core.audit_chain import ChainedEvent
 from drugs.gs1 import GROUP_SEPARATOR
 from drugs.identity import PRODUCT_SOURCE, UNRESOLVED, identity_key, is_product_key, product_key
 from drugs.lot_field import read_lot_field
@@ -423,8 +424,13 @@ class DispensingRecord(models.Model):
             raise ValidationError(errors)
 
 
-class DispensingChange(models.Model):
-    """Audit of every dispensing write (patients.dispensing): who changed which row, before and after."""
+class DispensingChange(ChainedEvent):
+    """Audit of every dispensing write (patients.dispensing): who changed which row, before and after; a link
+    of the one audit chain (core.audit_chain). Its region is where the row lives, not what happened, so it is
+    outside the hash."""
+
+    CHAIN_STRUCTURE = ("at", "actor_label", "action", "patient_id", "dispensing_id")
+    CHAIN_REDACTABLE = ("before", "after")
 
     class Action(models.TextChoices):
         CREATED = "created", "Created"
@@ -434,7 +440,10 @@ class DispensingChange(models.Model):
     at = models.DateTimeField(auto_now_add=True)
     actor_label = models.CharField(max_length=150, help_text="Username, or the path (csv, api).")
     action = models.CharField(max_length=8, choices=Action.choices)
-    patient = models.ForeignKey(Patient, on_delete=models.CASCADE, related_name="dispensing_changes")
+    # Not cascaded: the audit of a deleted patient's dispensing stays (drugs and lots, no identity), so the
+    # audit chain keeps every link.
+    patient = models.ForeignKey(Patient, on_delete=models.DO_NOTHING, db_constraint=False,
+                                related_name="dispensing_changes")
     region = models.CharField(max_length=40, editable=False)
     # No FK: the row may be deleted, the audit stays.
     dispensing_id = models.BigIntegerField()

@@ -3,7 +3,9 @@ replaced, on erasure (privacy.services.erase_patient runs this in its transactio
 
     Identity.of(patient) -> Identity          name, reference, email and phone, before the erasure
     identity.scrub(text) -> str               each of them replaced by what the erased patient row shows
-    scrub_free_text(identity) -> {table: n}   rows changed in each table that copies identity as text
+    scrub_free_text(identity) -> ({table: n}, {table: ids})   rows changed in each table that copies
+                                              identity as text; the audited events among them (marked
+                                              redacted, so the audit chain checks their structure only)
     scrub_sessions(identity) -> int           sessions changed
 
 Where such copies come from: Django's admin log keeps the text of each added or changed object
@@ -29,6 +31,7 @@ from django.contrib.sessions.models import Session
 from django.db.models import Q, TextField
 from django.db.models.functions import Cast
 
+from core.audit_chain import ChainedEvent
 from patients.erasure import ERASED_NAME, erased_reference
 from worklist.models import RecallTask, RecallWork, WorkEvent
 
@@ -101,8 +104,8 @@ def _json(text: str) -> str:
     return json.dumps(text)[1:-1]
 
 
-def scrub_free_text(identity: Identity) -> dict[str, int]:
-    counts = {}
+def scrub_free_text(identity: Identity) -> tuple[dict[str, int], dict[str, list[int]]]:
+    counts, redacted = {}, {}
     for model, fields in FREE_TEXT:
         rows = model.objects.none()
         if identity.replacements:
@@ -111,13 +114,15 @@ def scrub_free_text(identity: Identity) -> dict[str, int]:
             for field in fields:
                 wanted |= identity.found_in(field)
             rows = model.objects.annotate(**casts).filter(wanted).only("pk", *fields)
-        changed = 0
+        changed, audited = 0, issubclass(model, ChainedEvent)
         for row in rows:
             values = {f: identity.scrub_value(getattr(row, f)) for f in fields}
             if any(values[f] != getattr(row, f) for f in fields):
-                changed += model.objects.filter(pk=row.pk).update(**values)
+                changed += model.objects.filter(pk=row.pk).update(**values, **({"redacted": True} if audited else {}))
+                if audited:
+                    redacted.setdefault(model._meta.db_table, []).append(row.pk)
         counts[model._meta.db_table] = changed
-    return counts
+    return counts, redacted
 
 
 def scrub_sessions(identity: Identity) -> int:

@@ -23,10 +23,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from ask.models import ApiKey
+from core import audit_chain
 from corrections import audit
 from corrections.erasure import end_pending_work
 from corrections.erasure import redact as redact_corrections
-from corrections.models import AuditChainHead, AuditEvent, Correction, OutboxMessage
+from corrections.models import AuditEvent, Correction, OutboxMessage
 from memory.decisions import redact_patient_decisions
 from memory.models import Decision
 from patients.erasure import redact_patient
@@ -63,15 +64,23 @@ def erase_patient(patient, *, by, reason: str) -> ErasureCertificate:
         counts["decisions"] = redact_patient_decisions(patient.pk)
         redacted, event_ids = redact_corrections(patient.pk)
         counts.update(redacted)
-        counts.update(redact_patient_notes(patient.pk))
+        notes, work_event_ids = redact_patient_notes(patient.pk)
+        counts.update(notes)
         tables = _tables(counts)
         tables[ApiKey._meta.db_table] = counts["API keys revoked"] = keys.revoke_patient_keys(patient.pk)
-        for table, changed in copies.scrub_free_text(identity).items():
+        scrubbed, scrubbed_events = copies.scrub_free_text(identity)
+        for table, changed in scrubbed.items():
             tables[table] = tables.get(table, 0) + changed
+        # Every audited event whose redactable part this erasure blanked, by table: the audit chain checks
+        # that each redacted event is named by an erasure.
+        redacted_rows = {AuditEvent._meta.db_table: event_ids, WorkEvent._meta.db_table: work_event_ids}
+        for table, ids in scrubbed_events.items():
+            redacted_rows[table] = sorted({*redacted_rows.get(table, []), *ids})
         tables[Session._meta.db_table] = counts["sessions"] = copies.scrub_sessions(identity)
         counts = {"pending work ended": pending, **counts}
         event = audit.record(AuditEvent.Action.ERASED, by=by, after={
-            "patient": str(patient.public_id), "counts": counts, "tables": tables, "redacted_events": event_ids},
+            "patient": str(patient.public_id), "counts": counts, "tables": tables, "redacted_events": event_ids,
+            "redacted": redacted_rows},
             note=reason)
         # The event lists what was erased; the certificate adds the erasure's own records, written after it.
         tables[AuditEvent._meta.db_table] += 1
@@ -96,8 +105,7 @@ def _tables(counts: dict[str, int]) -> dict[str, int]:
 
 
 def _stamp_chain_head(certificate_id: int):
-    audit.seal()
-    head = AuditChainHead.objects.filter(pk=1).first()
-    if head is not None:
-        ErasureCertificate.objects.filter(pk=certificate_id).update(chain_head_seq=head.seq,
-                                                                    chain_head_link=head.link_hash)
+    """Runs after the on-commit seal of the erasure's own events (registered before it), so the head
+    includes the erasure's event."""
+    seq, link = audit_chain.head()
+    ErasureCertificate.objects.filter(pk=certificate_id).update(chain_head_seq=seq, chain_head_link=link)

@@ -20,6 +20,8 @@ from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
+from core.audit_chain import ChainedEvent
+
 
 class Unit(models.Model):
     class State(models.TextChoices):
@@ -148,7 +150,13 @@ class TaskUnit(models.Model):
         return f"{self.task_id} > {self.unit_id} ({self.match_class})"
 
 
-class ShelfEvent(models.Model):
+class ShelfEvent(ChainedEvent):
+    """A shelf action (receiving, scan at fill, match, quarantine, return): a link of the one audit chain
+    (core.audit_chain)."""
+
+    CHAIN_STRUCTURE = ("at", "actor_id", "actor_label", "action", "site", "recall_number")
+    CHAIN_REDACTABLE = ("details",)
+
     class Action(models.TextChoices):
         RECEIVED = "received", _("EPCIS document received")
         SCANNED = "scanned", _("Unit scanned at fill")

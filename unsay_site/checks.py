@@ -59,3 +59,15 @@ def check_embedding_column(app_configs, databases=None, **kwargs):
             hint="Use the dimension the database was migrated with, or re-create the database.",
             id="unsay.E012")]
     return []
+
+
+@register()
+def check_audit_key(app_configs, **kwargs):
+    """Production signs the audit chain with a key the database does not hold; without one nothing could be
+    audited, so the deployment is refused before it serves anything."""
+    if settings.PROFILE == "production" and not settings.UNSAY_AUDIT_KEY_ID:
+        return [Error(
+            "UNSAY_AUDIT_KEY is not set: the audit chain has no key to sign its links with.",
+            hint="Set UNSAY_AUDIT_KEY=key-id:secret (32 or more random characters, kept outside the database; "
+                 "docs/operator.md, Audit chain).", id="unsay.E020")]
+    return []

@@ -8,7 +8,17 @@ from urllib.parse import urlparse
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from core.env import env_bool, env_choice, env_float, env_int, env_list, env_str
+from core.env import (
+    derived_key,
+    env_bool,
+    env_choice,
+    env_float,
+    env_int,
+    env_keyed_secret,
+    env_keyed_secrets,
+    env_list,
+    env_str,
+)
 from unsay_site import logs
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -28,6 +38,16 @@ if not SECRET_KEY:
         raise ImproperlyConfigured("SECRET_KEY is required when UNSAY_PROFILE=production (the default with "
                                    "DATABASE_URL).")
     SECRET_KEY = f"insecure-{PROFILE}-key-not-for-production"
+# The audit chain's HMAC keys (core.audit_chain), never stored in the database: UNSAY_AUDIT_KEY signs new
+# links ("key-id:secret"), UNSAY_AUDIT_RETIRED_KEYS ("id:secret,...") still verify the links they signed.
+# Demo, test and local derive one from SECRET_KEY; production has no default (unsay.E020 refuses to start).
+_AUDIT_KEY = env_keyed_secret("UNSAY_AUDIT_KEY")
+if _AUDIT_KEY is None and PROFILE != "production":
+    _AUDIT_KEY = derived_key("unsay audit chain", SECRET_KEY)
+UNSAY_AUDIT_KEY_ID = _AUDIT_KEY[0] if _AUDIT_KEY else ""
+UNSAY_AUDIT_KEYS = dict(env_keyed_secrets("UNSAY_AUDIT_RETIRED_KEYS") + ([_AUDIT_KEY] if _AUDIT_KEY else []))
+# Where `manage.py anchor_audit` appends the chain's head, outside the database (unset: no anchor).
+UNSAY_AUDIT_ANCHOR_FILE = Path(env_str("UNSAY_AUDIT_ANCHOR_FILE")) if env_str("UNSAY_AUDIT_ANCHOR_FILE") else None
 DEBUG = env_bool("UNSAY_DEBUG", PROFILE in {"demo", "local"})
 ALLOWED_HOSTS = env_list("UNSAY_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"] if PROFILE != "production" else [])
 if PROFILE == "test":
@@ -48,6 +68,7 @@ INSTALLED_APPS = [
     "django_structlog",
     "django_celery_beat",
     "axes",
+    "core",
     "unsay_site",
     "memory",
     "recalls",

@@ -11,6 +11,8 @@ from django.conf import settings
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from core.audit_chain import ChainedEvent
+
 
 class RecallWork(models.Model):
     """The pharmacy's file on one recall, opened the first time anyone acts on it."""
@@ -98,8 +100,12 @@ class ContactAttempt(models.Model):
         return f"{self.get_method_display()} {self.get_outcome_display()} ({self.recall_number})"
 
 
-class WorkEvent(models.Model):
-    """Audit trail of the worklist: every step, finding and contact, naming the user."""
+class WorkEvent(ChainedEvent):
+    """Audit trail of the worklist: every step, finding and contact, naming the user; a link of the one
+    audit chain (core.audit_chain). An erasure blanks the details of events about, or naming, a patient."""
+
+    CHAIN_STRUCTURE = ("at", "actor_id", "actor_label", "action", "recall_number", "patient_id")
+    CHAIN_REDACTABLE = ("details",)
 
     class Action(models.TextChoices):
         STEP = "step", _("Step completed")

@@ -216,11 +216,15 @@ __all__ = ["WorkflowError", "complete_patient_task", "complete_step", "log_conta
            "open_work", "record_answer", "record_none_found"]
 
 
-def redact_patient_notes(patient_id: int) -> dict[str, int]:
+def redact_patient_notes(patient_id: int) -> tuple[dict[str, int], list[int]]:
     """A patient's contact notes and the details of worklist events about them, erased on request
-    (privacy.services): free text typed by staff may name them. Method, outcome and times stay."""
+    (privacy.services): free text typed by staff may name them. Method, outcome and times stay. Returns
+    (rows changed per kind, ids of the worklist events redacted: the erasure's audit event names them, so
+    the audit chain knows why their details are gone)."""
+    event_ids = sorted(WorkEvent.objects.filter(patient_id=patient_id, redacted=False).values_list("id", flat=True))
+    events = WorkEvent.objects.filter(patient_id=patient_id).update(details={}, redacted=True)
     return {
         "contact attempts": ContactAttempt.objects.filter(patient_id=patient_id).update(note=""),
-        "worklist events": WorkEvent.objects.filter(patient_id=patient_id).update(details={}),
+        "worklist events": events,
         "patient answers": PatientAnswer.objects.filter(patient_id=patient_id).exclude(text="").update(text=""),
-    }
+    }, event_ids

@@ -50,6 +50,11 @@ def test_bad_configuration_stops_start_up_naming_the_variable():
         "dbscheme": {"DATABASE_URL": "mysql://root@localhost/unsay"},
         "provider_dim": {"UNSAY_EMBEDDINGS": "local", "UNSAY_EMBEDDING_DIM": "512"},
         "column_dim": {"UNSAY_EMBEDDING_DIM": "512"},  # hashing accepts any size, the migrated column does not
+        "audit_key": {"UNSAY_PROFILE": "production", "SECRET_KEY": "synthetic-secret-key-0123456789abcdefghij",
+                      "UNSAY_AUDIT_KEY": ""},
+        "audit_key_form": {"UNSAY_AUDIT_KEY": "no-key-id-here"},
+        "audit_key_short": {"UNSAY_AUDIT_KEY": "k1:short"},
+        "audit_key_twice": {"UNSAY_AUDIT_RETIRED_KEYS": "k0:" + "a" * 32 + ",k0:" + "b" * 32},
     })
     good = results.pop("good")
     assert good.returncode == 0, good.stderr
@@ -64,6 +69,10 @@ def test_bad_configuration_stops_start_up_naming_the_variable():
         "dbscheme": "DATABASE_URL scheme 'mysql' is not supported",
         "provider_dim": "UNSAY_EMBEDDING_DIM=512 but UNSAY_EMBEDDINGS=local produces 384-dimensional vectors",
         "column_dim": "UNSAY_EMBEDDING_DIM=512 but memory_fact.embedding is vector(384)",
+        "audit_key": "UNSAY_AUDIT_KEY is not set: the audit chain has no key to sign its links with",
+        "audit_key_form": "UNSAY_AUDIT_KEY: each key is written key-id:secret",
+        "audit_key_short": "UNSAY_AUDIT_KEY: the secret of key 'k1' is 5 characters; use at least 32",
+        "audit_key_twice": "UNSAY_AUDIT_RETIRED_KEYS names a key id twice",
     }
     for name, message in expected.items():
         result = results[name]

@@ -17,7 +17,8 @@ import pytest
 from django.db import connection
 
 from ask.services import ask
-from corrections.audit import verify_chain
+from core.audit_verify import verify_chain
+from core.models import AuditLink
 from corrections.models import Correction
 from corrections.sweep import sweep
 from corrections.triggers import auto_sweep_suppressed
@@ -38,7 +39,7 @@ TABLES = ["memory_decision", "memory_decisionread", "memory_decisionpremise", "m
           "corrections_redecision", "corrections_sweeprun", "memory_fact"]
 # Audit hashes cover each event's time, which differs between the two runs (times are compared as
 # "<time>"); each run's chain is verified instead.
-SKIPPED = {"public_id", "content_hash", "link_hash"}
+SKIPPED = {"public_id"}
 
 
 def _patient(ref, lots, channel="email"):
@@ -116,7 +117,8 @@ def test_the_set_based_page_writes_exactly_the_rows_of_the_per_decision_path(has
     set_based = _story(page_size=3)
     got = _rows()
     chain = verify_chain()
-    assert chain.ok and chain.events == len(got["corrections_auditevent"]), chain
+    assert chain.ok, chain
+    assert AuditLink.objects.filter(event_table="corrections_auditevent").count() == len(got["corrections_auditevent"])
 
     # The story exercises what it claims: letters, coalescing, shared inputs, reaffirmations.
     assert sum(r.set_pages for r in set_based) >= 2

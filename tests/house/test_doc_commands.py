@@ -33,7 +33,7 @@ DOCS = [PROJECT_DIR / "README.md", *sorted((PROJECT_DIR / "docs").glob("*.md"))]
 SHELL_FENCES = {"sh", "shell", "bash", "console"}
 MANAGE = ".venv/bin/python manage.py "
 # manage.py commands that run offline on the scratch database; any other is checked, not run.
-OFFLINE_COMMANDS = {"ask", "sweep", "escalate", "dispatch_outbox", "status", "verify_audit", "dbshell",
+OFFLINE_COMMANDS = {"ask", "sweep", "escalate", "dispatch_outbox", "status", "verify_audit", "seal_audit", "dbshell",
                     "ingest_recalls"}
 # Why a command line is only checked, by what it is or what its block sets up.
 NOT_RUN = {

@@ -27,7 +27,6 @@ SETTINGS = "installed by settings, called by Django or logging"
 
 ANNOUNCED = {
     "memory/services.py:__call__": ON_COMMIT + " (memory's supersession batch, which sends facts_changed)",
-    "corrections/audit.py:seal": ON_COMMIT,
     "shelf/quarantine.py:on_facts_changed": FACTS_CHANGED,
     "corrections/tasks.py:enqueue_sweep_after_supersessions": FACTS_CHANGED,
     "corrections/tasks.py:dispatch_outbox": CELERY + ", the task queued by name after a review commits",

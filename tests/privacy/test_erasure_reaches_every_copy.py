@@ -15,7 +15,8 @@ from django.core.management import call_command
 
 from ask.keys import issue_key
 from ask.models import ApiClient, ApiKey, ClientPatient, UsageCounter
-from corrections import audit, review
+from core.audit_verify import verify_chain
+from corrections import review
 from corrections.dispatch import dispatch_ready
 from corrections.models import AuditEvent, Correction
 from corrections.sweep import sweep
@@ -105,7 +106,7 @@ def test_no_trace_of_an_erased_patient_is_left_in_any_table_session_or_cache(zel
                   "corrections_correction", "corrections_outboxmessage", "worklist_contactattempt",
                   "worklist_recalltask", "worklist_workevent"):
         assert touched.get(table, 0) >= 1, (table, touched)
-    assert audit.verify_chain().ok
+    assert verify_chain().ok
 
 
 def test_an_erased_patients_key_is_revoked_and_its_use_refused_audited_and_not_stored(zelda, client):
@@ -125,7 +126,7 @@ def test_an_erased_patients_key_is_revoked_and_its_use_refused_audited_and_not_s
     assert refused.after["key"] == key.prefix and refused.actor_label == "api"
     assert UsageCounter.objects.get(scope=f"erased-key:{key.pk}").n == 2  # every refusal counted
     assert NAME not in str(refused.after) and traces.everywhere(TRACES) == []
-    assert audit.verify_chain().ok
+    assert verify_chain().ok
 
 
 def test_an_erased_patients_key_found_active_is_refused_and_none_can_be_issued(zelda, client):
