@@ -5,8 +5,10 @@ commit (docs/adr/0017). Three things follow:
 - the one in-place UPDATE that is new, of the vector column, is the only one besides closing a belief
   (retracted_at, retracted_by, retraction_reason, superseded_by_id) and re-deriving scopes: a trigger
   refuses a change of any content column, and a vector that replaces another (a vector is written once);
-- retrieval ranks facts by full text as well as by vector (memory.retrieval), over an index of the
-  believed versions' statements;
+- retrieval ranks facts by full text as well as by vector (memory.retrieval): each version's statement as
+  a text-search vector, stored (`statement_text`, computed by the database from the statement, unknown to
+  the ORM so no model read loads it: ranking a question's matches read it instead of parsing every matched
+  statement again (docs/benchmarks.md, "Retrieval routes")), with a GIN index over the believed versions;
 - the embedding task (memory.tasks.embed_facts), queued after each commit that wrote versions, also runs
   every five minutes (django-celery-beat, changeable in the admin): a queueing that failed loses nothing.
 
@@ -43,23 +45,33 @@ $$
 TRIGGER = ("CREATE TRIGGER fact_content_is_never_updated BEFORE UPDATE ON memory_fact "
            "FOR EACH ROW EXECUTE FUNCTION unsay_fact_content_is_never_updated()")
 FULL_TEXT = {
-    "postgresql": "CREATE INDEX IF NOT EXISTS fact_believed_text ON memory_fact "
-                  "USING gin (to_tsvector('english', statement)) WHERE retracted_at IS NULL",
-    "cockroachdb": "CREATE INDEX IF NOT EXISTS fact_believed_text ON memory_fact "
-                   "USING GIN (to_tsvector('english', statement)) WHERE retracted_at IS NULL",
+    "postgresql": [
+        "ALTER TABLE memory_fact ADD COLUMN IF NOT EXISTS statement_text tsvector "
+        "GENERATED ALWAYS AS (to_tsvector('english', statement)) STORED",
+        "CREATE INDEX IF NOT EXISTS fact_believed_text ON memory_fact USING gin (statement_text) "
+        "WHERE retracted_at IS NULL",
+    ],
+    "cockroachdb": [
+        "ALTER TABLE memory_fact ADD COLUMN IF NOT EXISTS statement_text TSVECTOR "
+        "AS (to_tsvector('english', statement)) STORED",
+        "CREATE INDEX IF NOT EXISTS fact_believed_text ON memory_fact USING GIN (statement_text) "
+        "WHERE retracted_at IS NULL",
+    ],
 }
 FORWARD = {
-    "postgresql": [GUARD, TRIGGER, FULL_TEXT["postgresql"]],
-    "cockroachdb": [GUARD, TRIGGER, FULL_TEXT["cockroachdb"]],
+    "postgresql": [GUARD, TRIGGER, *FULL_TEXT["postgresql"]],
+    "cockroachdb": [GUARD, TRIGGER, *FULL_TEXT["cockroachdb"]],
 }
 REVERSE = {
     "postgresql": [
         "DROP INDEX IF EXISTS fact_believed_text",
+        "ALTER TABLE memory_fact DROP COLUMN IF EXISTS statement_text",
         "DROP TRIGGER IF EXISTS fact_content_is_never_updated ON memory_fact",
         "DROP FUNCTION IF EXISTS unsay_fact_content_is_never_updated()",
     ],
     "cockroachdb": [
         "DROP INDEX IF EXISTS memory_fact@fact_believed_text",
+        "ALTER TABLE memory_fact DROP COLUMN IF EXISTS statement_text",
         "DROP TRIGGER IF EXISTS fact_content_is_never_updated ON memory_fact",
         "DROP FUNCTION IF EXISTS unsay_fact_content_is_never_updated",
     ],
