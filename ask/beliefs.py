@@ -23,7 +23,7 @@ from django.db import connection
 
 from drugs.matching import Dispensed, dispensed
 from memory.models import Fact
-from memory.retrieval import Retrieved, facts_in_scopes, retrieve, semantic_neighbours
+from memory.retrieval import FILL_ROUTE, Retrieved, facts_in_scopes, fill, retrieve
 
 ROW_COLUMNS = ("id", "lot", "ndc", "dispensed_at", "fingerprint", "drug", "lot_unknown", "expiry", "lot_alternatives")
 
@@ -109,8 +109,8 @@ class PageBeliefs:
 
     Loads the patients' dispensing rows (one query), then `load_facts`: the ids of believed facts
     that share a scope with any premise of the page or are about one of its subjects, and (through
-    `cache`, only those not loaded by an earlier page) those versions' rows. Semantic neighbours are
-    read per distinct (question, k, excluded) and remembered for the page."""
+    `cache`, only those not loaded by an earlier page) those versions' rows. The fill (memory.retrieval.fill)
+    is read per distinct (question, k, excluded) and remembered for the page."""
 
     def __init__(self, patient_ids, *, cache: FactCache | None = None):
         from patients.models import DispensingRecord
@@ -217,11 +217,11 @@ class PageBeliefs:
             exclude = tuple(r.fact.id for r in picked)
             key = (question, remaining, exclude)
             if key not in self._semantic:
-                from memory.embeddings import get_provider
+                if question not in self._vectors and FILL_ROUTE != "text":
+                    from memory.embeddings import get_provider
 
-                if question not in self._vectors:
                     self._vectors[question] = get_provider().embed_one(question)
-                self._semantic[key] = [(f, round(1.0 - float(f.distance), 6)) for f in semantic_neighbours(
-                    self._vectors[question], remaining, exclude_ids=list(exclude))]
-            picked.extend(Retrieved(f, score, "semantic") for f, score in self._semantic[key])
+                self._semantic[key] = fill(question, remaining, exclude_ids=list(exclude),
+                                           vector=self._vectors.get(question))
+            picked.extend(self._semantic[key])
         return picked

@@ -188,7 +188,7 @@ def build_context(patient, question: str, subject: str, *, beliefs=None) -> AskC
     retrieved = [Retrieved(f, 1.0, "lot" if f.lot else "drug") for f in in_scope]
     seen = {f.id for f in in_scope}
     # Context only (never load-bearing unless a reasoner cites it): other lots and recalls of the
-    # drug, then semantic neighbours of the question.
+    # drug, then neighbours of the question by meaning (memory.retrieval.fill: vector and full text).
     retrieved += [r for r in beliefs.retrieve(question, subject=subject, lots=lots, k=RETRIEVE_K)
                   if r.fact.id not in seen]
     return AskContext(question=question, subject=subject, patient_lots=lots,

@@ -35,9 +35,6 @@ class EmbeddingError(RuntimeError):
 
 class EmbeddingProvider:
     name = "abstract"
-    # Computed in this process (no network call), so a lone assert may embed inside its write
-    # transaction, under the key's lock (memory.services.assert_claims); a remote provider is called first.
-    in_process = True
     dimension = 0
 
     engine = ""  # what computes the vectors, when the name (the model) does not say
@@ -192,7 +189,6 @@ class BedrockTitan(EmbeddingProvider):
     """Amazon Titan Text Embeddings V2 (one text per InvokeModel call, as the API takes)."""
 
     dimension = 1024
-    in_process = False
 
     def __init__(self, client=None):
         super().__init__()
@@ -286,6 +282,16 @@ def column_dimension() -> int | None:
         row = cursor.fetchone()
         match = re.search(r"(\d+)", row[0]) if row else None
         return int(match.group(1)) if match else None
+
+
+def embedding_text(statement: str, lot: str | None) -> str:
+    """What a fact version is embedded as: its statement with its lot number masked, so every lot of one
+    recall embeds as one text (17,685 facts of the 2023 part are 3,874 texts). A lot number carries no
+    meaning for the model; lots are matched exactly, never by vector (memory.retrieval.retrieve puts the
+    patient's lots first). Read from the stored row (memory.vectors), so the text needs no column."""
+    if lot:
+        return statement.replace(f" lot {lot} by ", " lot by ", 1)
+    return statement
 
 
 def to_sql_vector(vector) -> str:

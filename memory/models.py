@@ -1,7 +1,9 @@
 """Bitemporal, versioned facts and the decisions that read them.
 
 A Fact row is one *version* of one claim. Rows are never updated in place except to close
-their belief interval (retracted_at) and point at their successor. Valid time
+their belief interval (retracted_at) and point at their successor, to re-derive their scopes, and to
+receive their vector once, after the write (memory.vectors): a PostgreSQL trigger refuses any other
+change (migration 0017, docs/adr/0017). Valid time
 (valid_from/valid_to) says when the claim is true in the world; belief time
 (asserted_at/retracted_at) says when we believed it.
 
@@ -66,7 +68,9 @@ class Fact(models.Model):
     # What this fact can touch (drugs.scopes.fact_scopes, derived from subject, lot and NDC products
     # when the version is written). A new fact sharing a scope with a decision's premise re-decides it.
     scopes = ArrayField(models.CharField(max_length=255), default=list, blank=True)
-    embedding = VectorField(dimensions=settings.UNSAY_EMBEDDING_DIM)
+    # NULL until the embedding stage (memory.vectors) gives the version its vector, after the write
+    # committed: a vector is not belief, so a fact is believed and read without one (docs/adr/0017).
+    embedding = VectorField(dimensions=settings.UNSAY_EMBEDDING_DIM, null=True, blank=True)
 
     objects = FactQuerySet.as_manager()
 
@@ -95,6 +99,9 @@ class Fact(models.Model):
             models.Index(fields=["fact_key", "asserted_at"], name="fact_key_asserted"),
             # Used by the sweep: believed facts that share a scope with a standing decision's premise.
             GinIndex(fields=["scopes"], condition=Q(retracted_at__isnull=True), name="fact_believed_scopes"),
+            # Used by the embedding stage (memory.vectors): the backlog, believed versions with no vector yet.
+            models.Index(fields=["id"], condition=Q(retracted_at__isnull=True, embedding__isnull=True),
+                         name="fact_believed_unembedded"),
         ]
 
     def __str__(self):

@@ -1,6 +1,8 @@
 """The fact store's write path: claims become versions (asserted, retracted, superseded) in one transaction,
-and supersessions are announced after commit. Reads are memory.retrieval, decisions memory.decisions;
-other apps use these three modules and never memory's tables directly.
+and supersessions are announced after commit. A version is written without its vector: the embedding
+stage (memory.vectors) adds it after commit, and nothing that decides waits for it (docs/adr/0017).
+Reads are memory.retrieval, decisions memory.decisions; other apps use these three modules and never
+memory's tables directly.
 
 Writing facts (here)
     assert_claim(claim) / assert_claims([claims])  -> AssertResult(s)
@@ -30,7 +32,6 @@ from psycopg import pq
 from core.retry import retry_conflicts, run_in_transaction
 from drugs import recall_terms
 from drugs.scopes import claim_ndc_products, fact_scopes
-from memory.embeddings import VectorCache, get_provider, to_sql_vector
 from memory.models import Decision, Fact
 from memory.retrieval import beliefs_at  # noqa: F401 (re-exported: memory.replay, callers of the write path)
 from memory.signals import facts_changed
@@ -50,10 +51,9 @@ class Claim:
     valid_to: datetime | None = None
     asserted_by: str = ""
     # Set by a kind of claim when built (recalls.ingest.RecallClaim), so the write calls none of its code: its
-    # content hash, the text embedded ("": the hash below, the statement), unsaved rows of its own app the
-    # fact refers to (inserted if absent, by primary key, in the facts' transaction when the fact is written).
+    # content hash ("": the hash below), unsaved rows of its own app the fact refers to (inserted if
+    # absent, by primary key, in the facts' transaction when the fact is written).
     digest: str = field(default="", repr=False, compare=False)
-    embed_text: str = field(default="", repr=False, compare=False)
     shared_rows: tuple = field(default=(), repr=False, compare=False)
 
     def content_hash(self) -> str:
@@ -76,9 +76,6 @@ class Claim:
             default=str,
         )
         return hashlib.sha256(canonical.encode()).hexdigest()
-
-    def embedding_text(self) -> str:
-        return self.embed_text or self.statement
 
     def scopes(self) -> list[str]:
         """What this fact can touch (drugs.scopes); derived from hashed content, so not hashed itself."""
@@ -108,28 +105,25 @@ def _iso(value):
 
 
 def assert_claim(claim: Claim, *, at: datetime | None = None, reason: str = "") -> AssertResult:
-    """Assert one claim. Identical content to the believed version writes nothing and embeds nothing."""
+    """Assert one claim. Identical content to the believed version writes nothing."""
     return assert_claims([claim], at=at, reason=reason)[0]
 
 
 def assert_claims(claims: list[Claim], *, at: datetime | None = None, reason: str = "",
                   on_result=None) -> list[AssertResult]:
-    """Assert many claims: one query finds which changed, one batched embedding call covers
-    those, then each claim commits (or fails) in its own retried transaction."""
+    """Assert many claims: one query finds which changed, then each changed claim commits (or fails) in
+    its own retried transaction."""
     # Only on an autocommit connection: _write_alone's own BEGIN/COMMIT must not end a caller's transaction.
     alone = connection.vendor == "postgresql" and not connection.in_atomic_block and connection.get_autocommit()
     alone = alone and not any(c.shared_rows for c in claims)  # their rows join the facts' transaction
-    # Built here, outside any transaction: its first build checks the vector column (a savepoint).
-    provider = get_provider()
-    if alone and len(claims) == 1 and provider.in_process:
-        # One claim needs no separate look at what we believe: the write's locking read is that look,
-        # and the claim is embedded only if it changed (two round trips for a new version, not three).
-        # Only for an in-process provider: a network call must not run under the key's lock.
-        results = [_write_alone(PreparedClaims(claims, [claims[0].content_hash()], {}, {}), 0, at, reason)]
+    if alone and len(claims) == 1:
+        # One claim needs no separate look at what we believe: the write's locking read is that look
+        # (two round trips for a new version, not three).
+        results = [_write_alone(PreparedClaims(claims, [claims[0].content_hash()], {}, [0]), 0, at, reason)]
     else:
         prepared = prepare_claims(claims)
         results = list(prepared.unchanged.get(i) for i in range(len(claims)))
-        for i in prepared.vectors:
+        for i in prepared.pending:
             if alone:
                 results[i] = _write_alone(prepared, i, at, reason)
             else:
@@ -160,19 +154,17 @@ def _write_alone(prepared: "PreparedClaims", i: int, at, reason) -> AssertResult
 
 @dataclass
 class PreparedClaims:
-    """Claims checked against what we believe and embedded (changed ones only), ready to write.
-    A lone assert starts with neither: _write_versions_sent embeds what its locking read finds changed."""
+    """Claims checked against what we believe, ready to write: the unchanged (their results) and the
+    pending (indexes of the changed, or of a lone claim not yet compared: its locking read compares it)."""
 
     claims: list[Claim]
     hashes: list[str]
     unchanged: dict[int, AssertResult]
-    vectors: dict[int, list[float]]
+    pending: list[int]
 
 
-def prepare_claims(claims: list[Claim], *, cache: VectorCache | None = None) -> PreparedClaims:
-    """One query for the believed versions, one embedding batch for the claims whose content changed.
-    Unchanged claims cost no embedding call; with a `cache` (one per ingest run), neither does a text
-    an earlier batch of the same job already embedded."""
+def prepare_claims(claims: list[Claim]) -> PreparedClaims:
+    """One query for the believed versions: which claims changed (pending) and which did not."""
     hashes = [c.content_hash() for c in claims]
     believed = {f.fact_key: f for f in _believed_facts({c.fact_key for c in claims})}
     unchanged, pending = {}, []
@@ -182,13 +174,10 @@ def prepare_claims(claims: list[Claim], *, cache: VectorCache | None = None) -> 
             unchanged[i] = AssertResult("unchanged", current)
         else:
             pending.append(i)
-    texts = [claims[i].embedding_text() for i in pending]
-    provider = get_provider()
-    vectors = (cache.embed(provider, texts) if cache is not None else provider.embed(texts)) if pending else []
-    return PreparedClaims(claims, hashes, unchanged, dict(zip(pending, vectors, strict=True)))
+    return PreparedClaims(claims, hashes, unchanged, pending)
 
 
-# Fact rows read and returned by raw SQL on the write path, without the embedding: built with
+# Fact rows read and returned by raw SQL on the write path, without the vector: built with
 # Fact.from_db (what the ORM would build, embedding deferred) so a write costs no ORM query.
 _FACT_FIELDS = [f for f in Fact._meta.concrete_fields if f.attname != "embedding"]
 _FACT_NAMES = [f.attname for f in _FACT_FIELDS]
@@ -237,7 +226,7 @@ def write_claims(prepared: PreparedClaims, indexes, *, at: datetime | None = Non
     _write_shared(prepared, [i for i in indexes if i not in prepared.unchanged])
     if connection.vendor != "postgresql":
         return [prepared.unchanged[i] if i in prepared.unchanged
-                else _write_version(prepared.claims[i], prepared.hashes[i], prepared.vectors[i], at, reason)
+                else _write_version(prepared.claims[i], prepared.hashes[i], at, reason)
                 for i in indexes]
     results = {pos: prepared.unchanged[i] for pos, i in enumerate(indexes) if i in prepared.unchanged}
     todo = [(pos, i) for pos, i in enumerate(indexes) if i not in prepared.unchanged]
@@ -282,16 +271,16 @@ _WRITE_STATEMENTS = {
     "unsay_fact_insert": ("jsonb", f"""
         INSERT INTO memory_fact (id, fact_key, version, kind, subject, lot, statement, attributes,
                                  content_hash, source, source_ref, valid_from, valid_to, asserted_at,
-                                 asserted_by, retracted_by, retraction_reason, embedding, scopes)
+                                 asserted_by, retracted_by, retraction_reason, scopes)
         SELECT c.id, c.fact_key,
                COALESCE((SELECT MAX(f.version) FROM memory_fact f WHERE f.fact_key = c.fact_key), 0) + 1,
                c.kind, c.subject, c.lot, c.statement, c.attributes::jsonb, c.content_hash, c.source,
                c.source_ref, c.valid_from, c.valid_to, c.asserted_at, c.asserted_by, '', '',
-               c.embedding::vector, ARRAY(SELECT jsonb_array_elements_text(c.scopes))
+               ARRAY(SELECT jsonb_array_elements_text(c.scopes))
         FROM jsonb_to_recordset($1) AS c(
             ord int, id bigint, fact_key text, kind text, subject text, lot text, statement text,
             attributes text, content_hash text, source text, source_ref text, valid_from timestamptz,
-            valid_to timestamptz, asserted_at timestamptz, asserted_by text, embedding text, scopes jsonb)
+            valid_to timestamptz, asserted_at timestamptz, asserted_by text, scopes jsonb)
         ORDER BY c.ord
         RETURNING {_fact_columns('memory_fact')}"""),
 }
@@ -378,14 +367,6 @@ def _write_versions_sent(prepared: PreparedClaims, indexes: list[int], at, reaso
         plan, retire, rows = [], [], []
         id_at = _FACT_NAMES.index("id")
         hash_at, asserted_at = _FACT_NAMES.index("content_hash"), _FACT_NAMES.index("asserted_at")
-        # Claims not yet embedded (a lone assert) are embedded here, under the lock, only if they changed;
-        # kept in `prepared`, so a retried attempt does not embed again.
-        believed_hash = {key: row[hash_at] for key, (_, _, row) in current.items() if row is not None}
-        to_embed = [i for i, claim in zip(indexes, claims, strict=True)
-                    if i not in prepared.vectors and believed_hash.get(claim.fact_key) != prepared.hashes[i]]
-        if to_embed:
-            prepared.vectors.update(zip(to_embed, get_provider().embed(
-                [prepared.claims[i].embedding_text() for i in to_embed]), strict=True))
         for ord_, (i, claim) in enumerate(zip(indexes, claims, strict=True)):
             new_id, last_retracted, believed = current[claim.fact_key]
             digest = prepared.hashes[i]
@@ -409,7 +390,7 @@ def _write_versions_sent(prepared: PreparedClaims, indexes: list[int], at, reaso
                 "source": claim.source, "source_ref": claim.source_ref,
                 "valid_from": _iso(claim.valid_from), "valid_to": _iso(claim.valid_to),
                 "asserted_at": now.isoformat(),
-                "asserted_by": claim.asserted_by, "embedding": to_sql_vector(prepared.vectors[i]),
+                "asserted_by": claim.asserted_by,
                 "scopes": claim.scopes(),
             })
         written = {}
@@ -438,7 +419,7 @@ def _write_versions_sent(prepared: PreparedClaims, indexes: list[int], at, reaso
     return out
 
 
-def _write_version(claim: Claim, digest: str, vector, at, reason) -> AssertResult:
+def _write_version(claim: Claim, digest: str, at, reason) -> AssertResult:
     with connection.cursor() as cursor:
         row = _lock_believed(cursor, claim.fact_key)
         if row and row[1] == digest:
@@ -464,15 +445,14 @@ def _write_version(claim: Claim, digest: str, vector, at, reason) -> AssertResul
             """
             INSERT INTO memory_fact (fact_key, version, kind, subject, lot, statement, attributes, content_hash,
                                      source, source_ref, valid_from, valid_to, asserted_at, asserted_by,
-                                     retracted_by, retraction_reason, embedding, scopes)
-            SELECT %s, COALESCE(MAX(version), 0) + 1, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, '', '',
-                   %s::vector, %s
+                                     retracted_by, retraction_reason, scopes)
+            SELECT %s, COALESCE(MAX(version), 0) + 1, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, '', '', %s
             FROM memory_fact WHERE fact_key = %s
             RETURNING id
             """,
             [claim.fact_key, claim.kind, claim.subject, claim.lot or None, claim.statement,
              json.dumps(claim.attributes, sort_keys=True, default=str), digest, claim.source, claim.source_ref,
-             claim.valid_from, claim.valid_to, now, claim.asserted_by, to_sql_vector(vector), claim.scopes(),
+             claim.valid_from, claim.valid_to, now, claim.asserted_by, claim.scopes(),
              claim.fact_key],
         )
         new_id = cursor.fetchone()[0]

@@ -70,7 +70,7 @@ class RecallClaim(Claim):
         if self.lot and isinstance(scope, ScopeAttribute):
             self.attributes = dict(self.attributes, lot_scope=scope.for_lot(self.lot))
         # What memory's write reads (memory.services.Claim): computed here, once, from the content above.
-        self.digest, self.embed_text = self._content_hash(), self._embedding_text()
+        self.digest = self._content_hash()
         reference = self.attributes.get(TEXTS_REFERENCE)
         if self.texts and reference and not self.shared_rows:
             # The RecallText row the fact refers to: inserted if absent in the transaction of the facts
@@ -79,7 +79,7 @@ class RecallClaim(Claim):
 
     def _content_hash(self) -> str:
         base = Claim(**{name: getattr(self, name) for name in Claim.__dataclass_fields__
-                        if name not in ("digest", "embed_text", "shared_rows")})
+                        if name not in ("digest", "shared_rows")})
         base.attributes = {k: v for k, v in self.attributes.items() if k not in self.UNHASHED_ATTRIBUTES}
         # The texts as they read inline (the reference is their digest, so it adds nothing); a claim that
         # only copies a reference (demo escalation) hashes the reference.
@@ -91,15 +91,6 @@ class RecallClaim(Claim):
         if terms:
             base.attributes["lot_scope_terms"] = terms
         return base.content_hash()
-
-    def _embedding_text(self) -> str:
-        """The statement with its lot number masked: every lot of one recall embeds as one text
-        (17,685 facts of the 2023 part are 3,874 texts, so first ingest costs 4.6x fewer model
-        calls). A lot number carries no meaning for the model; lots are matched exactly, never by
-        vector (memory.retrieval.retrieve puts the patient's lots first). The statement keeps the lot."""
-        if self.lot:
-            return self.statement.replace(f" lot {self.lot} by ", " lot by ", 1)
-        return self.statement
 
 
 @dataclass

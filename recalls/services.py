@@ -35,7 +35,7 @@ from django.utils import timezone
 from core import shutdown
 from core.retry import run_in_transaction
 from drugs import recall_terms
-from memory.embeddings import VectorCache, get_provider
+from memory.embeddings import get_provider
 from memory.models import Fact
 from memory.services import (
     assert_claims,
@@ -69,7 +69,7 @@ from .runs import (
 
 log = logging.getLogger(__name__)
 
-CHUNK = 200  # records per batch: one believed-facts query and one embedding call per chunk
+CHUNK = 200  # records per batch: one believed-facts query per chunk
 # Records committed together: their writes share one commit, and what a commit sets off (shelf
 # matching and the sweep trigger, receivers of memory.signals.facts_changed) runs once for them. Each
 # record is still all or nothing: a group that fails is rolled back whole and written record by record.
@@ -305,9 +305,6 @@ class RecallIngester:
         self.by = f"ingest:run:{run.pk}"
         self.ref = run.snapshot_location or run.source_ref
         self.snapshot_updated = snapshot_updated
-        # Lots of one record share one masked text (RecallClaim.embed_text); this catches the same text
-        # in another record of the run (another record under the number, a record re-prepared alone).
-        self.vectors = VectorCache()
 
     def prepare(self, records):
         """Note each recall number's first record, so duplicates are judged the same way whatever the
@@ -390,8 +387,8 @@ class RecallIngester:
             return run
         believed_under = self._believed_under([parsed for parsed, _, _, _ in changed])
         try:
-            # One believed-version query and one embedding batch for the whole chunk.
-            prepared = prepare_claims([c for _, claims, _, _ in changed for c in claims], cache=self.vectors)
+            # One believed-version query for the whole chunk.
+            prepared = prepare_claims([c for _, claims, _, _ in changed for c in claims])
         except Exception:
             log.exception("preparing the chunk failed; preparing record by record to isolate the bad one")
             prepared = None
@@ -433,7 +430,7 @@ class RecallIngester:
         """One record in its own transaction; a database refusal quarantines it and the run goes on."""
         try:
             if prepared is None:  # the chunk could not be prepared: this record on its own
-                own, own_indexes = prepare_claims(item.claims, cache=self.vectors), range(len(item.claims))
+                own, own_indexes = prepare_claims(item.claims), range(len(item.claims))
             else:
                 own, own_indexes = prepared, item.indexes
             mine, retracted = run_in_transaction(self._write_record, own, own_indexes, item,

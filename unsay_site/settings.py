@@ -313,6 +313,10 @@ UNSAY_EMBEDDING_DIM = env_int("UNSAY_EMBEDDING_DIM", _DEFAULT_DIMS[UNSAY_EMBEDDI
 UNSAY_LOCAL_EMBEDDING_ENGINE = env_choice("UNSAY_LOCAL_EMBEDDING_ENGINE", "auto", {"auto", "onnx", "torch"})
 UNSAY_MODEL_DIR = Path(env_str("UNSAY_MODEL_DIR", str(VAR_DIR / "models")))
 UNSAY_BEDROCK_EMBEDDING_MODEL = env_str("UNSAY_BEDROCK_EMBEDDING_MODEL", "amazon.titan-embed-text-v2:0")
+# Fact versions are written without a vector; the task memory.tasks.embed_facts adds it once their
+# transaction commits (docs/adr/0017). None (unset) = queued unless Celery is eager (no broker: it would run
+# inline inside the write), where `ingest_recalls` embeds at its end; a periodic run catches the rest.
+UNSAY_EMBED_ON_COMMIT = env_bool("UNSAY_EMBED_ON_COMMIT", None)
 UNSAY_REASONER = env_choice("UNSAY_REASONER", "rules", {"rules", "bedrock"})
 UNSAY_BEDROCK_MODEL_ID = env_str("UNSAY_BEDROCK_MODEL_ID", "anthropic.claude-3-5-sonnet-20240620-v1:0")
 UNSAY_AWS_REGION = env_str("UNSAY_AWS_REGION", "us-east-1")

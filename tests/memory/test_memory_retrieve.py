@@ -8,6 +8,7 @@ from memory.embeddings import to_sql_vector
 from memory.models import Fact
 from memory.retrieval import retrieve, semantic_neighbours
 from memory.services import Claim, assert_claim, retract_claim
+from memory.vectors import embed_backlog
 
 
 def recall(key, subject, lot, statement):
@@ -46,6 +47,11 @@ def test_exact_structured_matches_come_first_then_semantic(hashing_embeddings):
     assert_claim(recall("r:other-lot", "valsartan", "B2", "Class III recall of valsartan lot B2"))
     assert_claim(recall("r:unrelated", "metformin", "M1", "metformin extended release NDMA"))
 
+    # Before their vectors land, the fill finds the same fact by its words.
+    hits = retrieve(question, subject="valsartan", lots=["A1"], k=4)
+    assert [(h.fact.fact_key, h.match) for h in hits] == [
+        ("r:lot", "lot"), ("r:drug", "drug"), ("r:other-lot", "subject"), ("r:other-subject", "text")]
+    embed_backlog()
     hits = retrieve(question, subject="valsartan", lots=["A1"], k=4)
     assert [(h.fact.fact_key, h.match) for h in hits] == [
         ("r:lot", "lot"), ("r:drug", "drug"), ("r:other-lot", "subject"), ("r:other-subject", "semantic")]

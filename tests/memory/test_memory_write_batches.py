@@ -34,7 +34,7 @@ def history(prefix):
         rows.append((*(getattr(f, c) for c in COLUMNS), f.retracted_at is None,
                      successor.version if successor else None,
                      successor is not None and successor.asserted_at == f.retracted_at,
-                     [round(x, 5) for x in f.embedding[:4]]))
+                     f.embedding is None))  # written without a vector (memory.vectors adds it later)
     return [(r[0].split(":", 1)[1], *r[1:]) for r in rows]
 
 
@@ -66,7 +66,7 @@ def one_at_a_time(prepared, indexes):
         if i in prepared.unchanged:
             out.append(prepared.unchanged[i])
         else:
-            out.append(_write_version(prepared.claims[i], prepared.hashes[i], prepared.vectors[i], None, ""))
+            out.append(_write_version(prepared.claims[i], prepared.hashes[i], None, ""))
     return out
 
 

@@ -12,7 +12,7 @@ from psycopg.errors import SerializationFailure
 import memory.services as services
 from core.retry import run_in_transaction
 from memory.models import Fact
-from memory.services import Claim, assert_claim, prepare_claims, write_claims
+from memory.services import Claim, assert_claim, assert_claims, prepare_claims, write_claims
 
 pytestmark = pytest.mark.skipif(connection.vendor != "postgresql", reason="the PostgreSQL write path")
 
@@ -103,15 +103,15 @@ def test_statements_prepared_inside_a_rolled_back_transaction_still_serve_the_ne
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_lone_assert_embeds_only_a_changed_claim_and_once_across_a_retry(hashing_embeddings, monkeypatch):
+def test_a_lone_assert_embeds_nothing_even_across_a_retry(hashing_embeddings, monkeypatch):
     assert assert_claim(note("note:lone", "first")).status == "created"
     assert assert_claim(note("note:lone", "first")).status == "unchanged"
-    assert hashing_embeddings.calls == 1  # the unchanged re-assert was found by the locking read, not embedded
+    assert hashing_embeddings.calls == 0  # vectors come after commit (memory.vectors), never in the write
 
     real, failures = services._belief_instant, []
 
     def conflict_once(*args):
-        # The first attempt fails after the claim was embedded, as a serialization failure would.
+        # The first attempt fails after its locking read, as a serialization failure would.
         if not failures:
             failures.append(1)
             error = OperationalError("could not serialize access")
@@ -122,7 +122,7 @@ def test_a_lone_assert_embeds_only_a_changed_claim_and_once_across_a_retry(hashi
     monkeypatch.setattr(services, "_belief_instant", conflict_once)
     assert assert_claim(note("note:lone", "second")).status == "versioned"
     assert failures == [1] and idle()
-    assert hashing_embeddings.calls == 2  # one call for "second", not one per attempt
+    assert hashing_embeddings.calls == 0
     assert list(Fact.objects.filter(fact_key="note:lone").order_by("version")
                 .values_list("version", "statement")) == [(1, "first"), (2, "second")]
 
@@ -146,26 +146,7 @@ def test_statements_left_half_prepared_are_completed_not_prepared_twice(hashing_
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_first_lone_assert_of_a_process_still_checks_the_vector_column(monkeypatch, settings):
-    from django.core.exceptions import ImproperlyConfigured
-
-    import memory.embeddings as embeddings
-
-    settings.UNSAY_EMBEDDINGS, settings.UNSAY_ALLOW_FAKE_EMBEDDINGS = "hashing", True
-    embeddings.reset_provider(None)
-    monkeypatch.setattr(embeddings, "column_dimension", lambda: settings.UNSAY_EMBEDDING_DIM + 1)
-    try:
-        # The provider is built before the write's BEGIN, so its savepoint-guarded check runs and refuses.
-        with pytest.raises(ImproperlyConfigured, match="dimensional vectors"):
-            assert_claim(note("note:dim", "first"))
-        assert idle() and not Fact.objects.filter(fact_key="note:dim").exists()
-    finally:
-        embeddings.reset_provider(None)
-
-
-@pytest.mark.django_db(transaction=True)
-@pytest.mark.parametrize("in_process", [True, False])
-def test_only_an_in_process_provider_embeds_under_the_write_lock(in_process, settings):
+def test_no_provider_is_called_while_a_fact_is_written(settings):
     from memory.embeddings import HashingEmbedding, reset_provider
 
     seen = []
@@ -175,12 +156,11 @@ def test_only_an_in_process_provider_embeds_under_the_write_lock(in_process, set
             seen.append(connection.connection.info.transaction_status.name)
             return super().embed(texts)
 
-    provider = Watched(settings.UNSAY_EMBEDDING_DIM)
-    provider.in_process = in_process
-    reset_provider(provider)
+    reset_provider(Watched(settings.UNSAY_EMBEDDING_DIM))
     try:
-        assert assert_claim(note(f"note:where:{in_process}", "first")).status == "created"
+        assert assert_claim(note("note:where", "first")).status == "created"
+        assert assert_claims([note("note:where", "second"), note("note:other", "x")])
     finally:
         reset_provider(None)
-    # In process: inside the write transaction, after the locking read. Remote (Bedrock): before it.
-    assert seen == (["INTRANS"] if in_process else ["IDLE"])
+    # Neither inside the write transaction nor before it: the embedding stage embeds after commit.
+    assert seen == []

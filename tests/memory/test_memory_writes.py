@@ -35,24 +35,33 @@ def assert_dense_chain(key, expected_versions):
 
 @pytest.mark.django_db(transaction=True)
 def test_asserting_the_same_content_twice_writes_one_version_and_embeds_once(hashing_embeddings):
+    from memory.vectors import embed_backlog
+
     first = assert_claim(note("note:idem", "valsartan lot A1 recalled", attributes={"a": 1}))
     second = assert_claim(note("note:idem", "valsartan lot A1 recalled", attributes={"a": 1}, source_ref="other"))
     assert (first.status, second.status) == ("created", "unchanged")
     assert not second.wrote and second.fact.id == first.fact.id
     assert Fact.objects.filter(fact_key="note:idem").count() == 1
+    assert hashing_embeddings.calls == 0  # the write embeds nothing; the stage embeds the one version once
+    assert embed_backlog().facts == 1 and embed_backlog().facts == 0
     assert hashing_embeddings.calls == 1
 
 
 @pytest.mark.django_db(transaction=True)
 def test_a_batch_with_nothing_changed_makes_no_embedding_call(hashing_embeddings):
+    from memory.vectors import embed_backlog
+
     claims = [note(f"note:batch:{i}", f"statement {i}") for i in range(5)]
     assert [r.status for r in assert_claims(claims)] == ["created"] * 5
+    embed_backlog()
     assert hashing_embeddings.calls == 1  # one batched call for all five
     assert [r.status for r in assert_claims(claims)] == ["unchanged"] * 5
+    embed_backlog()
     assert hashing_embeddings.calls == 1
     changed = claims[:2] + [note("note:batch:2", "statement 2, amended")] + claims[3:]
     statuses = [r.status for r in assert_claims(changed)]
     assert statuses == ["unchanged", "unchanged", "versioned", "unchanged", "unchanged"]
+    embed_backlog()
     assert (hashing_embeddings.calls, hashing_embeddings.texts) == (2, 6)
     assert_dense_chain("note:batch:2", 2)
 

@@ -1,6 +1,6 @@
-"""An ingest run embeds each distinct text once: the lots of one record share one masked text, and a text
-met again in a later chunk of the run is not sent to the model again. Every fact still carries the
-embedding of its own embedding_text.
+"""The embedding stage embeds each distinct text once: the lots of one record share one masked text, and a
+text met again in a later batch of the same run is not sent to the model again. Every fact still carries the
+embedding of its own embedding_text. The ingest itself embeds nothing (docs/adr/0017).
 
 Real openFDA records from tests/fixtures/openfda/; the second record of the cross-chunk test is a copy of
 a real one with its code_info changed (FDA publishes such records under one recall number), and says so.
@@ -13,8 +13,9 @@ from functools import lru_cache
 
 import pytest
 
-from memory.embeddings import VectorCache
+from memory.embeddings import VectorCache, embedding_text
 from memory.models import Fact
+from memory.vectors import backlog, embed_backlog
 from recalls.ingest import parse_enforcement
 from recalls.models import IngestRun
 from recalls.services import ingest_document
@@ -49,12 +50,8 @@ def _with_lots(n: int) -> list[dict]:
 
 
 def _assert_own_embeddings(provider):
-    from recalls.ingest import RecallClaim
-
     for fact in Fact.objects.believed():
-        claim = RecallClaim(fact_key=fact.fact_key, kind=fact.kind, subject=fact.subject, statement=fact.statement,
-                            source=fact.source, lot=fact.lot)
-        expected = provider.embed_one(claim.embedding_text())
+        expected = provider.embed_one(embedding_text(fact.statement, fact.lot))
         assert max(abs(a - b) for a, b in zip(fact.embedding, expected, strict=True)) < 1e-6, fact.fact_key
 
 
@@ -63,8 +60,9 @@ def test_the_lots_of_records_cost_one_text_each_in_one_call(hashing_embeddings):
     run = ingest_document({"results": records})
     assert run.status == IngestRun.Status.SUCCEEDED and run.quarantined == 0
     assert run.new_facts == sum(len(parse_enforcement(r).lots) for r in records) >= 9
+    assert hashing_embeddings.calls == run.embedding_calls == 0 and backlog().count() == run.new_facts
+    assert embed_backlog().facts == run.new_facts
     assert (hashing_embeddings.calls, hashing_embeddings.texts) == (1, 3)
-    assert run.embedding_calls == 1
     _assert_own_embeddings(hashing_embeddings)
 
 
@@ -74,9 +72,11 @@ def test_a_text_met_again_in_a_later_chunk_is_not_embedded_again(hashing_embeddi
     # record under a used recall number. Its masked statement is the first record's.
     second = copy.deepcopy(first)
     second["code_info"] = first["code_info"] + " Lot # ZQ12345"
-    run = ingest_document({"results": [first, second]}, chunk_size=1)  # two chunks, two prepare batches
+    run = ingest_document({"results": [first, second]})
     assert run.status == IngestRun.Status.SUCCEEDED and run.quarantined == 0
     assert run.new_facts == len(parse_enforcement(first).lots) + len(parse_enforcement(second).lots)
+    report = embed_backlog(size=2)  # batches of two versions: the one text comes back batch after batch
+    assert len(report.batches) >= 3 and report.facts == run.new_facts
     assert (hashing_embeddings.calls, hashing_embeddings.texts) == (1, 1)
     assert len({tuple(f.embedding) for f in Fact.objects.believed()}) == 1
     _assert_own_embeddings(hashing_embeddings)

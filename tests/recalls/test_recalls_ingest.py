@@ -16,6 +16,7 @@ from django.core.management import call_command
 from demo.escalation import escalate
 from memory.models import Fact
 from memory.signals import facts_changed
+from memory.vectors import embed_backlog
 from recalls.ingest import HASHED_FIELDS, recall_fact_key
 from recalls.lots.parse import extract_lots, mentions_all_lots, parse_scope
 from recalls.lots.scope import scope_terms
@@ -85,13 +86,14 @@ def test_real_records_become_lot_and_drug_level_facts(hashing_embeddings):
 def test_reingesting_the_same_snapshot_writes_nothing_and_embeds_nothing(hashing_embeddings):
     records = _sartans(8) + list(_records(NEW)[:12])
     first = ingest_document(_doc(records))
-    assert first.new_facts > 0 and first.embedding_calls > 0
+    assert first.new_facts > 0 and first.embedding_calls == 0  # believed now, embedded by the stage after
+    assert embed_backlog().facts == first.new_facts and hashing_embeddings.calls > 0
     facts_before = Fact.objects.count()
     calls_before = hashing_embeddings.calls
     again = ingest_document(_doc(records), workers=2)
     assert (again.new_facts, again.new_versions, again.retracted, again.embedding_calls) == (0, 0, 0, 0)
     assert again.unchanged == len(records)
-    assert hashing_embeddings.calls == calls_before
+    assert embed_backlog().facts == 0 and hashing_embeddings.calls == calls_before
     assert Fact.objects.count() == facts_before
 
 

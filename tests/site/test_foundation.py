@@ -158,7 +158,8 @@ def test_load_demo_runs_steps_in_order_and_skips_missing_commands(monkeypatch):
 
 def test_load_demo_lists_the_app_steps_in_order():
     assert [name for name, _ in load_demo.STEPS] == ["ingest_recalls", "seed_demo", "demo_story", "demo_reply"]
-    assert load_demo.STEPS[0][1] == ["--file", str(DEMO_SLICE)] and DEMO_SLICE.is_file()
+    # The story asks at once: the ingest returns with every fact's vector landed (docs/adr/0017).
+    assert load_demo.STEPS[0][1] == ["--file", str(DEMO_SLICE), "--wait-embeddings"] and DEMO_SLICE.is_file()
 
 
 @pytest.mark.django_db

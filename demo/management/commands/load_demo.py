@@ -8,7 +8,8 @@ from demo.slice import DEMO_SLICE
 # In order: recalls and labels first (ingestion), then synthetic patients who were dispensed the
 # recalled lots, then the story (ask, escalate a recall, sweep, print counts), then a letter answered.
 STEPS = [
-    ("ingest_recalls", ["--file", str(DEMO_SLICE)]),
+    # The story asks questions at once: their retrieval reads the facts with their vectors, as before.
+    ("ingest_recalls", ["--file", str(DEMO_SLICE), "--wait-embeddings"]),
     ("seed_demo", []),
     ("demo_story", []),
     ("demo_reply", []),  # two letters sent, a patient's reply recorded through its link

@@ -6,6 +6,11 @@
     manage.py ingest_recalls --labels --file PATH
     (the demo's own slice: manage.py ingest_recalls --file demo/data/demo-slice.json, run by load_demo)
 
+Facts are believed as soon as they are written; their vectors follow (memory.vectors, docs/adr/0017).
+--wait-embeddings returns only once every believed fact has its vector (for scripts that query right
+after), embedding in this process unless a worker is already at it. Without a broker (Celery eager) no
+worker would, so the command always embeds at its end.
+
 SIGTERM finishes the chunk in flight, marks the run handed back and exits with status 3; running the
 same command again writes only what the stopped run did not (a second SIGTERM kills).
 """
@@ -43,6 +48,8 @@ class Command(MigratedCommand):
         parser.add_argument("--workers", type=int, default=4,
                             help="Chunks written concurrently (each claim is its own transaction). Default 4.")
         parser.add_argument("--no-progress", action="store_true", help="No live progress bar.")
+        parser.add_argument("--wait-embeddings", action="store_true",
+                            help="Return once every believed fact has its vector (embedding here if no worker is).")
 
     def handle(self, *args, **options):
         from django.utils import timezone
@@ -101,3 +108,23 @@ class Command(MigratedCommand):
                 self.stdout.write(f"  quarantined {count}: {reason}")
         for line in report_lines(self.__class__, started):
             self.stdout.write(line)
+        self._embeddings(options)
+
+    def _embeddings(self, options):
+        from memory import vectors
+        from memory.tasks import embedding_on_commit
+
+        if not options["wait_embeddings"] and embedding_on_commit():
+            self.stdout.write(f"Embeddings: {vectors.progress().without_vector} fact versions wait for their "
+                              "vector (a worker adds them; `manage.py status` shows the backlog).")
+            return
+        bar = None
+        if not options["no_progress"]:
+            bar = tqdm(total=vectors.progress().without_vector, unit="fact", desc="embed", file=self.stderr._out,
+                       dynamic_ncols=True)
+        try:  # a SIGTERM here loses nothing: the backlog is a query, the next embedder finds the rest
+            report = vectors.drain(wait=True, on_batch=lambda r: bar.update(r.facts - bar.n) if bar else None)
+        finally:
+            if bar is not None:
+                bar.close()
+        self.stdout.write(f"Embeddings: {report.summary()}; {vectors.progress().without_vector} left.")
