@@ -8,7 +8,8 @@ A decision is stale when (docs/reasoning.md, "What a decision rests on"):
                       added for the patient since.
 Each branch can be narrowed to the facts or patients that changed (the triggered sweeps); the
 periodic sweep runs all three unnarrowed. Branches drive from the changed side through indexes:
-read_set_bearing_fact/decision_read_set, fact_believed_scopes/premise_scope, decision_input_once/dispensing_patient_drug.
+read_set_bearing_fact/decision_read_set, fact_believed_scopes/premise_scope,
+decision_input_once/dispensing_patient_drug.
 """
 
 from dataclasses import dataclass

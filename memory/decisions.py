@@ -35,8 +35,8 @@ def record_decision(*, question: str, verdict: str, answer: str, reasoner: str, 
                     patient=None, subject: str = "", reasoner_verdict: str = "", guardrail_override: str = "",
                     inputs_hash: str = "", replaces: Decision | None = None, at: datetime | None = None,
                     premises=(), inputs=()) -> Decision:
-    """Write a decision and its whole read set atomically (the set only when its content is new). If `replaces` is given it must still be
-    standing; it becomes superseded and the new decision points to it.
+    """Write a decision and its whole read set atomically (the set only when its content is new). If
+    `replaces` is given it must still be standing; it becomes superseded and the new decision points to it.
 
     `premises`: the scopes whose believed facts the decision took into account (drugs.scopes);
     `inputs`: (dispensing id, fingerprint) of every dispensing row of the drug it used. Both are

@@ -52,8 +52,8 @@ class Written:
 def store(sets: dict[str, list[Member]]) -> Written:
     """Store every set of `sets` (id -> members) not stored yet, in the caller's transaction.
     Sets are inserted in the order given (first read first), so a page and the per-decision path
-    give their rows the same ids. Returns how many sets and member rows this call inserted (attempted: a concurrent writer of the same
-    new set may have won, in which case ON CONFLICT wrote nothing)."""
+    give their rows the same ids. Returns how many sets and member rows this call inserted (attempted:
+    a concurrent writer of the same new set may have won, in which case ON CONFLICT wrote nothing)."""
     written = Written()
     if not sets:
         return written

@@ -4,7 +4,6 @@ from unittest import mock
 
 import pytest
 from django.db import IntegrityError, connection
-from django.db.models import Q
 from django.test.utils import CaptureQueriesContext
 
 from core.retry import run_in_transaction

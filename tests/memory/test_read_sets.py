@@ -12,7 +12,7 @@ from django.db.migrations.executor import MigrationExecutor
 from core.retry import run_in_transaction
 from memory import read_sets
 from memory.decisions import ReadSpec, record_decision
-from memory.models import Decision, Fact, ReadSet, ReadSetMember
+from memory.models import Decision, ReadSet, ReadSetMember
 from memory.services import Claim, assert_claim
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -136,8 +136,9 @@ def test_the_migration_moves_reads_into_shared_sets_and_back(hashing_embeddings)
                                                   decided_at=now)
             reads_of[decision.id] = [(f.id, f.fact_key, f.version, rank, 1.0 / rank, rank == 1)
                                      for rank, f in enumerate(facts[:size], start=1)]
-            OldRead.objects.bulk_create([OldRead(decision=decision, fact_id=f, fact_key=k, fact_version=v, rank=r,
-                                                 score=s, load_bearing=b) for f, k, v, r, s, b in reads_of[decision.id]])
+            OldRead.objects.bulk_create([
+                OldRead(decision=decision, fact_id=f, fact_key=k, fact_version=v, rank=r, score=s, load_bearing=b)
+                for f, k, v, r, s, b in reads_of[decision.id]])
         MigrationExecutor(connection).migrate([("memory", "0016_read_sets")])
         for decision_id, reads in reads_of.items():
             assert _seen(Decision.objects.get(pk=decision_id)) == reads
@@ -145,7 +146,8 @@ def test_the_migration_moves_reads_into_shared_sets_and_back(hashing_embeddings)
         # And back: every decision's reads written again from its set.
         executor = MigrationExecutor(connection)
         executor.migrate([("memory", "0015_name_scopes")])
-        OldRead = executor.loader.project_state([("memory", "0015_name_scopes")]).apps.get_model("memory", "DecisionRead")
+        old = executor.loader.project_state([("memory", "0015_name_scopes")]).apps
+        OldRead = old.get_model("memory", "DecisionRead")
         for decision_id, reads in reads_of.items():
             assert [(r.fact_id, r.fact_key, r.fact_version, r.rank, r.score, r.load_bearing)
                     for r in OldRead.objects.filter(decision_id=decision_id).order_by("rank")] == reads
