@@ -51,6 +51,9 @@ class Written:
 
 def store(sets: dict[str, list[Member]]) -> Written:
     """Store every set of `sets` (id -> members) not stored yet, in the caller's transaction.
+    Under REPEATABLE READ (a sweep page) a set another writer committed after this transaction's
+    snapshot makes ON CONFLICT raise a serialization failure (SQLSTATE 40001) rather than skip a row it
+    cannot see: the caller retries its whole transaction (core.retry), whose new snapshot sees the set.
     Sets are inserted in the order given (first read first), so a page and the per-decision path
     give their rows the same ids. Returns how many sets and member rows this call inserted (attempted:
     a concurrent writer of the same new set may have won, in which case ON CONFLICT wrote nothing)."""

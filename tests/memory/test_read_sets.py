@@ -154,3 +154,28 @@ def test_the_migration_moves_reads_into_shared_sets_and_back(hashing_embeddings)
     finally:
         executor = MigrationExecutor(connection)
         executor.migrate(executor.loader.graph.leaf_nodes())
+
+
+def test_a_set_committed_after_a_repeatable_read_snapshot_retries_the_whole_transaction(hashing_embeddings):
+    """A sweep page reads one REPEATABLE READ snapshot; another sweep may commit the same new set after it.
+    ON CONFLICT then raises a serialization failure, and the page's retry sees the set and writes none."""
+    from core.retry import run_in_transaction
+
+    fact = _fact("note:a")
+    members = [read_sets.Member(fact.id, fact.fact_key, fact.version, 1, 1.0, True)]
+    attempts = []
+
+    def page():
+        attempts.append(1)
+        with connection.cursor() as cursor:
+            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            cursor.execute("SELECT count(*) FROM memory_readset")  # the snapshot is taken here
+        if len(attempts) == 1:
+            other = threading.Thread(target=_store_in_own_transaction, args=(members,), kwargs={"errors": []})
+            other.start()
+            other.join(10)
+        return read_sets.store({read_sets.read_set_id(members): members})
+
+    written = run_in_transaction(page)
+    assert len(attempts) == 2 and written.members == 0
+    assert ReadSet.objects.count() == 1 and ReadSetMember.objects.count() == 1
