@@ -98,9 +98,13 @@ def mean(values):
 
 # --- The COPY ceiling: the rows one sweep wrote, written again by COPY into scratch copies of their tables --
 
-SWEEP_TABLES = ["memory_decision", "memory_decisionread", "memory_decisionpremise", "memory_decisioninput",
+SWEEP_TABLES = ["memory_decision", "memory_readsetmember", "memory_decisionpremise", "memory_decisioninput",
                 "corrections_correction", "corrections_outboxmessage", "corrections_auditevent",
                 "corrections_redecision"]
+# The floor: what any design that keeps per-patient provenance and a reviewed draft must write per
+# affected patient, one decision row (pointing at its provenance), one draft row and one audit link,
+# plus the UPDATE that supersedes their old decisions.
+FLOOR_TABLES = ["memory_decision", "corrections_correction", "corrections_auditevent"]
 
 
 def _foreign_keys(table: str) -> list[str]:
@@ -112,7 +116,17 @@ def _foreign_keys(table: str) -> list[str]:
         return [row[0] for row in cursor.fetchall()]
 
 
-def copy_ceiling(before: dict, *, unlogged: bool = False, foreign_keys: bool = False) -> dict:
+def copy_floor(before: dict, *, unlogged: bool = False) -> dict:
+    """The floor (FLOOR_TABLES): the run's decision, draft and audit rows COPY'd again into empty copies of
+    their tables, with the superseding UPDATE, timed as copy_ceiling times all of a sweep's rows.
+    Returns floor_s, floor_rows (the UPDATE's rows included) and floor_redecisions."""
+    found = copy_ceiling(before, unlogged=unlogged, tables=FLOOR_TABLES)
+    return {"floor_s": found["ceiling_s"], "floor_rows": found["ceiling_rows"],
+            "floor_redecisions": found["ceiling_redecisions"]}
+
+
+def copy_ceiling(before: dict, *, unlogged: bool = False, foreign_keys: bool = False,
+                 tables: list[str] = SWEEP_TABLES) -> dict:
     """The rows the sweep wrote (ids past `before`, per table), exported, then written again in one timed,
     committed transaction: the superseding UPDATE of the old decisions, then every row COPY'd as bytes
     into empty copies of the eight tables (LIKE ... INCLUDING ALL: same indexes and unique constraints).
@@ -126,7 +140,7 @@ def copy_ceiling(before: dict, *, unlogged: bool = False, foreign_keys: bool = F
     raw = connection.connection
     data, rows = {}, 0
     with raw.cursor() as cur:
-        for table in SWEEP_TABLES:
+        for table in tables:
             query = f"SELECT * FROM {table} WHERE id > {int(before[table])} ORDER BY id"
             data[table] = tempfile.TemporaryFile()
             with cur.copy(f"COPY ({query}) TO STDOUT") as copy:
@@ -137,7 +151,7 @@ def copy_ceiling(before: dict, *, unlogged: bool = False, foreign_keys: bool = F
         cur.execute("SELECT old_decision_id FROM corrections_redecision WHERE id > %s",
                     [before["corrections_redecision"]])
         old_ids = [row[0] for row in cur.fetchall()]
-        for table in SWEEP_TABLES:
+        for table in tables:
             cur.execute(f"DROP TABLE IF EXISTS ceiling_{table}")
             cur.execute(f"CREATE {'UNLOGGED ' if unlogged else ''}TABLE ceiling_{table} (LIKE {table} INCLUDING ALL)")
             if foreign_keys:
@@ -148,7 +162,7 @@ def copy_ceiling(before: dict, *, unlogged: bool = False, foreign_keys: bool = F
     with raw.cursor() as cur:
         cur.execute("UPDATE memory_decision SET status = 'superseded', superseded_at = superseded_at "
                     "WHERE id = ANY(%s)", [old_ids])
-        for table in SWEEP_TABLES:
+        for table in tables:
             data[table].seek(0)
             with cur.copy(f"COPY ceiling_{table} FROM STDIN") as copy:
                 while block := data[table].read(1 << 20):
@@ -156,7 +170,7 @@ def copy_ceiling(before: dict, *, unlogged: bool = False, foreign_keys: bool = F
     raw.commit()
     elapsed = time.monotonic() - began
     with raw.cursor() as cur:
-        for table in SWEEP_TABLES:
+        for table in tables:
             cur.execute(f"DROP TABLE ceiling_{table}")
     raw.commit()
     for spooled in data.values():

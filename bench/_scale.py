@@ -181,6 +181,7 @@ def load(world: World, *, log=print) -> dict:
     from django.db import connection
 
     from ask.services import DispensedRow, decide
+    from memory import read_sets
     from memory.decisions import inputs_fingerprint
     from patients.models import Patient, dispensing_fingerprint
 
@@ -225,8 +226,7 @@ def load(world: World, *, log=print) -> dict:
         for q in range(len(QUESTIONS)):
             outcome = decide(patient, product.question(q), subject=product.drug)
             versions = [f"{r.fact.fact_key}@{r.fact.version}" for r in outcome.retrieved]
-            specs = [(s.fact.id, s.fact.fact_key, s.fact.version, s.rank, s.score, s.load_bearing)
-                     for s in outcome.read_specs()]
+            specs = read_sets.members_of(outcome.read_specs())
             templates[(index, pair, q)] = (outcome, versions, specs, list(outcome.premises))
     verdicts = {}
     for (index, _pair, _q), (outcome, *_rest) in templates.items():
@@ -237,8 +237,15 @@ def load(world: World, *, log=print) -> dict:
 
     decision_cols = ("id, public_id, patient_id, region, question, subject, verdict, answer, reasoner, "
                      "reasoner_verdict, guardrail_override, inputs_hash, status, replaces_id, decided_at, "
-                     "superseded_at, created")
-    counts = {"reads": 0, "premises": 0}
+                     "superseded_at, created, read_set_id")
+    counts = {"reads": 0, "premises": 0, "read_sets": 0, "read_set_members": 0}
+    # Each template's read set, stored once (memory.read_sets) as record_decision would.
+    set_of = {}
+    for key, (_o, _v, specs, _p) in templates.items():
+        set_of[key] = read_sets.read_set_id(specs)
+    distinct = {set_of[key]: specs for key, (_o, _v, specs, _p) in templates.items()}
+    read_sets.store(distinct)
+    counts["read_sets"], counts["read_set_members"] = len(distinct), sum(len(m) for m in distinct.values())
 
     def each_decision():
         """(decision id, patient id, product index, question index, template, dispensing row id, fingerprint)."""
@@ -256,20 +263,15 @@ def load(world: World, *, log=print) -> dict:
 
     with raw.cursor() as cur:
         with cur.copy(f"COPY memory_decision ({decision_cols}) FROM STDIN") as copy:
-            for did, pid, product, q, (o, versions, _specs, _premises), row, digest in each_decision():
+            for did, pid, product, q, (o, versions, specs, _premises), row, digest in each_decision():
                 question = product.question(q)
                 inputs_hash = inputs_fingerprint(question, [f"{row}:{digest}"], versions)
                 copy.write_row((did, uuid.uuid4(), pid, regions[pid % len(regions)], question, o.subject, o.verdict,
                                 o.answer, o.reasoner, o.reasoner_verdict, o.guardrail_override, inputs_hash,
-                                "standing", None, now, None, now))
-        log(f"  decisions in {time.monotonic() - templates_done:.1f}s")
-        with cur.copy("COPY memory_decisionread (decision_id, fact_id, fact_key, fact_version, rank, score, "
-                      "load_bearing) FROM STDIN") as copy:
-            for did, _pid, _product, _q, (_o, _v, specs, _premises), _row, _digest in each_decision():
-                for spec in specs:
-                    copy.write_row((did, *spec))
+                                "standing", None, now, None, now, read_sets.read_set_id(specs)))
                 counts["reads"] += len(specs)
-        log(f"  reads ({counts['reads']:,}) by {time.monotonic() - templates_done:.1f}s")
+        log(f"  decisions ({counts['reads']:,} reads in {counts['read_sets']} read sets) in "
+            f"{time.monotonic() - templates_done:.1f}s")
         with cur.copy("COPY memory_decisionpremise (decision_id, scope) FROM STDIN") as copy:
             for did, _pid, _product, _q, (_o, _v, _specs, premises), _row, _digest in each_decision():
                 for scope in premises:
@@ -279,7 +281,7 @@ def load(world: World, *, log=print) -> dict:
             for did, _pid, _product, _q, _t, row, digest in each_decision():
                 copy.write_row((did, row, digest))
     with connection.cursor() as cursor:
-        for table in ("memory_decision", "memory_decisionread", "memory_decisionpremise", "memory_decisioninput"):
+        for table in ("memory_decision", "memory_readsetmember", "memory_decisionpremise", "memory_decisioninput"):
             _setval(cursor, table)
     # DispensedRow is what decide() read; asserted here so a change of its fields fails the build loudly.
     assert {"id", "lot", "ndc", "dispensed_at", "fingerprint"} <= set(DispensedRow.__dataclass_fields__)
@@ -295,6 +297,42 @@ def load(world: World, *, log=print) -> dict:
 def copy_ceiling(before: dict) -> dict:
     """The run's rows written again by COPY into UNLOGGED copies of their tables (no foreign keys, no WAL)."""
     return _common.copy_ceiling(before, unlogged=True)
+
+
+def copy_floor(before: dict) -> dict:
+    """The floor (bench/_common.copy_floor) into unlogged copies, as copy_ceiling; and into logged ones."""
+    found = _common.copy_floor(before, unlogged=True)
+    found["floor_logged_s"] = _common.copy_floor(before)["floor_s"]
+    return found
+
+
+def rows_per_redecision(before: dict) -> dict:
+    """What the run wrote per re-decision: rows of each sweep table past `before`, read sets and their
+    member rows; and how many of the new decisions' dispensing inputs equal those of the decision they
+    replaced (what sharing inputs by content, as read sets share reads, could save)."""
+    from django.db import connection
+
+    found = {}
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM corrections_redecision WHERE id > %s", [before["corrections_redecision"]])
+        redecisions = cursor.fetchone()[0] or 1
+        for table in _common.SWEEP_TABLES:
+            cursor.execute(f"SELECT count(*) FROM {table} WHERE id > %s", [before[table]])
+            found[f"{table}_rows_per_redecision"] = round(cursor.fetchone()[0] / redecisions, 3)
+        cursor.execute("SELECT count(DISTINCT read_set_id) FROM memory_readsetmember WHERE id > %s",
+                       [before["memory_readsetmember"]])
+        found["read_sets_written"] = cursor.fetchone()[0]
+        cursor.execute("""
+            SELECT count(*) FILTER (WHERE mine IS NOT DISTINCT FROM theirs), count(*) FROM (
+              SELECT (SELECT string_agg(i.dispensing_id || ':' || i.fingerprint, ',' ORDER BY i.dispensing_id)
+                      FROM memory_decisioninput i WHERE i.decision_id = r.new_decision_id) AS mine,
+                     (SELECT string_agg(i.dispensing_id || ':' || i.fingerprint, ',' ORDER BY i.dispensing_id)
+                      FROM memory_decisioninput i WHERE i.decision_id = r.old_decision_id) AS theirs
+              FROM corrections_redecision r WHERE r.id > %s) AS pairs""", [before["corrections_redecision"]])
+        same, total = cursor.fetchone()
+        found["inputs_same_as_replaced_share"] = round(same / total, 3) if total else None
+    found["read_set_member_rows_per_redecision"] = found["memory_readsetmember_rows_per_redecision"]
+    return found
 
 
 def logged_copy_ceiling(before: dict) -> dict:
@@ -392,6 +430,12 @@ def reset_to(built: dict) -> dict:
                        [built["max_id"]["memory_fact"], built["built_at"]])
         if cursor.rowcount:
             deleted["memory_fact (believed again)"] = cursor.rowcount
+        # Read sets are addressed by content, not by id: those the run wrote are the ones no decision of
+        # the build points at (their members went with the ids above).
+        cursor.execute("DELETE FROM memory_readset s WHERE NOT EXISTS "
+                       "(SELECT 1 FROM memory_decision d WHERE d.read_set_id = s.id)")
+        if cursor.rowcount:
+            deleted["memory_readset"] = cursor.rowcount
     now = snapshot()
     wrong = {t: (now["rows"][t], n) for t, n in built["rows"].items() if t in now["rows"] and now["rows"][t] != n}
     if wrong or now["standing"] != built["standing"] or now["believed_facts"] != built["believed_facts"]:

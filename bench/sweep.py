@@ -66,6 +66,7 @@ from corrections.sweep import count_stale, sweep  # noqa: E402
 from corrections.triggers import auto_sweep_suppressed  # noqa: E402
 from demo.escalation import escalate  # noqa: E402
 from drugs.lots import near_lot_key  # noqa: E402
+from memory import read_sets  # noqa: E402
 from memory.decisions import inputs_fingerprint  # noqa: E402
 from memory.models import Fact  # noqa: E402
 from patients.models import Patient, dispensing_fingerprint  # noqa: E402
@@ -83,7 +84,8 @@ def reset():
     with connection.cursor() as cursor:
         cursor.execute("""
             TRUNCATE corrections_auditevent, corrections_outboxmessage, corrections_redecision, corrections_correction,
-                     corrections_sweeprun, memory_decisionread, memory_decisionpremise, memory_decisioninput,
+                     corrections_sweeprun, memory_readsetmember, memory_readset, memory_decisionpremise,
+                     memory_decisioninput,
                      memory_decision, patients_dispensingchange, patients_dispensingrecord,
                      patients_patient, recalls_recallrecord, recalls_quarantinedrecord, recalls_ingestrun, memory_fact
             RESTART IDENTITY CASCADE
@@ -151,8 +153,12 @@ def load(decisions: int, affected: int, shared_inputs: bool, case: str) -> dict:
     assert templates[("affected", QUESTIONS[0])].verdict == expected, templates[("affected", QUESTIONS[0])].answer
     decision_cols = ("id, public_id, patient_id, region, question, subject, verdict, answer, reasoner, "
                      "reasoner_verdict, guardrail_override, inputs_hash, status, replaces_id, decided_at, "
-                     "superseded_at, created")
+                     "superseded_at, created, read_set_id")
     read_rows = 0
+    # Each template's read set, stored once (memory.read_sets) as record_decision would.
+    set_of = {key: read_sets.members_of(o.read_specs()) for key, o in templates.items()}
+    read_sets.store({read_sets.read_set_id(members): members for members in set_of.values()})
+    set_of = {key: read_sets.read_set_id(members) for key, members in set_of.items()}
     with raw.cursor() as cur:
         with cur.copy(f"COPY memory_decision ({decision_cols}) FROM STDIN") as copy:
             for pid in range(1, decisions + 1):
@@ -166,16 +172,8 @@ def load(decisions: int, affected: int, shared_inputs: bool, case: str) -> dict:
                 digest = inputs_fingerprint(question, lots, versions)
                 copy.write_row((pid, uuid.uuid4(), pid, regions[pid % len(regions)], question, o.subject, o.verdict,
                                 o.answer, o.reasoner, o.reasoner_verdict, o.guardrail_override, digest, "standing",
-                                None, now, None, now))
-        with cur.copy("COPY memory_decisionread (decision_id, fact_id, fact_key, fact_version, rank, score, "
-                      "load_bearing) FROM STDIN") as copy:
-            for pid in range(1, decisions + 1):
-                group = "affected" if pid <= affected else "unaffected"
-                o = templates[(group, QUESTIONS[pid % len(QUESTIONS)])]
-                for spec in o.read_specs():
-                    copy.write_row((pid, spec.fact.id, spec.fact.fact_key, spec.fact.version, spec.rank, spec.score,
-                                    spec.load_bearing))
-                    read_rows += 1
+                                None, now, None, now, set_of[(group, question)]))
+                read_rows += len(o.retrieved)
         with cur.copy("COPY memory_decisionpremise (decision_id, scope) FROM STDIN") as copy:
             for pid in range(1, decisions + 1):
                 for scope in premises_for(DRUG, rows_of[pid]):
@@ -185,9 +183,9 @@ def load(decisions: int, affected: int, shared_inputs: bool, case: str) -> dict:
                 for row in rows_of[pid]:
                     copy.write_row((pid, row.id, row.fingerprint))
     with connection.cursor() as cursor:
-        for table in ("memory_decision", "memory_decisionread", "memory_decisionpremise", "memory_decisioninput"):
+        for table in ("memory_decision", "memory_decisionpremise", "memory_decisioninput"):
             cursor.execute(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), (SELECT max(id) FROM {table}))")
-        for table in ("patients_patient", "patients_dispensingrecord", "memory_decision", "memory_decisionread",
+        for table in ("patients_patient", "patients_dispensingrecord", "memory_decision", "memory_readsetmember",
                       "memory_decisionpremise", "memory_decisioninput", "memory_fact"):
             cursor.execute(f"ANALYZE {table}")
     return {"patients": decisions, "decisions": decisions, "reads": read_rows,

@@ -22,7 +22,7 @@ GROUP_PERMISSIONS = {
         "patients": ["add_patient", "change_patient", "view_patient",
                      "add_dispensingrecord", "change_dispensingrecord", "view_dispensingrecord",
                      "view_exposure"],
-        "memory": ["view_fact", "view_decision", "view_decisionread", "ask_for_patient"],
+        "memory": ["view_fact", "view_decision", "view_readset", "view_readsetmember", "ask_for_patient"],
         "corrections": ["view_correction", "review_correction", "view_outboxmessage", "view_sweeprun",
                         "view_auditevent", "view_redecision"],
         "recalls": ["view_ingestrun", "view_quarantinedrecord"],

@@ -136,8 +136,8 @@ def askers_owed(facts, number: str) -> set[int]:
     corrected = Correction.objects.filter(patient_id=OuterRef("patient_id"), recall_number=number,
                                           kind=Correction.Kind.CORRECTION, status__in=PENDING)
     return set(Decision.objects.standing()
-               .filter(verdict__in=AFFECTED, patient_id__isnull=False, reads__load_bearing=True,
-                       reads__fact_id__in=[f.id for f in facts])
+               .filter(verdict__in=AFFECTED, patient_id__isnull=False, read_set__members__load_bearing=True,
+                       read_set__members__fact_id__in=[f.id for f in facts])
                .exclude(Exists(corrected)).values_list("patient_id", flat=True).distinct())
 
 

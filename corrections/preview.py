@@ -62,8 +62,8 @@ def preview_escalation(recall_number: str, classification: str, lot: str | None 
     report = SweepReport()
     after = 0
     while True:
-        page = attach_patients(Decision.objects.standing().filter(id__gt=after, reads__load_bearing=True,
-                                                                  reads__fact_id__in=list(overrides))
+        page = attach_patients(Decision.objects.standing().filter(id__gt=after, read_set__members__load_bearing=True,
+                                                                  read_set__members__fact_id__in=list(overrides))
                                .distinct().order_by("id")[:page_size])
         if not page:
             break

@@ -38,7 +38,7 @@ from drugs.lots import canonical_lot
 from drugs.matching import CERTAINTY_RANK, explain
 from drugs.recall_terms import is_active, severity
 from drugs.scopes import dispensing_scopes
-from memory.models import Decision, DecisionRead, Fact
+from memory.models import Decision, Fact, ReadSetMember
 from patients.models import DispensingRecord
 
 from .drafting import notice_text
@@ -234,8 +234,8 @@ def _named_keys(letter: Correction) -> set[str]:
     if letter.kind == Correction.Kind.NOTICE and letter.matched_lots:
         return {entry["fact_key"] for entry in letter.matched_lots}
     if letter.kind == Correction.Kind.CORRECTION and letter.new_decision_id:
-        keys = set(DecisionRead.objects.filter(decision_id=letter.new_decision_id, load_bearing=True,
-                                               fact_key__startswith=recall_terms.key_prefix(letter.recall_number))
+        keys = set(ReadSetMember.objects.filter(read_set__decisions__id=letter.new_decision_id, load_bearing=True,
+                                                fact_key__startswith=recall_terms.key_prefix(letter.recall_number))
                    .values_list("fact_key", flat=True))
         if keys:
             return keys

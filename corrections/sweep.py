@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from core import enqueue, runlock, shutdown
 from core.gc_pause import collection_paused
-from core.retry import run_in_transaction
+from core.retry import is_retryable, run_in_transaction
 from memory.decisions import DecisionAlreadySuperseded
 from memory.models import Decision, Fact
 from patients.selectors import attach_patients
@@ -116,6 +116,10 @@ def _page(ids_after, limit, scope: Scope, decider, run, page_no, *, dry_run, cac
             log.info("decision %s already handled: %s", decision.id, exc)
             report.already_handled += 1
         except Exception as exc:  # noqa: BLE001 - recorded on the run; the decision stays standing
+            if is_retryable(exc):
+                # A conflict with another sweep (two writing the same new read set: memory.read_sets.store)
+                # is no failure of this decision: the whole page again, on a new snapshot.
+                raise
             log.exception("re-deciding decision %s failed", decision.id)
             report.errors += 1
             report.error_text.append(f"decision {decision.id}: {type(exc).__name__}: {exc}")
@@ -152,7 +156,9 @@ def _set_based_page(decisions, reasons, pending, decider, run, page_no, report, 
             sweep_pages.write_page(plans, beliefs, run, one, letters=caches.letters)
     except (DecisionAlreadySuperseded, IntegrityError, sweep_pages.PageFallback) as exc:
         log.info("sweep page %d falls back to the per-decision path: %s", page_no, exc)
-    except Exception:  # noqa: BLE001 - the per-decision path records the failure per decision
+    except Exception as exc:  # noqa: BLE001 - the per-decision path records the failure per decision
+        if is_retryable(exc):
+            raise  # the whole page again, on a new snapshot (run_in_transaction)
         log.exception("sweep page %d falls back to the per-decision path", page_no)
     else:
         one.set_pages = 1

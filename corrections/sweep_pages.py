@@ -9,8 +9,9 @@ their stale reasons and pending drafts) is handled in two steps inside the page'
               corrections.redecide.redecide does (trigger, dedupe key, coalescing);
   write_page  supersede the page's decisions in one UPDATE guarded by status = 'standing'
               (memory.services.supersede_standing; the row count must be the page's size),
-              take ids with nextval over generate_series, and COPY decisions, reads, premises,
-              inputs, corrections, outbox messages, audit events and redecisions.
+              take ids with nextval over generate_series, store the page's read sets not stored yet
+              (memory.read_sets.store), and COPY decisions, premises, inputs, corrections, outbox
+              messages, audit events and redecisions.
 
 The rows are the ones the per-decision path writes, ids included (tests/corrections/test_sweep_set_based.py),
 because ids are taken per table in the same order. Anything unusual raises or is refused up front
@@ -39,7 +40,8 @@ from ask.beliefs import FactCache, PageBeliefs
 from ask.reasoners import get_reasoner
 from ask.rules import date_view, reads_dates
 from core import audit_chain
-from memory.models import Decision, DecisionInput, DecisionPremise, DecisionRead
+from memory import read_sets
+from memory.models import Decision, DecisionInput, DecisionPremise
 from memory.services import supersede_standing
 from recalls.selectors import prefetch as prefetch_texts
 
@@ -155,8 +157,7 @@ def _columns(model, *, with_id: bool) -> list[str]:
 # never silently defaulted).
 DECISION_COLUMNS = ("id", "public_id", "patient_id", "region", "question", "subject", "verdict", "answer",
                     "reasoner", "reasoner_verdict", "guardrail_override", "inputs_hash", "status", "replaces_id",
-                    "decided_at", "superseded_at", "created")
-READ_COLUMNS = ("decision_id", "fact_id", "fact_key", "fact_version", "rank", "score", "load_bearing")
+                    "decided_at", "superseded_at", "created", "read_set_id")
 PREMISE_COLUMNS = ("decision_id", "scope")
 INPUT_COLUMNS = ("decision_id", "dispensing_id", "fingerprint")
 CORRECTION_COLUMNS = ("id", "public_id", "kind", "status", "patient_id", "region", "match", "match_class",
@@ -210,18 +211,20 @@ def write_page(plans: list[Plan], beliefs: PageBeliefs, run, report: SweepReport
         correction_ids, audit_ids = iter(correction_ids), iter(audit_ids)
         cursor = django_cursor.cursor  # psycopg's own: COPY, in this transaction
 
-        decisions, reads, premises, inputs = [], [], [], []
+        decisions, sets, premises, inputs = [], {}, [], []
         corrections, messages, audits, redecisions = [], [], [], []
         texts = _Texts()
         for p, new_id in zip(plans, new_ids, strict=True):
             d, o, patient = p.decision, p.outcome, p.decision.patient
             region = getattr(patient, "region", "") or ""
+            bearing = o.load_bearing_ids  # as Outcome.read_specs, without building ReadSpec objects
+            members = [read_sets.Member(r.fact.id, r.fact.fact_key, r.fact.version, rank, float(r.score),
+                                        r.fact.id in bearing) for rank, r in enumerate(o.retrieved, start=1)]
+            set_id = read_sets.read_set_id(members)
+            sets[set_id] = members
             decisions.append((
                 new_id, uuid.uuid4(), patient.pk, region, d.question, o.subject, o.verdict, o.answer, o.reasoner,
-                o.reasoner_verdict, o.guardrail_override, o.inputs_hash, standing, d.id, now, None, now))
-            bearing = o.load_bearing_ids  # as Outcome.read_specs, without building ReadSpec objects
-            reads.extend((new_id, r.fact.id, r.fact.fact_key, r.fact.version, rank, r.score, r.fact.id in bearing)
-                         for rank, r in enumerate(o.retrieved, start=1))
+                o.reasoner_verdict, o.guardrail_override, o.inputs_hash, standing, d.id, now, None, now, set_id))
             premises.extend((new_id, scope) for scope in sorted(set(o.premises)))
             inputs.extend((new_id, dispensing_id, fp) for dispensing_id, fp in sorted(set(o.inputs)))
             if p.changed and not p.coalesced:
@@ -240,8 +243,8 @@ def write_page(plans: list[Plan], beliefs: PageBeliefs, run, report: SweepReport
             else:
                 report.reaffirmed += 1
 
+        read_sets.store(sets)  # only the sets no decision read before
         _copy(cursor, Decision, _checked_columns(Decision, DECISION_COLUMNS, with_id=True), decisions)
-        _copy(cursor, DecisionRead, _checked_columns(DecisionRead, READ_COLUMNS, with_id=False), reads)
         _copy(cursor, DecisionPremise, _checked_columns(DecisionPremise, PREMISE_COLUMNS, with_id=False), premises)
         _copy(cursor, DecisionInput, _checked_columns(DecisionInput, INPUT_COLUMNS, with_id=False), inputs)
         _copy(cursor, Correction, _checked_columns(Correction, CORRECTION_COLUMNS, with_id=True), corrections)

@@ -1,4 +1,4 @@
-"""Read-only admin for facts, decisions and their reads. Facts are written only by assert_claim, decisions
+"""Read-only admin for facts, decisions and the read sets they read. Facts are written only by assert_claim, decisions
 only by record_decision, so nobody (superusers included) may add, change or delete them here."""
 
 from django.contrib import admin
@@ -10,7 +10,7 @@ from django.utils.html import format_html, format_html_join
 
 from core.admin_base import ReadOnlyAdmin
 from memory import replay
-from memory.models import Decision, DecisionRead, Fact
+from memory.models import Decision, Fact, ReadSet, ReadSetMember
 
 
 class BelievedFilter(admin.SimpleListFilter):
@@ -65,8 +65,8 @@ class FactAdmin(ReadOnlyAdmin):
             "</tr></thead><tbody>{}</tbody></table>", rows)
 
 
-class DecisionReadInline(admin.TabularInline):
-    model = DecisionRead
+class ReadSetMemberInline(admin.TabularInline):
+    model = ReadSetMember
     fields = ["rank", "fact_link", "fact_key", "fact_version", "score", "load_bearing", "retracted_now"]
     readonly_fields = fields
     extra = 0
@@ -90,6 +90,13 @@ class DecisionReadInline(admin.TabularInline):
         return read.fact.retracted_at is not None
 
 
+@admin.register(ReadSet)
+class ReadSetAdmin(ReadOnlyAdmin):
+    list_display = ["id", "size"]
+    search_fields = ["id"]
+    inlines = [ReadSetMemberInline]
+
+
 @admin.register(Decision)
 class DecisionAdmin(ReadOnlyAdmin):
     list_display = ["id", "decided_at", "patient_link", "subject", "verdict", "reasoner", "overridden", "status",
@@ -100,9 +107,27 @@ class DecisionAdmin(ReadOnlyAdmin):
     ordering = ["-decided_at", "-id"]
     fields = ["public_id", "patient_link", "region", "question", "subject", "verdict", "answer", "reasoner",
               "reasoner_verdict", "guardrail_override", "inputs_hash", "status", "replaces", "decided_at",
-              "superseded_at", "replay_link"]
-    readonly_fields = ["public_id", "patient_link", "replay_link"]
-    inlines = [DecisionReadInline]
+              "superseded_at", "read_set_link", "reads_table", "replay_link"]
+    readonly_fields = ["public_id", "patient_link", "read_set_link", "reads_table", "replay_link"]
+
+    @admin.display(description="read set")
+    def read_set_link(self, decision):
+        if decision.read_set_id is None:
+            return "-"
+        return format_html('<a href="{}">{}</a>', reverse("admin:memory_readset_change", args=[decision.read_set_id]),
+                           decision.read_set_id)
+
+    @admin.display(description="reads")
+    def reads_table(self, decision):
+        """Its read set's members: shared with other decisions, so shown here rather than as an inline."""
+        rows = format_html_join(
+            "", "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            ((r.rank, _fact_link(r.fact_id, f"{r.fact_key} v{r.fact_version}"), r.score,
+              "yes" if r.load_bearing else "no", "retracted" if r.fact.retracted_at else "believed")
+             for r in decision.reads.select_related("fact").defer("fact__embedding")))
+        return format_html(
+            "<table><thead><tr><th>rank</th><th>fact</th><th>score</th><th>load-bearing</th><th>now</th>"
+            "</tr></thead><tbody>{}</tbody></table>", rows)
 
     @admin.display(description="patient", ordering="patient_id")
     def patient_link(self, decision):
@@ -135,12 +160,3 @@ class DecisionAdmin(ReadOnlyAdmin):
         context = {**self.admin_site.each_context(request), "opts": self.model._meta, "result": result,
                    "decision": result["decision"], "title": f"Replay of decision {decision_id}"}
         return TemplateResponse(request, "admin/memory/decision_replay.html", context)
-
-
-@admin.register(DecisionRead)
-class DecisionReadAdmin(ReadOnlyAdmin):
-    list_display = ["id", "decision", "fact_key", "fact_version", "rank", "score", "load_bearing"]
-    list_filter = ["load_bearing"]
-    search_fields = ["fact_key"]
-    raw_id_fields = ["decision", "fact"]
-    list_select_related = ["decision"]

@@ -9,7 +9,8 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
-from memory.models import Decision, DecisionInput, DecisionPremise, DecisionRead, Fact
+from memory import read_sets
+from memory.models import Decision, DecisionInput, DecisionPremise, Fact
 
 
 @dataclass
@@ -34,8 +35,8 @@ def record_decision(*, question: str, verdict: str, answer: str, reasoner: str, 
                     patient=None, subject: str = "", reasoner_verdict: str = "", guardrail_override: str = "",
                     inputs_hash: str = "", replaces: Decision | None = None, at: datetime | None = None,
                     premises=(), inputs=()) -> Decision:
-    """Write a decision and its whole read set atomically. If `replaces` is given it must still be
-    standing; it becomes superseded and the new decision points to it.
+    """Write a decision and its whole read set atomically (the set only when its content is new). If
+    `replaces` is given it must still be standing; it becomes superseded and the new decision points to it.
 
     `premises`: the scopes whose believed facts the decision took into account (drugs.scopes);
     `inputs`: (dispensing id, fingerprint) of every dispensing row of the drug it used. Both are
@@ -51,6 +52,7 @@ def record_decision(*, question: str, verdict: str, answer: str, reasoner: str, 
         if spec.fact is None or spec.fact.pk is None:
             raise ValueError("Every read must name a stored fact version.")
     now = at or timezone.now()
+    members = read_sets.members_of(reads)
     with transaction.atomic():
         if replaces is not None:
             updated = Decision.objects.filter(pk=replaces.pk, status=Decision.Status.STANDING).update(
@@ -62,12 +64,8 @@ def record_decision(*, question: str, verdict: str, answer: str, reasoner: str, 
             question=question, subject=subject,
             verdict=verdict, answer=answer, reasoner=reasoner, reasoner_verdict=reasoner_verdict,
             guardrail_override=guardrail_override, inputs_hash=inputs_hash, replaces=replaces, decided_at=now,
+            read_set_id=read_sets.store_one(members),
         )
-        DecisionRead.objects.bulk_create([
-            DecisionRead(decision=decision, fact=r.fact, fact_key=r.fact.fact_key, fact_version=r.fact.version,
-                         rank=r.rank, score=r.score, load_bearing=r.load_bearing)
-            for r in reads
-        ])
         DecisionPremise.objects.bulk_create(
             [DecisionPremise(decision=decision, scope=scope) for scope in sorted(set(premises))])
         DecisionInput.objects.bulk_create(

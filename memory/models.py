@@ -146,6 +146,10 @@ class Decision(models.Model):
     guardrail_override = models.TextField(blank=True)
     # Fingerprint of the inputs (question, patient lots, fact versions read); equal inputs => equal decision.
     inputs_hash = models.CharField(max_length=64, blank=True)
+    # The fact versions it read (ADR 0016); shared with every decision that read the same. NULL only for a
+    # decision written before read sets and not yet moved (migration 0016 moves them all).
+    read_set = models.ForeignKey("ReadSet", null=True, blank=True, on_delete=models.PROTECT, related_name="decisions",
+                                 **HISTORY_REFERENCE, db_index=False)  # decision_read_set leads with it
     status = models.CharField(max_length=12, choices=Status.choices, default=Status.STANDING)
     replaces = models.OneToOneField("self", null=True, blank=True, on_delete=models.PROTECT,
                                     related_name="replaced_by", **HISTORY_REFERENCE)
@@ -162,6 +166,8 @@ class Decision(models.Model):
             # Also serves the ask screen's reuse of an identical answer (ask.services.reusable_decision):
             # a patient has a handful of decisions, so their inputs_hash needs no index of its own.
             models.Index(fields=["patient_id", "subject", "decided_at"], name="decision_patient_subject"),
+            # Used by the stale set's retracted_read branch and the preview: a set's decisions, by id.
+            models.Index(fields=["read_set", "id"], name="decision_read_set"),
         ]
         # The ask screen's permission (core.roles.ASK_SCREEN): asking records a decision for a patient.
         permissions = [("ask_for_patient", "Can ask whether a patient's medicine is safe (ask screen)")]
@@ -169,16 +175,33 @@ class Decision(models.Model):
     def __str__(self):
         return f"{self.verdict} for {self.patient_id}: {self.question[:40]}"
 
+    @property
+    def reads(self):
+        """The fact versions this decision read (its read set's members), in rank order."""
+        return ReadSetMember.objects.filter(read_set_id=self.read_set_id).order_by("rank")
 
-class DecisionRead(models.Model):
-    """One fact version shown to the reasoner when a decision was made."""
 
-    decision = models.ForeignKey(Decision, on_delete=models.CASCADE, related_name="reads", **HISTORY_REFERENCE,
-                                 db_index=False)  # decision_read_once (decision, fact) leads with it
-    # No index of its own: what queries reads by fact (the stale set, the preview) asks for load-bearing
-    # reads, which read_bearing_fact_decision holds; facts are never deleted, so no delete looks here.
-    fact = models.ForeignKey(Fact, on_delete=models.PROTECT, related_name="reads", **HISTORY_REFERENCE,
-                             db_index=False)
+class ReadSet(models.Model):
+    """The fact versions one or more decisions read, stored once (ADR 0016). Its id is the sha256 of its
+    members' canonical content (memory.read_sets.read_set_id), like a git tree: equal id, equal members.
+    Never updated or deleted; it holds no patient data, so it is shared between patients."""
+
+    id = models.CharField(primary_key=True, max_length=64)
+    size = models.PositiveIntegerField(help_text="Number of members (fact versions read).")
+
+    def __str__(self):
+        return f"read set {self.id[:12]} ({self.size} reads)"
+
+
+class ReadSetMember(models.Model):
+    """One fact version shown to the reasoner, at its rank and score, in a read set."""
+
+    read_set = models.ForeignKey(ReadSet, on_delete=models.PROTECT, related_name="members", **HISTORY_REFERENCE,
+                                 db_index=False)  # read_set_member_once (read_set, fact) leads with it
+    # No index of its own: what queries members by fact (the stale set, the preview) asks for load-bearing
+    # ones, which read_set_bearing_fact holds; facts are never deleted, so no delete looks here.
+    fact = models.ForeignKey(Fact, on_delete=models.PROTECT, related_name="read_set_members",
+                             **HISTORY_REFERENCE, db_index=False)
     fact_key = models.CharField(max_length=255)
     fact_version = models.PositiveIntegerField()
     rank = models.PositiveIntegerField()
@@ -187,18 +210,16 @@ class DecisionRead(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["decision", "fact"], name="decision_read_once"),
+            models.UniqueConstraint(fields=["read_set", "fact"], name="read_set_member_once"),
         ]
         indexes = [
-            # Used by the stale set's retracted_read branch: a fact's load-bearing reads from a page's
-            # keyset on (corrections.staleness), so pages stop re-reading the whole stale set.
-            models.Index(fields=["fact", "decision"], condition=Q(load_bearing=True),
-                         name="read_bearing_fact_decision"),
+            # Used by the stale set's retracted_read branch and the preview: the sets that lean on a fact.
+            models.Index(fields=["fact", "read_set"], condition=Q(load_bearing=True), name="read_set_bearing_fact"),
         ]
         ordering = ["rank"]
 
     def __str__(self):
-        return f"decision {self.decision_id} read {self.fact_key} v{self.fact_version}"
+        return f"read set {self.read_set_id[:12]} read {self.fact_key} v{self.fact_version}"
 
 
 class DecisionPremise(models.Model):

@@ -96,7 +96,7 @@ def remove_schedule(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ("memory", "0015_name_scopes"),
+        ("memory", "0016_read_sets"),
         ("django_celery_beat", "0019_alter_periodictasks_options"),
     ]
 

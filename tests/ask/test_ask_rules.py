@@ -6,7 +6,7 @@ import pytest
 from ask.rules import ReasonerResult
 from ask.services import Outcome, ask, decide, record_outcome, resolve_subject
 from core.retry import run_in_transaction
-from memory.models import DecisionRead, Fact
+from memory.models import Fact
 from memory.services import assert_claim
 from tests.factories import make_patient, recall_claim
 
@@ -223,7 +223,7 @@ def test_guardrail_raises_a_safe_verdict_with_an_active_class_i_on_their_lot_and
     decision.refresh_from_db()
     assert (decision.verdict, decision.reasoner_verdict, decision.reasoner) == ("stop", "safe", "test/says-safe")
     assert decision.guardrail_override
-    assert DecisionRead.objects.get(decision=decision, fact=class_one).load_bearing
+    assert decision.reads.get(fact=class_one).load_bearing
 
 
 def test_guardrail_raises_safe_even_when_the_recall_on_their_lot_is_terminated(hashing_embeddings):
@@ -245,7 +245,7 @@ def test_ask_records_the_read_set_with_versions_ranks_and_fingerprint(hashing_em
     first = reads[0]
     assert (first.fact_key, first.fact_version, first.load_bearing) == ("recall:D-0315-2019:lot:3061169", 1, True)
     assert first.fact.is_believed and len(decision.inputs_hash) == 64
-    assert Fact.objects.filter(reads__decision=decision).count() == len(reads)
+    assert Fact.objects.filter(read_set_members__read_set__decisions=decision).count() == len(reads)
 
 
 def test_a_fact_retracted_while_the_model_thinks_is_never_recorded_as_read(hashing_embeddings, monkeypatch):

@@ -17,7 +17,7 @@ from ask.services import ask
 from corrections import dispatch, tasks
 from corrections.models import Correction, OutboxMessage, Redecision, SweepRun
 from corrections.sweep import count_stale
-from memory.models import Decision, DecisionRead, Fact
+from memory.models import Decision, Fact
 from tests.factories import FIXTURES
 
 # dispatch_not_enqueued (tests/conftest.py) for every test here, as when it was imported from test_sweep.
@@ -48,7 +48,8 @@ def test_escalation_to_review_to_dispatch(real_slice, people, client, settings, 
     for i, patient in enumerate(Patient.objects.filter(external_ref__in=DEMO_EXPOSED_REFS + DEMO_NEIGHBOUR_REFS)):
         ask(patient, phrasings[i % 2])
     lot_fact = Fact.objects.believed().get(fact_key=f"recall:{DEMO_RECALL_NUMBER}:lot:{DEMO_LOT}")
-    readers = set(DecisionRead.objects.filter(fact=lot_fact, load_bearing=True).values_list("decision_id", flat=True))
+    readers = set(Decision.objects.filter(read_set__members__fact=lot_fact, read_set__members__load_bearing=True)
+                  .values_list("id", flat=True))
     before = dict(Decision.objects.values_list("id", "verdict"))
     assert {before[d] for d in readers} >= {"caution"}
 

@@ -27,7 +27,7 @@ from ask.services import ask, decide
 from corrections import faults
 from corrections.models import Correction
 from corrections.sweep import count_stale, sweep
-from memory.models import Decision, DecisionRead, Fact
+from memory.models import Decision, Fact, ReadSet, ReadSetMember
 from memory.services import assert_claims, retract_claim
 from patients.dispensing import delete_dispensing, save_dispensing
 from patients.models import DispensingRecord, Patient
@@ -77,7 +77,8 @@ steps = st.lists(st.one_of(publish, withdraw, dispense, edit, remove, asking, sw
 def _reset():
     with connection.cursor() as cursor:
         cursor.execute("TRUNCATE corrections_auditevent, corrections_redecision, corrections_outboxmessage, "
-                       "corrections_correction, corrections_sweeprun, memory_decisionread, memory_decisionpremise, "
+                       "corrections_correction, corrections_sweeprun, memory_readsetmember, memory_readset, "
+                       "memory_decisionpremise, "
                        "memory_decisioninput, memory_decision, memory_fact, patients_dispensingchange, "
                        "patients_dispensingrecord, patients_patient CASCADE")
     for ref in PATIENTS:
@@ -152,11 +153,12 @@ def _killed_sweep():
 
 def _check_invariant():
     assert count_stale() == 0
-    # Reads carry no database FKs (memory migration 0011): every read must still name a stored
-    # decision and a stored fact version of the key and version it records.
-    orphans = DecisionRead.objects.exclude(decision__in=Decision.objects.all()).count() + \
-        DecisionRead.objects.exclude(fact__in=Fact.objects.all()).count()
-    mislabelled = DecisionRead.objects.exclude(fact_key=F("fact__fact_key"), fact_version=F("fact__version")).count()
+    # Read sets carry no database FKs (memory migrations 0011, 0016): every decision must name a stored
+    # set, and every member a stored set and a stored fact version of the key and version it records.
+    orphans = Decision.objects.exclude(read_set__in=ReadSet.objects.all()).count() + \
+        ReadSetMember.objects.exclude(read_set__in=ReadSet.objects.all()).count() + \
+        ReadSetMember.objects.exclude(fact__in=Fact.objects.all()).count()
+    mislabelled = ReadSetMember.objects.exclude(fact_key=F("fact__fact_key"), fact_version=F("fact__version")).count()
     assert (orphans, mislabelled) == (0, 0)
     for decision in attach_patients(Decision.objects.standing()):
         fresh = decide(decision.patient, decision.question, subject=decision.subject or None)

@@ -66,7 +66,7 @@ def test_fact_detail_shows_the_version_chain_and_nothing_is_editable(client, his
     assert client.get("/admin/memory/fact/add/").status_code == 403
     assert client.post(f"/admin/memory/fact/{history['v2'].pk}/delete/", {"post": "yes"}).status_code == 403
     assert client.get("/admin/memory/decision/add/").status_code == 403
-    assert client.get("/admin/memory/decisionread/add/").status_code == 403
+    assert client.get("/admin/memory/readset/add/").status_code == 403
     assert Fact.objects.get(pk=history["v2"].pk).statement == "Class I recall of valsartan lot A1"
 
 

@@ -4,12 +4,11 @@ from unittest import mock
 
 import pytest
 from django.db import IntegrityError, connection, models
-from django.db.models import Q
 from django.test.utils import CaptureQueriesContext
 
 from core.retry import run_in_transaction
 from memory.decisions import DecisionAlreadySuperseded, ReadSpec, inputs_fingerprint, record_decision
-from memory.models import Decision, DecisionRead, Fact
+from memory.models import Decision, Fact, ReadSet, ReadSetMember
 from memory.services import Claim, assert_claim, retract_claim
 
 
@@ -38,12 +37,12 @@ def test_decision_and_reads_are_written_with_the_versions_read(hashing_embedding
 @pytest.mark.django_db(transaction=True)
 def test_a_failure_while_writing_reads_leaves_no_decision(hashing_embeddings):
     a = fact("r:a")
-    with pytest.raises(IntegrityError):  # the same version twice violates decision_read_once
+    with pytest.raises(ValueError, match="each fact version once"):  # never silently dropped
         decide([ReadSpec(a, 1, 1.0, True), ReadSpec(a, 2, 1.0)])
-    with mock.patch.object(DecisionRead.objects, "bulk_create", side_effect=RuntimeError("disk full")):
+    with mock.patch.object(ReadSetMember.objects, "bulk_create", side_effect=RuntimeError("disk full")):
         with pytest.raises(RuntimeError, match="disk full"):
             decide([ReadSpec(a, 1, 1.0, True)])
-    assert Decision.objects.count() == 0 and DecisionRead.objects.count() == 0
+    assert Decision.objects.count() == 0 and ReadSet.objects.count() == 0 and ReadSetMember.objects.count() == 0
 
 
 @pytest.mark.django_db(transaction=True)
@@ -65,7 +64,9 @@ def test_replacing_supersedes_once_and_a_second_replacer_loses_cleanly(hashing_e
     assert (first.status, second.replaces_id) == (Decision.Status.SUPERSEDED, first.id)
     with pytest.raises(DecisionAlreadySuperseded):
         decide([ReadSpec(a, 1, 1.0, True)], replaces=first)
-    assert Decision.objects.count() == 2 and DecisionRead.objects.count() == 2
+    # Both read the same version alike: one set, one member row, two decisions pointing at it.
+    assert Decision.objects.count() == 2 and ReadSetMember.objects.count() == 1
+    assert first.read_set_id == second.read_set_id
 
 
 @pytest.mark.django_db(transaction=True)
@@ -75,7 +76,7 @@ def test_the_sweep_join_finds_standing_decisions_whose_load_bearing_read_is_retr
     fresh = decide([ReadSpec(b, 1, 1.0, True), ReadSpec(a, 2, 0.5)])  # reads r:a, but not load-bearing
     retract_claim("r:a", reason="withdrawn")
     query = Decision.objects.standing().filter(
-        Q(reads__load_bearing=True) & Q(reads__fact__retracted_at__isnull=False)).distinct()
+        read_set__members__load_bearing=True, read_set__members__fact__retracted_at__isnull=False).distinct()
     with CaptureQueriesContext(connection) as queries:
         assert list(query.values_list("id", flat=True)) == [stale.id]
     assert len(queries) == 1
@@ -86,9 +87,10 @@ def test_the_sweep_join_finds_standing_decisions_whose_load_bearing_read_is_retr
 def test_the_indexes_the_sweep_and_replay_need_exist():
     with connection.cursor() as cursor:
         cursor.execute("SELECT indexname, indexdef FROM pg_indexes WHERE tablename IN "
-                       "('memory_fact', 'memory_decision', 'memory_decisionread')")
+                       "('memory_fact', 'memory_decision', 'memory_readsetmember')")
         indexes = dict(cursor.fetchall())
-    assert "(fact_id, decision_id) WHERE load_bearing" in indexes["read_bearing_fact_decision"]
+    assert "(fact_id, read_set_id) WHERE load_bearing" in indexes["read_set_bearing_fact"]
+    assert "(read_set_id, id)" in indexes["decision_read_set"]
     assert "WHERE ((status)::text = 'standing'" in indexes["decision_standing"]
     assert "(fact_key, asserted_at)" in indexes["fact_key_asserted"]
     hnsw = indexes["fact_believed_embedding_hnsw"]
@@ -131,8 +133,10 @@ def test_every_reference_to_history_is_unchecked_on_postgres_and_kept_on_cockroa
     outlives_its_target = {("DispensingChange", "patient")}
     kept_on_cockroach = set()
     for name in ("memory.migrations.0011_history_references_unchecked",
-                 "corrections.migrations.0012_history_references_unchecked"):
+                 "corrections.migrations.0012_history_references_unchecked", "memory.migrations.0016_read_sets"):
         kept_on_cockroach |= set(importlib.import_module(name).REFERENCES)
+    # memory/0016 dropped the per-decision read table, and its constraints with it.
+    kept_on_cockroach = {r for r in kept_on_cockroach if r[0] != "memory_decisionread"}
     unchecked = set()
     for model in apps.get_models():
         for field in model._meta.concrete_fields:
@@ -140,9 +144,9 @@ def test_every_reference_to_history_is_unchecked_on_postgres_and_kept_on_cockroa
                 assert not field.db_constraint and field.remote_field.on_delete is models.DO_NOTHING
                 continue
             if field.many_to_one or field.one_to_one:
-                points_at_history = field.related_model in (Fact, Decision)
+                points_at_history = field.related_model in (Fact, Decision, ReadSet)
                 assert field.db_constraint is not points_at_history, (model.__name__, field.name)
                 if points_at_history:
                     unchecked.add((model._meta.db_table, field.column, field.related_model._meta.db_table))
-    assert len(unchecked) == 14
+    assert len(unchecked) == 15
     assert unchecked == kept_on_cockroach

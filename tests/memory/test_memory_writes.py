@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from core.retry import run_in_transaction
 from memory.decisions import ReadSpec, record_decision
-from memory.models import DecisionRead, Fact
+from memory.models import Fact, ReadSetMember
 from memory.services import Claim, assert_claim, assert_claims, retract_claim
 from memory.signals import facts_changed
 from tests.procs import start_python
@@ -155,7 +155,7 @@ def _assert_then_read(key, statement):
 
 def assert_no_orphaned_reads():
     """Every read names a stored version whose key and number match what the decision recorded."""
-    mismatched = DecisionRead.objects.exclude(fact__fact_key=F("fact_key")) | DecisionRead.objects.exclude(
+    mismatched = ReadSetMember.objects.exclude(fact__fact_key=F("fact_key")) | ReadSetMember.objects.exclude(
         fact__version=F("fact_version"))
     assert mismatched.count() == 0
 
@@ -173,7 +173,7 @@ def test_64_threads_racing_16_per_key_leave_dense_chains(hashing_embeddings):
         assert_dense_chain(f"race:{k}", 16)
         assert sorted(v for (status, (v, _)), i in zip(outcomes, range(64), strict=True) if i % 4 == k) == list(
             range(1, 17))
-    assert DecisionRead.objects.count() == 64
+    assert ReadSetMember.objects.count() == 64  # 64 distinct versions read: 64 sets of one
     assert_no_orphaned_reads()
 
 
@@ -261,7 +261,7 @@ def test_4_processes_x_16_threads_racing_on_4_keys(hashing_embeddings, tmp_path)
     assert {k: sorted(v) for k, v in versions.items()} == {f"proc-race:{k}": list(range(1, 17)) for k in range(4)}
     for k in range(4):
         assert_dense_chain(f"proc-race:{k}", 16)
-    assert DecisionRead.objects.count() == 64
+    assert ReadSetMember.objects.count() == 64  # 64 distinct versions read: 64 sets of one
     assert_no_orphaned_reads()
     assert Fact.objects.filter(asserted_at__gt=timezone.now()).count() == 0
 
