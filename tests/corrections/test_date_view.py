@@ -129,7 +129,9 @@ def test_the_rules_read_dispensing_dates_only_where_date_view_asks_them():
                ("ask/rules.py", "match"),  # match: the exact-row cache key, no comparison
                ("ask/beliefs.py", "__post_init__"),  # the row's dates copied into its Dispensed, no comparison
                # reading an expiry written in a lot field as it is entered, before there is a dispensing to judge
-               ("drugs/lot_field.py", "read_lot_field"), ("drugs/lot_field.py", "_gs1")}
+               ("drugs/lot_field.py", "read_lot_field"), ("drugs/lot_field.py", "_gs1"),
+               # check my pack: the pack's printed or scanned expiry copied into the row it is held as, no comparison
+               ("ask/pack_check.py", "read_pack"), ("ask/pack_check.py", "check_pack")}
     found = set()
     for root in ("ask", "drugs"):
         for path in sorted((ROOT / root).rglob("*.py")):
@@ -146,5 +148,5 @@ def test_the_rules_read_dispensing_dates_only_where_date_view_asks_them():
                         found.add((relative, function.name))
     assert found - allowed == set(), f"dates read outside ask.rules.date_view's predicates: {found - allowed}"
     copies = {("ask/rules.py", "match"), ("ask/beliefs.py", "__post_init__"), ("drugs/lot_field.py", "read_lot_field"),
-              ("drugs/lot_field.py", "_gs1")}
+              ("drugs/lot_field.py", "_gs1"), ("ask/pack_check.py", "read_pack"), ("ask/pack_check.py", "check_pack")}
     assert allowed - copies <= found  # the walk sees the two it must
