@@ -60,8 +60,10 @@ def _recall_and_an_answer():
 def test_a_committed_fact_change_puts_its_sweep_on_the_broker_with_the_changed_fact_ids(broker):
     old, _patient = _recall_and_an_answer()
     broker.delete(QUEUE)
-    new = escalate()  # its own transaction (memory.services); the task is published after its commit
-    assert queued(broker) == [("corrections.tasks.sweep_facts", [sorted([old.fact.pk, new.fact.pk])], {})]
+    new = escalate()  # its own transaction (memory.services); the tasks are published after its commit
+    # The sweep of the changed facts, and the embedding of the new version (docs/adr/0017), nothing else.
+    assert sorted(queued(broker)) == [("corrections.tasks.sweep_facts", [sorted([old.fact.pk, new.fact.pk])], {}),
+                                      ("memory.tasks.embed_facts", [], {})]
 
 
 def test_a_dispensing_change_puts_its_patients_sweep_on_the_broker(broker):

@@ -170,9 +170,13 @@ def test_the_stage_refuses_a_provider_the_vector_column_cannot_hold(monkeypatch,
     assert vectors.backlog().count() == 1  # nothing lost: the next embedder with a fitting provider does it
 
 
-def test_the_task_drains_the_backlog_and_is_queued_after_commit_only_when_asked(settings):
+def test_the_task_drains_the_backlog_and_is_queued_after_commit_only_when_asked(settings, monkeypatch):
     from memory.tasks import embed_facts
 
+    # No broker, whatever this run has: Celery eager, where a queued task runs at once.
+    settings.CELERY_TASK_ALWAYS_EAGER = True
+    queued = []
+    monkeypatch.setattr(embed_facts, "delay", lambda: queued.append(embed_facts()))
     provider = HashingEmbedding(settings.UNSAY_EMBEDDING_DIM)
     reset_provider(provider)
     try:
@@ -182,6 +186,6 @@ def test_the_task_drains_the_backlog_and_is_queued_after_commit_only_when_asked(
         assert embed_facts().startswith("1 fact versions embedded")
         settings.UNSAY_EMBED_ON_COMMIT = True  # as with a broker: queued once the write commits (eager: runs)
         assert_claim(note("note:b", "another statement"))
-        assert not vectors.backlog().exists() and provider.calls == 2
+        assert not vectors.backlog().exists() and provider.calls == 2 and len(queued) == 1
     finally:
         reset_provider(None)

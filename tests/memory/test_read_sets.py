@@ -123,12 +123,17 @@ def test_a_read_set_is_history_and_never_deleted(hashing_embeddings):
 
 
 def test_the_migration_moves_reads_into_shared_sets_and_back(hashing_embeddings):
+    from memory import vectors
+
+    # Written now, with their vectors: before memory/0017 every fact held one.
+    written = [_fact(f"note:{n}").pk for n in range(4)]
+    vectors.embed_backlog()
     executor = MigrationExecutor(connection)
     executor.migrate([("memory", "0015_name_scopes")])
     try:
         old = MigrationExecutor(connection).loader.project_state([("memory", "0015_name_scopes")]).apps
         OldFact, OldDecision, OldRead = (old.get_model("memory", n) for n in ("Fact", "Decision", "DecisionRead"))
-        facts = list(OldFact.objects.filter(pk__in=[_fact(f"note:{n}").pk for n in range(4)]))
+        facts = list(OldFact.objects.filter(pk__in=written).order_by("pk"))
         now = facts[0].asserted_at
         reads_of = {}
         for n, size in enumerate([0, 1, 2, 0, 1, 2, 4]):  # three shapes shared by six decisions, one of its own

@@ -88,6 +88,7 @@ def test_ingest_leaves_the_backlog_to_a_worker_and_wait_embeddings_returns_with_
 
 
 def test_without_a_broker_the_command_embeds_at_its_end(tmp_path, settings, hashing_embeddings):
-    settings.UNSAY_EMBED_ON_COMMIT = None  # tests run Celery eager: no worker would embed
+    settings.UNSAY_EMBED_ON_COMMIT = None
+    settings.CELERY_TASK_ALWAYS_EAGER = True  # no broker, whatever this run has: no worker would embed
     call_command("ingest_recalls", "--file", str(_sample_file(tmp_path, 5)), "--no-progress", stdout=io.StringIO())
     assert Fact.objects.believed().exists() and not vectors.backlog().exists()
