@@ -12,8 +12,9 @@ from django.utils import timezone, translation
 
 from api import guard, problems
 from ask import pack_check_counts, pack_words
-from ask.check_views import chosen_language, client_address
+from ask.check_views import chosen_language
 from ask.pack_check import MAX_LOT_LENGTH, MAX_NDC_LENGTH, PackInputError, check_pack, read_pack
+from core.client_address import client_address
 from drugs.gs1 import MAX_SCAN_LENGTH
 
 NDC_HELP = "The NDC as printed on the pack: 10 or 11 digits, any hyphenation (0378-5807-93, 00378580793)."

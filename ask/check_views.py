@@ -12,12 +12,9 @@ from django.views.decorators.http import require_http_methods
 from ask import pack_check_counts, pack_words
 from ask.forms import PackForm
 from ask.pack_check import check_pack
+from core.client_address import client_address
 
 LANGUAGE_CODES = {code for code, _name in settings.LANGUAGES}
-
-
-def client_address(request) -> str:
-    return request.META.get("REMOTE_ADDR", "") or "unknown"
 
 
 def chosen_language(request) -> str:

@@ -10,14 +10,11 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
+from core.client_address import client_address
 from corrections.drafting import language_of
 
 from . import links, services
 from .forms import ReplyForm
-
-
-def _client(request) -> str:
-    return request.META.get("REMOTE_ADDR", "") or "unknown"
 
 
 def over_limit(key: str) -> bool:
@@ -53,7 +50,7 @@ def reply(request, token):
     # Two limits: refused tokens per client address (guessing; behind a proxy every patient shares its
     # address, and a patient's own link must still work), and uses per link.
     link = links.find(token)
-    if over_limit(f"link:{link.pk}" if link else f"miss:{_client(request)}"):
+    if over_limit(f"link:{link.pk}" if link else f"miss:{client_address(request)}"):
         return _page(request, "replies/refused.html", {"too_many": True}, status=429)
     if link is None or (request.method == "GET" and link.answer_id is not None):
         return _page(request, "replies/refused.html", status=404)
