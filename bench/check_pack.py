@@ -40,6 +40,8 @@ assert args.seconds <= 300, "bounded: at most 5 minutes a phase"
 DB_NAME = "unsay_bench_check"
 setup_django(db_name=DB_NAME, profile="test")
 
+from django.db import connection  # noqa: E402
+
 from ask.pack_check_counts import outcome_counts  # noqa: E402
 from demo.slice import ingest_demo  # noqa: E402
 from drugs import recall_terms  # noqa: E402
@@ -48,6 +50,8 @@ from memory.models import Fact  # noqa: E402
 
 if not Fact.objects.filter(kind=Fact.Kind.RECALL).exists():
     ingest_demo()
+    with connection.cursor() as cursor:  # as load_demo does (and autovacuum would, a minute later)
+        cursor.execute("ANALYZE")
 
 
 def printed(ndc11: str) -> str:
@@ -96,7 +100,8 @@ port_probe = __import__("socket").socket()
 port_probe.bind(("127.0.0.1", 0))
 PORT = port_probe.getsockname()[1]
 port_probe.close()
-env = dict(os.environ, UNSAY_PROFILE="test", UNSAY_DB_NAME=DB_NAME, UNSAY_HEALTH_CACHE_SECONDS="5",
+# The demo server's settings (make demo): its profile, so its database connections are kept open.
+env = dict(os.environ, UNSAY_PROFILE="demo", UNSAY_DB_NAME=DB_NAME, UNSAY_HEALTH_CACHE_SECONDS="5",
            UNSAY_CELERY_EAGER="1", UNSAY_CHECK_RATE_PER_MINUTE="1000000", PYTHONPATH=str(PROJECT_DIR))
 log_path = PROJECT_DIR / "var" / "bench-check-gunicorn.log"
 log_path.parent.mkdir(exist_ok=True)

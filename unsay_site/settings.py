@@ -215,7 +215,12 @@ else:
 # A database that does not answer must not hang a request (or /health) for the OS's TCP timeout.
 _db["OPTIONS"]["connect_timeout"] = env_int("UNSAY_DB_CONNECT_TIMEOUT", 5, minimum=1)
 _db["TEST"] = {"NAME": TEST_DB_NAME}
-_db["CONN_MAX_AGE"] = env_int("UNSAY_CONN_MAX_AGE", 0, minimum=0)
+# Connections kept open between requests: opening one per request costs a server process fork and the
+# TLS/auth round trips, which at the public /check's rate was most of a request (docs/benchmarks.md). A
+# connection that died meanwhile (a database restart) is checked before reuse and replaced. The test
+# profile opens one per request: live-server threads must not hold the test database open at teardown.
+_db["CONN_MAX_AGE"] = env_int("UNSAY_CONN_MAX_AGE", 0 if PROFILE == "test" else 60, minimum=0)
+_db["CONN_HEALTH_CHECKS"] = _db["CONN_MAX_AGE"] > 0
 DATABASES = {"default": _db}
 
 # --- Redis and Celery -----------------------------------------------------------------------
