@@ -38,6 +38,7 @@ from drugs.lots import printed_lot
 from drugs.matching import CERTAINTY_RANK, MatchClass, dispensed, explain
 from drugs.ndc import normalize_ndc
 from drugs.scopes import ANY_LOT, DRUG_LEVEL, dispensing_scopes
+from core.lru import LruCache
 from memory.models import Fact
 from recalls.selectors import with_texts
 
@@ -177,15 +178,39 @@ def read_pack(*, ndc: str = "", lot: str = "", gs1: str = "") -> Pack:
 
 # --- deciding ------------------------------------------------------------------------------------
 
-def recall_index(products) -> list[tuple[int, str, str | None, list[str]]]:
-    """(id, fact key, lot, scopes) of every believed recall fact naming any of these NDC products, for every
-    lot or for some (the scopes drugs.scopes.fact_scopes writes; GIN index on scopes). A light query: no
-    attributes are read, yet it tells which product is known, which recalls name it and with which lots."""
+def recall_index(products) -> list[tuple[int, str, str | None, list[str], tuple]]:
+    """(id, fact key, lot, scopes, version identity) of every believed recall fact naming any of these NDC
+    products, for every lot or for some (the scopes drugs.scopes.fact_scopes writes; GIN index on scopes).
+    A light query: no attributes are read, yet it tells which product is known, which recalls name it and
+    with which lots. Read on every check: it is where belief is decided."""
     scopes = sorted({f"ndc:{product}|{part}" for product in products for part in (DRUG_LEVEL, ANY_LOT)})
     if not scopes:
         return []
-    return list(Fact.objects.believed().filter(kind=Fact.Kind.RECALL, scopes__overlap=scopes).order_by("id")
-                .values_list("id", "fact_key", "lot", "scopes"))
+    rows = (Fact.objects.believed().filter(kind=Fact.Kind.RECALL, scopes__overlap=scopes).order_by("id")
+            .values_list("id", "fact_key", "lot", "scopes", "version", "content_hash"))
+    return [(fact_id, key, lot, scopes, (fact_id, key, version, content_hash))
+            for fact_id, key, lot, scopes, version, content_hash in rows]
+
+
+# The fact versions a check matches against, with their texts inline, kept per process. A version's
+# content never changes once written (memory's content guard; only its retraction does), and which versions
+# are believed is read on every check (recall_index), so a kept version is never out of date: it is only
+# ever used when the index, read now, names it. Keyed by the version's whole identity (id, key, version,
+# content hash) so a reused id (a test database reset) cannot return another fact.
+FACT_CACHE_SIZE = 4096
+_facts_read = LruCache(FACT_CACHE_SIZE)
+
+
+def _read_facts(identities: list[tuple]) -> dict[int, Fact]:
+    """{fact id: fact with texts inline} for these version identities: the cache, then one query."""
+    found, missing = _facts_read.get_many(identities)
+    if missing:
+        read = {fact.id: fact for fact in with_texts(Fact.objects.filter(id__in=[i[0] for i in missing])
+                                                      .defer("embedding"))}
+        fresh = {identity: read[identity[0]] for identity in missing if identity[0] in read}
+        _facts_read.put_many(fresh)
+        found.update(fresh)
+    return {identity[0]: fact for identity, fact in found.items()}
 
 
 def _names(scopes, product: str) -> bool:
@@ -208,7 +233,7 @@ def check_pack(pack: Pack) -> PackCheck:
     when none reaches it, one fact per recall naming its product, to show them."""
     products = {c.product: c for c in pack.candidates}
     index = recall_index(products)
-    known = [c for product, c in products.items() if any(_names(scopes, product) for *_row, scopes in index)]
+    known = [c for product, c in products.items() if any(_names(row[3], product) for row in index)]
     lot = pack.printed_lot or printed_lot(pack.lot)
     if len(known) != 1:
         return PackCheck(Outcome.UNIDENTIFIED, lot=lot, lot_reading=pack.lot_reading,
@@ -216,16 +241,16 @@ def check_pack(pack: Pack) -> PackCheck:
     candidate = known[0]
     naming = [row for row in index if _names(row[3], candidate.product)]
     premises = set(dispensing_scopes("", pack.lot, candidate.product, pack.lot_alternatives))
-    sharing = {fact_id for fact_id, _key, _lot, scopes in naming if premises.intersection(scopes)}
+    sharing = {fact_id for fact_id, _key, _lot, scopes, _identity in naming if premises.intersection(scopes)}
     lots_by_recall: dict[str, set[str]] = {}
     first_of_recall: dict[str, int] = {}
-    for fact_id, key, fact_lot, _scopes in naming:
+    for fact_id, key, fact_lot, _scopes, _identity in naming:
         number = recall_terms.recall_number_of_key(key)
         first_of_recall.setdefault(number, fact_id)
         if fact_lot:
             lots_by_recall.setdefault(number, set()).add(printed_lot(fact_lot))
-    read = {f.id: f for f in with_texts(Fact.objects.filter(id__in=sharing | set(first_of_recall.values()))
-                                        .defer("embedding"))}
+    wanted = sharing | set(first_of_recall.values())
+    read = _read_facts([row[4] for row in naming if row[0] in wanted])
     held = dispensed(ndc=candidate.ndc11, lot=pack.lot, lot_unknown=not pack.lot, expiry=pack.expiry,
                      alternatives=pack.lot_alternatives)
     reaching = [(fact, hit) for fact in (read[i] for i in sorted(sharing)) if (hit := explain(fact, held))]

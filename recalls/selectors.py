@@ -17,46 +17,24 @@ at most once, and a second page reads none.
 """
 
 import copy
-from collections import OrderedDict
-from threading import Lock
+
+from core.lru import LruCache
 
 from .models import TEXT_ATTRIBUTES, TEXTS_REFERENCE, RecallText
 
 CACHE_SIZE = 4096  # distinct record versions (a full openFDA history is about 12,500)
 
-_cache: "OrderedDict[str, dict]" = OrderedDict()
-_cache_lock = Lock()
-
-
-def _cached(digest: str) -> dict | None:
-    with _cache_lock:
-        texts = _cache.get(digest)
-        if texts is not None:
-            _cache.move_to_end(digest)
-        return texts
-
-
-def _remember(found: dict[str, dict]) -> None:
-    with _cache_lock:
-        _cache.update(found)
-        while len(_cache) > CACHE_SIZE:
-            _cache.popitem(last=False)
+_cache = LruCache(CACHE_SIZE)
 
 
 def texts_by_digest(digests) -> dict[str, dict]:
     """{digest: texts} for these digests: the cache, then one query for the rest. A digest with no row
     (never expected: the row commits with its facts) reads as empty texts rather than failing a letter."""
-    out, missing = {}, []
-    for digest in set(digests):
-        texts = _cached(digest)
-        if texts is None:
-            missing.append(digest)
-        else:
-            out[digest] = texts
+    out, missing = _cache.get_many(digests)
     if missing:
         found = {row["digest"]: {name: row[name] for name in TEXT_ATTRIBUTES}
                  for row in RecallText.objects.filter(digest__in=missing).values("digest", *TEXT_ATTRIBUTES)}
-        _remember(found)
+        _cache.put_many(found)
         out.update(found)
     return out
 

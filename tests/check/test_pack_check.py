@@ -133,3 +133,21 @@ def test_malformed_input_is_refused_with_a_clear_message_on_its_field(typed, fie
     with pytest.raises(PackInputError) as refused:
         read_pack(**typed)
     assert words in refused.value.errors[field], refused.value.errors
+
+
+def test_a_change_of_belief_reaches_the_next_check_though_the_versions_read_are_kept(recalls):
+    """Fact versions are kept per process once read (ask.pack_check._read_facts); which versions are believed
+    is read on every check, so a new version, or a retraction, is what the very next check answers from."""
+    from memory.models import Fact
+    from memory.services import retract_claim
+
+    first = checked(ndc=VALSARTAN_NDC, lot=VALSARTAN_LOT)
+    assert first.outcome == Outcome.RECALLED and first.recalls[0].classification == "Class II"
+    assert_claim(recall_claim(VALSARTAN_RECALL, VALSARTAN_LOT, classification="Class I"), reason="escalated")
+    escalated = checked(ndc=VALSARTAN_NDC, lot=VALSARTAN_LOT)
+    assert escalated.outcome == Outcome.RECALLED and escalated.recalls[0].classification == "Class I"
+    assert escalated.classification == "Class I"
+    key = Fact.objects.believed().get(kind=Fact.Kind.RECALL, lot=VALSARTAN_LOT).fact_key
+    retract_claim(key, reason="withdrawn in error (test)")
+    withdrawn = checked(ndc=VALSARTAN_NDC, lot=VALSARTAN_LOT)
+    assert withdrawn.outcome != Outcome.RECALLED and VALSARTAN_RECALL not in [r.number for r in withdrawn.recalls]
