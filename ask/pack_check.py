@@ -31,6 +31,7 @@ from enum import StrEnum
 from django.utils.translation import gettext as _
 
 from ask.answers import must_not_stop_abruptly
+from core.lru import LruCache
 from drugs import recall_terms
 from drugs.gs1 import NdcCandidate, ScanError, gtin_for_ndc, ndc_candidates, parse_scan
 from drugs.lot_field import read_lot_field
@@ -38,7 +39,6 @@ from drugs.lots import printed_lot
 from drugs.matching import CERTAINTY_RANK, MatchClass, dispensed, explain
 from drugs.ndc import normalize_ndc
 from drugs.scopes import ANY_LOT, DRUG_LEVEL, dispensing_scopes
-from core.lru import LruCache
 from memory.models import Fact
 from recalls.selectors import with_texts
 
