@@ -3,13 +3,18 @@
     from _common import setup_django
     setup_django(db_name="unsay_bench", profile="test")   # before importing any Django model
 
+    with serve_gunicorn(env, log_name="bench-x", args=[...]) as (port, log_path):   # a served app
+
 `own_server_connections=N` runs the bench on a separate embedded data dir (var/pgdata-bench) whose
 max_connections is raised to N, for scenarios with more parallel writers than the shared dev server
 (max_connections 100, shared by everyone working here) can give.
 """
 
+import contextlib
 import os
+import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -179,3 +184,43 @@ def copy_ceiling(before: dict, *, unlogged: bool = False, foreign_keys: bool = F
         return {"ceiling_fk_s": round(elapsed, 3)}
     return {"ceiling_s": round(elapsed, 3), "ceiling_rows": rows + len(old_ids),
             "ceiling_redecisions": len(old_ids)}
+
+
+@contextlib.contextmanager
+def serve_gunicorn(env: dict, *, log_name: str, args=(), probe=None):
+    """gunicorn serving the app on a free loopback port with `env`, its output in var/<log_name>.log; yields
+    (port, log path) once `probe(port)` (default: GET /health) answers 200, and stops it at the end (SIGTERM,
+    then SIGKILL after 20 s)."""
+    import urllib.request
+
+    with socket.socket() as probe_socket:
+        probe_socket.bind(("127.0.0.1", 0))
+        port = probe_socket.getsockname()[1]
+    log_path = PROJECT_DIR / "var" / f"{log_name}.log"
+    log_path.parent.mkdir(exist_ok=True)
+
+    def health(port):
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as response:
+                return response.status
+        except OSError:
+            return None
+
+    with open(log_path, "w") as log:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "unsay_site.wsgi:application", "--bind", f"127.0.0.1:{port}",
+             *args], cwd=PROJECT_DIR, env=dict(env, PYTHONPATH=str(PROJECT_DIR)), stdout=log,
+            stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 60
+            while (probe or health)(port) != 200:
+                assert server.poll() is None and time.monotonic() < deadline, f"gunicorn did not start; see {log_path}"
+                time.sleep(0.3)
+            yield port, log_path
+        finally:
+            server.terminate()
+            try:
+                server.wait(20)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()

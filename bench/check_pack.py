@@ -19,15 +19,13 @@ import argparse
 import http.client
 import os
 import random
-import subprocess
-import sys
 import threading
 import time
 import urllib.parse
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
-from _common import PROJECT_DIR, describe_machine, percentile, setup_django
+from _common import describe_machine, percentile, serve_gunicorn, setup_django
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("--rate", type=float, default=200.0, help="requests per second, each phase")
@@ -96,22 +94,11 @@ def forms() -> list[dict]:
 
 FORMS = [urllib.parse.urlencode(form).encode() for form in forms()]
 
-port_probe = __import__("socket").socket()
-port_probe.bind(("127.0.0.1", 0))
-PORT = port_probe.getsockname()[1]
-port_probe.close()
 # The demo server's settings (make demo): its profile, so its database connections are kept open.
 env = dict(os.environ, UNSAY_PROFILE="demo", UNSAY_DB_NAME=DB_NAME, UNSAY_HEALTH_CACHE_SECONDS="5",
-           UNSAY_CELERY_EAGER="1", UNSAY_CHECK_RATE_PER_MINUTE="1000000", PYTHONPATH=str(PROJECT_DIR))
-log_path = PROJECT_DIR / "var" / "bench-check-gunicorn.log"
-log_path.parent.mkdir(exist_ok=True)
-gunicorn_log = open(log_path, "w")  # noqa: SIM115 (closed at the end)
-server = subprocess.Popen(
-    [sys.executable, "-m", "gunicorn", "unsay_site.wsgi:application", "-c", "gunicorn.conf.py",
-     "--bind", f"127.0.0.1:{PORT}", "--workers", str(args.workers), "--backlog", "2048",
-     "--access-logfile", "/dev/null"],
-    cwd=PROJECT_DIR, env=env, stdout=gunicorn_log, stderr=subprocess.STDOUT)
-
+           UNSAY_CELERY_EAGER="1", UNSAY_CHECK_RATE_PER_MINUTE="1000000")
+GUNICORN_ARGS = ["-c", "gunicorn.conf.py", "--workers", str(args.workers), "--backlog", "2048",
+                 "--access-logfile", "/dev/null"]
 local = threading.local()
 
 
@@ -161,11 +148,7 @@ def phase(name: str, make_request) -> dict:
             "p50": percentile(latencies, 50), "p95": percentile(latencies, 95), "max": latencies[-1]}
 
 
-try:
-    deadline = time.monotonic() + 60
-    while send("GET", "/health") != 200:
-        assert server.poll() is None and time.monotonic() < deadline, f"gunicorn did not start; see {log_path}"
-        time.sleep(0.3)
+with serve_gunicorn(env, log_name="bench-check-gunicorn", args=GUNICORN_ARGS) as (PORT, log_path):
     for body in FORMS[:50]:  # warm both workers' code paths and caches
         send("POST", "/check", body)
     before = outcome_counts()
@@ -184,11 +167,3 @@ try:
           + ", ".join(f"{k} {after.get(k, 0) - before.get(k, 0)}" for k in sorted(after)))
     text = log_path.read_text()
     print(f"gunicorn log: {text.count('WORKER TIMEOUT')} worker timeouts, {text.count('Traceback')} tracebacks")
-finally:
-    server.terminate()
-    try:
-        server.wait(20)
-    except subprocess.TimeoutExpired:
-        server.kill()
-        server.wait()
-    gunicorn_log.close()

@@ -1,7 +1,7 @@
 """Loopback load test: the app served by gunicorn, N clients probing /health and M clients
-asking POST /api/ask at once, for a bounded time; then checks the app still answers normally.
+asking POST /api/v1/ask at once, for a bounded time; then checks the app still answers normally.
 
-    .venv/bin/python bench/load.py                       # 200 /health + 50 /api/ask clients for 60 s
+    .venv/bin/python bench/load.py                       # 200 /health + 50 /api/v1/ask clients for 60 s
     .venv/bin/python bench/load.py --seconds 20 --health-clients 50 --ask-clients 10
 
 Everything stays on 127.0.0.1: gunicorn binds a free loopback port, every request has a 30 s timeout
@@ -9,15 +9,13 @@ Everything stays on 127.0.0.1: gunicorn binds a free loopback port, every reques
 and gunicorn is stopped at the end. Uses its own database (unsay_bench_load) on the embedded engine
 with the demo slice (real openFDA records) and the synthetic demo patients, hashing embeddings.
 Prints min/median/max latency per endpoint, the peak of database connections, and a same-run
-reference: one client's sequential /health and /api/ask latency before the load.
+reference: one client's sequential /health and /api/v1/ask latency before the load.
 """
 
 import argparse
 import json
 import os
 import statistics
-import subprocess
-import sys
 import threading
 import time
 import urllib.error
@@ -25,7 +23,7 @@ import urllib.request
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
-from _common import PROJECT_DIR, describe_machine, percentile, setup_django
+from _common import describe_machine, percentile, serve_gunicorn, setup_django
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("--seconds", type=float, default=60.0)
@@ -42,7 +40,7 @@ setup_django(db_name=DB_NAME, profile="test")
 
 from django.db import connection  # noqa: E402
 
-from api import create_api_key  # noqa: E402
+from ask.keys import issue_key  # noqa: E402
 from ask.models import ApiClient, ClientPatient  # noqa: E402
 from demo.patients import DEMO_PATIENT_REFS, seed_demo  # noqa: E402
 from demo.slice import ingest_demo  # noqa: E402
@@ -57,7 +55,7 @@ patients = list(Patient.objects.filter(external_ref__in=DEMO_PATIENT_REFS).order
 for patient in patients:
     ClientPatient.objects.get_or_create(patient=patient, defaults={"client": client})
 patients = [p for p in patients if ClientPatient.objects.filter(patient=p, client=client).exists()]
-_, secret = create_api_key(client, name="bench-load")
+_, secret = issue_key(client, name="bench-load")
 
 
 def connections_now() -> int:
@@ -72,20 +70,12 @@ def max_connections() -> int:
         return int(cursor.fetchone()[0])
 
 
-port_probe = __import__("socket").socket()
-port_probe.bind(("127.0.0.1", 0))
-PORT = port_probe.getsockname()[1]
-port_probe.close()
-BASE = f"http://127.0.0.1:{PORT}"
 env = dict(os.environ, UNSAY_PROFILE="test", UNSAY_DB_NAME=DB_NAME, UNSAY_HEALTH_CACHE_SECONDS="5",
-           UNSAY_CELERY_EAGER="1", UNSAY_SWEEP_ON_SUPERSESSION="0", PYTHONPATH=str(PROJECT_DIR))
-log_path = PROJECT_DIR / "var" / "bench-load-gunicorn.log"
-log_path.parent.mkdir(exist_ok=True)
-gunicorn_log = open(log_path, "w")  # noqa: SIM115 (closed at the end)
-server = subprocess.Popen(
-    [sys.executable, "-m", "gunicorn", "unsay_site.wsgi:application", "--bind", f"127.0.0.1:{PORT}",
-     "--workers", str(args.workers), "--threads", str(args.threads), "--timeout", "60", "--backlog", "2048"],
-    cwd=PROJECT_DIR, env=env, stdout=gunicorn_log, stderr=subprocess.STDOUT)
+           UNSAY_CELERY_EAGER="1", UNSAY_SWEEP_ON_SUPERSESSION="0",
+           # one key for every client: its per-minute limit is raised, still counted on every request
+           UNSAY_API_RATE_PER_MINUTE="1000000")
+GUNICORN_ARGS = ["--workers", str(args.workers), "--threads", str(args.threads), "--timeout", "60", "--backlog", "2048"]
+
 
 
 def request(path, body=None):
@@ -111,17 +101,14 @@ def ask_body(i):
     return {"patient": patients[i % len(patients)].external_ref, "question": "Is my medicine safe to take?"}
 
 
-try:
-    deadline = time.monotonic() + 60
-    while request("/health")[0] != 200:
-        assert server.poll() is None and time.monotonic() < deadline, f"gunicorn did not start; see {log_path}"
-        time.sleep(0.3)
+with serve_gunicorn(env, log_name="bench-load-gunicorn", args=GUNICORN_ARGS) as (port, log_path):
+    BASE = f"http://127.0.0.1:{port}"
     print(f"machine: {describe_machine()}")
     print(f"gunicorn: {args.workers} workers x {args.threads} threads; PostgreSQL max_connections "
           f"{max_connections()}; {len(patients)} synthetic patients")
 
     reference = {"health": [request("/health")[1] for _ in range(20)],
-                 "ask": [request("/api/ask", ask_body(i))[1] for i in range(10)]}
+                 "ask": [request("/api/v1/ask", ask_body(i))[1] for i in range(10)]}
 
     results = {"health": [], "ask": []}
     lock = threading.Lock()
@@ -143,7 +130,7 @@ try:
         for n in range(args.max_requests):
             if time.monotonic() >= stop_at:
                 break
-            mine.append(request("/health") if kind == "health" else request("/api/ask", ask_body(index + n)))
+            mine.append(request("/health") if kind == "health" else request("/api/v1/ask", ask_body(index + n)))
         with lock:
             results[kind].extend(mine)
 
@@ -159,12 +146,12 @@ try:
     sampling.set()
     sampler.join()
     after_health = request("/health")
-    after_ask = request("/api/ask", ask_body(0))
+    after_ask = request("/api/v1/ask", ask_body(0))
 
     ms = 1000
     print(f"reference (one client, before the load): /health min/median/max "
           f"{min(reference['health']) * ms:.1f}/{statistics.median(reference['health']) * ms:.1f}/"
-          f"{max(reference['health']) * ms:.1f} ms; /api/ask {min(reference['ask']) * ms:.1f}/"
+          f"{max(reference['health']) * ms:.1f} ms; /api/v1/ask {min(reference['ask']) * ms:.1f}/"
           f"{statistics.median(reference['ask']) * ms:.1f}/{max(reference['ask']) * ms:.1f} ms")
     for kind, clients in (("health", args.health_clients), ("ask", args.ask_clients)):
         rows = results[kind]
@@ -172,22 +159,14 @@ try:
         statuses = Counter(status for status, _, _ in rows)
         hangs = sum(1 for _, _, e in rows if e == "timeout")
         errors = Counter(e for _, _, e in rows if e and e != "timeout")
-        print(f"{'/health' if kind == 'health' else '/api/ask'}: {clients} clients, {len(rows)} requests in "
+        print(f"{'/health' if kind == 'health' else '/api/v1/ask'}: {clients} clients, {len(rows)} requests in "
               f"{elapsed:.1f}s ({len(rows) / elapsed:.0f}/s); statuses {dict(statuses)}; hangs {hangs}; "
               f"errors {dict(errors)}; latency min/median/p99/max {min(seconds) * ms:.1f}/"
               f"{statistics.median(seconds) * ms:.1f}/{percentile(seconds, 99) * ms:.1f}/{max(seconds) * ms:.1f} ms")
     print(f"database: peak {peak[0]} client connections of {max_connections()}; refused while sampling: "
           f"{len(refused)}{' (' + refused[0][:120] + ')' if refused else ''}")
     print(f"after the load: /health {after_health[0]} in {after_health[1] * ms:.1f} ms, "
-          f"/api/ask {after_ask[0]} in {after_ask[1] * ms:.1f} ms")
+          f"/api/v1/ask {after_ask[0]} in {after_ask[1] * ms:.1f} ms")
     log_text = log_path.read_text()
     print(f"gunicorn log: {log_text.count('WORKER TIMEOUT')} worker timeouts, "
           f"{log_text.count('too many clients')} 'too many clients'")
-finally:
-    server.terminate()
-    try:
-        server.wait(20)
-    except subprocess.TimeoutExpired:
-        server.kill()
-        server.wait()
-    gunicorn_log.close()
