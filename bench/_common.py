@@ -193,6 +193,8 @@ def serve_gunicorn(env: dict, *, log_name: str, args=(), probe=None):
     then SIGKILL after 20 s)."""
     import urllib.request
 
+    from demo.setup import stop_children
+
     with socket.socket() as probe_socket:
         probe_socket.bind(("127.0.0.1", 0))
         port = probe_socket.getsockname()[1]
@@ -218,9 +220,4 @@ def serve_gunicorn(env: dict, *, log_name: str, args=(), probe=None):
                 time.sleep(0.3)
             yield port, log_path
         finally:
-            server.terminate()
-            try:
-                server.wait(20)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait()
+            stop_children({"web": server}, timeouts={"web": 20.0})

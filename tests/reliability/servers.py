@@ -7,6 +7,7 @@ import time
 import urllib.request
 from contextlib import contextmanager
 
+from demo.setup import stop_children
 from tests.procs import PROJECT_DIR, subprocess_env
 
 
@@ -37,11 +38,6 @@ def gunicorn(*, workers=2, threads=32, log_path=None, **env):
                 time.sleep(0.3)
         yield base
     finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_children({"web": proc}, timeouts={"web": 15.0})
         if log_path:
             out.close()
