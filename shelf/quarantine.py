@@ -27,8 +27,6 @@ from memory.models import Fact
 
 from .models import ShelfEvent, ShelfTask, TaskUnit, Unit
 
-
-
 _UNRESOLVED_CLASS = {MatchClass.CONFIRMED: MatchClass.PROBABLE, MatchClass.PRODUCT_ALL_LOTS: MatchClass.CANDIDATE}
 
 
