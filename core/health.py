@@ -6,8 +6,9 @@ give: it answers only {"status": "up"|"down"} from a liveness check (one `SELECT
 timeout) that is cached for UNSAY_HEALTH_CACHE_SECONDS and refreshed by one thread at a time; every
 other request in that window reads the cached answer and touches neither the database nor Redis.
 (Each request used to run a Celery broadcast ping, about 1.1 s, holding a database connection: 110
-parallel probes exhausted PostgreSQL's connection slots.) The full report below (versions, counts,
-regions, workers, model usage, the Redis URL without its password) is for staff only.
+parallel probes exhausted PostgreSQL's connection slots.) The full report below (the code's version, the
+engines' versions, counts, regions, workers, model usage, the Redis URL without its password) is for staff
+only: a public version would tell a scanner which published fixes a deployment lacks.
 
 The report is built from a list of section functions, each returning a dict merged into the
 report. Apps add their own with `register_section(fn)` (a section that raises is reported under
@@ -24,6 +25,8 @@ from urllib.parse import urlparse
 from django.apps import apps
 from django.conf import settings
 from django.db import connection, transaction
+
+from core.version import VERSION
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +88,12 @@ def _rows(sql: str) -> list[tuple]:
     with connection.cursor() as cursor:
         cursor.execute(sql)
         return cursor.fetchall()
+
+
+@register_section
+def version_section() -> dict:
+    """The code's version (core.version), first in the report: what an operator compares with CHANGELOG.md."""
+    return {"version": VERSION}
 
 
 @register_section

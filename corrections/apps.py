@@ -13,8 +13,3 @@ class CorrectionsConfig(AppConfig):
 
         facts_changed.connect(enqueue_sweep_after_supersessions, dispatch_uid="corrections.sweep_after_facts")
         dispensing_changed.connect(enqueue_sweep_after_dispensing, dispatch_uid="corrections.sweep_after_dispensing")
-        from recalls.signals import facts_written_report
-
-        from .tasks import report_triggered_sweeps
-
-        facts_written_report.connect(report_triggered_sweeps, dispatch_uid="corrections.report_sweeps")

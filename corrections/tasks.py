@@ -234,8 +234,3 @@ def await_triggered_sweeps(since, fact_ids, *, timeout: float, poll: float = 0.5
     line = describe_triggered_sweeps(since)
     drafts = Correction.objects.filter(sweep_run__started__gte=since, status=Correction.Status.DRAFT).count()
     return f"{line}\nDrafts awaiting a pharmacist's review: {drafts} (/corrections/review/)."
-
-
-def report_triggered_sweeps(sender, since, **kwargs) -> str:
-    """Receiver of recalls.signals.facts_written_report."""
-    return describe_triggered_sweeps(since)

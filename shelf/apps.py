@@ -13,12 +13,13 @@ class ShelfConfig(AppConfig):
         from patients import scanning
         from patients.dispensing import dispensing_changed
 
-        from .quarantine import on_facts_changed
         from .scans import on_dispensing_changed
         from .selectors import ndcs_received
+        from .tasks import queue_shelf_match_after_facts
 
-        # Both are sent after commit: a recall's units join its shelf task, a scanned fill takes its unit.
-        facts_changed.connect(on_facts_changed, dispatch_uid="shelf.quarantine_after_facts")
+        # Both are sent after commit: a recall's units join its shelf task (queued: the writer does not wait
+        # for matching), a scanned fill takes its unit.
+        facts_changed.connect(queue_shelf_match_after_facts, dispatch_uid="shelf.quarantine_after_facts")
         dispensing_changed.connect(on_dispensing_changed, dispatch_uid="shelf.scan_after_dispensing")
         # A scan at fill reads the NDC a GTIN was received as (patients sits below shelf: it is told, not importing).
         if ndcs_received not in scanning.GTIN_NDC_SOURCES:

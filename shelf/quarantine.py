@@ -1,7 +1,7 @@
 """A recall reaches the shelf: matching units become a quarantine task; staff confirm quarantine and return.
 
-    on_facts_changed(pairs=...)            receiver of memory.signals.facts_changed (sent after commit)
     match_facts(fact_ids) -> [ShelfTask]   every unit of the sites (any state) a recall fact matches
+                                           (queued by shelf.tasks when facts change; `manage.py shelf_match`)
     match_units(site, lots, products)      units just received or changed, against believed recall facts
     confirm_quarantine(task, *, counted, user, note="")   on-hand matched units -> quarantined
     confirm_return(task, *, counted, user, note="")       quarantined matched units -> returned
@@ -14,7 +14,6 @@ task's counts show what is still on the shelf beside what already left with pati
 not looked for: EPCIS lots are machine data, not typed.
 """
 
-import logging
 
 from django.db import transaction
 from django.db.models import F, Func, Q, Value
@@ -28,24 +27,11 @@ from memory.models import Fact
 
 from .models import ShelfEvent, ShelfTask, TaskUnit, Unit
 
-log = logging.getLogger(__name__)
-
-
 _UNRESOLVED_CLASS = {MatchClass.CONFIRMED: MatchClass.PROBABLE, MatchClass.PRODUCT_ALL_LOTS: MatchClass.CANDIDATE}
 
 
 class ShelfError(ValueError):
     """A confirmation that cannot be recorded, with a sentence for the pharmacist."""
-
-
-def on_facts_changed(sender=None, pairs=(), **kwargs):
-    new_ids = sorted({new for _old, new in pairs if new})
-    if not new_ids:
-        return
-    try:
-        match_facts(new_ids)
-    except Exception:  # the ingest already committed; `manage.py shelf_match` runs it again
-        log.exception("shelf: matching units for facts %s failed", new_ids)
 
 
 def unit_match(fact, unit):
@@ -79,7 +65,7 @@ def _units_for(fact):
 def match_facts(fact_ids) -> list[ShelfTask]:
     facts = list(Fact.objects.filter(id__in=fact_ids, retracted_at__isnull=True, kind=Fact.Kind.RECALL)
                  .defer("embedding"))
-    # This runs after every ingested record's commit: one query on the products index says whether any
+    # This runs for every committed batch of ingested records: one query on the products index says whether any
     # unit can match at all (usually none). Every fact's units (_units_for) hold one of its products, so
     # no unit is missed; building each fact's lot condition first cost more than the query.
     products = set().union(*(recall_terms.products(fact) for fact in facts))

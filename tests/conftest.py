@@ -204,6 +204,23 @@ def dispatch_not_enqueued(monkeypatch):
 
 
 @pytest.fixture
+def shelf_match_runs_here(monkeypatch):
+    """A fact change queues shelf matching as a Celery task (shelf.tasks); with a broker no worker runs it in
+    tests. Tests that follow a recall onto the shelf run each queued match here, as a worker would
+    (Task.apply), and get the fact ids each one was queued with."""
+    from shelf import tasks
+
+    queued = []
+
+    def run(fact_ids):
+        queued.append(fact_ids)
+        return tasks.match_recall_facts.apply(args=(fact_ids,))
+
+    monkeypatch.setattr(tasks.match_recall_facts, "delay", run)
+    return queued
+
+
+@pytest.fixture
 def no_auto_sweep(monkeypatch):
     monkeypatch.setattr("django.conf.settings.UNSAY_SWEEP_ON_SUPERSESSION", False)
 

@@ -61,9 +61,11 @@ def test_a_committed_fact_change_puts_its_sweep_on_the_broker_with_the_changed_f
     old, _patient = _recall_and_an_answer()
     broker.delete(QUEUE)
     new = escalate()  # its own transaction (memory.services); the tasks are published after its commit
-    # The sweep of the changed facts, and the embedding of the new version (docs/adr/0017), nothing else.
+    # The sweep of the changed facts, the embedding of the new version (docs/adr/0017) and the matching of the
+    # shelf's units against it, nothing else: the writer itself does none of them.
     assert sorted(queued(broker)) == [("corrections.tasks.sweep_facts", [sorted([old.fact.pk, new.fact.pk])], {}),
-                                      ("memory.tasks.embed_facts", [], {})]
+                                      ("memory.tasks.embed_facts", [], {}),
+                                      ("shelf.tasks.match_recall_facts", [[new.fact.pk]], {})]
 
 
 def test_a_dispensing_change_puts_its_patients_sweep_on_the_broker(broker):

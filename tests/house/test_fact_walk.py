@@ -27,7 +27,7 @@ SETTINGS = "installed by settings, called by Django or logging"
 
 ANNOUNCED = {
     "memory/services.py:__call__": ON_COMMIT + " (memory's supersession batch, which sends facts_changed)",
-    "shelf/quarantine.py:on_facts_changed": FACTS_CHANGED,
+    "shelf/tasks.py:queue_shelf_match_after_facts": FACTS_CHANGED,
     "corrections/tasks.py:enqueue_sweep_after_supersessions": FACTS_CHANGED,
     "corrections/tasks.py:dispatch_outbox": CELERY + ", the task queued by name after a review commits",
     "unsay_site/celery.py:_pool_process_stops_between_pages": CELERY + ", its task_prerun signal",

@@ -4,14 +4,15 @@ D-0502-2019 (losartan 50 mg, NDC 13668-409-30, lot 4L67C035); shipments and pati
 import pytest
 
 from memory.services import assert_claim
-from shelf import quarantine
+from shelf import quarantine, tasks
 from shelf.models import ShelfEvent, ShelfTask, Unit
 from shelf.receiving import receive
 from shelf.selectors import recall_shelf, recall_shelf_summary, recalled_units_on_hand
 from tests import epcis_docs as d
 from tests.factories import make_patient, recall_claim
 
-pytestmark = pytest.mark.django_db(transaction=True)  # facts are written in their own transactions
+# Facts are written in their own transactions; each shelf match they queue runs here as a worker would.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("shelf_match_runs_here")]
 
 SITE, RECALL = "Main St", "D-0502-2019"
 
@@ -65,6 +66,34 @@ def test_a_new_recall_makes_a_quarantine_task_of_the_matching_units(django_captu
     assert view.by_class == {"confirmed": 5}
     assert [u.dispensing.patient.external_ref for u in view.dispensed] == ["P1"]
     assert recalled_units_on_hand() == {RECALL: 4}
+
+
+def test_a_fact_change_queues_shelf_matching_and_the_writer_links_nothing(django_capture_on_commit_callbacks,
+                                                                         monkeypatch):
+    """The receiver only announces work: the writer's commit queues one task with the new versions; the
+    units are linked when a worker runs it."""
+    _stock(django_capture_on_commit_callbacks)
+    queued = []
+    monkeypatch.setattr(tasks.match_recall_facts, "delay", queued.append)  # the worker is elsewhere
+    with django_capture_on_commit_callbacks(execute=True):
+        fact = assert_claim(recall_claim(RECALL, d.LOSARTAN_LOT)).fact
+    assert queued == [[fact.id]]
+    assert not ShelfTask.objects.exists()
+    assert tasks.match_recall_facts.apply(args=(queued[0],)).get() == f"facts [{fact.id}]: 1 shelf tasks touched"
+    _view, c = _counts()
+    assert (c.received, c.on_hand) == (5, 5)
+
+
+def test_a_broker_that_is_down_leaves_the_write_standing(django_capture_on_commit_callbacks, monkeypatch):
+    _stock(django_capture_on_commit_callbacks)
+
+    def down(fact_ids):
+        raise ConnectionError("broker down")
+
+    monkeypatch.setattr(tasks.match_recall_facts, "delay", down)
+    with django_capture_on_commit_callbacks(execute=True):
+        fact = assert_claim(recall_claim(RECALL, d.LOSARTAN_LOT)).fact
+    assert fact.pk and not ShelfTask.objects.exists()  # `manage.py shelf_match` links them later
 
 
 def test_units_received_after_the_recall_join_its_task(django_capture_on_commit_callbacks):

@@ -16,7 +16,7 @@ RECALL, SITE = "D-0502-2019", "Main St"
 
 
 @pytest.fixture
-def shelf_world():
+def shelf_world(shelf_match_runs_here):
     assert receive(d.shipment_xml(d.serials("W", 4)), site=SITE).applied == 3
     make_patient("SYN-SHELF", [{"drug": "losartan", "lot": d.LOSARTAN_LOT, "ndc": d.LOSARTAN_NDC,
                                 "gtin": d.LOSARTAN_GTIN, "serial": "W000001", "site": SITE}],

@@ -1,6 +1,7 @@
 """Foundation: /health and `status`, the demo logins, load_demo's steps, the shared layout."""
 
 import json
+import re
 from io import StringIO
 
 import pytest
@@ -105,6 +106,22 @@ def test_status_prints_the_same_report():
     call_command("status", stdout=lines)
     assert "engine: postgresql" in lines.getvalue().splitlines()
     assert "vector.available: True" in lines.getvalue()
+
+
+@pytest.mark.django_db
+def test_status_and_the_staff_page_lead_with_the_version_and_public_health_does_not_say_it(client, staff_client):
+    from core.version import VERSION, read_version
+
+    assert VERSION == read_version() and re.fullmatch(r"\d+\.\d+\.\d+", VERSION)
+    lines = StringIO()
+    call_command("status", stdout=lines)
+    assert lines.getvalue().splitlines()[0] == f"version: {VERSION}"
+    out = StringIO()
+    call_command("status", "--json", stdout=out)
+    assert json.loads(out.getvalue())["version"] == VERSION
+    assert staff_client.get("/status").json()["version"] == VERSION
+    client.logout()
+    assert client.get("/health").json() == {"status": "up"}  # a public version tells a scanner what is unpatched
 
 
 @pytest.mark.django_db

@@ -1,7 +1,8 @@
 """manage.py shelf_match [--recall D-0502-2019]: match the believed recall facts against the shelf again.
 
-Matching normally runs when a recall fact changes (memory.signals.facts_changed) and when units are
-received; this re-runs it, e.g. after a failure was logged. Linking is idempotent: nothing is linked twice.
+Matching normally runs when a recall fact changes (a Celery task shelf.tasks queues on
+memory.signals.facts_changed) and when units are received; this re-runs it, e.g. after a failure was
+logged or while no worker ran. Linking is idempotent: nothing is linked twice.
 """
 
 

@@ -1,4 +1,4 @@
-"""`manage.py status`: the same report as GET /health, for a terminal."""
+"""`manage.py status`: the same report as the staff page /status, for a terminal (its first line: the version)."""
 
 import json
 
@@ -18,10 +18,10 @@ def _lines(value, prefix=""):
 
 
 class Command(BaseCommand):
-    help = "Print engine, vector support, regions, Redis, Celery workers and table counts (same as /health)."
+    help = "Print the version, engine, vector support, regions, Redis, Celery workers and table counts (as /status)."
 
     def add_arguments(self, parser):
-        parser.add_argument("--json", action="store_true", dest="as_json", help="print the JSON that /health returns")
+        parser.add_argument("--json", action="store_true", dest="as_json", help="print the JSON that /status returns")
 
     def handle(self, *args, as_json=False, **options):
         report = health_report()

@@ -13,6 +13,9 @@ worker would, so the command always embeds at its end.
 
 SIGTERM finishes the chunk in flight, marks the run handed back and exits with status 3; running the
 same command again writes only what the stopped run did not (a second SIGTERM kills).
+
+Ingestion is recalls' (recalls.services); the command lives in corrections, the lowest layer that may read
+both the run and what the sweep its writes triggered did, so it asks each of them for its own lines.
 """
 
 import sys
@@ -23,6 +26,7 @@ from tqdm import tqdm
 
 from core import shutdown
 from core.commands import MigratedCommand
+from corrections.tasks import describe_triggered_sweeps
 from recalls import services
 from recalls.documents import SourceError
 from recalls.models import IngestRun
@@ -53,8 +57,6 @@ class Command(MigratedCommand):
 
     def handle(self, *args, **options):
         from django.utils import timezone
-
-        from recalls.signals import report_lines
 
         started = timezone.now()
         bar = None
@@ -106,8 +108,7 @@ class Command(MigratedCommand):
                 reasons[reason] = reasons.get(reason, 0) + 1
             for reason, count in sorted(reasons.items(), key=lambda kv: -kv[1])[:10]:
                 self.stdout.write(f"  quarantined {count}: {reason}")
-        for line in report_lines(self.__class__, started):
-            self.stdout.write(line)
+        self.stdout.write(describe_triggered_sweeps(started))
         self._embeddings(options)
 
     def _embeddings(self, options):
