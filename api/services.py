@@ -18,14 +18,13 @@ import uuid
 from datetime import datetime
 
 from django.conf import settings
-from django.db import connection
 from django.db.models import Q
 from django.utils import timezone
 
 from api import problems
-from ask import keys
+from ask import keys, rate_limits
 from ask import services as ask_module
-from ask.models import ApiKey, ClientPatient, UsageCounter
+from ask.models import ApiKey, ClientPatient
 from core.retry import run_in_transaction
 from corrections.models import Correction
 from memory.models import Decision, Fact
@@ -53,24 +52,12 @@ def authenticate(secret: str | None) -> ApiKey:
 
 
 def take_request(key: ApiKey, *, now=None) -> None:
-    """Count one request for this key in the current minute, across every process (one conditional
-    upsert, as ask.services counts model calls); refuse past the limit."""
+    """Count one request for this key in the current minute, across every process (ask.rate_limits); refuse
+    past the limit."""
     now = now or timezone.now()
-    window = now.replace(second=0, microsecond=0)
     limit = settings.UNSAY_API_RATE_PER_MINUTE
-    table = UsageCounter._meta.db_table
-
-    def _upsert():
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"INSERT INTO {table} (scope, window_start, n) VALUES (%s, %s, 1) "
-                f"ON CONFLICT (scope, window_start) DO UPDATE SET n = {table}.n + 1 WHERE {table}.n < %s "
-                "RETURNING n", [f"apikey:{key.pk}", window, limit])
-            return cursor.fetchone() is not None
-
-    granted = _upsert() if connection.in_atomic_block else run_in_transaction(_upsert)
-    if not granted:
-        raise problems.rate_limited(max(1, 60 - now.second), limit)
+    if not rate_limits.take(f"apikey:{key.pk}", "minute", limit, now=now):
+        raise problems.rate_limited(rate_limits.seconds_left("minute", now), limit)
 
 
 # --- patients and decisions a key may see -------------------------------------------------------

@@ -50,17 +50,12 @@ class ReasonerFailed(Exception):
 
 class BedrockReasoner:
     uses_model = True
+    client = aws.ClientOf("bedrock-runtime")
 
     def __init__(self, client=None, model_id: str | None = None):
         self.model_id = model_id or settings.UNSAY_BEDROCK_MODEL_ID
         self.identity = f"bedrock:{self.model_id}"[:100]
         self._client = client
-
-    @property
-    def client(self):
-        if self._client is None:
-            self._client = aws.client("bedrock-runtime")
-        return self._client
 
     def request(self, ctx: AskContext) -> dict:
         facts = [

@@ -103,8 +103,8 @@ class ApiKey(models.Model):
 
 
 class UsageCounter(models.Model):
-    """Model calls counted per (scope, window start). Incremented only by a conditional upsert
-    (ask.services.reserve_model_call), so concurrent requests can never exceed the cap."""
+    """Uses counted per (scope, window start): model calls, API requests, checks of a pack, reply links.
+    Written only by ask.rate_limits' conditional upsert, so concurrent requests can never exceed a cap."""
 
     scope = models.CharField(max_length=100, help_text='"daily" or "client:<id>" (hourly).')
     window_start = models.DateTimeField()

@@ -5,15 +5,12 @@
                                            UNSAY_CHECK_RATE_PER_MINUTE (nothing counted then)
     outcome_counts() -> {outcome: n}     today's answers
 
-Both are ask.services.take_in_window's conditional upsert on UsageCounter, so every gunicorn worker shares
-one count (a per-process cache would let each worker grant the limit again). The address is never stored:
-a counter's scope holds an HMAC of the address with the secret key and the day, which cannot be turned
-back into the address nor linked from one day to the next; the rows of past minutes are deleted as new
-ones come. The NDC, the lot and the scanned text are never written anywhere.
+Both are counted by ask.rate_limits (its conditional upsert, TAKE_SQL, on UsageCounter), so every gunicorn
+worker shares one count. The address is never stored: a counter's scope holds its pseudonym
+(rate_limits.pseudonym: an HMAC with the secret key and the day); the rows of past minutes are deleted as
+new ones come. The NDC, the lot and the scanned text are never written anywhere.
 """
 
-import hashlib
-import hmac
 import secrets
 from datetime import timedelta
 
@@ -21,20 +18,13 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from ask.models import UsageCounter
-from ask.services import take_in_window
+from ask import rate_limits
 from core.retry import run_in_transaction
 
 ADDRESS_SCOPE = "check:client:"
 OUTCOME_SCOPE = "check:outcome:"
-NO_CAP = 2**31 - 1
 KEEP_ADDRESS_ROWS = timedelta(minutes=5)
 PRUNE_ONE_IN = 100
-
-
-def _pseudonym(address: str, day) -> str:
-    digest = hmac.new(settings.SECRET_KEY.encode(), f"check:{day:%Y-%m-%d}:{address}".encode(), hashlib.sha256)
-    return digest.hexdigest()[:32]
 
 
 def _counted(count):
@@ -52,17 +42,13 @@ def _counted(count):
     return run() if connection.in_atomic_block else run_in_transaction(run)
 
 
-_TABLE = UsageCounter._meta.db_table
-# The address limit and, only when it grants, the day's outcome count, in one statement (one round trip,
-# one implicit transaction) whose commit does not wait for the disk: set_config(..., true) lasts until
-# that transaction's commit, which reads it. Both upserts are take_in_window's.
+_TABLE = rate_limits.TABLE
+# The address limit (rate_limits.TAKE_SQL itself) and, only when it grants, the day's outcome count (the same
+# upsert, never refused), in one statement (one round trip, one implicit transaction) whose commit does not
+# wait for the disk: set_config(..., true) lasts until that transaction's commit, which reads it.
 _TAKE_AND_COUNT_SQL = f"""
 WITH relaxed AS (SELECT set_config('synchronous_commit', 'off', true) AS setting),
-granted AS (
-    INSERT INTO {_TABLE} (scope, window_start, n) VALUES (%(scope)s, %(minute)s, 1)
-    ON CONFLICT (scope, window_start) DO UPDATE SET n = {_TABLE}.n + 1 WHERE {_TABLE}.n < %(cap)s
-    RETURNING n
-),
+granted AS ({rate_limits.TAKE_SQL}),
 counted AS (
     INSERT INTO {_TABLE} (scope, window_start, n) SELECT %(outcome)s, %(day)s, 1 FROM granted
     WHERE %(outcome)s <> ''
@@ -80,39 +66,34 @@ def take_check(address: str, outcome: str = "", *, now=None) -> bool:
     (bench/check_pack.py: a public page at 200 checks a second), on CockroachDB, which does not let one
     statement modify a table twice, one transaction of two upserts."""
     now = now or timezone.now()
-    minute = now.replace(second=0, microsecond=0)
-    scope = ADDRESS_SCOPE + _pseudonym(address or "unknown", now.date())
+    minute = rate_limits.window_start("minute", now)
+    scope = ADDRESS_SCOPE + rate_limits.pseudonym("check", address or "unknown", now.date())
     cap = settings.UNSAY_CHECK_RATE_PER_MINUTE
     if cap <= 0:
         granted = False
     elif connection.vendor == "postgresql" and not connection.in_atomic_block:
         with connection.cursor() as cursor:
-            cursor.execute(_TAKE_AND_COUNT_SQL, {"scope": scope, "minute": minute, "cap": cap, "day": _day(now),
-                                                 "outcome": OUTCOME_SCOPE + str(outcome) if outcome else ""})
+            cursor.execute(_TAKE_AND_COUNT_SQL, {
+                "scope": scope, "window_start": minute, "cap": min(cap, rate_limits.NO_CAP),
+                "day": rate_limits.window_start("day", now),
+                "outcome": OUTCOME_SCOPE + str(outcome) if outcome else ""})
             granted = cursor.fetchone()[0] > 0
     else:
         def count() -> bool:
-            if not take_in_window(scope, minute, cap):
+            if not rate_limits.take(scope, "minute", cap, now=now):
                 return False
             if outcome:
-                take_in_window(OUTCOME_SCOPE + str(outcome), _day(now), NO_CAP)
+                rate_limits.count(OUTCOME_SCOPE + str(outcome), "day", now=now)
             return True
 
         granted = _counted(count)
     if not granted or secrets.randbelow(PRUNE_ONE_IN) == 0:
         # Now and then (and whenever someone is refused): drop the rows of minutes gone by, so the table
         # holds a few minutes of pseudonyms at most and no request pays for the clean-up every time.
-        UsageCounter.objects.filter(scope__startswith=ADDRESS_SCOPE, window_start__lt=minute - KEEP_ADDRESS_ROWS
-                                    ).delete()
+        rate_limits.prune(ADDRESS_SCOPE, minute - KEEP_ADDRESS_ROWS)
     return granted
-
-
-def _day(now=None):
-    return (now or timezone.now()).replace(hour=0, minute=0, second=0, microsecond=0)
 
 
 def outcome_counts(*, now=None) -> dict[str, int]:
     """Today's answers by outcome (or the day of `now`)."""
-    rows = (UsageCounter.objects.filter(scope__startswith=OUTCOME_SCOPE, window_start=_day(now))
-            .values_list("scope", "n"))
-    return {scope[len(OUTCOME_SCOPE):]: n for scope, n in rows}
+    return {scope[len(OUTCOME_SCOPE):]: n for scope, n in rate_limits.counts(OUTCOME_SCOPE, "day", now=now).items()}

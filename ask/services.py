@@ -19,12 +19,11 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import F
 from django.utils import timezone
 
+from ask import rate_limits
 from ask.beliefs import DbBeliefs, DispensedRow
 from ask.guardrail import apply_guardrail
-from ask.models import UsageCounter
 from ask.reasoners import get_reasoner
 from ask.rules import AskContext, RulesReasoner
 from core.retry import run_in_transaction
@@ -350,60 +349,27 @@ def reusable_decision(patient, inputs_hash: str) -> Decision | None:
 
 # --- cost controls ----------------------------------------------------------------------------
 
-def _windows(now=None):
-    now = now or timezone.now()
-    day = now.replace(hour=0, minute=0, second=0, microsecond=0)
-    hour = now.replace(minute=0, second=0, microsecond=0)
-    return day, hour
-
-
 def client_scope(client) -> str:
     return f"client:{client.pk}" if client is not None else "client:internal"
 
 
-def take_in_window(scope: str, window_start, cap: int) -> bool:
-    """Atomically count one call in (scope, window) unless the count has reached cap."""
-    if cap <= 0:
-        return False
-
-    def _upsert():
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"""
-                INSERT INTO {UsageCounter._meta.db_table} (scope, window_start, n) VALUES (%s, %s, 1)
-                ON CONFLICT (scope, window_start) DO UPDATE SET n = {UsageCounter._meta.db_table}.n + 1
-                WHERE {UsageCounter._meta.db_table}.n < %s
-                RETURNING n
-                """,
-                [scope, window_start, cap],
-            )
-            return cursor.fetchone() is not None
-
-    return run_in_transaction(_upsert) if not connection.in_atomic_block else _upsert()
-
-
-def _give_back(scope: str, window_start):
-    UsageCounter.objects.filter(scope=scope, window_start=window_start, n__gt=0).update(n=F("n") - 1)
-
-
 def reserve_model_call(client=None, *, now=None) -> tuple[bool, str]:
     """Count one model call against the daily cap and the client's hourly cap. (granted, reason if not)."""
-    day, hour = _windows(now)
-    if not take_in_window("daily", day, settings.UNSAY_MODEL_DAILY_CAP):
+    now = now or timezone.now()
+    if not rate_limits.take("daily", "day", settings.UNSAY_MODEL_DAILY_CAP, now=now):
         return False, "daily cap"
-    scope = client_scope(client)
-    if not take_in_window(scope, hour, settings.UNSAY_MODEL_HOURLY_CAP_PER_CLIENT):
-        _give_back("daily", day)  # the call is not made, so it must not use up the daily allowance
+    if not rate_limits.take(client_scope(client), "hour", settings.UNSAY_MODEL_HOURLY_CAP_PER_CLIENT, now=now):
+        rate_limits.give_back("daily", "day", now=now)  # the call is not made: it must not use up the day's calls
         return False, "hourly cap for this client"
     return True, ""
 
 
 def usage_report(now=None) -> dict:
     """Model usage for /health: today's calls against the daily cap, this hour's per client."""
-    day, hour = _windows(now)
-    daily = UsageCounter.objects.filter(scope="daily", window_start=day).values_list("n", flat=True).first() or 0
-    hourly = dict(UsageCounter.objects.filter(window_start=hour, scope__startswith="client:")
-                  .values_list("scope", "n"))
+    now = now or timezone.now()
+    day, hour = rate_limits.window_start("day", now), rate_limits.window_start("hour", now)
+    daily = rate_limits.counts("daily", "day", now=now).get("daily", 0)
+    hourly = rate_limits.counts("client:", "hour", now=now)
     return {
         "reasoner": settings.UNSAY_REASONER,
         "model_id": settings.UNSAY_BEDROCK_MODEL_ID if settings.UNSAY_REASONER == "bedrock" else None,

@@ -31,8 +31,7 @@ from _common import PROJECT_DIR, describe_machine, setup_django  # noqa: E402
 
 setup_django(db_name="unsay_bench_epcis_memory")
 
-from drugs.gs1 import gtin_for_ndc  # noqa: E402
-from shelf.epc import sgtin_uri  # noqa: E402
+from drugs.gs1 import gtin_for_ndc, sgtin_uri  # noqa: E402
 from shelf.epcis import MAX_DOCUMENT_BYTES  # noqa: E402
 from shelf.models import Aggregation, ReceivedEvent, ShelfEvent, Unit  # noqa: E402
 from tests import epcis_docs  # noqa: E402

@@ -51,8 +51,10 @@ def old_extractor():
         return None
     module = types.ModuleType("old_lots")
     module.__dict__["__name__"] = "old_lots"
-    exec(compile(source.replace("from .normalize import", "from recalls.normalize import"), "old_lots", "exec"),
-         module.__dict__)
+    # The old module imported its lot tidier from a module since folded into drugs.lots (printed_lot).
+    source = source.replace("from .normalize import normalize_lot",
+                            "from drugs.lots import printed_lot as normalize_lot")
+    exec(compile(source, "old_lots", "exec"), module.__dict__)
     return module.extract_lots
 
 

@@ -37,11 +37,11 @@ def build(n_drafts: int):
 
     from core.roles import PHARMACIST
     from corrections.models import CLASS_SEVERITY, Correction, OutboxMessage
+    from drugs.lots import printed_lot
     from memory.embeddings import HashingEmbedding, reset_provider
     from memory.models import Fact
     from memory.services import assert_claim
     from patients.models import DispensingRecord, Patient
-    from recalls.normalize import normalize_lot
     from tests.factories import recall_claim
     from worklist.models import ContactAttempt
 
@@ -57,7 +57,7 @@ def build(n_drafts: int):
     for number, lot, classification, share in RECALLS:
         if not Fact.objects.filter(fact_key__startswith=f"recall:{number}:", retracted_at__isnull=True).exists():
             assert_claim(recall_claim(number, lot))
-        fact = Fact.objects.filter(fact_key=f"recall:{number}:lot:{normalize_lot(lot)}",
+        fact = Fact.objects.filter(fact_key=f"recall:{number}:lot:{printed_lot(lot)}",
                                    retracted_at__isnull=True).get()
         if classification == "Class I" and fact.attributes.get("classification") != "Class I":
             assert_claim(recall_claim(number, lot, classification="Class I"), reason="bench: escalated")

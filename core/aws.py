@@ -6,7 +6,9 @@ follow the SDK's own overrides (AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_<SERVICE>, e.
 LocalStack), which botocore reads itself; credentials likewise come from its usual chain.
 
 Tests put a botocore Stubber on the shared client (`Stubber(aws.client("s3"))`) or swap in their
-own with use_client(); forget() drops every cached client.
+own with use_client(); forget() drops every cached client. A class whose instances call a service
+names it once, `client = aws.ClientOf("bedrock-runtime")`: an instance made with its own client (a test's
+stub) uses that one, every other the process's.
 """
 
 import threading
@@ -56,3 +58,16 @@ def forget():
     """Drop every cached client (after the region or credentials change, and between tests)."""
     with _lock:
         _clients.clear()
+
+
+class ClientOf:
+    """The `client` attribute of a class calling one service: the instance's own `_client` when it was given
+    one, else the process's client for the service (made on first use, not when the instance is made)."""
+
+    def __init__(self, service: str):
+        self.service = service
+
+    def __get__(self, instance, owner=None):
+        if instance is None:
+            return self
+        return instance.__dict__.get("_client") or client(self.service)

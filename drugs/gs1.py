@@ -4,6 +4,15 @@
     ndc_candidates(gtin) -> [...]   the NDC-11s a US drug GTIN can stand for (hyphenation is ambiguous)
     gtin_for_ndc(ndc) -> str        the GTIN-14 of a hyphenated NDC (the inverse; tests and checks)
 
+EPC identifiers, as EPCIS names units, lots and cases (GS1 Tag Data Standard URIs and GS1 Digital Link):
+
+    sgtin(uri) -> (gtin14, serial) | None     urn:epc:id:sgtin:0313668.040930.1001 or https://id.gs1.org/01/.../21/...
+    lgtin(uri) -> (gtin14, lot) | None        urn:epc:class:lgtin:0313668.040930.4L67C035 (a lot of a product)
+    sgtin_pattern(uri) -> gtin14 | None       urn:epc:idpat:sgtin:0313668.040930.* (master data's class id)
+    is_case(uri) -> bool                      an SSCC (a logistic unit: a case or pallet)
+    epc_refusal(uri) -> str                   why a URI is neither a unit nor a case ("" when it is one)
+    sgtin_uri(gtin, serial) -> str            the SGTIN URN of a GTIN-14 and serial
+
 Parsing is done by `biip` (pinned in requirements.txt). What a scanner sends varies:
 - the group separator (GS, ASCII 29) that ends a variable-length field is often lost by keyboard
   wedges and browsers, so scanners are set to send a printable substitute; we accept GS itself,
@@ -20,13 +29,27 @@ old fills, and an expired pack is the model's concern (expiry before dispensing 
 Without any separator, a lot or serial that is not the last field swallows the fields after it
 ('10ABC123421SN1' reads as lot 'ABC123421SN1'). That cannot be undone, so such a scan is refused
 when the field that swallowed could have hidden a missing one (ScanError says what to do).
+
+A Digital Link is read by biip as well (GS1's rules: the key qualifiers 22, 10, 21 in that order, each
+value in GS1's character set and length, check digits); only its path names the item, so a query or
+fragment is not read. The EPC URNs are read here with the Tag Data Standard's rules: company prefix and
+indicator with item reference, 13 digits (17 for an SSCC), the check digit computed, %-escapes undone. A URN
+is three fields split at dots; a maintained EPC package (epcpy) read GS1's examples alike but took seven
+times the CPU per URN and 1.27 times as long to receive a shipment (bench/epc_readers.py, docs/shelf.md).
+
+Every form is held to the same bounds, on the value it stands for (after %-unescaping): a serial (AI 21) or a
+lot (AI 10) of at most 20 characters, a whole URI of at most MAX_EPC_CHARS. An identifier over a bound is
+refused whole, never cut: two serials that share their first 20 characters are two units.
 """
 
+import functools
 import re
 from dataclasses import dataclass, field
 from datetime import date
+from urllib.parse import unquote, urlsplit
 
 from biip import ParseConfig, ParseError, parse
+from biip.gs1_digital_link_uris import GS1DigitalLinkURI
 from biip.gs1_messages import GS1Message
 
 GROUP_SEPARATOR = "\x1d"
@@ -185,3 +208,155 @@ def _check_digit(body: str) -> int:
     # GS1 mod-10: weights 3, 1, 3, ... from the rightmost digit of the body.
     total = sum(int(ch) * (3 if i % 2 == 0 else 1) for i, ch in enumerate(reversed(body)))
     return (10 - total % 10) % 10
+
+
+# --- EPC identifiers (EPCIS) -------------------------------------------------------------------------------
+
+SERIAL_CHARS = 20  # GS1 AI 21
+LOT_CHARS = 20     # GS1 AI 10
+MAX_EPC_CHARS = 200  # an SGTIN URN is under 100 characters; the column that keeps case contents holds 200
+
+_SGTIN = re.compile(r"^urn:epc:id:sgtin:(\d{6,12})\.(\d{1,7})\.(.+)$")
+_LGTIN = re.compile(r"^urn:epc:class:lgtin:(\d{6,12})\.(\d{1,7})\.(.+)$")
+_SGTIN_PATTERN = re.compile(r"^urn:epc:idpat:sgtin:(\d{6,12})\.(\d{1,7})\.\*$")
+_SSCC = re.compile(r"^urn:epc:id:sscc:(\d{6,12})\.(\d{5,11})$")
+# A Digital Link names a GTIN (01) or an SSCC (00) as a path segment after any host and path prefix.
+_LINK_KEY = re.compile(r"^https?://[^/?#]+/(?:[^?#]*?/)?(01|00)/")
+
+
+@dataclass(frozen=True)
+class _Link:
+    key: str      # "01" (a GTIN) or "00" (an SSCC)
+    number: str
+    lot: str = ""
+    serial: str = ""
+    error: str = ""
+
+
+@functools.lru_cache(maxsize=4096)  # a shipment repeats a handful of products
+def _gtin(company: str, item: str) -> str | None:
+    """GTIN-14 from a URN's company prefix and indicator+item reference (13 digits together)."""
+    if len(company) + len(item) != 13:
+        return None
+    body = item[0] + company + item[1:]
+    return body + str(_check_digit(body))
+
+
+def too_long(what: str, value: str, limit: int, ai: str) -> str:
+    shown = value[:40] + ("..." if len(value) > 40 else "")
+    return f"The {what} {shown!r} is {len(value)} characters, longer than GS1's {limit} characters (AI {ai})."
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _link(uri: str) -> _Link | None:
+    """The Digital Link's key and qualifiers (biip), or None when `uri` is no Digital Link of a GTIN or SSCC."""
+    found = _LINK_KEY.match(uri)
+    if not found:
+        return None
+    key = found.group(1)
+    path = urlsplit(uri).path
+    # biip refuses a serial over 20 characters as any malformed value; say what every form says of it.
+    parts = path.split("/")
+    for ai, value in zip(parts, parts[1:], strict=False):
+        if ai == "21" and key == "01" and len(unquote(value)) > SERIAL_CHARS:
+            return _Link(key, "", error=too_long("serial", unquote(value), SERIAL_CHARS, "21"))
+    try:
+        elements = GS1DigitalLinkURI.parse(uri.split("?", 1)[0].split("#", 1)[0]).element_strings
+    except ParseError as exc:
+        return _Link(key, "", error=f"The Digital Link {uri[:120]!r} is not a GTIN with lot or serial, nor an SSCC: "
+                                    f"{str(exc).rstrip('.')}.")
+    values = {element.ai.ai: element for element in elements}
+    key = elements[0].ai.ai  # biip reads the primary key first
+    primary = values[key]
+    if key not in ("01", "00") or primary.gtin_error or primary.sscc_error or set(values) - {key, "22", "10", "21"}:
+        return _Link(key, "", error=f"The Digital Link {uri[:120]!r} carries no valid GTIN-14 or SSCC.")
+    return _Link(key, primary.value, lot=values["10"].value if "10" in values else "",
+                 serial=values["21"].value if "21" in values else "")
+
+
+# A document names each unit in several events, mostly close together; a larger cache would cost memory that
+# grows with the document (about 350 bytes an entry). A chunk of receiving (5,000 events) fits.
+@functools.lru_cache(maxsize=1 << 13)
+def _read_sgtin(uri: str) -> tuple[tuple[str, str] | None, str]:
+    """((gtin, serial), "") or (None, why not)."""
+    if len(uri) > MAX_EPC_CHARS:
+        return None, f"The EPC {uri[:60]!r}... is {len(uri)} characters; an EPC is at most {MAX_EPC_CHARS}."
+    found = _SGTIN.match(uri)
+    if found:
+        gtin, serial = _gtin(found.group(1), found.group(2)), unquote(found.group(3))
+        if not gtin:
+            return None, f"The SGTIN {uri[:120]!r} does not hold 13 digits of company prefix and item reference."
+    else:
+        link = _link(uri)
+        if link is None:
+            return None, ""
+        if link.error or link.key != "01" or not link.serial:
+            return None, link.error
+        gtin, serial = link.number, link.serial
+    if len(serial) > SERIAL_CHARS:
+        return None, too_long("serial", serial, SERIAL_CHARS, "21")
+    return (gtin, serial), ""
+
+
+def sgtin(uri: str) -> tuple[str, str] | None:
+    """(GTIN-14, serial) of a unit's SGTIN URN or Digital Link; None when `uri` names no unit."""
+    return _read_sgtin((uri or "").strip())[0]
+
+
+def lgtin(uri: str) -> tuple[str, str] | None:
+    """(GTIN-14, lot) of an LGTIN URN or a Digital Link with a lot and no serial; None otherwise."""
+    uri = (uri or "").strip()
+    if len(uri) > MAX_EPC_CHARS:
+        return None
+    found = _LGTIN.match(uri)
+    if found:
+        gtin, lot = _gtin(found.group(1), found.group(2)), unquote(found.group(3))
+    else:
+        link = _link(uri)
+        if link is None or link.error or link.key != "01" or not link.lot or link.serial:
+            return None
+        gtin, lot = link.number, link.lot
+    return (gtin, lot) if gtin and len(lot) <= LOT_CHARS else None
+
+
+def sgtin_pattern(uri: str) -> str | None:
+    """GTIN-14 of a master-data class id 'urn:epc:idpat:sgtin:0313668.040930.*' (or an LGTIN, or a Digital Link)."""
+    uri = (uri or "").strip()
+    found = _SGTIN_PATTERN.match(uri) or _LGTIN.match(uri)
+    if found:
+        return _gtin(found.group(1), found.group(2))
+    link = _link(uri) if len(uri) <= MAX_EPC_CHARS else None
+    return link.number if link and not link.error and link.key == "01" else None
+
+
+def is_case(uri: str) -> bool:
+    """Whether `uri` names an SSCC (a case or pallet), as a URN or a Digital Link."""
+    uri = (uri or "").strip()
+    if len(uri) > MAX_EPC_CHARS:
+        return False
+    found = _SSCC.match(uri)
+    if found:
+        return len(found.group(1)) + len(found.group(2)) == 17
+    link = _link(uri)
+    return bool(link and not link.error and link.key == "00")
+
+
+def epc_refusal(uri: str) -> str:
+    """Why `uri` names neither a unit (SGTIN) nor a case (SSCC), the same words for the same fault in every
+    form; "" when it names one."""
+    uri = (uri or "").strip()
+    read, why = _read_sgtin(uri)
+    if read or is_case(uri):
+        return ""
+    if why:
+        return why
+    if uri.startswith("urn:epc:id:sscc:"):
+        return f"The SSCC {uri[:120]!r} does not hold 17 digits of company prefix and serial reference."
+    return f"The EPC {uri[:120]!r} is neither an SGTIN nor an SSCC."
+
+
+def sgtin_uri(gtin: str, serial: str, company_digits: int = 7) -> str:
+    """The SGTIN URN of a GTIN-14 and serial (test documents, the demo and the benchmarks build shipments with it)."""
+    company = gtin[1:1 + company_digits]
+    item = gtin[0] + gtin[1 + company_digits:13]
+    return f"urn:epc:id:sgtin:{company}.{item}.{serial}"

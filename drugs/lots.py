@@ -2,6 +2,7 @@
 
     printed_lot(raw) -> 'M331J18-1'      the lot as printed, tidied: what recall facts name and show
     canonical_lot(raw) -> 'M331J181'     what two lots are compared by (dispensing rows store it)
+    canonical_lot_sql(column)            the same key computed by the database (PostgreSQL and CockroachDB)
     near_lot_key(raw) -> 'M331J181'      the key of the near-miss rules below (never a match by itself)
     near_lot_keys(printed) -> {...}      the near keys a recall lot answers to (with its suffix dropped)
     near_miss_rule(recall_lot, dispensed_lot) -> 'leading zeros' | ... | None
@@ -15,6 +16,9 @@ pharmacist should see them: with the same product they make a *probable* match t
 """
 
 import re
+
+from django.db.models import Expression, F, Func, TextField, Value
+from django.db.models.functions import Coalesce
 
 _LOT_PREFIX = re.compile(r"^(?:LOT|LOTS|BATCH)\s*(?:NO\.?|NUMBER|NUMBERS|#|:)*\s*", re.IGNORECASE)
 _NOT_LOT = re.compile(r"[^A-Z0-9]")
@@ -43,6 +47,38 @@ def canonical_lot(raw: str) -> str:
     """'Lot# 4l67-c035' -> '4L67C035'; 'M331J18 1' -> 'M331J181': prefix, spaces and punctuation
     dropped, upper case. Every reader compares lots by this key (dispensing rows store it as `lot`)."""
     return _NOT_LOT.sub("", _unprefixed(raw).upper())
+
+
+# canonical_lot in SQL. Python's rules are the reference; the SQL spells each of them out so that both engines
+# compute the same key whatever their collation or regex dialect (PostgreSQL's ARE, CockroachDB's RE2):
+# - no \s (ASCII-only in PostgreSQL under the C collation and in RE2; Unicode in Python): the characters
+#   Python counts as whitespace, written into the bracket;
+# - no case-insensitive flag (locale-dependent in PostgreSQL): each prefix letter as [Xx];
+# - only the prefix alternatives Python can take: its alternation takes the first that matches and the rest of
+#   the prefix is optional, so LOTS and NUMBERS never win (LOT and NUMBER do, leaving the S). With them gone no
+#   two readings of a prefix exist, so PostgreSQL's longest match and RE2's first match agree with Python;
+# - no upper() (a Turkish collation upper-cases i to a dotted capital): Python's str.upper() spelt out as a
+#   table, the ASCII letters plus the 17 other characters whose capital holds an ASCII letter ('ß' -> 'SS',
+#   'ﬁ' -> 'FI', 'ı' -> 'I'); every other character is dropped by both, as not A-Z or 0-9.
+_WHITESPACE = "".join(ch for ch in map(chr, range(0x3001)) if ch.isspace())
+_SQL_LOT_PREFIX = (f"^[{_WHITESPACE}]*(?:[Ll][Oo][Tt]|[Bb][Aa][Tt][Cc][Hh])[{_WHITESPACE}]*"
+                   r"(?:[Nn][Oo]\.?|[Nn][Uu][Mm][Bb][Ee][Rr]|#|:)*")
+_UPPER_INTO_LETTERS = {"ß": "SS", "ﬀ": "FF", "ﬁ": "FI", "ﬂ": "FL", "ﬃ": "FFI", "ﬄ": "FFL", "ﬅ": "ST", "ﬆ": "ST"}
+_UPPER_INTO_LETTER = dict(zip("abcdefghijklmnopqrstuvwxyzıŉſǰẖẗẘẙẚ", "ABCDEFGHIJKLMNOPQRSTUVWXYZINSJHTWYA",
+                              strict=True))
+
+
+def canonical_lot_sql(column: str | Expression) -> Func:
+    """canonical_lot() of a text column (a field name or an expression), as a database expression: the key a
+    query compares lots by ('Lot# 4l67-c035' -> '4L67C035'); NULL gives '' as None does."""
+    text = F(column) if isinstance(column, str) else column
+    text = Coalesce(text, Value(""), output_field=TextField())
+    text = Func(text, Value(_SQL_LOT_PREFIX), Value(""), function="regexp_replace", output_field=TextField())
+    for char, letters in _UPPER_INTO_LETTERS.items():
+        text = Func(text, Value(char), Value(letters), function="replace", output_field=TextField())
+    text = Func(text, Value("".join(_UPPER_INTO_LETTER)), Value("".join(_UPPER_INTO_LETTER.values())),
+                function="translate", output_field=TextField())
+    return Func(text, Value("[^A-Z0-9]"), Value(""), Value("g"), function="regexp_replace", output_field=TextField())
 
 
 def near_lot_key(raw: str) -> str:

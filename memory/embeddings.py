@@ -189,18 +189,13 @@ class BedrockTitan(EmbeddingProvider):
     """Amazon Titan Text Embeddings V2 (one text per InvokeModel call, as the API takes)."""
 
     dimension = 1024
+    client = aws.ClientOf("bedrock-runtime")
 
     def __init__(self, client=None):
         super().__init__()
         self.model_id = settings.UNSAY_BEDROCK_EMBEDDING_MODEL
         self.name = f"bedrock:{self.model_id}"
         self._client = client
-
-    @property
-    def client(self):
-        if self._client is None:
-            self._client = aws.client("bedrock-runtime")
-        return self._client
 
     def _embed(self, texts):
         out = []

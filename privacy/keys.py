@@ -11,11 +11,10 @@ its patient's public id, never what was asked). A key of an erased patient that 
 issued around the erasure) is revoked when it is first presented. The request itself is never read."""
 
 from django.db import transaction
-from django.db.models import F
-from django.utils import timezone
 
+from ask import rate_limits
 from ask.keys import MAX_SECRET_LENGTH, hash_secret, revoke_keys
-from ask.models import ApiKey, UsageCounter
+from ask.models import ApiKey
 from corrections import audit
 from corrections.models import AuditEvent
 from patients.erasure import is_erased
@@ -46,11 +45,7 @@ def refuse_erased_key(secret: str | None, key: ApiKey | None) -> bool:
 def _audit_refusal(key: ApiKey) -> None:
     """Each refusal is counted per key and hour (ask's usage counters, one indexed row), and the first of
     the hour audited: a caller repeating the key cannot grow the audit chain faster than that."""
-    hour = timezone.now().replace(minute=0, second=0, microsecond=0)
-    counter, first = UsageCounter.objects.get_or_create(scope=f"erased-key:{key.pk}", window_start=hour,
-                                                        defaults={"n": 1})
-    if not first:
-        UsageCounter.objects.filter(pk=counter.pk).update(n=F("n") + 1)
+    if rate_limits.count(f"erased-key:{key.pk}", "hour") > 1:
         return
     audit.record(AuditEvent.Action.ERASED_KEY_REFUSED, by=KEY_ACTOR, after={
         "key_id": key.pk, "key": key.prefix, "patient": str(key.patient.public_id)},

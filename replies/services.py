@@ -1,11 +1,37 @@
-"""Recording a patient's answer to a sent letter: one transaction, the link locked, idempotent."""
+"""Recording a patient's answer to a sent letter: one transaction, the link locked, idempotent; and the limit
+on how often a link, or a client address presenting refused tokens, may be used."""
 
+import secrets
+from datetime import timedelta
+
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from ask import rate_limits
 from worklist import services as worklist_services
 
 from .models import ReplyLink
+
+LINK_SCOPE = "reply:link:"
+MISS_SCOPE = "reply:miss:"
+PRUNE_ONE_IN = 100
+
+
+def over_limit(link: ReplyLink | None, address: str, *, now=None) -> bool:
+    """One more use of `link` this hour, or, with no link (a refused token: guessing), one more from this client
+    address; True past UNSAY_REPLY_RATE. Counted in the database (ask.rate_limits), so the limit holds across
+    every web worker; the address is kept only as its pseudonym for the day."""
+    now = now or timezone.now()
+    if link is not None:
+        scope = f"{LINK_SCOPE}{link.pk}"
+    else:
+        scope = MISS_SCOPE + rate_limits.pseudonym("reply", address or "unknown", now.date())
+    granted = rate_limits.take(scope, "hour", settings.UNSAY_REPLY_RATE, now=now)
+    if not granted or secrets.randbelow(PRUNE_ONE_IN) == 0:
+        # Now and then, and whenever someone is refused: the counts of hours gone by are of no more use.
+        rate_limits.prune("reply:", rate_limits.window_start("hour", now) - timedelta(hours=1))
+    return not granted
 
 
 class LinkUsed(Exception):

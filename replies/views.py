@@ -3,7 +3,6 @@ expired or used link) is the same page with the same status, so a response never
 a letter or a link exists."""
 
 from django.conf import settings
-from django.core.cache import cache
 from django.shortcuts import render
 from django.utils import translation
 from django.views.decorators.cache import never_cache
@@ -15,19 +14,6 @@ from corrections.drafting import language_of
 
 from . import links, services
 from .forms import ReplyForm
-
-
-def over_limit(key: str) -> bool:
-    """One more use of `key` this hour; True past UNSAY_REPLY_RATE (Django's cache: per process unless
-    CACHES names a shared one)."""
-    key = f"replies:rate:{key}"
-    cache.add(key, 0, timeout=3600)
-    try:
-        count = cache.incr(key)
-    except ValueError:  # expired between add and incr
-        cache.set(key, 1, timeout=3600)
-        count = 1
-    return count > settings.UNSAY_REPLY_RATE
 
 
 def _page(request, template, context=None, *, status=200, language=None):
@@ -50,7 +36,7 @@ def reply(request, token):
     # Two limits: refused tokens per client address (guessing; behind a proxy every patient shares its
     # address, and a patient's own link must still work), and uses per link.
     link = links.find(token)
-    if over_limit(f"link:{link.pk}" if link else f"miss:{client_address(request)}"):
+    if services.over_limit(link, client_address(request)):
         return _page(request, "replies/refused.html", {"too_many": True}, status=429)
     if link is None or (request.method == "GET" and link.answer_id is not None):
         return _page(request, "replies/refused.html", status=404)

@@ -34,7 +34,8 @@ from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import ParseError as XmlParseError
 from defusedxml.ElementTree import iterparse as xml_iterparse
 
-from . import epc
+from drugs import gs1
+
 from .json_stream import ARRAY, TOO_LARGE, JsonStream, JsonStreamError
 
 MAX_DOCUMENT_BYTES = 256 * 1024 * 1024
@@ -281,12 +282,12 @@ def _master_xml(doc: DocumentReader, element) -> None:
 
 
 def _master(doc: DocumentReader, class_id: str, attrs: dict) -> None:
-    lot_class = epc.lgtin(class_id)
+    lot_class = gs1.lgtin(class_id)
     if lot_class and attrs.get("itemExpirationDate"):
         expiry = _date(attrs["itemExpirationDate"])
         if expiry:
             doc.lot_expiry[lot_class] = expiry
-    gtin = epc.sgtin_pattern(class_id)
+    gtin = gs1.sgtin_pattern(class_id)
     if not gtin:
         return
     entry = doc.products.setdefault(gtin, {})
@@ -441,8 +442,8 @@ def _check(event: Event) -> None:
         event.error = f"The event's action {event.action!r} is not ADD, OBSERVE or DELETE."
     elif event.type == "AggregationEvent" and not event.parent and event.action != "OBSERVE":
         event.error = "An AggregationEvent with action ADD or DELETE must name its parentID."
-    elif len(event.lot) > epc.LOT_CHARS:
-        event.error = epc.too_long("lot", event.lot, epc.LOT_CHARS, "10")
+    elif len(event.lot) > gs1.LOT_CHARS:
+        event.error = gs1.too_long("lot", event.lot, gs1.LOT_CHARS, "10")
     elif not (event.epcs or event.children or event.parent):
         event.error = "The event names no EPCs (class-level quantities are not read by the shelf)."
     else:
@@ -456,7 +457,7 @@ def _identifier_error(event: Event) -> str:
         if len(value) > MAX_EVENT_ID_CHARS:
             return f"The {name} {value[:60]!r}... is {len(value)} characters; the limit is {MAX_EVENT_ID_CHARS}."
     for uri in [*event.epcs, *event.children, *([event.parent] if event.parent else [])]:
-        reason = epc.refusal(uri)
+        reason = gs1.epc_refusal(uri)
         if reason:
             return reason
     return ""

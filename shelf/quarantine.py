@@ -16,12 +16,11 @@ not looked for: EPCIS lots are machine data, not typed.
 
 
 from django.db import transaction
-from django.db.models import F, Func, Q, Value
-from django.db.models.functions import Upper
+from django.db.models import Q
 from django.utils import timezone
 
 from drugs import recall_terms
-from drugs.lots import canonical_lot
+from drugs.lots import canonical_lot, canonical_lot_sql
 from drugs.matching import CERTAINTY_RANK, Dispensed, Found, MatchClass, explain
 from memory.models import Fact
 
@@ -88,8 +87,8 @@ def match_units(site: str, lots, products) -> list[ShelfTask]:
     if not products:
         return []
     # A fact names its lot as printed ('M331J18-1'); units carry the canonical lot: compare canonically.
-    canonical = Upper(Func(F("lot"), Value("[^A-Za-z0-9]"), Value(""), Value("g"), function="regexp_replace"))
-    facts = Fact.objects.filter(kind=Fact.Kind.RECALL, retracted_at__isnull=True).annotate(lot_key=canonical).filter(
+    facts = Fact.objects.filter(kind=Fact.Kind.RECALL, retracted_at__isnull=True).annotate(
+        lot_key=canonical_lot_sql("lot")).filter(
         Q(lot_key__in=lots) | Q(lot__isnull=True) | Q(lot="") | Q(attributes__scope="drug"))
     found = []
     for fact in facts:

@@ -34,13 +34,13 @@ from typing import BinaryIO
 from django.db import connection, transaction
 from django.utils import timezone
 
+from drugs import gs1
 from drugs.gs1 import ndc_candidates
 from drugs.lots import canonical_lot, printed_lot
 from drugs.ndc import normalize_ndc
 from memory.models import Fact
 from patients.models import DispensingRecord
 
-from . import epc
 from .epcis import DocumentError, DocumentReader, Event, open_document
 from .lot_notes import LotNotes
 from .models import Aggregation, ReceivedEvent, ShelfEvent, Unit
@@ -126,7 +126,7 @@ def receive(data: bytes | BinaryIO, *, site: str, source: str = "", actor: str =
 
 def _expand(uri: str, children: dict[str, list[str]], seen=None) -> list[str]:
     """The SGTINs a URI stands for: itself, or a case's contents (cases in cases), read from `children`."""
-    if epc.sgtin(uri) and uri not in children:
+    if gs1.sgtin(uri) and uri not in children:
         return [uri]
     seen = seen or set()
     if uri in seen:
@@ -214,7 +214,7 @@ class _Receiving:
         this document's first reading and by earlier documents."""
         children: dict[str, list[str]] = {}
         wanted = {u for e in events if not e.error for u in [*e.epcs, *e.children, e.parent]
-                  if u and (u in self.parents or not epc.sgtin(u))}
+                  if u and (u in self.parents or not gs1.sgtin(u))}
         table = Aggregation._meta.db_table
         while wanted:
             with connection.cursor() as cursor:
@@ -225,7 +225,7 @@ class _Receiving:
                 children.setdefault(parent, [])
             for parent, child in rows:
                 children[parent].append(child)
-            wanted = {c for _, c in rows if c not in children and (c in self.parents or not epc.sgtin(c))}
+            wanted = {c for _, c in rows if c not in children and (c in self.parents or not gs1.sgtin(c))}
         return {parent: kids for parent, kids in children.items() if kids}
 
     def apply(self, events: list[Event]) -> None:
@@ -243,7 +243,7 @@ class _Receiving:
         children = self._children(todo)
         named = {u for e in todo if not e.error for uri in [*e.epcs, *e.children, e.parent] if uri
                  for u in _expand(uri, children)}
-        ids = {uri: epc.sgtin(uri) for uri in named}
+        ids = {uri: gs1.sgtin(uri) for uri in named}
         chunk = _Chunk(children, ids, _load_units(site, [v for v in ids.values() if v]), self.noted.get_many(named))
         before = {key: unit.changed_at for key, unit in chunk.units.items()}
         records, applied_keys = [], set()

@@ -5,8 +5,7 @@ NDC 13668-409-30, lot 4L67C035). The serials, SSCCs, event times and locations a
 
 import json
 
-from drugs.gs1 import gtin_for_ndc
-from shelf.epc import sgtin_uri
+from drugs.gs1 import gtin_for_ndc, sgtin_uri
 
 LOSARTAN_NDC, LOSARTAN_LOT, LOSARTAN_EXPIRY = "13668-409-30", "4L67C035", "2019-10-31"
 LOSARTAN_GTIN = gtin_for_ndc(LOSARTAN_NDC)  # 00313668409307

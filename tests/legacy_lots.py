@@ -21,7 +21,7 @@ strings: see docs/lots.md.
 
 import re
 
-from recalls.normalize import normalize_lot
+from drugs.lots import printed_lot
 
 _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec",
            "january", "february", "march", "april", "june", "july", "august", "september", "october",
@@ -185,7 +185,7 @@ def extract_lots(code_info: str) -> list[str]:
                 lots = expanded
                 i += 2
         for lot in lots:
-            normalised = normalize_lot(lot)
+            normalised = printed_lot(lot)
             if normalised and normalised not in found:
                 found.append(normalised)
     return found

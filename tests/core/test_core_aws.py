@@ -7,6 +7,7 @@ import json
 import pytest
 from botocore.stub import Stubber
 
+from ask.bedrock import BedrockReasoner
 from core import aws
 from memory.embeddings import BedrockTitan
 from recalls import archive
@@ -59,3 +60,13 @@ def test_use_client_swaps_and_none_restores():
     assert archive.s3_client() is fake
     archive.set_s3_client(None)
     assert archive.s3_client() is not fake
+
+
+def test_a_class_names_its_service_once_and_an_instance_may_bring_its_own_client():
+    own = object()
+    assert BedrockReasoner(client=own).client is own and BedrockTitan(client=own).client is own
+    reasoner, titan = BedrockReasoner(), BedrockTitan()
+    assert reasoner.client is aws.client("bedrock-runtime") is titan.client  # made on first use, shared
+    swapped = object()
+    aws.use_client("bedrock-runtime", swapped)  # reaches instances made before the swap
+    assert reasoner.client is swapped and titan.client is swapped

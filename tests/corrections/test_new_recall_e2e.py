@@ -15,10 +15,10 @@ import pytest
 from ask.services import ask, decide
 from corrections.models import Correction
 from corrections.sweep import count_stale, sweep
+from drugs.lots import printed_lot
 from memory.models import Decision, Fact
 from patients.selectors import attach_patients
 from recalls.ingest import Malformed, parse_enforcement
-from recalls.normalize import normalize_lot
 from recalls.services import ingest_document
 from tests.factories import SNAPSHOT_2021, SNAPSHOT_2023, make_patient, read_results
 
@@ -43,8 +43,8 @@ def _choose(before, after):
         if parsed.scope != "lot" or parsed.attributes["status"] in ("Terminated", "Completed"):
             continue
         lot = parsed.lots[0]
-        raw = normalize_lot(" ".join(filter(None, (record.get("code_info"), record.get("more_code_info")))))
-        if normalize_lot(lot) not in raw or parsed.subject in subjects:
+        raw = printed_lot(" ".join(filter(None, (record.get("code_info"), record.get("more_code_info")))))
+        if printed_lot(lot) not in raw or parsed.subject in subjects:
             continue  # the lot must be there in the raw text; one recall per drug keeps patients apart
         chosen.append((record, parsed, lot))
         subjects.add(parsed.subject)

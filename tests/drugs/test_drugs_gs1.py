@@ -13,7 +13,7 @@ from datetime import date
 import pytest
 
 from drugs.gs1 import ScanError, gtin_for_ndc, ndc_candidates, parse_scan
-from recalls.normalize import normalize_ndc
+from drugs.ndc import normalize_ndc
 from tests.paths import OPENFDA
 
 GS = "\x1d"

@@ -10,9 +10,10 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
+from drugs.lots import printed_lot
+from drugs.ndc import normalize_ndc
 from patients.forms import DispensingRecordForm, PatientForm
 from patients.models import DispensingRecord, Patient
-from recalls.normalize import normalize_lot, normalize_ndc
 from tests.factories import make_patient
 from tests.paths import OPENFDA
 
@@ -71,7 +72,7 @@ def test_a_bare_10_digit_ndc_from_the_real_file_is_refused_as_ambiguous():
 ])
 def test_it_normalises_lots_as_printed_in_real_recalls(recall_number, printed, expected):
     assert printed in recalls_2021()[recall_number]["code_info"]
-    assert normalize_lot(printed) == expected
+    assert printed_lot(printed) == expected
 
 
 @pytest.mark.django_db

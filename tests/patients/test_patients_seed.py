@@ -10,10 +10,12 @@ import pytest
 from django.core.management import call_command
 
 from demo import patients as demo
+from drugs.identity import resolve
+from drugs.lots import printed_lot
+from drugs.ndc import normalize_ndc
 from memory.services import Claim, assert_claim
 from patients.models import DispensingRecord, Patient
 from patients.services import exposed_patients
-from recalls.normalize import normalize_drug_name, normalize_lot, normalize_ndc
 from tests.paths import OPENFDA as FIXTURES
 
 
@@ -34,8 +36,8 @@ def demo_recall() -> dict:
 def test_the_demo_recall_is_a_real_class_ii_ongoing_lot_level_sartan_recall():
     record = demo_recall()
     assert (record["classification"], record["status"]) == ("Class II", "Ongoing")
-    assert normalize_drug_name(record["openfda"]["generic_name"][0]) == demo.DEMO_DRUG == "valsartan"
-    lots = {normalize_lot(part) for part in re.split(r"[,\s]+", record["code_info"].split(":", 1)[1]) if part}
+    assert resolve(record["openfda"]["generic_name"][0]).key == demo.DEMO_DRUG == "valsartan"
+    lots = {printed_lot(part) for part in re.split(r"[,\s]+", record["code_info"].split(":", 1)[1]) if part}
     assert demo.DEMO_LOT in lots
     [printed_ndc] = re.findall(r"NDC ([\d-]+\d)", record["product_description"])
     assert normalize_ndc(printed_ndc) == demo.DEMO_NDC

@@ -4,8 +4,9 @@ import json
 
 import pytest
 
+from drugs.identity import resolve
+from drugs.lots import printed_lot
 from recalls.lots.parse import extract_lots, mentions_all_lots
-from recalls.normalize import normalize_drug_name, normalize_lot
 from tests.paths import FIXTURES, PROJECT_DIR
 
 LABELLED = FIXTURES / "lots_labelled.json"
@@ -15,7 +16,7 @@ def _scores(key="cases"):
     cases = json.loads(LABELLED.read_text())[key]
     tp = fp = fn = 0
     for case in cases:
-        expected = {normalize_lot(lot) for lot in case["expected_lots"]}
+        expected = {printed_lot(lot) for lot in case["expected_lots"]}
         found = set(extract_lots(case["code_info"]))
         tp += len(expected & found)
         fp += len(found - expected)
@@ -61,7 +62,7 @@ def test_precision_and_recall_on_held_out_strings():
     ("HF02318A 6/30/2020  HF02418A 6/30/2020", ["HF02318A", "HF02418A"]),
 ])
 def test_real_formats(text, lots):
-    assert extract_lots(text) == [normalize_lot(x) for x in lots]
+    assert extract_lots(text) == [printed_lot(x) for x in lots]
 
 
 @pytest.mark.parametrize("text", [
@@ -84,8 +85,8 @@ def test_all_lots_is_recognised():
 
 def test_drug_name_keeps_locant_commas():
     # Identity keys come from the drug vocabulary (drugs.identity): 2,3-dimercaptosuccinic acid is succimer.
-    assert normalize_drug_name("VALSARTAN Tablets USP, 320 mg") == "valsartan"
-    assert normalize_drug_name("2,3-Dimercaptosuccinic Acid (DMSA) active pharmaceutical ingredient") == "succimer"
+    assert resolve("VALSARTAN Tablets USP, 320 mg").key == "valsartan"
+    assert resolve("2,3-Dimercaptosuccinic Acid (DMSA) active pharmaceutical ingredient").key == "succimer"
 
 
 # --- the evaluation split ------------------------------------------------------------------------

@@ -3,7 +3,7 @@ whole when too long. SYNTHETIC shipments of the real recalled lot of D-0502-2019
 
 import pytest
 
-from shelf import epc
+from drugs import gs1
 from shelf.epcis import MAX_EVENT_ID_CHARS, parse_document
 from shelf.models import ReceivedEvent, Unit
 from shelf.receiving import receive
@@ -54,8 +54,8 @@ def test_an_event_refused_earlier_in_the_same_document_does_not_block_its_correc
 @pytest.mark.parametrize("serial", ["A" * 21, "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"])
 def test_an_overlong_serial_is_refused_whole_in_the_urn_and_the_digital_link_alike(serial):
     urn, link = d.units(d.LOSARTAN_GTIN, [serial])[0], digital_link(d.LOSARTAN_GTIN, serial)
-    assert epc.sgtin(urn) is None and epc.sgtin(link) is None
-    assert "serial" in epc.refusal(urn) and epc.refusal(urn) == epc.refusal(link)
+    assert gs1.sgtin(urn) is None and gs1.sgtin(link) is None
+    assert "serial" in gs1.epc_refusal(urn) and gs1.epc_refusal(urn) == gs1.epc_refusal(link)
     receipt = receive(d.json_document([d.json_event("ObjectEvent", epcs=[urn], step="receiving"),
                                        d.json_event("ObjectEvent", epcs=[link], step="receiving")]), site=SITE)
     assert receipt.applied == 0 and len(receipt.refused) == 2
@@ -75,7 +75,7 @@ def test_a_twenty_character_serial_is_the_same_unit_in_every_form():
     serial = "AB/CD%EF" + "1" * 12  # 20 characters; '/' and '%' are escaped in both URI forms
     urn = "urn:epc:id:sgtin:0313668.040930." + serial.replace("%", "%25").replace("/", "%2F")
     link = digital_link(d.LOSARTAN_GTIN, serial.replace("%", "%25").replace("/", "%2F"))
-    assert epc.sgtin(urn) == epc.sgtin(link) == (d.LOSARTAN_GTIN, serial)
+    assert gs1.sgtin(urn) == gs1.sgtin(link) == (d.LOSARTAN_GTIN, serial)
     xml = d.xml_document([d.xml_object_event([urn], "receiving", lot=d.LOSARTAN_LOT, expiry=d.LOSARTAN_EXPIRY)])
     js = d.json_document([d.json_event("ObjectEvent", epcs=[link], step="receiving", time="2019-01-13T09:00:00Z")])
     assert receive(xml, site=SITE).applied == 1 and receive(js, site=SITE).applied == 1
@@ -103,8 +103,8 @@ def test_an_overlong_event_id_is_refused_whole_not_cut(form):
 ])
 def test_malformed_or_overlong_case_and_unit_identifiers_are_refused(uri):
     receipt = receive(d.json_document([d.json_event("ObjectEvent", epcs=[uri], step="receiving")]), site=SITE)
-    assert receipt.applied == 0 and [reason for _, reason in receipt.refused] == [epc.refusal(uri)]
-    assert epc.refusal(uri) and not epc.is_case(uri) and epc.sgtin(uri) is None
+    assert receipt.applied == 0 and [reason for _, reason in receipt.refused] == [gs1.epc_refusal(uri)]
+    assert gs1.epc_refusal(uri) and not gs1.is_case(uri) and gs1.sgtin(uri) is None
 
 
 def test_an_overlong_parent_is_refused_whole_in_json_and_xml():

@@ -15,10 +15,9 @@ from django.core.management.base import CommandError
 
 from core.commands import MigratedCommand
 from demo.patients import DEMO_EXPOSED_REFS, DEMO_LOT, DEMO_RECALL_NUMBER, DEMO_SITE
-from drugs.gs1 import gtin_for_ndc
+from drugs.gs1 import gtin_for_ndc, sgtin_uri
 from patients.dispensing import save_dispensing
 from patients.models import DispensingRecord
-from shelf.epc import sgtin_uri
 from shelf.receiving import receive
 from worklist.recall_pages import recall_known
 
