@@ -20,7 +20,8 @@ from tests import epcis_docs as d
 from tests.factories import make_patient, recall_claim
 from tests.patients.test_patients_scanning import add_form, page_errors
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("dispatch_not_enqueued")]
+pytestmark = [pytest.mark.django_db(transaction=True),
+              pytest.mark.usefixtures("dispatch_not_enqueued", "shelf_match_runs_here")]
 
 SITE, RECALL = "Main St", "D-0502-2019"
 S = Unit.State

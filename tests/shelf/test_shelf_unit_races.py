@@ -20,7 +20,8 @@ from tests import epcis_docs as d
 from tests.factories import make_patient, recall_claim
 from tests.procs import start_python
 
-pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True),
+              pytest.mark.usefixtures("shelf_match_runs_here")]
 
 SITE, RECALL = "Main St", "D-0502-2019"
 SERIALS = d.serials("R", 4)
