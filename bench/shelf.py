@@ -7,8 +7,10 @@ REAL recall D-0502-2019 (losartan 50 mg, NDC 13668-409-30, lot 4L67C035); serial
 
 1. Receiving: an EPCIS 2.0 JSON document of N receiving ObjectEvents (one unit each, lot and expiry in ILMD,
    master data naming the NDC) through shelf.receiving.receive (parse, idempotence check, units, events,
-   audit, then recall matching after commit), at a fresh site. Then the same file again (idempotent re-send).
-   Same-run reference: parsing alone (shelf.epcis.parse_document).
+   audit, then recall matching after commit), at a fresh site. Then the same file again (idempotent re-send),
+   then a file dispensing every one of those units (one dispensing event each: each move checked against
+   shelf.transitions.UNIT, the units locked, written by move_units). Same-run reference: parsing alone
+   (shelf.epcis.parse_document).
 2. Recalled units on hand: M units loaded by COPY across 20 sites and 2,000 lots (0.1% of them the recalled
    lot), the recall matched once (shelf.quarantine.match_facts), then shelf.selectors.recalled_units_on_hand()
    timed `repeats` times (p50 / p95). Same-run reference: one unit read by its SGTIN (unique index).
@@ -42,11 +44,11 @@ RECALL, NDC, LOT = "D-0502-2019", "13668-409-30", "4L67C035"
 GTIN = gtin_for_ndc(NDC)
 
 
-def shipment(n: int, run: str) -> bytes:
+def shipment(n: int, run: str, step: str = "receiving") -> bytes:
     company, item = GTIN[1:8], GTIN[0] + GTIN[8:13]
     events = [{"type": "ObjectEvent", "eventTime": "2026-12-01T09:00:00.000Z", "eventTimeZoneOffset": "+00:00",
-               "eventID": f"urn:uuid:{run}-{i}", "epcList": [sgtin_uri(GTIN, f"{run}{i:09d}")], "action": "ADD",
-               "bizStep": "receiving", "bizLocation": {"id": "urn:epc:id:sgln:0614141.00001.0"},
+               "eventID": f"urn:uuid:{run}-{step}-{i}", "epcList": [sgtin_uri(GTIN, f"{run}{i:09d}")],
+               "action": "ADD", "bizStep": step, "bizLocation": {"id": "urn:epc:id:sgln:0614141.00001.0"},
                "ilmd": {"cbvmda:lotNumber": LOT if i % 1000 == 0 else f"SYN{i % 500:04d}",
                         "cbvmda:itemExpirationDate": "2028-10-31"}} for i in range(n)]
     master = {"vocabularyList": [{"type": "urn:epcglobal:epcis:vtype:EPCClass", "vocabularyElementList": [
@@ -70,8 +72,14 @@ def bench_receiving(n: int):
     again = receive(data, site=f"bench-{run}", source="bench")
     resend_s = time.perf_counter() - began
     assert again.skipped == n and again.units_new == 0
+    dispensing = shipment(n, run, "dispensing")
+    began = time.perf_counter()
+    moved = receive(dispensing, site=f"bench-{run}", source="bench")
+    move_s = time.perf_counter() - began
+    assert moved.applied == n and moved.units_changed == n, moved.as_dict()
     print(f"receiving: {n:,} events ({len(data) / 1e6:.1f} MB JSON) in {seconds:.2f} s = {n / seconds:,.0f} events/s "
           f"(target >= 5,000); re-send {resend_s:.2f} s = {n / resend_s:,.0f} events/s, nothing written")
+    print(f"  the same units dispensed, one event each: {move_s:.2f} s = {n / move_s:,.0f} events/s")
     print(f"  reference, same run: parsing alone {parse_s:.2f} s = {n / parse_s:,.0f} events/s")
 
 

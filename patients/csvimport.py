@@ -167,7 +167,7 @@ def _record(values: dict, patients: dict, synthetic: bool, explained=()):
     if lot_unknown is None:  # already reported: don't also report the lot as missing or doubled
         lot_unknown = not values.get("lot", "")
     entered = Entered(ndc=values.get("ndc", ""), lot=values.get("lot", ""), expiry=expiry,
-                      serial=values.get("serial", ""), lot_unknown=bool(lot_unknown))
+                      serial=values.get("serial", ""), lot_unknown=bool(lot_unknown), site=values.get("site", ""))
     fill, gtin = entered, ""
     if raw_scan := values.get("scan", ""):
         try:

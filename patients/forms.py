@@ -115,7 +115,8 @@ class DispensingRecordForm(forms.ModelForm):
             self.add_error("scan", str(exc))
             return
         entered = Entered(ndc=cleaned.get("ndc") or "", lot=cleaned.get("lot") or "", expiry=cleaned.get("expiry"),
-                          serial=cleaned.get("serial") or "", lot_unknown=bool(cleaned.get("lot_unknown")))
+                          serial=cleaned.get("serial") or "", lot_unknown=bool(cleaned.get("lot_unknown")),
+                          site=cleaned.get("site") or "")
         fill, errors = apply_scan(scan, entered)
         for name, message in errors.items():
             self.add_error(name if name in self.fields else "scan", message)

@@ -11,7 +11,8 @@ facts name (attributes `ndc_products` / `ndcs`) — and when that leaves none or
 to type the NDC printed on the pack. The NDC is never guessed.
 
 What the shelf received sits in a layer above patients, so it is not imported: the shelf registers a
-reader in GTIN_NDC_SOURCES (shelf.apps; docs/adr/0006).
+reader in GTIN_NDC_SOURCES, and in FILL_REFUSALS why a pack it holds may not be dispensed (a quarantined
+unit: the scan is refused with the recall's number and what to do) (shelf.apps; docs/adr/0006).
 """
 
 from collections.abc import Callable
@@ -31,6 +32,9 @@ from patients.models import DispensingRecord
 # Functions GTIN-14 -> the NDC-11s (5-4-2) a layer above was told the GTIN stands for, registered in their
 # AppConfig.ready: shelf.selectors.ndcs_received, the NDCs of units received by EPCIS.
 GTIN_NDC_SOURCES: list[Callable[[str], set[str]]] = []
+# Functions (GTIN-14, serial, site) -> why a layer above refuses to see this very pack dispensed ('' when it
+# does not), registered in their AppConfig.ready: shelf.scans.refusal_at_fill (a quarantined unit, say).
+FILL_REFUSALS: list[Callable[[str, str, str], str]] = []
 
 
 @dataclass
@@ -41,6 +45,7 @@ class Entered:
     expiry: date | None = None
     serial: str = ""
     lot_unknown: bool = False
+    site: str = ""  # where the fill is made: the shelf's unit of that site is the pack scanned
 
 
 @dataclass
@@ -163,4 +168,9 @@ def apply_scan(scan: Scan, entered: Entered) -> tuple[ScanFill, dict[str, str]]:
             serial = scan.serial
         elif entered.serial != scan.serial:
             errors["serial"] = f"The scan reads serial {scan.serial} but {entered.serial} was typed."
+    if scan.gtin and serial and not errors:
+        for refusal in FILL_REFUSALS:
+            if reason := refusal(scan.gtin, serial, entered.site):
+                errors["scan"] = reason
+                break
     return ScanFill(ndc=ndc, lot=lot, expiry=expiry, serial=serial, gtin=scan.gtin), errors

@@ -13,7 +13,7 @@ class ShelfConfig(AppConfig):
         from patients import scanning
         from patients.dispensing import dispensing_changed
 
-        from .scans import on_dispensing_changed
+        from .scans import on_dispensing_changed, refusal_at_fill
         from .selectors import ndcs_received
         from .tasks import queue_shelf_match_after_facts
 
@@ -24,3 +24,6 @@ class ShelfConfig(AppConfig):
         # A scan at fill reads the NDC a GTIN was received as (patients sits below shelf: it is told, not importing).
         if ndcs_received not in scanning.GTIN_NDC_SOURCES:
             scanning.GTIN_NDC_SOURCES.append(ndcs_received)
+        # ...and is refused, before the fill is saved, for a unit the shelf may not see dispensed (quarantined).
+        if refusal_at_fill not in scanning.FILL_REFUSALS:
+            scanning.FILL_REFUSALS.append(refusal_at_fill)

@@ -8,7 +8,8 @@
     ShelfEvent     audit trail of shelf actions (receiving, scan at fill, quarantine, return), naming the actor
     StaffSite      a site whose shelf page a person (pharmacist, pharmacy staff) may read, granted by an operator
 
-Rows are written only by shelf.receiving, shelf.scans and shelf.quarantine; reads are in shelf.selectors.
+Rows are written only by shelf.receiving, shelf.scans and shelf.quarantine, and a unit's state only by
+shelf.transitions.move_units (checked against its table of moves); reads are in shelf.selectors.
 """
 
 import uuid
@@ -151,7 +152,7 @@ class TaskUnit(models.Model):
 
 
 class ShelfEvent(ChainedEvent):
-    """A shelf action (receiving, scan at fill, match, quarantine, return): a link of the one audit chain
+    """A shelf action (receiving, scan at fill or its refusal, match, quarantine, return): a link of the one audit chain
     (core.audit_chain)."""
 
     CHAIN_STRUCTURE = ("at", "actor_id", "actor_label", "action", "site", "recall_number")
@@ -163,6 +164,7 @@ class ShelfEvent(ChainedEvent):
         MATCHED = "matched", _("Recall matched units")
         QUARANTINED = "quarantined", _("Quarantine confirmed")
         RETURNED = "returned", _("Return confirmed")
+        SCAN_REFUSED = "scan_refused", _("Scan at fill refused (the unit may not be dispensed)")
 
     at = models.DateTimeField(auto_now_add=True)
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,

@@ -4,7 +4,8 @@
                                            (queued by shelf.tasks when facts change; `manage.py shelf_match`)
     match_units(site, lots, products)      units just received or changed, against believed recall facts
     confirm_quarantine(task, *, counted, user, note="")   on-hand matched units -> quarantined
-    confirm_return(task, *, counted, user, note="")       quarantined matched units -> returned
+    confirm_return(task, *, counted, user, note="")       quarantined matched units -> returned (the only way out
+                                                          of quarantine: shelf.transitions)
 
 Matching is drugs.matching.explain, the same package-first rules as patients (a unit is a dispensing-like
 object: NDC, canonical lot, expiry). A unit whose GTIN's NDC hyphenation was not resolved is tried with
@@ -25,6 +26,7 @@ from drugs.matching import CERTAINTY_RANK, Dispensed, Found, MatchClass, explain
 from memory.models import Fact
 
 from .models import ShelfEvent, ShelfTask, TaskUnit, Unit
+from .transitions import By, move_units
 
 _UNRESOLVED_CLASS = {MatchClass.CONFIRMED: MatchClass.PROBABLE, MatchClass.PRODUCT_ALL_LOTS: MatchClass.CANDIDATE}
 
@@ -130,6 +132,12 @@ def _event(user, action, task, **details):
                               recall_number=task.recall_number, details=details)
 
 
+def _task_units(task: ShelfTask, state: str) -> list[Unit]:
+    """The task's units in a state, locked in id order (as a receipt locks the units it moves)."""
+    return list(Unit.objects.select_for_update().filter(
+        id__in=TaskUnit.objects.filter(task=task).values("unit_id"), state=state).order_by("id"))
+
+
 def confirm_quarantine(task: ShelfTask, *, counted: int, user, note: str = "") -> int:
     """Staff pulled the recalled units off the shelf: every matched on-hand unit becomes quarantined. The
     count they give is kept beside the count expected, so a difference is on the record."""
@@ -137,10 +145,9 @@ def confirm_quarantine(task: ShelfTask, *, counted: int, user, note: str = "") -
         raise ShelfError("Give the number of units you put in quarantine (0 if none were on the shelf).")
     with transaction.atomic():
         task = ShelfTask.objects.select_for_update().get(pk=task.pk)
-        ids = list(task.units.filter(state=Unit.State.ON_HAND).values_list("id", flat=True))
         now = timezone.now()
-        moved = Unit.objects.filter(id__in=ids, state=Unit.State.ON_HAND).update(
-            state=Unit.State.QUARANTINED, changed_at=now)
+        moved = move_units(_task_units(task, Unit.State.ON_HAND), Unit.State.QUARANTINED, by=By.QUARANTINE,
+                           changed_at=now)
         task.quarantined_at, task.quarantined_by, task.quarantine_count = now, user, counted
         task.updated = now
         task.save(update_fields=["quarantined_at", "quarantined_by", "quarantine_count", "updated"])
@@ -149,17 +156,17 @@ def confirm_quarantine(task: ShelfTask, *, counted: int, user, note: str = "") -
 
 
 def confirm_return(task: ShelfTask, *, counted: int, user, note: str = "") -> int:
-    """The quarantined units went back to the supplier (or to the recall's returns processor)."""
+    """The quarantined units went back to the supplier (or to the recall's returns processor). The only way out of
+    quarantine (shelf.transitions): an EPCIS shipping event of a quarantined unit is refused and points here."""
     if counted is None or counted < 0:
         raise ShelfError("Give the number of units returned.")
     with transaction.atomic():
         task = ShelfTask.objects.select_for_update().get(pk=task.pk)
         if task.quarantined_at is None:
             raise ShelfError("Confirm the quarantine first: only quarantined units are returned.")
-        ids = list(task.units.filter(state=Unit.State.QUARANTINED).values_list("id", flat=True))
         now = timezone.now()
-        moved = Unit.objects.filter(id__in=ids, state=Unit.State.QUARANTINED).update(
-            state=Unit.State.RETURNED, changed_at=now)
+        moved = move_units(_task_units(task, Unit.State.QUARANTINED), Unit.State.RETURNED, by=By.RETURN,
+                           changed_at=now)
         task.returned_at, task.returned_by, task.return_count, task.updated = now, user, counted, now
         task.save(update_fields=["returned_at", "returned_by", "return_count", "updated"])
         _event(user, ShelfEvent.Action.RETURNED, task, expected=moved, counted=counted, note=note[:2000])

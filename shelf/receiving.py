@@ -19,10 +19,15 @@ from AggregationEvents of this document or of earlier ones):
 | bizStep | unit not known at the site | unit known |
 |---|---|---|
 | receiving, and a supplier's shipping (the DSCSA notice of what it sent us) | on hand | (returned ->) on hand |
-| shipping of a unit we hold (a return to the supplier) | - | returned |
-| dispensing | dispensed | dispensed |
-| decommissioning, destroying | destroyed | destroyed |
+| shipping of a unit we hold (a return to the supplier) | - | on hand -> returned |
+| dispensing | dispensed | on hand -> dispensed |
+| decommissioning, destroying | destroyed | on hand -> destroyed |
 | commissioning (and other steps) | lot and expiry noted for later events | lot / expiry filled in |
+
+Every move is checked against shelf.transitions.UNIT and written by shelf.transitions.move_units. An event that
+would break a rule there (shipping, dispensing or destroying a quarantined unit: only a pharmacist's return with
+the count takes it out of quarantine; destroying a dispensed unit; dispensing a returned or destroyed one) is
+refused with the reason, nothing of it applied; the document's other events land.
 
 AggregationEvent with ADD records case -> units (packing); its own receiving / shipping step moves the
 units too. TransactionEvent moves units by its bizStep like an ObjectEvent.
@@ -41,9 +46,11 @@ from drugs.ndc import normalize_ndc
 from memory.models import Fact
 from patients.models import DispensingRecord
 
+from .copy_rows import copy_rows
 from .epcis import DocumentError, DocumentReader, Event, open_document
 from .lot_notes import LotNotes
 from .models import Aggregation, ReceivedEvent, ShelfEvent, Unit
+from .transitions import NEW_UNIT_COLUMNS, By, move_units, why_not
 
 MOVING_STEPS = {"receiving", "shipping", "dispensing", "decommissioning", "destroying"}
 CHUNK = 5000  # events, or units named, whichever comes first
@@ -263,13 +270,16 @@ class _Receiving:
             else:
                 receipt.applied += 1
                 applied_keys.add(event.key)
-        _copy(Unit, ["site", "gtin", "serial", "ndc", "ndc_products", "lot", "lot_printed", "expiry", "product_name",
-                     "state", "received_at", "changed_at"], chunk.new_units.values())
+        for state, units in _by_state(chunk.new_units.values(), chunk.planned).items():
+            move_units(units, state, by=By.EPCIS)
         changed_existing = [u for u in chunk.changed.values() if u.pk]
-        if changed_existing:
-            Unit.objects.bulk_update(changed_existing, ["state", "changed_at", "lot", "lot_printed", "expiry"],
-                                     batch_size=CHUNK)
-        _copy(ReceivedEvent, _EVENT_FIELDS, records, rows=True)
+        filled = [u for u in changed_existing if (u.gtin, u.serial) in chunk.filled]
+        if filled:
+            Unit.objects.bulk_update(filled, ["lot", "lot_printed", "expiry"], batch_size=CHUNK)
+        moving = [u for u in changed_existing if chunk.planned[(u.gtin, u.serial)] != u.state]
+        for state, units in _by_state(moving, chunk.planned).items():
+            move_units(units, state, by=By.EPCIS, changed_at=now)
+        copy_rows(ReceivedEvent, _EVENT_FIELDS, records, batch_size=CHUNK)
         receipt.units_new += len(chunk.new_units)
         # A unit first changed by an earlier chunk of this document is counted once.
         receipt.units_changed += sum(1 for u in changed_existing if before[(u.gtin, u.serial)] != now)
@@ -297,6 +307,14 @@ class _Receiving:
             if resolved is None:
                 return f"GTIN {gtin} is not a US drug GTIN (no NDC in it): the event is kept refused for review."
             planned.append((uri, gtin, serial, resolved))
+        if moving:
+            # Every move of the event is checked before any is made: a refused event changes nothing.
+            for _uri, gtin, serial, _resolved in planned:
+                unit = units.get((gtin, serial))
+                if unit is not None:
+                    state = chunk.planned[(gtin, serial)]
+                    if reason := why_not(unit, _next_state(step, state), By.EPCIS, state=state):
+                        return reason
         for uri, gtin, serial, (ndc, candidates) in planned:
             key = (gtin, serial)
             unit = units.get(key)
@@ -307,20 +325,21 @@ class _Receiving:
                 if not moving:
                     continue
                 unit = _NewUnit(site, gtin, serial, ndc, candidates, canonical_lot(lot), printed_lot(lot)[:100],
-                                expiry, (doc.products.get(gtin) or {}).get("name", "")[:200], _new_state(step),
+                                expiry, (doc.products.get(gtin) or {}).get("name", "")[:200],
                                 event.event_time or now, now)
                 units[key] = new_units[key] = unit
+                chunk.planned[key] = _new_state(step)
                 continue
-            dirty = False
+            filled = False
             if lot and not unit.lot:
-                unit.lot, unit.lot_printed, dirty = canonical_lot(lot), printed_lot(lot)[:100], True
+                unit.lot, unit.lot_printed, filled = canonical_lot(lot), printed_lot(lot)[:100], True
             if expiry and not unit.expiry:
-                unit.expiry, dirty = expiry, True
+                unit.expiry, filled = expiry, True
+            if filled:
+                chunk.filled.add(key)
             if moving:
-                state = _next_state(step, unit.state)
-                if state != unit.state:
-                    unit.state, unit.changed_at, dirty = state, now, True
-            if dirty and key not in new_units:
+                chunk.planned[key] = _next_state(step, chunk.planned[key])
+            if key not in new_units and (filled or chunk.planned[key] != unit.state):
                 changed[key] = unit
         return ""
 
@@ -335,6 +354,11 @@ class _Chunk:
     noted: dict[str, tuple]  # unit URI -> (lot, expiry) the document's commissioning noted, for these units
     new_units: dict = field(default_factory=dict)
     changed: dict = field(default_factory=dict)
+    planned: dict = field(default_factory=dict)  # SGTIN -> the state the chunk's events so far leave it in
+    filled: set = field(default_factory=set)      # SGTINs whose lot or expiry an event filled in
+
+    def __post_init__(self):
+        self.planned.update({key: unit.state for key, unit in self.units.items()})
 
 
 _EVENT_FIELDS = ["site", "event_key", "event_type", "action", "biz_step", "event_time", "status", "reason", "units",
@@ -343,34 +367,24 @@ _EVENT_FIELDS = ["site", "event_key", "event_type", "action", "biz_step", "event
 
 class _NewUnit:
     """A unit first seen in this document, before its row exists: the columns COPY writes, nothing more
-    (a model instance costs more to build than the row costs to insert)."""
+    (a model instance costs more to build than the row costs to insert). Its state is the chunk's plan,
+    written by shelf.transitions.move_units."""
 
-    __slots__ = ("site", "gtin", "serial", "ndc", "ndc_products", "lot", "lot_printed", "expiry", "product_name",
-                 "state", "received_at", "changed_at")
+    __slots__ = NEW_UNIT_COLUMNS
     pk = None
 
-    def __init__(self, site, gtin, serial, ndc, ndc_products, lot, lot_printed, expiry, product_name, state,
+    def __init__(self, site, gtin, serial, ndc, ndc_products, lot, lot_printed, expiry, product_name,
                  received_at, changed_at):
         self.site, self.gtin, self.serial, self.ndc, self.ndc_products = site, gtin, serial, ndc, ndc_products
         self.lot, self.lot_printed, self.expiry, self.product_name = lot, lot_printed, expiry, product_name
-        self.state, self.received_at, self.changed_at = state, received_at, changed_at
+        self.received_at, self.changed_at = received_at, changed_at
 
 
-def _copy(model, fields: list[str], objs, *, rows: bool = False) -> None:
-    """Insert new rows with COPY on PostgreSQL (bulk_create's SQL building costs more than the insert
-    itself at EPCIS volumes: about 2,000 against over 5,000 events/s in bench/shelf.py); bulk_create elsewhere."""
-    objs = list(objs)
-    if not objs:
-        return
-    if connection.vendor != "postgresql":
-        model.objects.bulk_create([model(**(dict(zip(fields, o, strict=True)) if rows else
-                                            {f: getattr(o, f) for f in fields})) for o in objs], batch_size=CHUNK)
-        return
-    columns = ", ".join(connection.ops.quote_name(model._meta.get_field(f).column) for f in fields)
-    with connection.cursor() as cursor, cursor.cursor.copy(
-            f"COPY {connection.ops.quote_name(model._meta.db_table)} ({columns}) FROM STDIN") as copy:
-        for obj in objs:
-            copy.write_row(obj if rows else [getattr(obj, f) for f in fields])
+def _by_state(units, planned: dict) -> dict[str, list]:
+    grouped: dict[str, list] = {}
+    for unit in units:
+        grouped.setdefault(planned[(unit.gtin, unit.serial)], []).append(unit)
+    return grouped
 
 
 def _load_units(site: str, sgtins: list[tuple[str, str]]) -> dict[tuple[str, str], Unit]:
@@ -378,7 +392,10 @@ def _load_units(site: str, sgtins: list[tuple[str, str]]) -> dict[tuple[str, str
     serials = sorted({s for _, s in sgtins})
     wanted = set(sgtins)
     table = Unit._meta.db_table
-    for unit in Unit.objects.raw(f"SELECT * FROM {table} WHERE site = %s AND serial = ANY(%s)", [site, serials]):
+    # Locked: a scan at fill or a pharmacist's confirmation waits for the receipt, so each move is checked
+    # against the state it is written from (in id order, as every writer of units locks them).
+    for unit in Unit.objects.raw(f"SELECT * FROM {table} WHERE site = %s AND serial = ANY(%s) ORDER BY id FOR UPDATE",
+                                 [site, serials]):
         if (unit.gtin, unit.serial) in wanted:
             out[(unit.gtin, unit.serial)] = unit
     return out

@@ -127,6 +127,7 @@ OWN_DATABASE_ONLY = {
     "tests/corrections/test_sweep_workers.py", "tests/memory/test_memory_embeddings.py",
     "tests/memory/test_memory_write_batches.py", "tests/memory/test_memory_writes.py",
     "tests/reliability/test_dispatch_kills.py", "tests/reliability/test_ingest_fuzz.py",
+    "tests/shelf/test_shelf_unit_races.py",
 }
 
 

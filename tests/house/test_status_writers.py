@@ -1,7 +1,8 @@
 """Every write of Correction.status, OutboxMessage.status and Decision.status goes through its one
 helper: corrections.transitions.move / move_row (checked against the transition table, with the audit
 event) and, for decisions, memory's own write path (memory.services.supersede_standing for a set;
-memory.decisions.record_decision for the one decision it replaces).
+memory.decisions.record_decision for the one decision it replaces). Every write of Unit.state goes through
+shelf.transitions.move_units (checked against the shelf's table of unit moves; the second half of this file).
 
 The source is walked (every .py file outside tests, migrations, the virtualenv and bench/, whose
 scripts build benchmark worlds directly, and every .sql file) for what writes one of those columns:
@@ -13,6 +14,7 @@ import re
 
 from corrections.models import Correction, OutboxMessage
 from memory.models import Decision
+from shelf.models import Unit
 from tests.paths import PROJECT_DIR as ROOT
 
 SKIPPED_DIRS = {".venv", "tests", "migrations", "node_modules", "bench", ".git", "__pycache__"}
@@ -194,3 +196,161 @@ def test_a_new_writer_anywhere_is_found():
     # The same writer inside the helper is the helper.
     assert _outside_helpers([("corrections/transitions.py", 1, "move")]) == []
     assert _sql_writers("UPDATE corrections_correction c SET updated = now(), status = 'stale' WHERE c.id = 1")
+
+
+# Unit.state: every move of a unit on the shelf goes through shelf.transitions.move_units, checked against its
+# table (shelf.transitions.UNIT). `state` is a common word (a deadline's, a patient line's), so a write counts as
+# the unit's when the value is one of its states or the module names Unit; inserting a unit writes its state too
+# (the column has a default).
+UNIT_STATE_HELPERS = {"shelf/transitions.py": {"move_units"}}
+UNIT_STATES = {str(s) for s in Unit.State}
+UNIT_STATE_NAMES = {s.name for s in Unit.State}
+UNIT_TABLE = Unit._meta.db_table
+UNIT_CREATING_CALLS = {"create", "get_or_create", "update_or_create", "bulk_create"}
+UNIT_SQL = re.compile(
+    rf"UPDATE\s+(?P<table>\{{[^}}]*\}}|{UNIT_TABLE})(?:\s+(?:AS\s+)?\w+)?\s+SET\s+(?P<set>[^;]*?)"
+    r"(?:\bWHERE\b|\bRETURNING\b|$|;)"
+    rf"|(?:COPY|INSERT\s+INTO)\s+{UNIT_TABLE}\s*\((?P<columns>[^)]*)\)", re.IGNORECASE | re.DOTALL)
+
+
+def _unit_sql_writers(text: str) -> list[int]:
+    found = []
+    for m in UNIT_SQL.finditer(text):
+        if m.group("columns") is not None:
+            if re.search(r"\bstate\b", m.group("columns"), re.I):
+                found.append(m.start())
+        elif re.search(r"\bstate\s*=", m.group("set"), re.I):
+            found.append(m.start())
+    return found
+
+
+def _a_unit_state(value) -> bool:
+    """Unit.State.QUARANTINED, S.RETURNED, "dispensed"..."""
+    if isinstance(value, ast.Constant):
+        return isinstance(value.value, str) and value.value in UNIT_STATES
+    return isinstance(value, ast.Attribute) and value.attr in UNIT_STATE_NAMES
+
+
+def _names_state(node) -> bool:
+    """A list or tuple of field names with "state" in it (bulk_update's fields, update_fields, COPY's columns)."""
+    return isinstance(node, (ast.List, ast.Tuple, ast.Set)) and any(
+        isinstance(e, ast.Constant) and e.value == "state" for e in node.elts)
+
+
+def unit_state_writers_in(source: str, path: str = "<snippet>") -> list[tuple[str, int, str]]:
+    """(path, line, enclosing function) of every write of Unit.state in a Python source."""
+    tree = ast.parse(source)
+    names_unit = "Unit" in _names(tree)
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+
+    def where(node) -> str:
+        while node in parents:
+            node = parents[node]
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                return node.name
+        return "<module>"
+
+    def assigned(target, value) -> list:
+        if isinstance(target, (ast.Tuple, ast.List)):
+            values = value.elts if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(
+                target.elts) else [value] * len(target.elts)
+            return [pair for t, v in zip(target.elts, values, strict=True) for pair in assigned(t, v)]
+        return [(target, value)]
+
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target, value in (pair for t in targets for pair in assigned(t, node.value)):
+                named = (isinstance(target, ast.Attribute) and target.attr == "state") or (
+                    isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Constant)
+                    and target.slice.value == "state")
+                # A constant that is not a unit's state is someone else's (a deadline's "due").
+                theirs = _a_unit_state(value) or (names_unit and not isinstance(value, ast.Constant))
+                if named and theirs:
+                    found.append((path, node.lineno, where(node)))
+        elif isinstance(node, ast.Call) and isinstance(node.func, (ast.Attribute, ast.Name)):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id
+            receiver = _root_name(node.func)
+            state = next((k.value for k in node.keywords if k.arg == "state"), None)
+            constructs = isinstance(node.func, ast.Name) and name == "Unit"
+            creates = isinstance(node.func, ast.Attribute) and receiver == "Unit" and name in UNIT_CREATING_CALLS
+            writes = state is not None and isinstance(node.func, ast.Attribute) and name in WRITING_CALLS and (
+                receiver == "Unit" or _a_unit_state(state) or (names_unit and receiver[:1].islower()))
+            fields = names_unit and (name in {"bulk_update", "save"} or any(
+                isinstance(a, ast.Name) and a.id == "Unit" for a in node.args)) and any(
+                _names_state(a) for a in [*node.args, *(k.value for k in node.keywords)])
+            if constructs or creates or writes or fields:
+                found.append((path, node.lineno, where(node)))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            for offset in _unit_sql_writers(node.value):
+                found.append((path, node.lineno + node.value[:offset].count("\n"), where(node)))
+        elif isinstance(node, ast.JoinedStr):
+            text = "".join(v.value if isinstance(v, ast.Constant) else "{x}" for v in node.values)
+            for offset in _unit_sql_writers(text):
+                found.append((path, node.lineno + text[:offset].count("\n"), where(node)))
+    return sorted(set(found))
+
+
+def all_unit_state_writers() -> list[tuple[str, int, str]]:
+    found = []
+    for path in sorted([*ROOT.rglob("*.py"), *ROOT.rglob("*.sql")]):
+        relative = path.relative_to(ROOT)
+        if SKIPPED_DIRS & set(relative.parts[:-1]):
+            continue
+        text = path.read_text()
+        if path.suffix == ".py":
+            found.extend(unit_state_writers_in(text, str(relative)))
+        else:
+            found.extend((str(relative), text[:o].count("\n") + 1, "<sql>") for o in _unit_sql_writers(text))
+    return found
+
+
+def _outside_unit_helpers(found):
+    return [(path, line, func) for path, line, func in found if func not in UNIT_STATE_HELPERS.get(path, set())]
+
+
+def test_every_unit_state_write_goes_through_move_units():
+    found = all_unit_state_writers()
+    assert _outside_unit_helpers(found) == []
+    assert {(path, func) for path, _line, func in found} == {
+        (path, func) for path, funcs in UNIT_STATE_HELPERS.items() for func in funcs}
+
+
+UNIT_SNIPPET = '''
+from shelf.models import Unit
+
+def quarantine_quietly(unit, ids, units, row, now):
+    unit.state = Unit.State.QUARANTINED
+    unit.state, unit.dispensing, unit.changed_at = Unit.State.DISPENSED, row, now
+    Unit.objects.filter(id__in=ids).update(state="returned")
+    rows = Unit.objects.all()
+    rows.update(state=new_state)
+    Unit.objects.bulk_update(units, ["state", "changed_at"])
+    unit.save(update_fields=["state"])
+    _copy(Unit, ["site", "gtin", "serial", "state"], units)
+    Unit.objects.create(site="Main St", gtin="00313668409307", serial="X1")
+    Unit(site="Main St", state="on_hand")
+
+def raw(cursor, ids):
+    cursor.execute("UPDATE shelf_unit SET state = 'returned' WHERE id = ANY(%s)", [ids])
+    cursor.execute("COPY shelf_unit (site, gtin, serial, state) FROM STDIN")
+
+def not_writers(deadline, line, units, cursor):
+    deadline.state = "due"
+    line.state = "reached"
+    Unit.objects.filter(state=Unit.State.ON_HAND).count()
+    Unit.objects.bulk_update(units, ["lot", "expiry"])
+    cursor.execute("SELECT state FROM shelf_unit WHERE state = 'quarantined'")
+'''
+
+
+def test_a_new_unit_state_writer_anywhere_is_found():
+    found = unit_state_writers_in(UNIT_SNIPPET, "shelf/somewhere.py")
+    assert [line for _path, line, _func in found] == [5, 6, 7, 9, 10, 11, 12, 13, 14, 17, 18]
+    assert {func for _path, _line, func in found} == {"quarantine_quietly", "raw"}
+    assert _outside_unit_helpers(found) == found
+    assert _outside_unit_helpers([("shelf/transitions.py", 1, "move_units")]) == []
+    # A status write is not a unit's, nor a unit's a status write.
+    assert unit_state_writers_in(SNIPPET) == []
+    assert writers_in(UNIT_SNIPPET) == []
