@@ -23,14 +23,22 @@ REDIS = os.environ.get("REDIS_URL")
 pytestmark = [pytest.mark.usefixtures("dispatch_not_enqueued"), pytest.mark.django_db(transaction=True),
               pytest.mark.skipif(not REDIS or settings.CELERY_TASK_ALWAYS_EAGER,
                                  reason="needs a real Redis broker (REDIS_URL)")]
-QUEUE = "celery"  # the default queue the triggers publish to
+QUEUE = "celery"  # the queue the triggers publish to: the broker fixture gives each test its own
 
 
 @pytest.fixture
 def broker(monkeypatch, hashing_embeddings):
+    """The real broker, with this test's tasks on a queue of its own: `make test` runs tests in parallel on
+    one Redis database, and every test there that writes a fact or a dispensing row queues its tasks too."""
+    import uuid
+
     import redis
+    from celery import current_app
 
     monkeypatch.setattr("django.conf.settings.UNSAY_SWEEP_ON_SUPERSESSION", None)  # as every profile: unset
+    queue = f"test-triggers-{uuid.uuid4().hex[:12]}"
+    monkeypatch.setattr(sys.modules[__name__], "QUEUE", queue)
+    monkeypatch.setitem(current_app.conf, "task_default_queue", queue)
     client = redis.Redis.from_url(REDIS)
     client.delete(QUEUE)
     yield client
