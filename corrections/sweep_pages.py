@@ -214,14 +214,11 @@ def write_page(plans: list[Plan], beliefs: PageBeliefs, run, report: SweepReport
         decisions, sets, premises, inputs = [], {}, [], []
         corrections, messages, audits, redecisions = [], [], [], []
         texts = _Texts()
+        set_ids = _ReadSetIds(sets)
         for p, new_id in zip(plans, new_ids, strict=True):
             d, o, patient = p.decision, p.outcome, p.decision.patient
             region = getattr(patient, "region", "") or ""
-            bearing = o.load_bearing_ids  # as Outcome.read_specs, without building ReadSpec objects
-            members = [read_sets.Member(r.fact.id, r.fact.fact_key, r.fact.version, rank, float(r.score),
-                                        r.fact.id in bearing) for rank, r in enumerate(o.retrieved, start=1)]
-            set_id = read_sets.read_set_id(members)
-            sets[set_id] = members
+            set_id = set_ids.of(o)
             decisions.append((
                 new_id, uuid.uuid4(), patient.pk, region, d.question, o.subject, o.verdict, o.answer, o.reasoner,
                 o.reasoner_verdict, o.guardrail_override, o.inputs_hash, standing, d.id, now, None, now, set_id))
@@ -252,6 +249,28 @@ def write_page(plans: list[Plan], beliefs: PageBeliefs, run, report: SweepReport
         _copy(cursor, AuditEvent, _checked_columns(AuditEvent, AUDIT_COLUMNS, with_id=True), audits)
         audit_chain.written(AuditEvent, [row[0] for row in audits])  # linked after the page commits
         _copy(cursor, Redecision, _checked_columns(Redecision, REDECISION_COLUMNS, with_id=False), redecisions)
+
+
+class _ReadSetIds:
+    """Each outcome's read set id (memory.read_sets), its members collected in `sets` for the page's one
+    store. A group's members share their first member's retrieved list (PageDecider._stamp copies the
+    outcome, not the list), so the members are built and hashed once per list and load-bearing facts:
+    the lists are alive until the page is written, so their identities are not reused meanwhile."""
+
+    def __init__(self, sets: dict):
+        self.sets = sets
+        self._ids: dict[tuple, str] = {}
+
+    def of(self, outcome) -> str:
+        key = (id(outcome.retrieved), frozenset(outcome.load_bearing_ids))
+        set_id = self._ids.get(key)
+        if set_id is None:
+            bearing = outcome.load_bearing_ids  # as Outcome.read_specs, without building ReadSpec objects
+            members = [read_sets.Member(r.fact.id, r.fact.fact_key, r.fact.version, rank, float(r.score),
+                                        r.fact.id in bearing) for rank, r in enumerate(outcome.retrieved, start=1)]
+            set_id = self._ids[key] = read_sets.read_set_id(members)
+            self.sets.setdefault(set_id, members)
+        return set_id
 
 
 class _Texts:
