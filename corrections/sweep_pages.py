@@ -89,7 +89,8 @@ class Plan:
     dispensing_changed: bool = False  # no fact changed: the letter says our record of the medicine did
 
 
-def plan_page(decisions, reasons, decider, *, fact_cache: FactCache) -> tuple[list[Plan], PageBeliefs]:
+def plan_page(decisions, reasons, decider, *, fact_cache: FactCache,
+              groups: "SweepGroups | None" = None) -> tuple[list[Plan], PageBeliefs]:
     """Decide the page in memory. Reads: dispensing (1 query), believed fact ids (1), fact rows not
     cached yet (0-1), the latest version of each retracted read (per page), semantic neighbours
     per distinct question when the exact matches leave room, and the dedupe keys (1)."""
@@ -105,7 +106,7 @@ def plan_page(decisions, reasons, decider, *, fact_cache: FactCache) -> tuple[li
             resolved_for[key] = resolve_subject(d.patient, d.question, d.subject or None, beliefs=beliefs)[0]
         wanted.append((d.patient_id, resolved_for[key]))
     beliefs.load_facts(wanted)
-    grouped = PageDecider(decider, beliefs)
+    grouped = PageDecider(decider, beliefs, shared=groups)
     latest: dict = {}
     plans = []
     for d in decisions:
@@ -356,11 +357,12 @@ class Letters:
 
 
 class SweepCaches:
-    """What one sweep's set-based pages share: fact versions read and letters rendered."""
+    """What one sweep's set-based pages share: fact versions read, letters rendered and groups decided."""
 
     def __init__(self):
         self.facts = FactCache()
         self.letters = Letters()
+        self.groups = SweepGroups()
 
 
 def _version(fact):
@@ -446,6 +448,40 @@ class _Unseen:
         return (not self.dated or self.date_view(rows) == self.view) and self.inert(inert_lots, rows)
 
 
+class SweepGroups:
+    """Groups decided by earlier pages of one sweep (PageDecider), by the page's believed facts and the
+    group key, each with the reads its first member's context had. A later page reuses a group only
+    when it loaded the very same fact versions (the key's date view and inert lots are answers about
+    those facts, so equal keys mean the same only over equal facts) and its own first member's context
+    reads the same versions with the same scores and matches (the semantic neighbours are read per
+    page). The rules read nothing else (the key holds every other input), so the reused outcome is the
+    one deciding would give; each page reads its own snapshot, so a fact changed between pages changes
+    what the page loaded and the group is decided again."""
+
+    LIMIT = 10_000  # group keys remembered; a sweep of many distinct groups starts again past it
+
+    def __init__(self):
+        self._groups: dict[tuple, tuple[tuple, "_Group"]] = {}
+        self.reused = 0
+
+    def get(self, key, reads: tuple):
+        found = self._groups.get(key)
+        if found is None or found[0] != reads:
+            return None
+        self.reused += 1
+        return found[1]
+
+    def put(self, key, reads: tuple, group: "_Group"):
+        if len(self._groups) >= self.LIMIT:
+            self._groups.clear()
+        self._groups[key] = (reads, group)
+
+
+def _reads(ctx) -> tuple:
+    """What a context reads of the believed facts: each version, its score and match, in rank order."""
+    return tuple((r.fact.id, r.fact.content_hash, r.score, r.match) for r in ctx.retrieved)
+
+
 class PageDecider:
     """ask.services.decide for a page's decisions, once per group that the rules cannot tell apart.
 
@@ -470,8 +506,10 @@ class PageDecider:
     member. A patient whose lot a recall names never has that lot inert, so a recalled lot and an
     unrecalled one never share a group."""
 
-    def __init__(self, decider, beliefs):
+    def __init__(self, decider, beliefs, *, shared: SweepGroups | None = None):
         self.decider, self.beliefs = decider, beliefs
+        self.shared = shared  # groups decided by the sweep's earlier pages
+        self._facts_key = tuple(f.id for f in beliefs.facts)  # the believed versions this page loaded
         self._fact_ids = {f.id for f in beliefs.facts}
         # A lot equal to a recall's, a near miss of it (drugs.lots) or in its scopes is never inert.
         self._page_lots = _FactLots(beliefs.facts)
@@ -531,14 +569,21 @@ class PageDecider:
         inert = {lot for lot in lots if self._is_inert(resolved, lot, rows)}
         place = {lot: n for n, lot in enumerate(lots)}
         stored = self.beliefs.stored_product
-        key = (question, subject or "", resolved, drugs, tuple(None if lot in inert else lot for lot in lots),
+        # The patient's other drugs are read only to resolve the subject (in the key as `resolved`) and,
+        # with nothing of it dispensed, to say what else is on record (ask.answers.not_dispensed_answer):
+        # patients holding the same drug among different others decide alike.
+        key = (question, subject or "", resolved, None if rows else drugs,
+               tuple(None if lot in inert else lot for lot in lots),
                tuple((r.drug, r.ndc, stored.get(r.id), r.lot_unknown, self._date_view(r), r.lot_alternatives,
                       ("inert", place[r.lot]) if r.lot in inert else r.lot) for r in rows))
         mine = [(place[lot], lot) for lot in lots if lot in inert]
         group = self._groups.get(key)
         if group is None:
-            outcome, group = self._first(patient, question, subject, resolved, rows, lots, inert, mine)
+            outcome, group = self._first(patient, question, subject, resolved, rows, lots, inert, mine, key)
             self._groups[key] = group
+            if outcome is None:  # an earlier page's group, its reads the same on this page
+                self.stamped += 1
+                return self._stamp(group, question, resolved, rows, lots, mine), key
             return outcome, (key if group is not _UNGROUPABLE else None)
         if group is _UNGROUPABLE or not group.unseen.admits(rows, inert):
             return self._plain(patient, question, subject), None
@@ -551,13 +596,19 @@ class PageDecider:
             self._date_views[key] = date_view(self._dated, row)
         return self._date_views[key]
 
-    def _first(self, patient, question, subject, resolved, rows, lots, inert, mine):
-        """The group's first member, decided for real and with its inert lots marked."""
+    def _first(self, patient, question, subject, resolved, rows, lots, inert, mine, key):
+        """The group's first member, decided for real and with its inert lots marked; or (None, group)
+        when an earlier page of the sweep decided this group and the member's context reads the same."""
         from dataclasses import replace
 
         from ask.reasoners import get_reasoner
         from ask.services import build_context, finish
 
+        ctx = build_context(patient, question, resolved, beliefs=self.beliefs)
+        if self.shared is not None:
+            earlier = self.shared.get((self._facts_key, key), _reads(ctx))
+            if earlier is not None and earlier.unseen.admits(rows, inert):
+                return None, earlier
         self.groups_decided += 1
         real = self._plain(patient, question, subject)  # through ask.services.decide, as every first member
         if real.subject != resolved:
@@ -570,9 +621,9 @@ class PageDecider:
         if not unseen.inert(inert, rows):
             return real, _UNGROUPABLE
         if not inert:
-            return real, _Group(real, [f"{r.fact.fact_key}@{r.fact.version}" for r in real.retrieved], unseen=unseen)
+            return real, self._keep(key, ctx, _Group(real, [f"{r.fact.fact_key}@{r.fact.version}"
+                                                            for r in real.retrieved], unseen=unseen))
         reasoner = get_reasoner(self.decider.reasoner)
-        ctx = build_context(patient, question, resolved, beliefs=self.beliefs)
         marked_ctx = replace(ctx, patient_lots=[_mark(n) if lot in inert else lot for n, lot in enumerate(lots)],
                              memo={})
         self.decider.calls += 1
@@ -582,7 +633,13 @@ class PageDecider:
         if _outcome_fields(back) != _outcome_fields(real):
             log.warning("sweep: a grouped decision disagreed with its own marked form; deciding its group per member")
             return real, _UNGROUPABLE
-        return real, _Group(marked, [f"{r.fact.fact_key}@{r.fact.version}" for r in marked.retrieved], unseen=unseen)
+        return real, self._keep(key, ctx, _Group(marked, [f"{r.fact.fact_key}@{r.fact.version}"
+                                                          for r in marked.retrieved], unseen=unseen))
+
+    def _keep(self, key, ctx, group: "_Group") -> "_Group":
+        if self.shared is not None:
+            self.shared.put((self._facts_key, key), _reads(ctx), group)
+        return group
 
     def _stamp(self, group: _Group, question, resolved, rows, lots, mine):
         from dataclasses import replace
