@@ -232,7 +232,7 @@ def _unsealed_of(model, pks) -> list[_Sealing]:
     names = list(dict.fromkeys((*model.CHAIN_STRUCTURE, *model.CHAIN_REDACTABLE)))
     # By primary key alone, the sealed ones skipped here: with `seq IS NULL` in the query, reading a
     # sweep page's thousand events took about 0.1 s (the seq index keeps an entry for every event's
-    # unsealed version until a vacuum, and the planner could go through it); by key, a few ms.
+    # unsealed version until a vacuum, and the planner could go through it); by key, under 15 ms.
     rows = model.objects.filter(pk__in=pks).values_list("pk", "seq", *names)
     return [_Sealing(model, pk, dict(zip(names, values, strict=True))) for pk, seq, *values in rows if seq is None]
 
