@@ -20,7 +20,8 @@ that page — an integrity error (a dedupe key taken by a concurrent sweep), a d
 standing, a pending draft to stale, a model reasoner, an engine other than PostgreSQL.
 
 Decisions are decided once per group that the rules cannot tell apart (PageDecider: equal inputs
-up to lots no believed fact names), which is what makes a page of distinct patients cheap.
+up to lots no believed fact names), and once per sweep while its pages load the same fact versions
+(SweepGroups), which is what makes pages of distinct patients cheap.
 
 A draft's values (key, recipient, subject, classification, audit before/after) come from
 corrections.drafts, the functions the per-decision path saves through the ORM.
@@ -461,7 +462,7 @@ class SweepGroups:
     LIMIT = 10_000  # group keys remembered; a sweep of many distinct groups starts again past it
 
     def __init__(self):
-        self._groups: dict[tuple, tuple[tuple, "_Group"]] = {}
+        self._groups: dict[tuple, tuple[tuple, _Group]] = {}
         self.reused = 0
 
     def get(self, key, reads: tuple):
@@ -485,9 +486,10 @@ def _reads(ctx) -> tuple:
 class PageDecider:
     """ask.services.decide for a page's decisions, once per group that the rules cannot tell apart.
 
-    Two decisions of a page are in one group when they have the same question, stated subject,
-    resolved subject and drugs, and dispensing rows of that subject equal in every attribute
-    decide() reads (drug, NDC, stored NDC product, lot-unknown flag, lot) except their ids,
+    Two decisions of a page are in one group when they have the same question, stated subject and
+    resolved subject (and the same drugs when nothing of the subject is dispensed), and dispensing
+    rows of that subject equal in every attribute decide() reads (drug, NDC, stored NDC product,
+    lot-unknown flag, lot) except their ids,
     fingerprints and *inert* lots, at the same places, and with dates the rules cannot tell apart:
     the same answer to every date comparison the page's believed facts make (ask.rules.date_view;
     fill times differ between any two patients, so an exact date would put each in a group of one).
