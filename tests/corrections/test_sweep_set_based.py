@@ -181,7 +181,7 @@ def _grouped_against_plain(people, questions, *, subjects=(None, "valsartan")):
     from ask.beliefs import PageBeliefs
     from ask.services import decide, resolve_subject
     from corrections.redecide import SharedDecider
-    from corrections.sweep_pages import PageDecider
+    from corrections.sweep_groups import PageDecider
 
     asked = [(p, q, s) for p in people for q in questions for s in subjects]
     page = PageBeliefs({p.pk for p in people})
