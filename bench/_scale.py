@@ -407,6 +407,8 @@ def reset_to(built: dict) -> dict:
     Returns {table: rows deleted}."""
     from django.db import connection, transaction
 
+    from core.audit_chain import CHAIN_START
+
     deleted = {}
     present = set(id_tables())  # a migration since the build may have renamed or dropped a table
     with transaction.atomic(), connection.cursor() as cursor:
@@ -430,6 +432,17 @@ def reset_to(built: dict) -> dict:
                        [built["max_id"]["memory_fact"], built["built_at"]])
         if cursor.rowcount:
             deleted["memory_fact (believed again)"] = cursor.rowcount
+        # Audit links are keyed by their place in the chain, not by id: those sealing an event the run wrote
+        # went with the events above, and the chain's head goes back to the build's last link (a head row
+        # the run created went with the ids above).
+        for table in _chained_tables(present):
+            cursor.execute(f"DELETE FROM core_auditlink l WHERE l.event_table = %s AND NOT EXISTS "
+                           f"(SELECT 1 FROM {table} e WHERE e.id = l.event_id)", [table])
+            if cursor.rowcount:
+                deleted[f"core_auditlink ({table})"] = cursor.rowcount
+        cursor.execute("UPDATE core_auditchainhead h SET seq = COALESCE(last.seq, 0), link_hash = COALESCE("
+                       "last.link_hash, %s) FROM (SELECT max(seq) AS seq FROM core_auditlink) AS top "
+                       "LEFT JOIN core_auditlink last ON last.seq = top.seq", [CHAIN_START])
         # Read sets are addressed by content, not by id: those the run wrote are the ones no decision of
         # the build points at (their members went with the ids above).
         cursor.execute("DELETE FROM memory_readset s WHERE NOT EXISTS "
@@ -442,3 +455,10 @@ def reset_to(built: dict) -> dict:
         raise RuntimeError(f"reset left the world unlike the build: {wrong}, standing {now['standing']} vs "
                            f"{built['standing']}, believed facts {now['believed_facts']} vs {built['believed_facts']}")
     return deleted
+
+
+def _chained_tables(present) -> list[str]:
+    """The tables of audit events the one chain links (core.audit_chain), of those present."""
+    from core.audit_chain import chained_models
+
+    return sorted(table for table in chained_models() if table in present)

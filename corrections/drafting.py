@@ -6,6 +6,7 @@ with the pack, a plain-language glossary for FDA reasons (the FDA's own words ke
 detail), and the pharmacy's name, phone, address and sender from settings (UNSAY_PHARMACY_*).
 """
 
+import functools
 import re
 from types import SimpleNamespace
 
@@ -379,7 +380,14 @@ def fit_sms(context: dict) -> str:
 
 def letter_subject(patient, *, recalled: bool) -> str:
     """The email subject, in the patient's language."""
-    with override(language_of(patient)):
+    return _subject_in(language_of(patient), recalled)
+
+
+@functools.lru_cache(maxsize=64)
+def _subject_in(language: str, recalled: bool) -> str:
+    # Two sentences per language, asked once per draft: a sweep drafting 100,000 letters would otherwise
+    # switch the active translation 100,000 times for them.
+    with override(language):
         return _("Update about your recalled medicine") if recalled else _("Update about your medicine")
 
 

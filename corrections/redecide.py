@@ -112,7 +112,7 @@ class SharedDecider:
     def decide(self, patient, question: str, subject: str, *, beliefs=None, unshared=None):
         """(outcome, shared). `beliefs`: what decide() reads from (ask.beliefs; None: the database).
         `unshared`: what decides when no identical inputs were decided yet (default ask.services.decide;
-        a set-based page hands in its grouped decider, corrections.sweep_pages.PageDecider)."""
+        a set-based page hands in its grouped decider, corrections.sweep_groups.PageDecider)."""
         from ask.services import decide, rebind_inputs
 
         key = self.inputs_key(patient, question, subject)

@@ -151,7 +151,7 @@ def _set_based_page(decisions, reasons, pending, decider, run, page_no, report, 
     try:
         with transaction.atomic():
             plans, beliefs = sweep_pages.plan_page(decisions, reasons, decider,
-                                                   fact_cache=caches.facts)
+                                                   fact_cache=caches.facts, groups=caches.groups)
             faults.maybe_crash("mid_page", page_no)
             sweep_pages.write_page(plans, beliefs, run, one, letters=caches.letters)
     except (DecisionAlreadySuperseded, IntegrityError, sweep_pages.PageFallback) as exc:

@@ -275,7 +275,7 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": UNSAY_CELERY_VISIBILITY
 UNSAY_SWEEP_ON_SUPERSESSION = env_bool("UNSAY_SWEEP_ON_SUPERSESSION", None)
 
 # --- Sweep and outbox (corrections/) -------------------------------------------------------------
-# A page shares one decision among patients the rules cannot tell apart (corrections.sweep_pages.PageDecider),
+# A page shares one decision among patients the rules cannot tell apart (corrections.sweep_groups.PageDecider),
 # so bigger pages share more: at 100,000 affected, 200 -> 1,000 took the recall's sweep from 78 s to 51 s
 # (bench/recall_to_queue.py) with the pool process at ~500 MB.
 UNSAY_SWEEP_PAGE_SIZE = env_int("UNSAY_SWEEP_PAGE_SIZE", 1000, minimum=1, maximum=10000)

@@ -77,7 +77,7 @@ def _outcome(o) -> tuple:
 
 
 def test_grouped_by_date_view_equals_plain_decisions(hashing_embeddings, monkeypatch):
-    from corrections.sweep_pages import PageDecider
+    from corrections.sweep_groups import PageDecider
 
     monkeypatch.setenv("UNSAY_SWEEP_ON_SUPERSESSION", "0")
     people = _world()

@@ -125,10 +125,15 @@ def test_the_set_based_page_writes_exactly_the_rows_of_the_per_decision_path(has
     assert Correction.objects.filter(kind="correction").count() >= 4
     assert any(r["shared"] for r in got["corrections_redecision"])
     assert any(r["outcome"] == "reaffirmed" for r in got["corrections_redecision"])
-    assert _summary(set_based) == _summary(per_decision)
+    # Every row alike but one figure: the set path runs the reasoner once per group of the sweep
+    # (PageDecider), the per-decision path once per distinct inputs of a page, so it may run it less.
+    assert [s[:5] + s[6:] for s in _summary(set_based)] == [s[:5] + s[6:] for s in _summary(per_decision)]
+    assert all(mine[5] <= theirs[5] for mine, theirs in zip(_summary(set_based), _summary(per_decision), strict=True))
     for table in TABLES:
         assert len(got[table]) == len(expected[table]), table
         for mine, theirs in zip(got[table], expected[table], strict=True):
+            if table == "corrections_sweeprun":
+                assert mine.pop("reasoner_calls") <= theirs.pop("reasoner_calls")
             assert mine == theirs, table
 
 
@@ -176,7 +181,7 @@ def _grouped_against_plain(people, questions, *, subjects=(None, "valsartan")):
     from ask.beliefs import PageBeliefs
     from ask.services import decide, resolve_subject
     from corrections.redecide import SharedDecider
-    from corrections.sweep_pages import PageDecider
+    from corrections.sweep_groups import PageDecider
 
     asked = [(p, q, s) for p in people for q in questions for s in subjects]
     page = PageBeliefs({p.pk for p in people})
