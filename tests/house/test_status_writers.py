@@ -126,24 +126,32 @@ def writers_in(source: str, path: str = "<snippet>") -> list[tuple[str, int, str
     return sorted(found)
 
 
-def all_writers() -> list[tuple[str, int, str]]:
+def walk(python_writers, sql_writers) -> list[tuple[str, int, str]]:
+    """(path, line, function) of every write found in product code: `python_writers(text, path)` over each
+    .py file, `sql_writers(text)` (offsets) over each .sql file."""
     found = []
-    for path in sorted(ROOT.rglob("*.py")):
-        relative = path.relative_to(ROOT)
-        if SKIPPED_DIRS & set(relative.parts[:-1]):
-            continue
-        found.extend(writers_in(path.read_text(), str(relative)))
-    for path in sorted(ROOT.rglob("*.sql")):
+    for path in sorted([*ROOT.rglob("*.py"), *ROOT.rglob("*.sql")]):
         relative = path.relative_to(ROOT)
         if SKIPPED_DIRS & set(relative.parts[:-1]):
             continue
         text = path.read_text()
-        found.extend((str(relative), text[:offset].count("\n") + 1, "<sql>") for offset in _sql_writers(text))
+        if path.suffix == ".py":
+            found.extend(python_writers(text, str(relative)))
+        else:
+            found.extend((str(relative), text[:offset].count("\n") + 1, "<sql>") for offset in sql_writers(text))
     return found
 
 
+def all_writers() -> list[tuple[str, int, str]]:
+    return walk(writers_in, _sql_writers)
+
+
+def outside(found, helpers):
+    return [(path, line, func) for path, line, func in found if func not in helpers.get(path, set())]
+
+
 def _outside_helpers(found):
-    return [(path, line, func) for path, line, func in found if func not in HELPERS.get(path, set())]
+    return outside(found, HELPERS)
 
 
 def test_every_status_write_goes_through_its_helper():
@@ -293,21 +301,11 @@ def unit_state_writers_in(source: str, path: str = "<snippet>") -> list[tuple[st
 
 
 def all_unit_state_writers() -> list[tuple[str, int, str]]:
-    found = []
-    for path in sorted([*ROOT.rglob("*.py"), *ROOT.rglob("*.sql")]):
-        relative = path.relative_to(ROOT)
-        if SKIPPED_DIRS & set(relative.parts[:-1]):
-            continue
-        text = path.read_text()
-        if path.suffix == ".py":
-            found.extend(unit_state_writers_in(text, str(relative)))
-        else:
-            found.extend((str(relative), text[:o].count("\n") + 1, "<sql>") for o in _unit_sql_writers(text))
-    return found
+    return walk(unit_state_writers_in, _unit_sql_writers)
 
 
 def _outside_unit_helpers(found):
-    return [(path, line, func) for path, line, func in found if func not in UNIT_STATE_HELPERS.get(path, set())]
+    return outside(found, UNIT_STATE_HELPERS)
 
 
 def test_every_unit_state_write_goes_through_move_units():
