@@ -1,16 +1,13 @@
-"""Admin for everything the review queue doesn't cover: browsing runs, messages and the audit trail.
+"""Admin for everything the review queue doesn't cover: browsing runs and the audit trail (messages: outbox.admin).
 Drafts are approved/rejected in the queue (services check permissions and write audit events), so
 here they are read-only."""
 
-from django.contrib import admin, messages
-from django.template.response import TemplateResponse
+from django.contrib import admin
 from django.utils.html import format_html
 
 from core.admin_base import ReadOnlyAdmin
 
-from . import dispatch
-from .models import AuditEvent, Correction, OutboxMessage, Redecision, SweepRun
-from .review import can_review
+from .models import AuditEvent, Correction, Redecision, SweepRun
 
 
 @admin.register(SweepRun)
@@ -35,46 +32,6 @@ class CorrectionAdmin(ReadOnlyAdmin):
         if obj.status != Correction.Status.DRAFT:
             return ""
         return format_html('<a href="/corrections/review/#card-{}">in queue</a>', obj.public_id)
-
-
-@admin.register(OutboxMessage)
-class OutboxMessageAdmin(ReadOnlyAdmin):
-    list_display = ["created", "channel", "recipient", "status", "attempts", "sent_at", "provider_id", "last_error"]
-    list_filter = ["status", "channel"]
-    search_fields = ["dedupe_key", "recipient", "provider_id"]
-    raw_id_fields = ["correction"]
-    actions = ["requeue_selected"]
-
-    def has_requeue_permission(self, request):
-        return can_review(request.user)
-
-    @admin.action(description="Requeue selected unknown/failed messages (re-reads the patient's current contact)",
-                  permissions=["requeue"])
-    def requeue_selected(self, request, queryset):
-        """Failed messages are requeued at once. Unknown ones may have been delivered before a crash, so
-        the pharmacist first sees them listed and confirms that the provider did not deliver them."""
-        unknown = list(queryset.filter(status=OutboxMessage.Status.UNKNOWN).select_related("correction__patient"))
-        confirmed = request.POST.get("confirm_not_delivered") == "yes"
-        if unknown and not confirmed:
-            return TemplateResponse(request, "admin/corrections/outboxmessage/requeue_confirm.html", {
-                **self.admin_site.each_context(request), "title": "Confirm: these messages were not delivered",
-                "opts": self.model._meta, "unknown": unknown,
-                "selected": queryset.values_list("pk", flat=True), "action": "requeue_selected",
-                "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME})
-        done, refused = 0, []
-        for message_id in queryset.values_list("pk", flat=True):
-            try:
-                dispatch.requeue(message_id, user=request.user, note="requeued from the outbox admin",
-                                 confirmed_not_delivered=confirmed)
-                done += 1
-            except dispatch.NotRequeueable as exc:
-                refused.append(f"message {message_id}: {exc}")
-        if done:
-            self.message_user(request, f"Requeued {done} message{'s' if done != 1 else ''}; the dispatcher sends "
-                                       f"them to the patients' current contact details.", messages.SUCCESS)
-        for reason in refused:
-            self.message_user(request, f"Not requeued: {reason}", messages.WARNING)
-        return None
 
 
 @admin.register(AuditEvent)

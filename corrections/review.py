@@ -91,7 +91,7 @@ def _ensure_current(correction: Correction):
 
 
 def _enqueue_dispatch():
-    # By name: corrections.tasks imports the dispatch, which calls this (the periodic dispatch picks up
+    # By name: outbox.tasks imports the dispatch, which calls this (the periodic dispatch picks up
     # what a broker that is down missed).
     enqueue.send_on_commit(DISPATCH_OUTBOX)
 

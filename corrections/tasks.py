@@ -1,4 +1,4 @@
-"""Celery tasks: thin wrappers over corrections.sweep and corrections.dispatch, taking JSON ids."""
+"""Celery tasks: thin wrappers over corrections.sweep, taking JSON ids (the outbox dispatch: outbox.tasks)."""
 
 import contextlib
 import logging
@@ -10,7 +10,6 @@ from core import shutdown
 from core.retry import RetriesExhausted
 
 from .triggers import (
-    DISPATCH_OUTBOX,
     PERIODIC_SWEEP,
     SWEEP_FACTS,
     SWEEP_PATIENTS,
@@ -139,16 +138,6 @@ def periodic_sweep() -> str:
     with _hand_back(periodic_sweep) as result:
         result.append(sweep(trigger=SweepRun.Trigger.BEAT).summary())
     return result[0]
-
-
-@shared_task(name=DISPATCH_OUTBOX)
-def dispatch_outbox() -> str:
-    from .dispatch import dispatch_ready, flag_unknown_outcomes
-
-    reaped = reap_dead_runs()
-    flagged = flag_unknown_outcomes()
-    result = dispatch_ready()
-    return f"{result.summary()}, flagged unknown {flagged}" + (f", dead runs resumed {reaped}" if reaped else "")
 
 
 def reap_dead_runs() -> int:

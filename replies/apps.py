@@ -10,7 +10,7 @@ class RepliesConfig(AppConfig):
 
     def ready(self):
         # Every sent letter ends with its reply link (corrections sits below replies, so it is told, not imported).
-        from corrections import dispatch
+        from outbox import dispatch
 
         from .links import footer
 

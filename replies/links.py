@@ -49,7 +49,7 @@ def link_for(message, *, now=None) -> tuple[ReplyLink, str]:
 
 
 def footer(message) -> str:
-    """What a sent letter ends with: the reply link, in the patient's language (corrections.dispatch
+    """What a sent letter ends with: the reply link, in the patient's language (outbox.dispatch
     calls this through its SEND_FOOTERS; replies.apps registers it)."""
     _, token = link_for(message)
     patient = message.correction.patient

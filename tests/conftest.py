@@ -197,7 +197,7 @@ def dispatch_not_enqueued(monkeypatch):
     """Approval enqueues dispatch on commit; with no Redis (CI) Celery would run it eagerly. Tests that
     call the dispatcher themselves record the enqueue instead of running it. Not autouse: the modules
     that want it for every test say so (`pytestmark = pytest.mark.usefixtures("dispatch_not_enqueued")`)."""
-    from corrections import tasks
+    from outbox import tasks
 
     calls = []
     monkeypatch.setattr(tasks.dispatch_outbox, "delay", lambda *a, **k: calls.append(a))

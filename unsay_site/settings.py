@@ -76,6 +76,7 @@ INSTALLED_APPS = [
     "ask",
     "shelf",
     "corrections",
+    "outbox",
     "worklist",
     "replies",
     "privacy",

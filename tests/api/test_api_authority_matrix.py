@@ -20,9 +20,9 @@ from api import mcp_server
 from api.views import API_PREFIX, openapi_document
 from ask.keys import grant_site, issue_key, revoke_keys
 from ask.models import ApiClient, ApiKey, ClientPatient
-from corrections import dispatch
 from corrections.review import approve
 from memory.models import Decision
+from outbox import dispatch
 from patients.models import DispensingRecord
 from shelf.models import ReceivedEvent, Unit
 from tests import epcis_docs as d

@@ -11,8 +11,8 @@ from fhir.resources.R4B.communicationrequest import CommunicationRequest
 from api import fhir_out, problems
 from ask.keys import issue_key
 from ask.models import ApiClient, ApiKey, ClientPatient
-from corrections import dispatch
 from corrections.review import approve, reject
+from outbox import dispatch
 from tests.factories import RECALL
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("dispatch_not_enqueued")]

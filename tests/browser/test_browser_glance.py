@@ -11,8 +11,8 @@ import re
 import pytest
 from django.core import mail
 
-from corrections import dispatch
 from corrections.review import approve
+from outbox import dispatch
 from shelf.models import StaffSite
 from shelf.receiving import receive
 from tests import epcis_docs as d

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from django.core import mail
 
-from corrections import dispatch
 from corrections.review import approve
+from outbox import dispatch
 from worklist.models import PatientAnswer
 
 CHROMIUM = Path("/usr/bin/chromium")

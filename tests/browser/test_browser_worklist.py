@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from corrections import dispatch, review
+from corrections import review
 from corrections.models import Correction
+from outbox import dispatch
 from tests.factories import RECALL
 from tests.paths import PROJECT_DIR
 from worklist import recall_pages

@@ -10,6 +10,7 @@ from django.db import transaction
 
 from core import enqueue
 from corrections import tasks, triggers
+from outbox import tasks as outbox_tasks
 
 
 def test_a_loaded_task_is_queued_through_its_own_delay(monkeypatch):
@@ -29,7 +30,7 @@ def test_a_task_not_loaded_here_is_sent_to_the_broker_by_name(monkeypatch):
 @pytest.mark.django_db(transaction=True)
 def test_on_commit_it_waits_for_the_commit_and_a_broker_down_is_only_logged(monkeypatch, caplog):
     calls = []
-    monkeypatch.setattr(tasks.dispatch_outbox, "delay", lambda *a, **k: calls.append(a))
+    monkeypatch.setattr(outbox_tasks.dispatch_outbox, "delay", lambda *a, **k: calls.append(a))
     with transaction.atomic():
         enqueue.send_on_commit(triggers.DISPATCH_OUTBOX)
         assert calls == []
@@ -38,13 +39,15 @@ def test_on_commit_it_waits_for_the_commit_and_a_broker_down_is_only_logged(monk
     def down(*a, **k):
         raise ConnectionError("broker down")
 
-    monkeypatch.setattr(tasks.dispatch_outbox, "delay", down)
+    monkeypatch.setattr(outbox_tasks.dispatch_outbox, "delay", down)
     with caplog.at_level(logging.ERROR, logger="core.enqueue"), transaction.atomic():
         enqueue.send_on_commit(triggers.DISPATCH_OUTBOX)
     assert "could not queue corrections.tasks.dispatch_outbox" in caplog.text
 
 
 def test_the_names_are_the_tasks_registered_names():
+    # The outbox dispatch moved to outbox.tasks under its old registered name, which the broker and beat hold.
     assert {tasks.sweep_facts.name, tasks.sweep_patients.name, tasks.periodic_sweep.name,
-            tasks.dispatch_outbox.name} == {triggers.SWEEP_FACTS, triggers.SWEEP_PATIENTS, triggers.PERIODIC_SWEEP,
-                                            triggers.DISPATCH_OUTBOX}
+            outbox_tasks.dispatch_outbox.name} == {triggers.SWEEP_FACTS, triggers.SWEEP_PATIENTS,
+                                                   triggers.PERIODIC_SWEEP, triggers.DISPATCH_OUTBOX}
+    assert outbox_tasks.dispatch_outbox.name == "corrections.tasks.dispatch_outbox"

@@ -14,10 +14,11 @@ from django.core import mail
 from django.core.management import call_command
 
 from ask.services import ask
-from corrections import dispatch, tasks
+from corrections import tasks
 from corrections.models import Correction, OutboxMessage, Redecision, SweepRun
 from corrections.sweep import count_stale
 from memory.models import Decision, Fact
+from outbox import dispatch
 from tests.factories import FIXTURES
 
 # dispatch_not_enqueued (tests/conftest.py) for every test here, as when it was imported from test_sweep.

@@ -35,6 +35,7 @@ from corrections.triggers import auto_sweep_suppressed
 from drugs.recall_terms import CLOSED_STATUSES, key_prefix
 from memory.models import Fact
 from memory.services import assert_claims, retract_claim
+from outbox import tasks as outbox_tasks
 from patients.dispensing import delete_dispensing, save_dispensing
 from patients.models import DispensingRecord, Patient
 from patients.services import exposed_patients_for_recall
@@ -80,7 +81,7 @@ def triggers_run_inline(monkeypatch, hashing_embeddings):
     monkeypatch.setattr("django.conf.settings.UNSAY_SWEEP_ON_SUPERSESSION", True)
     monkeypatch.setattr(tasks.sweep_facts, "delay", lambda ids, helper=False: tasks.sweep_facts(ids, helper=helper))
     monkeypatch.setattr(tasks.sweep_patients, "delay", lambda ids: tasks.sweep_patients(ids))
-    monkeypatch.setattr(tasks.dispatch_outbox, "delay", lambda *a, **k: None)
+    monkeypatch.setattr(outbox_tasks.dispatch_outbox, "delay", lambda *a, **k: None)
 
 
 def _reset():

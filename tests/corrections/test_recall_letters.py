@@ -10,12 +10,12 @@ import pytest
 
 from ask.services import ask
 from corrections import recall_letters
-from corrections.dispatch import dispatch_ready
 from corrections.drafts import notice_key
 from corrections.models import AuditEvent, Correction
 from corrections.review import approve, reject
 from corrections.sweep import sweep
 from memory.services import assert_claim, assert_claims, retract_claim
+from outbox.dispatch import dispatch_ready
 from patients.dispensing import delete_dispensing
 from tests.factories import LOT, RECALL, VALSARTAN, escalate, make_patient, recall_claim, recall_claims_of
 

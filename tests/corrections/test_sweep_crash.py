@@ -98,7 +98,7 @@ def test_two_dispatchers_never_send_the_same_message(escalated, people, tmp_path
     # SMS patients would fail (SNS disabled); send everything by email for this test.
     OutboxMessage.objects.update(channel="email", recipient="patient@example.com")
     total = OutboxMessage.objects.count()
-    code = ("from corrections.dispatch import dispatch_ready\n"
+    code = ("from outbox.dispatch import dispatch_ready\n"
             "r = dispatch_ready(batch=2)\n"
             "print('SENT', r.sent)\n")
     env = {"UNSAY_VAR_DIR": str(tmp_path), "UNSAY_EMAIL_BACKEND": "django.core.mail.backends.filebased.EmailBackend"}

@@ -15,6 +15,7 @@ from ask.services import ask
 from corrections import tasks
 from corrections.models import Correction, SweepRun
 from memory.models import Decision
+from outbox import tasks as outbox_tasks
 from patients.dispensing import save_dispensing
 from patients.models import DispensingChange, DispensingRecord
 from recalls.services import ingest_document
@@ -33,7 +34,7 @@ def triggers_run_inline(monkeypatch, hashing_embeddings):
     monkeypatch.setattr("django.conf.settings.UNSAY_SWEEP_ON_SUPERSESSION", True)
     monkeypatch.setattr(tasks.sweep_facts, "delay", lambda ids: tasks.sweep_facts(ids))
     monkeypatch.setattr(tasks.sweep_patients, "delay", lambda ids: tasks.sweep_patients(ids))
-    monkeypatch.setattr(tasks.dispatch_outbox, "delay", lambda *a, **k: None)
+    monkeypatch.setattr(outbox_tasks.dispatch_outbox, "delay", lambda *a, **k: None)
 
 
 def _patient(ref, drug=None, lot=None):

@@ -39,7 +39,7 @@ ANNOUNCED = {
     "worklist/templatetags/__init__.py:<module>": SETTINGS + " (TEMPLATES: tag libraries loaded on first render)",
     "worklist/templatetags/shelf_tags.py:<module>": SETTINGS + " (TEMPLATES: tag libraries loaded on first render)",
     "worklist/templatetags/glance_tags.py:<module>": SETTINGS + " (TEMPLATES: tag libraries loaded on first render)",
-    "replies/links.py:footer": "a footer registered in corrections.dispatch.SEND_FOOTERS by replies' AppConfig.ready",
+    "replies/links.py:footer": "a footer registered in outbox.dispatch.SEND_FOOTERS by replies' AppConfig.ready",
 }
 
 

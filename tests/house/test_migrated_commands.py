@@ -18,8 +18,8 @@ NOT_MIGRATED_COMMANDS = {
     "measure_lots": "scores the lot parser on a labelled file; no database",
     "mcp": "the MCP server over stdio (api/): refuses an unknown key at start; not yet a MigratedCommand",
 }
-PRODUCT_APPS = ("core", "drugs", "memory", "recalls", "patients", "ask", "shelf", "corrections", "worklist",
-                "replies", "privacy", "api", "demo", "unsay_site")
+PRODUCT_APPS = ("core", "drugs", "memory", "recalls", "patients", "ask", "shelf", "corrections", "outbox",
+                "worklist", "replies", "privacy", "api", "demo", "unsay_site")
 
 
 def product_commands() -> dict[str, type[BaseCommand]]:

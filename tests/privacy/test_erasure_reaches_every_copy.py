@@ -17,10 +17,10 @@ from ask.keys import issue_key
 from ask.models import ApiClient, ApiKey, ClientPatient, UsageCounter
 from core.audit_verify import verify_chain
 from corrections import review
-from corrections.dispatch import dispatch_ready
 from corrections.models import AuditEvent, Correction
 from corrections.sweep import sweep
 from memory.models import Decision
+from outbox.dispatch import dispatch_ready
 from patients.dispensing import save_dispensing
 from patients.models import DispensingRecord, Patient
 from patients.patient_import import import_patients_csv

@@ -14,9 +14,9 @@ from django.db import connection
 from core.audit_verify import verify_chain
 from core.models import AuditLink
 from corrections import review
-from corrections.dispatch import dispatch_ready
 from corrections.models import AuditEvent, Correction, OutboxMessage
 from memory.models import Decision
+from outbox.dispatch import dispatch_ready
 from patients.models import Patient
 from privacy.models import ErasureCertificate
 from privacy.services import erase_patient

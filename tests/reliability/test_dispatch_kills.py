@@ -18,8 +18,8 @@ from django.apps import apps
 from django.contrib.auth.models import Group
 
 from core.roles import PHARMACIST, sync_group_permissions
-from corrections import dispatch
 from corrections.models import AuditEvent, Correction, OutboxMessage
+from outbox import dispatch
 from patients.models import Patient
 from tests.procs import PROJECT_DIR, subprocess_env
 

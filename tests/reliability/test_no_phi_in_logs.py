@@ -25,10 +25,10 @@ from django.db import IntegrityError, transaction
 from ask.keys import issue_key
 from ask.models import ApiClient
 from core import embedded
-from corrections.dispatch import dispatch_ready
 from corrections.models import Correction
 from corrections.review import approve
 from corrections.sweep import sweep
+from outbox.dispatch import dispatch_ready
 from patients.models import Patient
 from recalls.openfda import OpenFDAClient, OpenFDAError
 from recalls.services import ingest_document

@@ -11,8 +11,8 @@ from django.core import mail
 from django.core.cache import cache
 from django.utils import timezone
 
-from corrections import dispatch
 from corrections.review import approve
+from outbox import dispatch
 from replies.models import ReplyLink
 from tests.factories import RECALL
 from worklist import services as worklist_services

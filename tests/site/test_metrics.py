@@ -42,9 +42,9 @@ def test_metrics_are_refused_to_anonymous_callers_and_served_to_staff_or_the_tok
 
 def test_a_sweep_moves_the_draft_redecision_and_review_metrics(staff_client, hashing_embeddings, monkeypatch):
     from ask.services import ask
-    from corrections import tasks
     from corrections.sweep import sweep
     from memory.services import assert_claim
+    from outbox import tasks
     from tests.factories import recall_claim
 
     monkeypatch.setattr("django.conf.settings.UNSAY_SWEEP_ON_SUPERSESSION", False)

@@ -11,8 +11,8 @@ import pytest
 from django.core import mail
 from django.utils import timezone
 
-from corrections import dispatch
 from corrections.review import approve
+from outbox import dispatch
 from replies.models import ReplyLink
 from shelf import quarantine
 from shelf.selectors import recall_shelf_by_day, recall_shelf_summary

@@ -13,10 +13,10 @@ class Command(MigratedCommand):
     help = "Demo: send two letters of the demo recall and record a patient's reply through its link."
 
     def handle(self, *args, **options):
-        from corrections import dispatch
         from corrections.models import Correction, OutboxMessage
         from corrections.review import approve
         from demo.patients import DEMO_RECALL_NUMBER
+        from outbox import dispatch
         from replies import links, services
         from worklist.models import PatientAnswer
 

@@ -4,8 +4,8 @@
 import pytest
 from django.core import mail
 
-from corrections import dispatch
 from corrections.review import approve
+from outbox import dispatch
 
 # dispatch_not_enqueued (tests/conftest.py) for every test here, as when it was imported from test_sweep.
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("dispatch_not_enqueued")]

@@ -28,10 +28,9 @@ from django.db.models import F
 from django.utils import timezone
 
 from core import aws
-
-from . import audit, transitions
-from .models import AuditEvent, Correction, OutboxMessage
-from .review import require_reviewer
+from corrections import audit, transitions
+from corrections.models import AuditEvent, Correction, OutboxMessage
+from corrections.review import require_reviewer
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +121,7 @@ def send_email(message: OutboxMessage) -> str:
         raise PermanentSendError("the patient has no email address on file")
     from django.utils.translation import override
 
-    from .drafting import language_of, letter_html
+    from corrections.drafting import language_of, letter_html
 
     body = body_for_sending(message)
     email = EmailMultiAlternatives(subject=message.subject, body=body, to=[message.recipient],
@@ -313,7 +312,7 @@ def requeue(message_id: int, *, user, note: str = "", confirmed_not_delivered: b
                              **({"confirmed_not_delivered_by": user.get_username()}
                                 if before["status"] == OutboxMessage.Status.UNKNOWN else {})},
                    "note": note[:500]})
-        from .review import _enqueue_dispatch
+        from corrections.review import _enqueue_dispatch
 
         _enqueue_dispatch()
     return message

@@ -4,7 +4,7 @@ import signal
 import time
 
 from core.commands import MigratedCommand
-from corrections.dispatch import dispatch_ready, flag_unknown_outcomes
+from outbox.dispatch import dispatch_ready, flag_unknown_outcomes
 
 
 class Command(MigratedCommand):

@@ -10,9 +10,9 @@ from botocore.stub import Stubber
 from django.core import mail
 from django.utils import timezone
 
-from corrections import dispatch
 from corrections.models import AuditEvent, Correction, OutboxMessage
 from corrections.review import approve, reject
+from outbox import dispatch
 
 # dispatch_not_enqueued (tests/conftest.py) for every test here, as when it was imported from test_sweep.
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("dispatch_not_enqueued")]
