@@ -29,7 +29,7 @@ ANNOUNCED = {
     "memory/services.py:__call__": ON_COMMIT + " (memory's supersession batch, which sends facts_changed)",
     "shelf/tasks.py:queue_shelf_match_after_facts": FACTS_CHANGED,
     "corrections/tasks.py:enqueue_sweep_after_supersessions": FACTS_CHANGED,
-    "corrections/tasks.py:dispatch_outbox": CELERY + ", the task queued by name after a review commits",
+    "outbox/tasks.py:dispatch_outbox": CELERY + ", the task queued by name after a review commits",
     "unsay_site/celery.py:_pool_process_stops_between_pages": CELERY + ", its task_prerun signal",
     "unsay_site/embedded_backend/base.py:get_connection_params": SETTINGS + " (DATABASES: the database backend)",
     "unsay_site/logs.py:filter": SETTINGS + " (LOGGING: a log filter)",
