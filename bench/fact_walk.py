@@ -5,7 +5,7 @@
 
 The house's aim: following a fact from ingestion to the outbox enters each product file once and never
 climbs back up a layer (.importlinter: core < drugs < memory < recalls | patients < ask | shelf <
-corrections < worklist < replies < privacy < api < demo < unsay_site). This traces it, it does not time it.
+corrections < outbox < worklist < replies < privacy < api < demo < unsay_site). This traces it, it does not time it.
 
 The world (its own database, UNSAY_DB_NAME=unsay_bench_walk, emptied first): the 2021 bulk file's
 varenicline records ingested, three synthetic patients holding lots of the real D-0809-2021 (varenicline,
