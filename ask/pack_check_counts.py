@@ -27,21 +27,6 @@ KEEP_ADDRESS_ROWS = timedelta(minutes=5)
 PRUNE_ONE_IN = 100
 
 
-def _counted(count):
-    """Run `count` in its own short transaction that does not wait for its commit to reach the disk
-    (PostgreSQL's synchronous_commit off, for this transaction only): a crash may lose the last
-    fraction of a second of counts, never a fact or a decision. CockroachDB has no such setting; there
-    the transaction commits as any other."""
-
-    def run():
-        if connection.vendor == "postgresql":
-            with connection.cursor() as cursor:
-                cursor.execute("SET LOCAL synchronous_commit = off")
-        return count()
-
-    return run() if connection.in_atomic_block else run_in_transaction(run)
-
-
 _TABLE = rate_limits.TABLE
 # The address limit (rate_limits.TAKE_SQL itself) and, only when it grants, the day's outcome count (the same
 # upsert, never refused), in one statement (one round trip, one implicit transaction) whose commit does not
@@ -79,6 +64,7 @@ def take_check(address: str, outcome: str = "", *, now=None) -> bool:
                 "outcome": OUTCOME_SCOPE + str(outcome) if outcome else ""})
             granted = cursor.fetchone()[0] > 0
     else:
+        # CockroachDB, or inside a caller's transaction, which the two counts then join.
         def count() -> bool:
             if not rate_limits.take(scope, "minute", cap, now=now):
                 return False
@@ -86,7 +72,7 @@ def take_check(address: str, outcome: str = "", *, now=None) -> bool:
                 rate_limits.count(OUTCOME_SCOPE + str(outcome), "day", now=now)
             return True
 
-        granted = _counted(count)
+        granted = count() if connection.in_atomic_block else run_in_transaction(count)
     if not granted or secrets.randbelow(PRUNE_ONE_IN) == 0:
         # Now and then (and whenever someone is refused): drop the rows of minutes gone by, so the table
         # holds a few minutes of pseudonyms at most and no request pays for the clean-up every time.

@@ -18,13 +18,6 @@ class LruCache:
         self._items: OrderedDict = OrderedDict()
         self._lock = Lock()
 
-    def get(self, key):
-        with self._lock:
-            value = self._items.get(key)
-            if value is not None:
-                self._items.move_to_end(key)
-            return value
-
     def get_many(self, keys) -> tuple[dict, list]:
         found, missing = {}, []
         with self._lock:
@@ -46,6 +39,3 @@ class LruCache:
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
-
-    def __len__(self):
-        return len(self._items)

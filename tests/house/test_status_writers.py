@@ -12,6 +12,8 @@ statuses, and `UPDATE <their table> SET ... status` in SQL. Any writer outside t
 import ast
 import re
 
+import pytest
+
 from corrections.models import Correction, OutboxMessage
 from memory.models import Decision
 from shelf.models import Unit
@@ -152,14 +154,6 @@ def outside(found, helpers):
 
 def _outside_helpers(found):
     return outside(found, HELPERS)
-
-
-def test_every_status_write_goes_through_its_helper():
-    found = all_writers()
-    assert _outside_helpers(found) == []
-    # The helpers themselves are found: the walk sees what it is looking for.
-    assert {(path, func) for path, _line, func in found} == {
-        (path, func) for path, funcs in HELPERS.items() for func in funcs}
 
 
 SNIPPET = '''
@@ -308,13 +302,6 @@ def _outside_unit_helpers(found):
     return outside(found, UNIT_STATE_HELPERS)
 
 
-def test_every_unit_state_write_goes_through_move_units():
-    found = all_unit_state_writers()
-    assert _outside_unit_helpers(found) == []
-    assert {(path, func) for path, _line, func in found} == {
-        (path, func) for path, funcs in UNIT_STATE_HELPERS.items() for func in funcs}
-
-
 UNIT_SNIPPET = '''
 from shelf.models import Unit
 
@@ -352,3 +339,15 @@ def test_a_new_unit_state_writer_anywhere_is_found():
     # A status write is not a unit's, nor a unit's a status write.
     assert unit_state_writers_in(SNIPPET) == []
     assert writers_in(UNIT_SNIPPET) == []
+
+
+@pytest.mark.parametrize("walk_writers, helpers", [
+    pytest.param(all_writers, HELPERS, id="status fields through their transition helpers"),
+    pytest.param(all_unit_state_writers, UNIT_STATE_HELPERS, id="Unit.state through move_units"),
+])
+def test_every_status_write_goes_through_its_helper(walk_writers, helpers):
+    found = walk_writers()
+    assert outside(found, helpers) == []
+    # The helpers themselves are found: the walk sees what it is looking for.
+    assert {(path, func) for path, _line, func in found} == {
+        (path, func) for path, funcs in helpers.items() for func in funcs}
