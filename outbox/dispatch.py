@@ -27,10 +27,11 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from core import aws
+from core import aws, enqueue
 from corrections import audit, transitions
 from corrections.models import AuditEvent, Correction, OutboxMessage
 from corrections.review import require_reviewer
+from corrections.triggers import DISPATCH_OUTBOX
 
 log = logging.getLogger(__name__)
 
@@ -312,7 +313,6 @@ def requeue(message_id: int, *, user, note: str = "", confirmed_not_delivered: b
                              **({"confirmed_not_delivered_by": user.get_username()}
                                 if before["status"] == OutboxMessage.Status.UNKNOWN else {})},
                    "note": note[:500]})
-        from corrections.review import _enqueue_dispatch
-
-        _enqueue_dispatch()
+        # By name, as approval does: outbox.tasks imports this module.
+        enqueue.send_on_commit(DISPATCH_OUTBOX)
     return message

@@ -140,6 +140,20 @@ def test_a_claim_without_a_result_is_flagged_for_a_human_and_not_resent(people, 
     assert AuditEvent.objects.filter(action=AuditEvent.Action.SEND_UNKNOWN).count() == 1
 
 
+def test_a_requeued_message_queues_the_next_dispatch_once_its_requeue_commits(people, drafts, dispatch_not_enqueued):
+    approve(drafts["SYN-A"].pk, user=people["pharmacist"])
+    [claimed] = dispatch.claim(worker="crashed-worker")
+    OutboxMessage.objects.filter(pk=claimed).update(claimed_at=timezone.now() - timedelta(hours=1))
+    dispatch.flag_unknown_outcomes()
+    queued_before = len(dispatch_not_enqueued)
+
+    dispatch.requeue(claimed, user=people["pharmacist"], note="provider says not delivered",
+                     confirmed_not_delivered=True)
+
+    assert len(dispatch_not_enqueued) == queued_before + 1
+    assert dispatch.dispatch_ready().sent == 1 and len(mail.outbox) == 1
+
+
 def test_a_message_staled_after_claim_is_cancelled_not_sent(people, drafts):
     approve(drafts["SYN-A"].pk, user=people["pharmacist"])
     Correction.objects.filter(pk=drafts["SYN-A"].pk).update(status=Correction.Status.STALE)
