@@ -22,6 +22,7 @@ from memory.services import Claim
 from .lots.parse import parse_scope
 from .lots.scope import LOT_SCOPE_VERSION, LotScope, ScopeAttribute, scope_terms
 from .models import TEXT_ATTRIBUTES, TEXTS_REFERENCE, RecallText
+from .selectors import resolved_attributes
 
 ENFORCEMENT_SOURCE = "openfda:enforcement"
 LABEL_SOURCE = "openfda:label"
@@ -472,8 +473,6 @@ def split_texts(attributes: dict) -> tuple[dict, dict]:
 def recall_statement(attributes: dict, lot: str | None, *, all_lots: bool = False) -> str:
     if TEXTS_REFERENCE in attributes and not any(name in attributes for name in TEXT_ATTRIBUTES):
         # A new version built from a believed fact's attributes (demo escalation) holds the reference only.
-        from .selectors import resolved_attributes
-
         attributes = resolved_attributes(attributes)
     product = short_product(attributes.get("product_description") or "")
     if lot:
