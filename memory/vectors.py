@@ -1,4 +1,4 @@
-"""The embedding stage: fact versions are written without a vector (memory.services) and get it here,
+"""The embedding stage: fact versions are written without a vector (memory.fact_writes) and get it here,
 after their write committed (docs/adr/0017).
 
     backlog()                      -> QuerySet of believed versions with no vector yet (the work, a query)

@@ -17,7 +17,7 @@ from datetime import UTC, date, datetime
 from drugs import recall_terms
 from drugs.identity import PRODUCT_SOURCE, product_key, product_names, resolve
 from drugs.ndc import ndc_products, ndcs_in_text, normalize_ndc, normalize_product_ndc
-from memory.services import Claim
+from memory.fact_writes import Claim
 
 from .lots.parse import parse_scope
 from .lots.scope import LOT_SCOPE_VERSION, LotScope, ScopeAttribute, scope_terms
@@ -70,7 +70,7 @@ class RecallClaim(Claim):
         scope = self.attributes.get("lot_scope")
         if self.lot and isinstance(scope, ScopeAttribute):
             self.attributes = dict(self.attributes, lot_scope=scope.for_lot(self.lot))
-        # What memory's write reads (memory.services.Claim): computed here, once, from the content above.
+        # What memory's write reads (memory.fact_writes.Claim): computed here, once, from the content above.
         self.digest = self._content_hash()
         reference = self.attributes.get(TEXTS_REFERENCE)
         if self.texts and reference and not self.shared_rows:
