@@ -2,10 +2,11 @@
 import os
 import sys
 
+from django.core.management import execute_from_command_line
+
 
 def main():
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "unsay_site.settings")
-    from django.core.management import execute_from_command_line
 
     execute_from_command_line(sys.argv)
 

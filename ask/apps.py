@@ -1,5 +1,7 @@
 from django.apps import AppConfig
 
+from core.health import register_section
+
 
 class AskConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
@@ -7,10 +9,9 @@ class AskConfig(AppConfig):
     verbose_name = "Ask (answers, reasoners, API clients and keys)"
 
     def ready(self):
-        from core.health import register_section
-
         def model_usage():
-            from ask.services import usage_report
+            # AppConfig.ready: ask.services reads the models, which cannot be imported while apps load.
+            from ask.services import usage_report  # noqa: PLC0415
 
             return {"model_usage": usage_report()}
 

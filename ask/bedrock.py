@@ -8,6 +8,7 @@ import logging
 from typing import Literal
 
 import pydantic
+from botocore.exceptions import BotoCoreError, ClientError
 from django.conf import settings
 
 from ask.rules import VERDICTS, AskContext, ReasonerResult, RulesReasoner
@@ -112,8 +113,6 @@ class BedrockReasoner:
         return ReasonerResult(verdict, answer.strip(), self.identity, grounded)
 
     def decide(self, ctx: AskContext) -> ReasonerResult:
-        from botocore.exceptions import BotoCoreError, ClientError
-
         try:
             response = self.client.converse(**self.request(ctx))
             return self.parse(response, ctx)

@@ -22,8 +22,11 @@ from dataclasses import dataclass, field, fields
 from django.db import connection
 
 from drugs.matching import Dispensed, dispensed
+from drugs.scopes import DRUG_LEVEL, dispensing_scopes
+from memory.embeddings import get_provider
 from memory.models import Fact
 from memory.retrieval import FILL_ROUTE, Retrieved, facts_in_scopes, fill, retrieve
+from patients.models import DispensingRecord
 
 ROW_COLUMNS = ("id", "lot", "ndc", "dispensed_at", "fingerprint", "drug", "lot_unknown", "expiry", "lot_alternatives")
 
@@ -113,8 +116,6 @@ class PageBeliefs:
     is read per distinct (question, k, excluded) and remembered for the page."""
 
     def __init__(self, patient_ids, *, cache: FactCache | None = None):
-        from patients.models import DispensingRecord
-
         self.cache = cache or FactCache()
         self._rows: dict[tuple[int, str], list] = {}
         self._drugs: dict[int, set] = {int(pid): set() for pid in patient_ids}
@@ -144,8 +145,6 @@ class PageBeliefs:
     def load_facts(self, wanted):
         """Read the believed facts for these (patient id, subject) pairs: those sharing a scope with
         a premise of any of them, and those about one of the subjects. Two queries at most."""
-        from drugs.scopes import DRUG_LEVEL, dispensing_scopes
-
         scopes, subjects = set(), set()
         for pid, subject in wanted:
             if not subject:
@@ -218,8 +217,6 @@ class PageBeliefs:
             key = (question, remaining, exclude)
             if key not in self._semantic:
                 if question not in self._vectors and FILL_ROUTE != "text":
-                    from memory.embeddings import get_provider
-
                     self._vectors[question] = get_provider().embed_one(question)
                 self._semantic[key] = fill(question, remaining, exclude_ids=list(exclude),
                                            vector=self._vectors.get(question))

@@ -14,7 +14,7 @@ our commit, so the sweep always sees the decision it has to re-decide.
 
 import logging
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
 from django.conf import settings
@@ -27,11 +27,11 @@ from ask.guardrail import apply_guardrail
 from ask.reasoners import get_reasoner
 from ask.rules import AskContext, RulesReasoner
 from core.retry import run_in_transaction
-from drugs.identity import is_product_key
+from drugs.identity import find_ingredients, is_identity_key, is_product_key, readable
 from drugs.identity import resolve as resolve_identity
 from drugs.scopes import ANY_LOT, DRUG_LEVEL, dispensing_scopes
 from memory.decisions import ReadSpec, inputs_fingerprint, record_decision
-from memory.models import Decision
+from memory.models import Decision, Fact
 from memory.retrieval import Retrieved
 
 log = logging.getLogger(__name__)
@@ -80,8 +80,6 @@ def resolve_subject(patient, question: str, subject: str | None = None, *, belie
     those ingredients, or the one combination of theirs that contains them, or — named but not
     dispensed to them — that drug itself, answered "unknown" with a request for the lot); else
     their only drug, if the text reads as a question about medicine; else a question back."""
-    from drugs.identity import find_ingredients, is_identity_key
-
     drugs = patient_drugs(patient, beliefs)
     if subject:
         text = subject.strip()
@@ -126,8 +124,6 @@ def _held_through_packages(patient, named: list[str], drugs: list[str], beliefs=
     ingredients: a brand resolves to another name than the row's ("NP Thyroid" -> thyroid, the row
     levothyroxine+liothyronine), so the row counts when its ingredients overlap the named ones
     (by_ingredients) or its NDC product is listed by a believed fact whose subject is the named drug."""
-    from memory.models import Fact
-
     key = "+".join(named)
     held = []
     for drug in drugs:
@@ -142,8 +138,6 @@ def _held_through_packages(patient, named: list[str], drugs: list[str], beliefs=
 
 
 def _readable(key: str) -> str:
-    from drugs.identity import readable
-
     return readable(key) or "a medicine with no recorded name"
 
 
@@ -310,8 +304,6 @@ def subjects_asked(patient, question: str, subject: str | None = None, *, belief
     """The drugs a question asks about, each answered on its own. One entry (None: resolve_subject
     decides) unless the question names several ingredients that are not one medicine the patient holds:
     "my losartan and my atorvastatin" is two questions, not a combination product."""
-    from drugs.identity import find_ingredients
-
     if subject:
         return [subject]
     named = find_ingredients(question or "")
@@ -383,8 +375,6 @@ def usage_report(now=None) -> dict:
 def rebind_inputs(outcome: Outcome, question: str, inputs) -> Outcome:
     """The same outcome for another patient whose dispensing of the drug has the same contents
     (the sweep shares one decision between them): only the rows it rests on are theirs."""
-    from dataclasses import replace
-
     inputs = sorted(inputs)
     fingerprint = inputs_fingerprint(question, [f"{i}:{fp}" for i, fp in inputs] or outcome.patient_lots,
                                      [f"{r.fact.fact_key}@{r.fact.version}" for r in outcome.retrieved])

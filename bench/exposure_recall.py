@@ -10,7 +10,7 @@ migrated and emptied of patients and facts first.
 Data: a seeded sample of real Class I/II openFDA enforcement records (2021 bulk file + 2023 part) whose
 lots are listed and whose package NDC is known: --records whose text names it, and up to --block-only
 whose NDC only the openFDA block lists (reported apart; the fixtures hold 10 such records),
-ingested as the ingestion code builds them (recalls.ingest.recall_claims -> memory.services.assert_claim).
+ingested as the ingestion code builds them (recalls.ingest.recall_claims -> memory.fact_writes.assert_claim).
 Per record, synthetic patients hold the recalled package NDC (typed as printed, 10 digits with hyphens,
 where openFDA gives that form) and one of its lots, the name typed
     brand      "<Brand> <strength> <form>"            (openFDA brand_name)
@@ -58,7 +58,7 @@ from drugs.lots import canonical_lot  # noqa: E402
 from drugs.matching import MatchClass  # noqa: E402
 from drugs.ndc import ndcs_in_text, normalize_ndc  # noqa: E402
 from memory.embeddings import HashingEmbedding, reset_provider  # noqa: E402
-from memory.services import assert_claim  # noqa: E402
+from memory.fact_writes import assert_claim  # noqa: E402
 from patients.csvimport import import_dispensing_csv  # noqa: E402
 from patients.models import DispensingRecord, Patient  # noqa: E402
 from patients.services import exposed_patients_for_recall  # noqa: E402

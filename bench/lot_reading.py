@@ -48,7 +48,7 @@ from drugs.identity import is_product_key, texts_agree  # noqa: E402
 from drugs.lot_field import LotField, read_lot_field  # noqa: E402
 from drugs.lots import canonical_lot, printed_lot  # noqa: E402
 from memory.embeddings import get_provider  # noqa: E402
-from memory.services import assert_claim  # noqa: E402
+from memory.fact_writes import assert_claim  # noqa: E402
 from patients import csvimport  # noqa: E402
 from patients.dispensing import create_dispensings  # noqa: E402
 from patients.models import DispensingRecord, Patient  # noqa: E402

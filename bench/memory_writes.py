@@ -15,7 +15,7 @@ latencies are per transaction. (The unchanged re-assert figure is printed for --
 
 Beside the 64-writer figure (or --reference-writers), the same run measures the machine's ceiling for
 the same SQL: pgbench (C clients, no Python, no ORM) running exactly the statements one assert of a
-new key sends (memory.services' own prepared statements, created once per client; then one message with
+new key sends (memory.fact_writes' own prepared statements, created once per client; then one message with
 BEGIN, generic plans, the advisory lock and the locking read with the key's floor and new id; one with
 the INSERT ... SELECT ... RETURNING the row and COMMIT), for the same number of asserts
 from the same number of clients, with vectors of the same kind (bench_vectors: the hashing embeddings
@@ -124,9 +124,9 @@ def race_processes(writers, work):
     return timer.seconds, latencies, errors
 
 
-# The statements assert_claim sends for a new key (memory/services.py prepare_claims, write_claims
+# The statements assert_claim sends for a new key (memory/fact_writes.py prepare_claims, write_claims
 # -> _write_alone -> _write_versions), with the parameters built server-side so pgbench can send them.
-# Each pgbench client creates the services module's own prepared statements once (its first pass: -D prepared=0,
+# Each pgbench client creates memory.write_statements' prepared statements once (its first pass: -D prepared=0,
 # and a pgbench client's variables live as long as its connection), then runs them by EXECUTE as the module does.
 # `\;` sends several statements in one message, as _write_versions does (simple protocol, one round
 # trip: BEGIN + generic plans + lock + locking read, then INSERT + COMMIT); \aset keeps the id drawn for
@@ -172,7 +172,7 @@ def pgbench_same_sql(clients: int, per_client: int, run: str, batch: int = 1) ->
     from django.db import connection
 
     from memory.embeddings import HashingEmbedding, to_sql_vector
-    from memory.services import _WRITE_STATEMENTS
+    from memory.write_statements import WRITE_STATEMENTS
 
     with connection.cursor() as cursor:
         cursor.execute("SELECT to_regclass('bench_vectors') IS NOT NULL")
@@ -185,7 +185,7 @@ def pgbench_same_sql(clients: int, per_client: int, run: str, batch: int = 1) ->
         vectors = cursor.fetchone()[0]
     with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as script:
         prepare = " \\; ".join(f"PREPARE {name} ({types}) AS {' '.join(sql.split())}"
-                               for name, (types, sql) in _WRITE_STATEMENTS.items()) + ";"
+                               for name, (types, sql) in WRITE_STATEMENTS.items()) + ";"
         script.write(pgbench_script(batch, vectors, run, prepare))
     db = connection.settings_dict
 
@@ -230,8 +230,8 @@ def main():
                  UNSAY_EMBEDDINGS=args.embeddings)
     from core.retry import run_in_transaction
     from memory.embeddings import get_provider
+    from memory.fact_writes import Claim, assert_claim, prepare_claims, write_claims
     from memory.models import Fact
-    from memory.services import Claim, assert_claim, prepare_claims, write_claims
 
     get_provider().embed_one("warm up")  # load the model (local) before timing
     conflicts = ConflictCounter()

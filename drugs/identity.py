@@ -143,8 +143,9 @@ def _is_class(name: str, data: dict) -> bool:
 @functools.lru_cache(maxsize=1)
 def vocabulary() -> dict[str, tuple[str, ...]]:
     """Phrase (lower-case words joined by one space) -> sorted ingredient names. Loaded once per process."""
-    # Imported here, not at the top: the finder builds its tables (and a fuzzy-match index) on import.
-    from drug_named_entity_recognition import drugs_finder
+    # A heavy dependency loaded on first use: the finder builds its tables (and a fuzzy-match index) on
+    # import, about 2 s, which a process that never resolves a drug name does not pay.
+    from drug_named_entity_recognition import drugs_finder  # noqa: PLC0415
 
     variant_to_canonical = drugs_finder.drug_variant_to_canonical
     canonical_to_data = drugs_finder.drug_canonical_to_data

@@ -27,6 +27,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import connection, transaction
 
 from core import aws
+from memory.minilm import load_engine
 
 
 class EmbeddingError(RuntimeError):
@@ -172,8 +173,6 @@ class LocalMiniLM(EmbeddingProvider):
 
     def _load(self):
         if self._model is None:
-            from memory.minilm import load_engine
-
             self._model = load_engine(self.engine_choice, settings.UNSAY_MODEL_DIR)
         return self._model
 

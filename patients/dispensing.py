@@ -11,7 +11,7 @@ changed; corrections connects the sweep to it, so a standing answer that rested 
 dispensing is re-decided (docs/reasoning.md, "Decision inputs").
 """
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.dispatch import Signal
 
 from core import audit_chain
@@ -39,8 +39,6 @@ class _Pending:
 
 
 def _pending() -> _Pending:
-    from django.db import connection
-
     for _sids, func, _robust in connection.run_on_commit:
         if isinstance(func, _Pending):
             return func

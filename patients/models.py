@@ -2,6 +2,7 @@ import hashlib
 import uuid
 from datetime import timedelta
 
+import phonenumbers
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
@@ -32,8 +33,6 @@ def normalize_phone(value: str, *, synthetic: bool = False) -> str:
     without a country code are read as UNSAY_PHONE_REGION's. A local-only number ('555-1234') is
     refused: an SMS cannot reach it. Synthetic patients may use the reserved fictional ranges
     (555-01xx), which are well formed but not assigned, so not "valid" to libphonenumber."""
-    import phonenumbers
-
     raw = (value or "").strip()
     if not raw:
         return ""

@@ -17,11 +17,12 @@ from datetime import UTC, date, datetime
 from drugs import recall_terms
 from drugs.identity import PRODUCT_SOURCE, product_key, product_names, resolve
 from drugs.ndc import ndc_products, ndcs_in_text, normalize_ndc, normalize_product_ndc
-from memory.services import Claim
+from memory.fact_writes import Claim
 
 from .lots.parse import parse_scope
 from .lots.scope import LOT_SCOPE_VERSION, LotScope, ScopeAttribute, scope_terms
 from .models import TEXT_ATTRIBUTES, TEXTS_REFERENCE, RecallText
+from .selectors import resolved_attributes
 
 ENFORCEMENT_SOURCE = "openfda:enforcement"
 LABEL_SOURCE = "openfda:label"
@@ -69,7 +70,7 @@ class RecallClaim(Claim):
         scope = self.attributes.get("lot_scope")
         if self.lot and isinstance(scope, ScopeAttribute):
             self.attributes = dict(self.attributes, lot_scope=scope.for_lot(self.lot))
-        # What memory's write reads (memory.services.Claim): computed here, once, from the content above.
+        # What memory's write reads (memory.fact_writes.Claim): computed here, once, from the content above.
         self.digest = self._content_hash()
         reference = self.attributes.get(TEXTS_REFERENCE)
         if self.texts and reference and not self.shared_rows:
@@ -472,8 +473,6 @@ def split_texts(attributes: dict) -> tuple[dict, dict]:
 def recall_statement(attributes: dict, lot: str | None, *, all_lots: bool = False) -> str:
     if TEXTS_REFERENCE in attributes and not any(name in attributes for name in TEXT_ATTRIBUTES):
         # A new version built from a believed fact's attributes (demo escalation) holds the reference only.
-        from .selectors import resolved_attributes
-
         attributes = resolved_attributes(attributes)
     product = short_product(attributes.get("product_description") or "")
     if lot:

@@ -7,14 +7,14 @@ a run's start, stop, finish and abandonment are recalls.runs.
     ingest_from_api(since, until=None, labels=False)   -> IngestRun   (fetch, archive, ingest)
     ingest_incremental()                               -> IngestRun   (from the last successful API run)
 
-Facts are written only through memory.services.assert_claims / retract_claim, so every supersession
+Facts are written only through memory.fact_writes.assert_claims / retract_claim, so every supersession
 (new version or retraction) reaches memory's supersession hooks after commit; that is where the
 sweep hooks in (docs/facts.md).
 
 Atomicity: a record is validated and turned into claims before anything is written; a malformed
 record goes to QuarantinedRecord (once per record and source: recalls.quarantine) and writes nothing.
 A valid record's new versions, the retraction of its dropped lots and its RecallRecord (the
-change-detection hash) commit in ONE retried transaction (memory.services.prepare_claims /
+change-detection hash) commit in ONE retried transaction (memory.fact_writes.prepare_claims /
 write_claims), so a record is never half-written; a database refusal quarantines just that record and
 the run goes on.
 """
@@ -36,14 +36,14 @@ from core import shutdown
 from core.retry import run_in_transaction
 from drugs import recall_terms
 from memory.embeddings import get_provider
-from memory.models import Fact
-from memory.services import (
+from memory.fact_writes import (
     assert_claims,
     prepare_claims,
     retract_claim,
     retract_in_transaction,
     write_claims,
 )
+from memory.models import Fact
 
 from . import archive, quarantine
 from .documents import SourceError, load_document, snapshot_date

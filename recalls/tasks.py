@@ -7,6 +7,7 @@ from celery import shared_task
 from core import shutdown
 
 from . import services
+from .models import IngestRun
 from .openfda import OpenFDAError
 
 log = logging.getLogger(__name__)
@@ -39,8 +40,6 @@ def resume_ingest(run_id: int) -> dict:
 
 def _handed_back(exc) -> dict:
     """The worker is stopping: the run is marked handed back; its snapshot is resumed by the next worker."""
-    from .models import IngestRun
-
     run = IngestRun.objects.filter(pk=getattr(exc, "run_id", None)).first()
     log.warning("ingest handed back: %s", exc)
     if run is not None and run.snapshot_location:

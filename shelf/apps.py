@@ -1,5 +1,7 @@
 from django.apps import AppConfig
 
+from memory.signals import facts_changed
+
 
 class ShelfConfig(AppConfig):
     """The pharmacy's stock by unit (DSCSA EPCIS receiving), what is on hand, and recall quarantine."""
@@ -9,13 +11,13 @@ class ShelfConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
-        from memory.signals import facts_changed
-        from patients import scanning
-        from patients.dispensing import dispensing_changed
+        # AppConfig.ready: each of these reads the models, which cannot be imported while apps load.
+        from patients import scanning  # noqa: PLC0415
+        from patients.dispensing import dispensing_changed  # noqa: PLC0415
 
-        from .scans import on_dispensing_changed, refusal_at_fill
-        from .selectors import ndcs_received
-        from .tasks import queue_shelf_match_after_facts
+        from .scans import on_dispensing_changed, refusal_at_fill  # noqa: PLC0415
+        from .selectors import ndcs_received  # noqa: PLC0415
+        from .tasks import queue_shelf_match_after_facts  # noqa: PLC0415
 
         # Both are sent after commit: a recall's units join its shelf task (queued: the writer does not wait
         # for matching), a scanned fill takes its unit.

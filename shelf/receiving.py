@@ -50,6 +50,7 @@ from .copy_rows import copy_rows
 from .epcis import DocumentError, DocumentReader, Event, open_document
 from .lot_notes import LotNotes
 from .models import Aggregation, ReceivedEvent, ShelfEvent, Unit
+from .quarantine import match_units
 from .transitions import NEW_UNIT_COLUMNS, By, move_units, why_not
 
 MOVING_STEPS = {"receiving", "shipping", "dispensing", "decommissioning", "destroying"}
@@ -173,8 +174,6 @@ def receive_document(doc: DocumentReader, *, site: str, source: str = "", actor:
                                       k: v for k, v in receipt.as_dict().items() if k != "refused"},
                                       "refused": receipt.refused_total})
         if receiving.lots or receiving.ndc_products:
-            from .quarantine import match_units
-
             lots, products = receiving.lots, receiving.ndc_products
             transaction.on_commit(lambda: match_units(site, lots, products))
     return receipt

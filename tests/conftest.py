@@ -231,7 +231,7 @@ def world(hashing_embeddings):
     """Two real Class II valsartan recalls (tests/factories.py RECALL, OTHER_RECALL); synthetic patients
     A and B on RECALL's lot and C on another lot have asked; D (SMS) holds the lot and never asked."""
     from ask.services import ask
-    from memory.services import assert_claim
+    from memory.fact_writes import assert_claim
     from tests.factories import LOT, OTHER_LOT, OTHER_RECALL, RECALL, VALSARTAN, make_patient, recall_claim
 
     assert_claim(recall_claim(RECALL, LOT))

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from drugs.lots import printed_lot
-from memory.services import assert_claim
+from memory.fact_writes import assert_claim
 from patients.models import DispensingRecord, Patient
 from recalls.ingest import RecallClaim, parse_enforcement, recall_claims
 from tests.paths import OPENFDA as FIXTURES

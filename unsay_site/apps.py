@@ -1,5 +1,10 @@
 from django.apps import AppConfig
+from django.apps import apps as global_apps
+from django.db import router
 from django.db.models.signals import post_migrate
+
+from core.roles import sync_group_permissions
+from unsay_site.logs import configure
 
 
 class UnsaySiteConfig(AppConfig):
@@ -7,9 +12,10 @@ class UnsaySiteConfig(AppConfig):
     verbose_name = "Unsay"
 
     def ready(self):
-        from unsay_site import checks  # noqa: F401  (registers system checks)
-        from unsay_site.logs import configure
-        from unsay_site.metrics import register_collector
+        # AppConfig.ready: importing checks registers the system checks (Django's place for that), and the
+        # metrics collector reads the models, which cannot be imported while apps load.
+        from unsay_site import checks  # noqa: F401, PLC0415
+        from unsay_site.metrics import register_collector  # noqa: PLC0415
 
         configure()
 
@@ -22,11 +28,6 @@ def sync_groups_after_migrate(sender, using="default", apps=None, **kwargs):
     django.contrib.auth creates permissions: migrations stay frozen, the table stays the one source.
     Django sends post_migrate once per app with models (and every transactional test's flush sends them
     all); only the last app's signal runs the sync, when every app's permissions exist. Idempotent."""
-    from django.apps import apps as global_apps
-    from django.db import router
-
-    from core.roles import sync_group_permissions
-
     if not router.allow_migrate(using, "auth"):
         return
     with_models = [config for config in global_apps.get_app_configs() if config.models_module is not None]

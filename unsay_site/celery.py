@@ -1,6 +1,9 @@
 import os
+import signal
 
 from celery import Celery
+
+from core import shutdown
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "unsay_site.settings")
 
@@ -41,16 +44,11 @@ def _mark_pool_process(**kwargs):
 def _pool_process_stops_between_pages(**kwargs):
     # At each task, not at worker_process_init: billiard resets the child's signals after that hook.
     if _in_pool_process:
-        from core import shutdown
-
         shutdown.install_sigterm_handler()
 
 
 @_signals.worker_shutting_down.connect
 def _ask_pool_processes_to_stop(sig=None, how=None, **kwargs):
-    import os
-    import signal
-
     if how != "Warm" or not _workers:
         return
     try:
@@ -58,8 +56,6 @@ def _ask_pool_processes_to_stop(sig=None, how=None, **kwargs):
     except Exception:  # noqa: BLE001 - no pool to ask: Celery's own warm shutdown goes on
         return
     if "processes" not in info:  # solo / threads pool: the tasks run in this process
-        from core import shutdown
-
         shutdown.request_stop("on warm shutdown")
         return
     for pid in info["processes"]:

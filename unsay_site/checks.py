@@ -3,6 +3,8 @@
 from django.conf import settings
 from django.core.checks import Error, register
 
+from memory.embeddings import column_dimension
+
 KNOWN_REGIONS = {
     # The regions the compose cluster and the app know; extend with care (sql/001_bootstrap.sql).
     "aws-us-east-1", "aws-us-west-2", "aws-eu-west-1", "aws-eu-central-1", "aws-ap-southeast-1",
@@ -47,7 +49,6 @@ def check_embedding_column(app_configs, databases=None, **kwargs):
     """The vector column's dimension is fixed at migrate time; a later change of setting must not pass silently."""
     if not databases:
         return []
-    from memory.embeddings import column_dimension
 
     try:
         actual = column_dimension()

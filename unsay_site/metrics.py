@@ -11,7 +11,13 @@ labels are kinds, outcomes and statuses only.
 
 from django.db.models import Count, Min, Q, Sum
 from django.utils import timezone
+from prometheus_client import REGISTRY
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+from ask.models import UsageCounter
+from corrections.models import Correction, OutboxMessage, Redecision
+from memory.models import Decision
+from recalls.models import IngestRun
 
 # (name, help, type, labels): what describe() announces without touching the database.
 METRICS = [
@@ -42,11 +48,6 @@ class UnsayCollector:
         return [_family(*spec) for spec in METRICS]
 
     def collect(self):
-        from ask.models import UsageCounter
-        from corrections.models import Correction, OutboxMessage, Redecision
-        from memory.models import Decision
-        from recalls.models import IngestRun
-
         families = {spec[0]: _family(*spec) for spec in METRICS}
         for row in Correction.objects.values("kind").annotate(n=Count("id")).order_by("kind"):
             families["unsay_drafts"].add_metric([row["kind"]], row["n"])
@@ -82,7 +83,5 @@ def register_collector():
     global _registered
     if _registered:
         return
-    from prometheus_client import REGISTRY
-
     REGISTRY.register(UnsayCollector())
     _registered = True

@@ -7,6 +7,7 @@ from django.http import HttpResponseForbidden, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
+from django_prometheus.exports import ExportToDjangoView
 
 from core.health import cached_report, liveness
 
@@ -39,8 +40,6 @@ def metrics(request):
     """Prometheus metrics (unsay_site.metrics): for staff, for a scraper presenting
     `Authorization: Bearer <UNSAY_METRICS_TOKEN>`, or for anyone when UNSAY_METRICS_PUBLIC is on (a
     private scrape network). Labels carry no patient data, but volumes are operational detail."""
-    from django_prometheus.exports import ExportToDjangoView
-
     token = settings.UNSAY_METRICS_TOKEN
     given = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
     allowed = (settings.UNSAY_METRICS_PUBLIC or request.user.is_staff

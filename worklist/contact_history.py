@@ -2,7 +2,9 @@
 
 
 
-from corrections.models import Correction
+from corrections.models import AuditEvent, Correction
+
+from .models import WorkEvent
 
 # --- history and audit by patient ---------------------------------------------------------------
 
@@ -26,10 +28,6 @@ def sent_history(*, before_id: int | None = None, limit: int = 50):
 def patient_trail(patient) -> list[dict]:
     """Everything done for one patient: drafts, reviews, sends (corrections' audit) and worklist
     contacts, oldest first, named by patient and recall instead of row ids."""
-    from corrections.models import AuditEvent
-
-    from .models import WorkEvent
-
     trail = []
     for e in (AuditEvent.objects.filter(correction__patient=patient)
               .select_related("correction").order_by("at", "id")):

@@ -4,10 +4,16 @@ distinct dispensing."""
 
 from datetime import UTC
 
+from django.contrib.postgres.aggregates import ArrayAgg
 from django.db.models import Q
+from django.db.models.functions import TruncDate
 
-from drugs.matching import CERTAINTY_RANK, Dispensed
+from drugs import recall_terms
+from drugs.lots import canonical_lot, near_lot_key, near_lot_keys
+from drugs.matching import CERTAINTY_RANK, Dispensed, match
 from memory.models import Fact
+from patients.models import READ_WITH_DOUBT, DispensingRecord
+from patients.services import exposed_patients_for_recall, exposure_rows, named_product_rows
 
 from .match_classes import LEGACY_MATCH_CLASS
 
@@ -15,8 +21,6 @@ from .match_classes import LEGACY_MATCH_CLASS
 def _exposed_patient_ids(recall_number: str) -> dict[int, str]:
     """patient id -> strongest match class, the definition: every Exposure that
     patients.services.exposed_patients_for_recall builds (model instances; the tests' reference)."""
-    from patients.services import exposed_patients_for_recall
-
     out: dict[int, str] = {}
     for exposure in exposed_patients_for_recall(recall_number):
         klass = str(exposure.match_class) if exposure.match_class else LEGACY_MATCH_CLASS.get(exposure.match,
@@ -34,9 +38,6 @@ MATCH_INPUTS = ["drug", "ndc_product", "ndc", "lot", "lot_unknown", "expiry", "d
 
 
 def _match_groups(rows):
-    from django.contrib.postgres.aggregates import ArrayAgg
-    from django.db.models.functions import TruncDate
-
     return (rows.order_by().annotate(day=TruncDate("dispensed_at", tzinfo=UTC)).values(*MATCH_INPUTS)
             .annotate(patients=ArrayAgg("patient_id")))  # a patient may repeat: harmless
 
@@ -52,12 +53,6 @@ def exposure_classes(recall_number: str) -> dict[int, str]:
     patients.services.exposed_patients_for_recall (its exposure_rows per fact; all lots of the recall
     in one query), grouped in SQL by what drugs.matching.match() reads, match() once per group.
     tests/worklist/test_worklist_sql.py checks it equals _exposed_patient_ids on real recall data."""
-    from drugs import recall_terms
-    from drugs.lots import canonical_lot, near_lot_key, near_lot_keys
-    from drugs.matching import match
-    from patients.models import READ_WITH_DOUBT, DispensingRecord
-    from patients.services import exposure_rows, named_product_rows
-
     facts = list(Fact.objects.believed().filter(kind=Fact.Kind.RECALL,
                                                 fact_key__startswith=recall_terms.key_prefix(recall_number))
                  .defer("embedding").order_by("fact_key"))

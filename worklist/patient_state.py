@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from types import SimpleNamespace
 
+from django.db import connection
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
@@ -231,8 +232,6 @@ NOT_ATTEMPTED_STATES = ("none", "awaiting_review", "rejected")
 def _states_sql(recall_number: str, classes: dict[int, str]) -> tuple[str, list]:
     """A CTE `state(patient_id, klass, state, pending, first_at)`: one row per patient of the recall (exposed
     ∪ drafted ∪ contacted), its state by the rules of _state() as bool_or flags grouped per patient."""
-    from django.db import connection
-
     S, M, O = Correction.Status, OutboxMessage.Status, ContactAttempt.Outcome  # noqa: E741
     q = connection.ops.quote_name
     # One id array per class, as literals built by str.join: adapting 8,000 Python values one by one,
@@ -297,8 +296,6 @@ def _states_sql(recall_number: str, classes: dict[int, str]) -> tuple[str, list]
 
 
 def _page_sql(limit_offset: bool) -> str:
-    from django.db import connection
-
     return f"""SELECT s.patient_id, s.klass, s.state FROM state s
     JOIN {connection.ops.quote_name(Patient._meta.db_table)} p ON p.id = s.patient_id
     ORDER BY s.state = ANY(%s), p.display_name COLLATE "C", p.id""" + (" LIMIT %s OFFSET %s" if limit_offset else "")
@@ -307,8 +304,6 @@ def _page_sql(limit_offset: bool) -> str:
 def patient_states(recall_number: str, classes: dict[int, str], *, offset: int = 0,
                    limit: int | None = None) -> list[tuple[int, str, str]]:
     """(patient id, match class, state) in patient_lines() order, a page at a time, from SQL."""
-    from django.db import connection
-
     sql, params = _states_sql(recall_number, classes)
     sql += _page_sql(limit is not None)
     params = [*params, list(ACCOUNTED_STATES), *([limit, offset] if limit is not None else [])]
@@ -347,8 +342,6 @@ class StateCounts:
 def state_counts(recall_number: str, classes: dict[int, str], *, page: tuple[int, int] | None = None):
     """Counts by (class, state) from one GROUP BY; with page=(offset, limit) the same query also
     returns that page of (patient id, class, state) (the CTE is computed once). -> (counts, page)"""
-    from django.db import connection
-
     sql, params = _states_sql(recall_number, classes)
     sql += " SELECT 0 AS part, NULL::bigint, klass, state, count(*), sum(pending) FROM state GROUP BY klass, state"
     if page is not None:

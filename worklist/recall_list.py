@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.db import connection
 from django.db.models import Count, Max, Min, Q
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
@@ -144,8 +145,6 @@ def _not_reached_by_recall() -> dict[str, int]:
     """Patients with a failed attempt (send failed or unknown, not reached, wrong number) and no
     success (reached, letter posted, message sent, no contact needed) for the same recall: the
     not_reached state of _state(), counted per recall in SQL."""
-    from django.db import connection
-
     q = connection.ops.quote_name
     C, M, A = (q(m._meta.db_table) for m in (Correction, OutboxMessage, ContactAttempt))
     MS, O = OutboxMessage.Status, ContactAttempt.Outcome  # noqa: E741

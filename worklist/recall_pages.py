@@ -5,15 +5,17 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
+from django.db import connection
 from django.utils import timezone
 
 from corrections.models import Correction
+from drugs.recall_terms import key_prefix
 from memory.models import Fact
 from patients.models import Patient
 from recalls.selectors import recall_attributes
 
 from .exposure import exposure_classes
-from .models import STEP_ORDER, RecallTask, RecallWork, Step
+from .models import STEP_ORDER, PatientAnswer, PatientTask, RecallTask, RecallWork, Step
 from .patient_state import (
     ACCOUNTED_STATES,
     LinePages,
@@ -157,8 +159,6 @@ FOLLOW_UP_SHOWN = 50  # per recall on the follow-up page, as a recall page shows
 def follow_up_page(*, now=None, per_recall: int = FOLLOW_UP_SHOWN) -> list[dict]:
     """follow_up_queue()'s patients from the per-patient state in SQL, per open recall: the first
     `per_recall` in its order, materialised, and how many there are in all."""
-    from django.db import connection
-
     now = now or timezone.now()
     cutoff = now - timedelta(days=settings.UNSAY_FOLLOW_UP_DAYS)
     out = []
@@ -184,8 +184,6 @@ def follow_up_page(*, now=None, per_recall: int = FOLLOW_UP_SHOWN) -> list[dict]
 def uncertain_scope(recall_number: str) -> dict | None:
     """What the lot parser was unsure of for this recall (recalls.lots: a lot cut by openFDA's
     truncation, a lot rejoined across a re-wrap), beside the raw text it read; None when sure."""
-    from drugs.recall_terms import key_prefix
-
     uncertain, truncated, raw, understood = [], False, "", []
     for fact in (Fact.objects.believed().filter(kind=Fact.Kind.RECALL, fact_key__startswith=key_prefix(recall_number))
                  .only("lot", "attributes", "fact_key")):
@@ -206,8 +204,6 @@ def uncertain_scope(recall_number: str) -> dict | None:
 def answers_and_tasks(recall_number: str, patient_ids) -> dict[int, dict]:
     """patient id -> {"answer": their newest answer on this recall or None, "tasks": open tasks}: two
     queries for a page of rows."""
-    from .models import PatientAnswer, PatientTask
-
     ids = list(patient_ids)
     out = {pid: {"answer": None, "tasks": []} for pid in ids}
     for answer in PatientAnswer.objects.filter(recall_number=recall_number, patient_id__in=ids).order_by("at", "id"):
@@ -221,7 +217,5 @@ def answers_and_tasks(recall_number: str, patient_ids) -> dict[int, dict]:
 def open_patient_tasks(limit: int = 200) -> list:
     """Open patient tasks across recalls, oldest first (the follow-up queue): questions, Class I packs still
     held, letters nobody answered."""
-    from .models import PatientTask
-
     return list(PatientTask.objects.filter(done_at=None).select_related("patient", "answer")
                 .order_by("created", "id")[:limit])

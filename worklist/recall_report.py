@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from corrections.models import OutboxMessage
 
+from .models import PatientAnswer, PatientTask
 from .patient_state import LinePages, PatientLine
 from .recall_pages import recall_file, recall_page
 
@@ -97,8 +98,6 @@ class LetterMilestones:
 
 
 def letter_milestones(recall_number: str) -> LetterMilestones:
-    from .models import PatientAnswer
-
     messages = OutboxMessage.objects.filter(correction__recall_number=recall_number)
     handed = messages.exclude(status__in=[OutboxMessage.Status.HELD, OutboxMessage.Status.CANCELLED])
     notified = dict(handed.values_list("correction__patient_id").annotate(first=Min("created"))
@@ -118,8 +117,6 @@ def reply_effectiveness(recall_number: str, *, days: int | None = None, now=None
     """Per recall, counted in patients: notified (a letter approved and handed to the outbox), delivered
     (sent), replied by answer (their newest answer), no reply `days` after the letter was sent, and the
     open follow-up tasks (worklist.services.open_no_reply_tasks opens them)."""
-    from .models import PatientAnswer, PatientTask
-
     days = settings.UNSAY_REPLY_FOLLOW_UP_DAYS if days is None else days
     now = now or timezone.now()
     m = letter_milestones(recall_number) if milestones is None else milestones

@@ -5,6 +5,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.utils import timezone
 
 from core.retry import run_in_transaction
+from corrections.models import OutboxMessage
 from corrections.review import can_review
 
 from . import patient_state, recall_list, recall_pages
@@ -193,8 +194,6 @@ def complete_patient_task(code, *, user) -> PatientTask:
 def open_no_reply_tasks(*, days: int, now=None) -> int:
     """A follow-up task for every sent letter with a reply link and no answer after `days` days: the
     patient may not have read it. Idempotent (one open task per patient and recall)."""
-    from corrections.models import OutboxMessage
-
     now = now or timezone.now()
     cutoff = now - timezone.timedelta(days=days)
     sent = (OutboxMessage.objects.filter(status=OutboxMessage.Status.SENT, sent_at__lte=cutoff,

@@ -14,7 +14,7 @@ from fhir.resources.R4B.operationoutcome import OperationOutcome
 
 from ask.keys import issue_key
 from ask.models import ApiClient
-from memory.services import assert_claim
+from memory.fact_writes import assert_claim
 from patients.models import DispensingChange, DispensingRecord
 from tests.factories import make_patient, recall_claim
 

@@ -24,7 +24,7 @@ from schemathesis.specs.openapi.checks import (
 from api import services
 from ask.keys import issue_key
 from ask.models import ApiClient, ApiKey
-from memory.services import assert_claim
+from memory.fact_writes import assert_claim
 from tests.factories import make_patient, recall_claim
 
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]

@@ -14,8 +14,8 @@ from fhir.resources.R4B.operationoutcome import OperationOutcome
 
 from ask.keys import issue_key, revoke_keys
 from ask.models import ApiClient, ApiKey
+from memory.fact_writes import assert_claim, retract_claim
 from memory.models import Decision
-from memory.services import assert_claim, retract_claim
 from patients.dispensing import dispensing_changed
 from patients.models import DispensingChange, DispensingRecord
 from tests.factories import make_patient, recall_claim

@@ -8,8 +8,8 @@ import pytest
 from ask.keys import hash_secret, revoke_keys
 from ask.keys import issue_key as create_api_key
 from ask.models import ApiClient, ApiKey, ClientPatient
+from memory.fact_writes import assert_claim
 from memory.models import Decision
-from memory.services import assert_claim
 from patients.models import Patient
 from tests.factories import make_patient, recall_claim
 

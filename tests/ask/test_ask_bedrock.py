@@ -9,7 +9,7 @@ from botocore.stub import ANY, Stubber
 
 from ask.bedrock import TOOL_NAME, BedrockReasoner
 from ask.services import decide
-from memory.services import assert_claim
+from memory.fact_writes import assert_claim
 from tests.factories import make_patient, recall_claim
 
 pytestmark = pytest.mark.django_db(transaction=True)

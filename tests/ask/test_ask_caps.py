@@ -11,7 +11,7 @@ from ask import services as ask_module
 from ask.bedrock import TOOL_NAME, BedrockReasoner
 from ask.models import ApiClient, UsageCounter
 from ask.services import ask, reserve_model_call, usage_report
-from memory.services import assert_claim
+from memory.fact_writes import assert_claim
 from tests.factories import make_patient, recall_claim
 from tests.procs import start_python
 

@@ -6,7 +6,7 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from memory.services import assert_claim
+from memory.fact_writes import assert_claim
 from tests.factories import make_patient, recall_claim
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from ask.services import decide, resolve_subject
-from memory.services import assert_claim
+from memory.fact_writes import assert_claim
 from patients.models import DispensingRecord
 from tests.factories import make_patient, recall_claims_of
 

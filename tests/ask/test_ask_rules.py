@@ -6,8 +6,8 @@ import pytest
 from ask.rules import ReasonerResult
 from ask.services import Outcome, ask, decide, record_outcome, resolve_subject
 from core.retry import run_in_transaction
+from memory.fact_writes import assert_claim
 from memory.models import Fact
-from memory.services import assert_claim
 from tests.factories import make_patient, recall_claim
 
 pytestmark = pytest.mark.django_db(transaction=True)

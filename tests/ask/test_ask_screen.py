@@ -6,8 +6,8 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 
 from core.roles import PHARMACIST, PHARMACY_STAFF
+from memory.fact_writes import assert_claim
 from memory.models import Decision
-from memory.services import assert_claim
 from tests.factories import make_patient, recall_claim
 
 pytestmark = pytest.mark.django_db(transaction=True)

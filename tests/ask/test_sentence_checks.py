@@ -10,7 +10,7 @@ import pytest
 from ask.services import decide
 from corrections import drafting
 from drugs.matching import dispensed, explain
-from memory.services import assert_claim
+from memory.fact_writes import assert_claim
 from tests.factories import make_patient, recall_claim
 from tests.sentences import sentence_problems
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from drugs.gs1 import gtin_for_ndc
-from memory.services import assert_claim
+from memory.fact_writes import assert_claim
 from tests.browser.accessibility import serious_violations
 from tests.browser.test_browser_worklist import _shot, _wait, shots  # noqa: F401 - shots is the fixture
 from tests.check.packs import EVERY_LOT_PRINTED, EVERY_LOT_RECALL, VALSARTAN_LOT, VALSARTAN_NDC, VALSARTAN_RECALL

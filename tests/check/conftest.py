@@ -1,6 +1,6 @@
 import pytest
 
-from memory.services import assert_claim
+from memory.fact_writes import assert_claim
 from tests.check.packs import EVERY_LOT_RECALL, VALSARTAN_LOT, VALSARTAN_RECALL
 from tests.factories import recall_claim
 

@@ -6,7 +6,7 @@ import pytest
 
 from ask import pack_words
 from ask.pack_check import Outcome, PackInputError, check_pack, read_pack
-from memory.services import assert_claim
+from memory.fact_writes import assert_claim
 from tests.check.packs import EVERY_LOT_NDC, EVERY_LOT_RECALL, VALSARTAN_LOT, VALSARTAN_NDC, VALSARTAN_RECALL, gs1_texts
 from tests.factories import recall_claim
 
@@ -138,8 +138,8 @@ def test_malformed_input_is_refused_with_a_clear_message_on_its_field(typed, fie
 def test_a_change_of_belief_reaches_the_next_check_though_the_versions_read_are_kept(recalls):
     """Fact versions are kept per process once read (ask.pack_check._read_facts); which versions are believed
     is read on every check, so a new version, or a retraction, is what the very next check answers from."""
+    from memory.fact_writes import retract_claim
     from memory.models import Fact
-    from memory.services import retract_claim
 
     first = checked(ndc=VALSARTAN_NDC, lot=VALSARTAN_LOT)
     assert first.outcome == Outcome.RECALLED and first.recalls[0].classification == "Class II"

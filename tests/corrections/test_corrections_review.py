@@ -103,7 +103,7 @@ def test_bulk_approve_needs_confirmation_and_approves_only_what_was_shown(client
 
 
 def test_a_draft_whose_fact_was_superseded_cannot_be_approved(client, people, drafts):
-    from memory.services import assert_claim
+    from memory.fact_writes import assert_claim
     from tests.factories import recall_claim
 
     draft = drafts["SYN-A"]

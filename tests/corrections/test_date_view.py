@@ -16,8 +16,8 @@ from ask.services import ask, decide, resolve_subject
 from corrections.redecide import SharedDecider
 from corrections.sweep import sweep
 from corrections.triggers import auto_sweep_suppressed
+from memory.fact_writes import assert_claim
 from memory.models import Decision
-from memory.services import assert_claim
 from patients.models import DispensingRecord, Patient
 from patients.selectors import attach_patients
 from tests.factories import recall_claim

@@ -12,7 +12,7 @@ from ask.services import ask
 from corrections.models import Correction, OutboxMessage
 from corrections.sweep import sweep
 from corrections.triggers import auto_sweep_suppressed
-from memory.services import assert_claim
+from memory.fact_writes import assert_claim
 from patients.models import DispensingRecord, Patient
 from tests.factories import recall_claim
 

@@ -33,8 +33,8 @@ from corrections.models import Correction
 from corrections.sweep import count_stale, sweep
 from corrections.triggers import auto_sweep_suppressed
 from drugs.recall_terms import CLOSED_STATUSES, key_prefix
+from memory.fact_writes import assert_claims, retract_claim
 from memory.models import Fact
-from memory.services import assert_claims, retract_claim
 from outbox import tasks as outbox_tasks
 from patients.dispensing import delete_dispensing, save_dispensing
 from patients.models import DispensingRecord, Patient

@@ -24,8 +24,8 @@ from corrections import drafting
 from drugs import recall_terms
 from drugs.identity import resolve
 from drugs.matching import explain
+from memory.fact_writes import assert_claims
 from memory.models import Fact
-from memory.services import assert_claims
 from patients.models import DispensingRecord
 from recalls.selectors import recall_attributes
 from tests.factories import make_patient, recall_claims_of

@@ -11,8 +11,8 @@ from ask.services import ask
 from corrections.models import Correction
 from corrections.sweep import sweep
 from drugs.matching import MatchClass
+from memory.fact_writes import assert_claim
 from memory.models import Decision
-from memory.services import assert_claim
 from patients.services import exposed_patients_for_recall
 from tests.factories import make_patient, recall_claim
 

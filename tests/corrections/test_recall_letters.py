@@ -14,7 +14,7 @@ from corrections.drafts import notice_key
 from corrections.models import AuditEvent, Correction
 from corrections.review import approve, reject
 from corrections.sweep import sweep
-from memory.services import assert_claim, assert_claims, retract_claim
+from memory.fact_writes import assert_claim, assert_claims, retract_claim
 from outbox.dispatch import dispatch_ready
 from patients.dispensing import delete_dispensing
 from tests.factories import LOT, RECALL, VALSARTAN, escalate, make_patient, recall_claim, recall_claims_of

@@ -7,7 +7,7 @@ from django.core.exceptions import ValidationError
 
 from corrections import review
 from corrections.models import AuditEvent, Correction, OutboxMessage
-from memory.services import assert_claim
+from memory.fact_writes import assert_claim
 from patients.models import Patient, normalize_phone
 from tests.factories import LOT, RECALL, recall_claim
 

@@ -9,7 +9,7 @@ import pytest
 from ask.services import ask
 from corrections import staleness
 from corrections.staleness import NEW_FACT, RETRACTED_READ, Scope
-from memory.services import assert_claim
+from memory.fact_writes import assert_claim
 from tests.factories import LOT, RECALL, VALSARTAN, make_patient, recall_claim
 
 pytestmark = pytest.mark.django_db(transaction=True)

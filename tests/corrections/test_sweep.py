@@ -16,8 +16,8 @@ from django.utils import timezone
 from ask.services import ask
 from corrections.models import AuditEvent, Correction, OutboxMessage, Redecision, SweepRun
 from corrections.sweep import count_stale, sweep
+from memory.fact_writes import assert_claim
 from memory.models import Decision, Fact
-from memory.services import assert_claim
 from tests.factories import LOT, RECALL, VALSARTAN, escalate, make_patient, recall_claim
 
 # dispatch_not_enqueued (tests/conftest.py) for every test here, as it was when it lived in this module.
@@ -368,7 +368,7 @@ def test_a_rolled_back_retraction_is_never_announced(world, monkeypatch):
     from django.db import transaction
 
     from corrections import tasks
-    from memory.services import retract_in_transaction
+    from memory.fact_writes import retract_in_transaction
 
     enqueued = []
     monkeypatch.setattr(tasks.sweep_facts, "delay", lambda fact_ids: enqueued.append(fact_ids))

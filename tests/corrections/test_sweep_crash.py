@@ -32,7 +32,7 @@ QUESTIONS = ["Is my valsartan safe?", "Should I keep taking my blood pressure pi
 
 @pytest.fixture
 def escalated(hashing_embeddings, no_auto_sweep):
-    from memory.services import assert_claim
+    from memory.fact_writes import assert_claim
     from tests.factories import recall_claim
 
     assert_claim(recall_claim("D-0315-2019", LOT))

@@ -12,7 +12,7 @@ from ask.services import decide, resolve_subject
 from corrections.redecide import SharedDecider
 from corrections.sweep_groups import PageDecider, SweepGroups
 from corrections.triggers import auto_sweep_suppressed
-from memory.services import assert_claim
+from memory.fact_writes import assert_claim
 from patients.models import DispensingRecord, Patient
 from tests.factories import recall_claim
 

@@ -27,8 +27,8 @@ from ask.services import ask, decide
 from corrections import faults
 from corrections.models import Correction
 from corrections.sweep import count_stale, sweep
+from memory.fact_writes import assert_claims, retract_claim
 from memory.models import Decision, Fact, ReadSet, ReadSetMember
-from memory.services import assert_claims, retract_claim
 from patients.dispensing import delete_dispensing, save_dispensing
 from patients.models import DispensingRecord, Patient
 from patients.selectors import attach_patients

@@ -22,7 +22,7 @@ from core.models import AuditLink
 from corrections.models import Correction
 from corrections.sweep import sweep
 from corrections.triggers import auto_sweep_suppressed
-from memory.services import assert_claim
+from memory.fact_writes import assert_claim
 from patients.dispensing import save_dispensing
 from patients.models import DispensingRecord, Patient
 from tests.factories import recall_claim

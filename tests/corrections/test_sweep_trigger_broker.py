@@ -56,7 +56,7 @@ def queued(client) -> list[tuple[str, list, dict]]:
 
 
 def _recall_and_an_answer():
-    from memory.services import assert_claim
+    from memory.fact_writes import assert_claim
     from tests.factories import recall_claim
 
     recall = assert_claim(recall_claim("D-0315-2019", LOT))
@@ -68,7 +68,7 @@ def _recall_and_an_answer():
 def test_a_committed_fact_change_puts_its_sweep_on_the_broker_with_the_changed_fact_ids(broker):
     old, _patient = _recall_and_an_answer()
     broker.delete(QUEUE)
-    new = escalate()  # its own transaction (memory.services); the tasks are published after its commit
+    new = escalate()  # its own transaction (memory.fact_writes); the tasks are published after its commit
     # The sweep of the changed facts, the embedding of the new version (docs/adr/0017) and the matching of the
     # shelf's units against it, nothing else: the writer itself does none of them.
     assert sorted(queued(broker)) == [("corrections.tasks.sweep_facts", [sorted([old.fact.pk, new.fact.pk])], {}),

@@ -36,7 +36,7 @@ ENV = {"UNSAY_SWEEP_ON_SUPERSESSION": "0", "UNSAY_SWEEP_RANGE_PAGES": RANGE_PAGE
 
 @pytest.fixture
 def stale_set(hashing_embeddings, no_auto_sweep):
-    from memory.services import assert_claim
+    from memory.fact_writes import assert_claim
     from tests.factories import recall_claim
 
     assert_claim(recall_claim("D-0315-2019", LOT))

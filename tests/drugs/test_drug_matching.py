@@ -153,7 +153,7 @@ def test_triple_combination_recalls_are_filed_under_all_three_ingredients():
 
 @pytest.mark.django_db(transaction=True)
 def test_exposure_finds_the_losartan_and_diovan_patients(hashing_embeddings):
-    from memory.services import assert_claim
+    from memory.fact_writes import assert_claim
     from patients.services import active_recalls_for_dispensing, exposed_patients_for_recall
     from tests.factories import make_patient, recall_claims_of
 

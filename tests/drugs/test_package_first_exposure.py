@@ -31,7 +31,7 @@ from corrections.models import Correction
 from corrections.sweep import sweep
 from drugs.matching import MatchClass
 from drugs.ndc import normalize_ndc
-from memory.services import assert_claim
+from memory.fact_writes import assert_claim
 from patients.csvimport import import_dispensing_csv
 from patients.models import DispensingRecord, Patient
 from patients.services import exposed_patients_for_recall

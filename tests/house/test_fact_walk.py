@@ -26,7 +26,7 @@ CELERY = "Celery, run eagerly by core.enqueue.send (a worker in production)"
 SETTINGS = "installed by settings, called by Django or logging"
 
 ANNOUNCED = {
-    "memory/services.py:__call__": ON_COMMIT + " (memory's supersession batch, which sends facts_changed)",
+    "memory/fact_writes.py:__call__": ON_COMMIT + " (memory's supersession batch, which sends facts_changed)",
     "shelf/tasks.py:queue_shelf_match_after_facts": FACTS_CHANGED,
     "corrections/tasks.py:enqueue_sweep_after_supersessions": FACTS_CHANGED,
     "outbox/tasks.py:dispatch_outbox": CELERY + ", the task queued by name after a review commits",

@@ -1,6 +1,6 @@
 """Every write of Correction.status, OutboxMessage.status and Decision.status goes through its one
 helper: corrections.transitions.move / move_row (checked against the transition table, with the audit
-event) and, for decisions, memory's own write path (memory.services.supersede_standing for a set;
+event) and, for decisions, memory's own write path (memory.fact_writes.supersede_standing for a set;
 memory.decisions.record_decision for the one decision it replaces). Every write of Unit.state goes through
 shelf.transitions.move_units (checked against the shelf's table of unit moves; the second half of this file).
 
@@ -29,7 +29,7 @@ STATUS_ALIASES = {"C", "M"}  # corrections.transitions' and erasure's names for 
 WRITING_CALLS = {"update", "create", "get_or_create", "update_or_create", "bulk_create"}
 HELPERS = {
     "corrections/transitions.py": {"move"},
-    "memory/services.py": {"supersede_standing"},
+    "memory/fact_writes.py": {"supersede_standing"},
     "memory/decisions.py": {"record_decision"},
 }
 SQL_UPDATE = re.compile(r"UPDATE\s+(?P<table>\{[^}]*\}|\w+)(?:\s+(?:AS\s+)?\w+)?\s+SET\s+(?P<set>[^;]*?)"

@@ -8,8 +8,8 @@ from django.contrib.auth.models import Group
 from core.retry import run_in_transaction
 from core.roles import sync_group_permissions
 from memory.decisions import ReadSpec, record_decision
+from memory.fact_writes import Claim, assert_claim
 from memory.models import Fact
-from memory.services import Claim, assert_claim
 
 
 def recall(statement, number="D-0123-2021"):

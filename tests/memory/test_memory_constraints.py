@@ -7,8 +7,8 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from memory.embeddings import to_sql_vector
+from memory.fact_writes import Claim, assert_claim, retract_claim
 from memory.models import Fact
-from memory.services import Claim, assert_claim, retract_claim
 
 
 def make_fact(hashing_embeddings, key="note:1", version=1, **overrides):

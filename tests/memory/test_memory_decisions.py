@@ -8,8 +8,8 @@ from django.test.utils import CaptureQueriesContext
 
 from core.retry import run_in_transaction
 from memory.decisions import DecisionAlreadySuperseded, ReadSpec, inputs_fingerprint, record_decision
+from memory.fact_writes import Claim, assert_claim, retract_claim
 from memory.models import Decision, Fact, ReadSet, ReadSetMember
-from memory.services import Claim, assert_claim, retract_claim
 
 
 def fact(key, statement="recall"):

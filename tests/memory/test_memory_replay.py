@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from core.retry import run_in_transaction
 from memory import replay
 from memory.decisions import ReadSpec, record_decision
-from memory.services import Claim, assert_claim, beliefs_at, retract_claim
+from memory.fact_writes import Claim, assert_claim, retract_claim
+from memory.retrieval import beliefs_at
 from tests.procs import run_python
 
 BASE = datetime(2024, 1, 1, tzinfo=UTC)
@@ -141,7 +142,7 @@ from django.core.management import call_command
 from django.db import connection
 from django.utils import timezone
 from memory import replay
-from memory.services import Claim, assert_claim
+from memory.fact_writes import Claim, assert_claim
 
 call_command("migrate", verbosity=0)
 key = "cockroach:replay:" + str(time.time_ns())

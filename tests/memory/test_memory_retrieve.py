@@ -5,9 +5,9 @@ import pytest
 from django.db import connection, transaction
 
 from memory.embeddings import to_sql_vector
+from memory.fact_writes import Claim, assert_claim, retract_claim
 from memory.models import Fact
 from memory.retrieval import retrieve, semantic_neighbours
-from memory.services import Claim, assert_claim, retract_claim
 from memory.vectors import embed_backlog
 
 

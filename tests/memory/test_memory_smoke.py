@@ -1,8 +1,8 @@
 import pytest
 
+from memory.fact_writes import Claim, assert_claim
 from memory.models import Fact
 from memory.retrieval import retrieve
-from memory.services import Claim, assert_claim
 
 
 def claim(key="recall:D-1:lot:A1", classification="Class II", lot="A1"):

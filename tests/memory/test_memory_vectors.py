@@ -11,9 +11,9 @@ from ask.services import ask
 from corrections import staleness
 from memory import vectors
 from memory.embeddings import HashingEmbedding, embedding_text, reset_provider
+from memory.fact_writes import Claim, assert_claim, assert_claims
 from memory.models import Decision, Fact
 from memory.retrieval import fill, retrieve
-from memory.services import Claim, assert_claim, assert_claims
 from memory.signals import facts_changed
 from tests.factories import LOT, RECALL, VALSARTAN, make_patient, recall_claim, recall_claims_of
 
@@ -133,7 +133,7 @@ def test_only_the_vector_from_null_and_the_belief_interval_may_change_in_place(h
     # Closing the belief and re-deriving scopes stay allowed (retract_claim, the scope migrations).
     with connection.cursor() as cursor:
         cursor.execute("UPDATE memory_fact SET scopes = ARRAY['drug:x|*'] WHERE id = %s", [fact.pk])
-    from memory.services import retract_claim
+    from memory.fact_writes import retract_claim
 
     assert retract_claim("note:guard", reason="withdrawn").retracted_at is not None
 

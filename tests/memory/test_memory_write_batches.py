@@ -10,8 +10,8 @@ from django.db import connections
 from django.utils import timezone
 
 from core.retry import run_in_transaction
+from memory.fact_writes import Claim, _write_version, assert_claim, prepare_claims, retract_claim, write_claims
 from memory.models import Fact
-from memory.services import Claim, _write_version, assert_claim, prepare_claims, retract_claim, write_claims
 
 WEEK_AGO = timezone.now() - timedelta(days=7)
 COLUMNS = ("fact_key", "version", "kind", "subject", "lot", "statement", "attributes", "content_hash", "source",

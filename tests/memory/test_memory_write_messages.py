@@ -9,10 +9,11 @@ from django.db import OperationalError, connection
 from django.utils import timezone
 from psycopg.errors import SerializationFailure
 
-import memory.services as services
+import memory.fact_writes as fact_writes
 from core.retry import run_in_transaction
+from memory import write_statements
+from memory.fact_writes import Claim, assert_claim, assert_claims, prepare_claims, write_claims
 from memory.models import Fact
-from memory.services import Claim, assert_claim, assert_claims, prepare_claims, write_claims
 
 pytestmark = pytest.mark.skipif(connection.vendor != "postgresql", reason="the PostgreSQL write path")
 
@@ -108,7 +109,7 @@ def test_a_lone_assert_embeds_nothing_even_across_a_retry(hashing_embeddings, mo
     assert assert_claim(note("note:lone", "first")).status == "unchanged"
     assert hashing_embeddings.calls == 0  # vectors come after commit (memory.vectors), never in the write
 
-    real, failures = services._belief_instant, []
+    real, failures = fact_writes._belief_instant, []
 
     def conflict_once(*args):
         # The first attempt fails after its locking read, as a serialization failure would.
@@ -119,7 +120,7 @@ def test_a_lone_assert_embeds_nothing_even_across_a_retry(hashing_embeddings, mo
             raise error
         return real(*args)
 
-    monkeypatch.setattr(services, "_belief_instant", conflict_once)
+    monkeypatch.setattr(fact_writes, "_belief_instant", conflict_once)
     assert assert_claim(note("note:lone", "second")).status == "versioned"
     assert failures == [1] and idle()
     assert hashing_embeddings.calls == 0
@@ -133,15 +134,15 @@ def test_statements_left_half_prepared_are_completed_not_prepared_twice(hashing_
     connection.ensure_connection()
     # As a message that failed after its first PREPARE leaves the session: one statement, not marked.
     with connection.cursor() as cursor:
-        name, (types, sql) = next(iter(services._WRITE_STATEMENTS.items()))
+        name, (types, sql) = next(iter(write_statements.WRITE_STATEMENTS.items()))
         cursor.execute(f"PREPARE {name} ({types}) AS {sql}")
-    assert connection.connection not in services._PREPARED_ON
+    assert connection.connection not in write_statements.PREPARED_ON
     assert assert_claim(note("note:half", "first")).status == "created"
-    assert set(prepared_write_statements()) == set(services._WRITE_STATEMENTS)
+    assert set(prepared_write_statements()) == set(write_statements.WRITE_STATEMENTS)
     # A failed write forgets what it knew; the next one asks the session again and goes on.
     with pytest.raises(ValueError, match="belief last changed later"):
         assert_claim(note("note:half", "second"), at=timezone.now() - timedelta(days=1))
-    assert connection.connection not in services._PREPARED_ON
+    assert connection.connection not in write_statements.PREPARED_ON
     assert assert_claim(note("note:half", "second")).status == "versioned"
 
 

@@ -12,8 +12,8 @@ from django.utils import timezone
 
 from core.retry import run_in_transaction
 from memory.decisions import ReadSpec, record_decision
+from memory.fact_writes import Claim, assert_claim, assert_claims, retract_claim
 from memory.models import Fact, ReadSetMember
-from memory.services import Claim, assert_claim, assert_claims, retract_claim
 from memory.signals import facts_changed
 from tests.procs import start_python
 
@@ -194,7 +194,7 @@ PROCESS_WRITER = """
 import json, os, sys, threading, time
 from django.db import connections
 from memory.decisions import ReadSpec, record_decision
-from memory.services import Claim, assert_claim
+from memory.fact_writes import Claim, assert_claim
 from core.retry import run_in_transaction
 
 proc, threads, keys = int(os.environ["W_PROC"]), int(os.environ["W_THREADS"]), int(os.environ["W_KEYS"])

@@ -12,8 +12,8 @@ from django.db.migrations.executor import MigrationExecutor
 from core.retry import run_in_transaction
 from memory import read_sets
 from memory.decisions import ReadSpec, record_decision
+from memory.fact_writes import Claim, assert_claim
 from memory.models import Decision, ReadSet, ReadSetMember
-from memory.services import Claim, assert_claim
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -19,7 +19,7 @@ from ask.keys import issue_key
 from ask.models import ApiClient, ClientPatient
 from drugs.identity import PRODUCT_SOURCE, resolve
 from drugs.matching import MatchClass
-from memory.services import assert_claim
+from memory.fact_writes import assert_claim
 from patients.csvimport import import_dispensing_csv
 from patients.models import DRUG_KEY_MAX, DispensingChange, DispensingRecord, Patient, dispensing_identity
 from patients.services import exposed_patients_for_recall

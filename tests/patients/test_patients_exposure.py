@@ -6,14 +6,14 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from memory.services import assert_claim, assert_claims, retract_claim
+from memory.fact_writes import assert_claim, assert_claims, retract_claim
 from patients.models import DispensingRecord
 from patients.services import Match, exposed_patients, exposed_patients_for_recall
 from tests.factories import make_patient, recall_claim, recall_claims_of
 
 WHEN = datetime(2018, 10, 1, 15, tzinfo=UTC)
 
-# Facts are written through memory.services, whose transactions must be the outermost ones.
+# Facts are written through memory.fact_writes, whose transactions must be the outermost ones.
 pytestmark = pytest.mark.django_db(transaction=True)
 
 

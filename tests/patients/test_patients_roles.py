@@ -9,7 +9,7 @@ from django.contrib.auth.models import Group
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from core.roles import PHARMACIST, PHARMACY_STAFF, sync_group_permissions
-from memory.services import Claim, assert_claim
+from memory.fact_writes import Claim, assert_claim
 from patients.models import DispensingRecord, Patient
 from tests.factories import make_patient
 from unsay_site.models import User

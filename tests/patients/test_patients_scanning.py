@@ -13,7 +13,7 @@ from django.contrib.messages import get_messages
 from django.db import IntegrityError, transaction
 
 from drugs.gs1 import gtin_for_ndc, ndc_candidates
-from memory.services import assert_claim
+from memory.fact_writes import assert_claim
 from patients.csvimport import import_dispensing_csv
 from patients.models import DispensingRecord
 from patients.scanning import known_products

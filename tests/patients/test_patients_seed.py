@@ -13,7 +13,7 @@ from demo import patients as demo
 from drugs.identity import resolve
 from drugs.lots import printed_lot
 from drugs.ndc import normalize_ndc
-from memory.services import Claim, assert_claim
+from memory.fact_writes import Claim, assert_claim
 from patients.models import DispensingRecord, Patient
 from patients.services import exposed_patients
 from tests.paths import OPENFDA as FIXTURES

@@ -13,8 +13,9 @@ import pytest
 from django.utils import timezone
 
 from corrections.drafting import correction_text, fact_diff, letter_context
+from memory.fact_writes import assert_claims
 from memory.models import Fact
-from memory.services import assert_claims, beliefs_at
+from memory.retrieval import beliefs_at
 from recalls.ingest import TEXT_ATTRIBUTES, TEXTS_REFERENCE, RecallClaim, parse_enforcement, recall_claims
 from recalls.models import RecallText
 from recalls.selectors import recall_attributes, recall_texts, resolved_attributes_of, with_texts

@@ -37,7 +37,7 @@ def _sample_file(tmp_path, n=12):
 
 def test_the_ops_page_shows_the_backlog_with_a_progress_bar_and_polls_until_it_is_empty(
         client, django_user_model, hashing_embeddings):
-    from memory.services import assert_claims
+    from memory.fact_writes import assert_claims
 
     client = _pharmacist_client(client, django_user_model)
     written = len(assert_claims(recall_claims_of(RECALL) + recall_claims_of("D-0326-2019")))
@@ -52,7 +52,7 @@ def test_the_ops_page_shows_the_backlog_with_a_progress_bar_and_polls_until_it_i
 
 
 def test_status_reports_the_backlog(hashing_embeddings):
-    from memory.services import assert_claims
+    from memory.fact_writes import assert_claims
 
     written = len(assert_claims(recall_claims_of(RECALL)))
     out = io.StringIO()

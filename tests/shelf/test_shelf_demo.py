@@ -4,7 +4,7 @@ import pytest
 from django.core.management import call_command
 
 from demo.patients import DEMO_RECALL_NUMBER, DEMO_SITE, seed_demo
-from memory.services import assert_claim
+from memory.fact_writes import assert_claim
 from shelf.models import Unit
 from shelf.selectors import recall_shelf
 from tests.factories import recall_claim

@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from memory.services import assert_claim
+from memory.fact_writes import assert_claim
 from shelf.models import StaffSite
 from shelf.receiving import receive
 from tests import epcis_docs as d

@@ -3,7 +3,7 @@ D-0502-2019 (losartan 50 mg, NDC 13668-409-30, lot 4L67C035); shipments and pati
 
 import pytest
 
-from memory.services import assert_claim
+from memory.fact_writes import assert_claim
 from shelf import quarantine, tasks
 from shelf.models import ShelfEvent, ShelfTask, Unit
 from shelf.receiving import receive

@@ -9,7 +9,7 @@ import itertools
 
 import pytest
 
-from memory.services import assert_claim
+from memory.fact_writes import assert_claim
 from patients.csvimport import import_dispensing_csv
 from patients.models import DispensingRecord
 from shelf import quarantine

@@ -12,7 +12,7 @@ import psycopg
 import pytest
 from django.db import connection
 
-from memory.services import assert_claim
+from memory.fact_writes import assert_claim
 from patients.models import DispensingRecord
 from shelf.models import ReceivedEvent, ShelfEvent, ShelfTask, Unit
 from shelf.receiving import receive

@@ -4,7 +4,7 @@ Recall: REAL D-0502-2019. Shipment and patient: SYNTHETIC (tests/epcis_docs.py).
 
 import pytest
 
-from memory.services import assert_claim
+from memory.fact_writes import assert_claim
 from shelf.models import ShelfTask, Unit
 from shelf.receiving import receive
 from tests import epcis_docs as d

@@ -11,8 +11,8 @@ from django.core.exceptions import PermissionDenied
 
 from corrections import review
 from corrections.models import Correction, OutboxMessage
+from memory.fact_writes import assert_claim
 from memory.models import Fact
-from memory.services import assert_claim
 from tests.factories import RECALL, recall_claim
 from worklist import recall_list, recall_pages, recall_report, services
 from worklist.models import ContactAttempt, RecallTask, Step, WorkEvent

@@ -11,8 +11,8 @@ from django.urls import reverse
 from corrections.models import Correction, OutboxMessage
 from drugs import recall_terms
 from drugs.ndc import ndc_product
+from memory.fact_writes import assert_claim
 from memory.models import Fact
-from memory.services import assert_claim
 from patients.models import Patient
 from tests.factories import LOT, OTHER_LOT, OTHER_RECALL, RECALL, make_patient, recall_claim
 from worklist import exposure, patient_state, recall_list, recall_pages, recall_report

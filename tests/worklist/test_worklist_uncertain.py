@@ -23,7 +23,7 @@ def test_the_recall_page_shows_what_the_lot_parser_was_unsure_of(client, people,
 
 
 def test_a_recall_read_with_certainty_shows_no_such_panel(client, people, hashing_embeddings):
-    from memory.services import assert_claim
+    from memory.fact_writes import assert_claim
     from tests.factories import recall_claim
 
     assert_claim(recall_claim("D-0315-2019", "3061169"))

@@ -6,12 +6,12 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from api.views import openapi_document
+
 DEFAULT = Path(settings.BASE_DIR) / "docs" / "openapi.json"
 
 
 def rendered() -> str:
-    from api.views import openapi_document
-
     return json.dumps(openapi_document(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 

@@ -6,6 +6,7 @@ import sys
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+from django.db import connection
 
 from ask.keys import verify_key
 
@@ -18,9 +19,9 @@ class Command(BaseCommand):
             raise CommandError("Set UNSAY_MCP_API_KEY to an API key (issue one in the admin under API keys).")
         if verify_key(settings.UNSAY_MCP_API_KEY) is None:
             raise CommandError("UNSAY_MCP_API_KEY is not an active API key (unknown or revoked).")
-        from django.db import connection
-
-        from api.mcp_server import server
+        # A management command's lazy import of a slow module: the MCP SDK takes most of a second to load,
+        # so a missing or revoked key is refused before it loads.
+        from api.mcp_server import server  # noqa: PLC0415
 
         connection.close()  # tools open their own per-thread connections
         print("unsay MCP server on stdio", file=sys.stderr)

@@ -5,6 +5,12 @@ with a task; the second letter's link is printed for you to answer in a browser.
 from django.contrib.auth import get_user_model
 
 from core.commands import MigratedCommand
+from corrections.models import Correction, OutboxMessage
+from corrections.review import approve
+from demo.patients import DEMO_RECALL_NUMBER
+from outbox import dispatch
+from replies import links, services
+from worklist.models import PatientAnswer
 
 QUESTION = "Can I keep taking it until I can come in on Friday?"
 
@@ -13,13 +19,6 @@ class Command(MigratedCommand):
     help = "Demo: send two letters of the demo recall and record a patient's reply through its link."
 
     def handle(self, *args, **options):
-        from corrections.models import Correction, OutboxMessage
-        from corrections.review import approve
-        from demo.patients import DEMO_RECALL_NUMBER
-        from outbox import dispatch
-        from replies import links, services
-        from worklist.models import PatientAnswer
-
         answered = PatientAnswer.objects.filter(recall_number=DEMO_RECALL_NUMBER).first()
         if answered:
             self.stdout.write(f"A reply is already recorded for {DEMO_RECALL_NUMBER} (patient #{answered.patient_id}: "

@@ -10,10 +10,15 @@ Running it again asks nothing twice, escalates nothing twice and drafts nothing 
 
 from django.core.management.base import CommandError
 
+from ask.services import ask
 from core.commands import MigratedCommand
 from corrections.models import Correction, SweepRun
 from corrections.sweep import sweep
 from corrections.triggers import auto_sweep_suppressed
+from demo.escalation import escalate
+from demo.patients import DEMO_LOT, DEMO_PATIENT_REFS, DEMO_RECALL_NUMBER
+from memory.models import Decision
+from patients.models import Patient
 
 PHRASINGS = [
     "Is my valsartan safe?",
@@ -27,12 +32,6 @@ class Command(MigratedCommand):
     help = "Demo: patients ask, the demo lot is escalated to Class I, the sweep drafts corrections for review."
 
     def handle(self, *args, **options):
-        from ask.services import ask
-        from demo.escalation import escalate
-        from demo.patients import DEMO_LOT, DEMO_PATIENT_REFS, DEMO_RECALL_NUMBER
-        from memory.models import Decision
-        from patients.models import Patient
-
         patients = list(Patient.objects.filter(external_ref__in=DEMO_PATIENT_REFS).order_by("external_ref"))
         if not patients:
             raise CommandError("No demo patients: run `manage.py seed_demo` first.")

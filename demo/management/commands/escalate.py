@@ -7,9 +7,13 @@ for it and prints what it drafted, or says that no worker is there and how to sw
 """
 
 from django.core.management.base import CommandError
+from django.db.models import Q
+from django.utils import timezone
 
 from core.commands import MigratedCommand
+from corrections.tasks import await_triggered_sweeps
 from demo.escalation import escalate
+from memory.models import Fact
 from recalls.ingest import CLASSIFICATIONS
 
 
@@ -25,12 +29,6 @@ class Command(MigratedCommand):
                             help="How long to wait for the triggered sweep to end (default 60).")
 
     def handle(self, *args, **options):
-        from django.db.models import Q
-        from django.utils import timezone
-
-        from corrections.tasks import await_triggered_sweeps
-        from memory.models import Fact
-
         started = timezone.now()
         try:
             results = escalate(options["recall_number"], options["classification"], lot=options["lot"],

@@ -13,6 +13,9 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from memory import minilm
+from memory.models import Fact
+from recalls.documents import load_document
+from recalls.ingest import parse_enforcement, recall_statement
 
 
 class Command(BaseCommand):
@@ -51,17 +54,12 @@ class Command(BaseCommand):
 
 def believed_statements(limit: int = 64) -> list[str]:
     """Statements of believed recall facts, exactly as ingestion wrote them."""
-    from memory.models import Fact
-
     facts = Fact.objects.believed().filter(kind="recall").order_by("id")
     return list(facts.values_list("statement", flat=True)[:limit])
 
 
 def sample_statements(location, limit: int = 64) -> list[str]:
     """Statements ingestion would write for the real recall records in an openFDA file."""
-    from recalls.documents import load_document
-    from recalls.ingest import parse_enforcement, recall_statement
-
     out = []
     for record in load_document(str(location))["results"]:
         try:
