@@ -14,7 +14,7 @@ from django.utils import timezone
 from core.audit_chain import ChainedEvent
 from core.runlock import RunStatus
 from drugs.recall_terms import CLASS_SEVERITY  # noqa: E402,F401 (one home: drugs.recall_terms)
-from memory.models import HISTORY_REFERENCE
+from memory.models import HISTORY_REFERENCE, Decision
 
 
 class SweepRun(models.Model):
@@ -213,8 +213,6 @@ class Correction(models.Model):
 
 def _verdict_label(verdict: str) -> str:
     """'stop' -> 'Stop — contact the pharmacy': what the verdict means, as Ask shows it."""
-    from memory.models import Decision
-
     return Decision.Verdict(verdict).label if verdict in Decision.Verdict.values else verdict
 
 

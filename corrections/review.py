@@ -3,7 +3,9 @@ audit event naming the user with before/after state. Permissions are checked her
 the views, so no caller (view, admin, command) can skip them."""
 
 from dataclasses import dataclass
+from types import SimpleNamespace
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import models
 from django.db.models import Count, Max, Min, Q
@@ -16,6 +18,7 @@ from drugs.recall_terms import CLASS_SEVERITY
 from memory.models import Decision, Fact
 
 from . import audit, transitions
+from .drafting import correction_text, notice_text, sms_limit
 from .models import AuditEvent, Correction, OutboxMessage, Redecision
 from .triggers import DISPATCH_OUTBOX
 
@@ -64,8 +67,6 @@ def recipient_problem(message: OutboxMessage | None, patient) -> str:
 
 
 def sms_too_long(text: str) -> str:
-    from .drafting import sms_limit
-
     if len(text) > sms_limit():
         return f"This SMS is {len(text)} characters; the limit is {sms_limit()}. Shorten it before approving."
     return ""
@@ -174,10 +175,6 @@ def use_current_contact(correction_id: int, *, user) -> Correction:
 
 def redraft(correction: Correction, *, channel: str) -> str:
     """The letter for this draft on another channel, from the same verdicts and fact versions."""
-    from types import SimpleNamespace
-
-    from .drafting import correction_text, notice_text
-
     fact = correction.trigger_fact or correction.previous_fact
     # The medicine as the draft named it: the decision's subject (what was dispensed), else the recall's.
     decided = correction.new_decision.subject if correction.new_decision_id else ""
@@ -292,8 +289,6 @@ class RecallGroup:
 def group_drafts(recall_number: str, *, after_id: int | None = None, limit: int | None = None):
     """One page of a recall's drafts in queue order (-severity, created, id), keyset after a card,
     on the correction_queue_order index; returns (cards, id to continue after or None)."""
-    from django.conf import settings
-
     limit = limit or settings.UNSAY_QUEUE_PAGE
     qs = card_queryset().filter(status=Correction.Status.DRAFT, recall_number=recall_number)
     if after_id:

@@ -6,6 +6,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from . import audit
 from .models import Correction, OutboxMessage
 
 C, M = Correction.Status, OutboxMessage.Status
@@ -53,8 +54,6 @@ def move(model, where: Q | dict, old, new: str, *, event: dict | None = None, **
     status are left alone (another writer got there first), which the count tells the caller.
     `event`: the audit event (corrections.audit.record's arguments, action first), recorded only
     when a row moved. Works for one row (`{"pk": id}`) and for a set (`{"correction__patient_id": p}`)."""
-    from . import audit
-
     olds = [old] if isinstance(old, str) else list(old)
     for source in olds:
         check(model, source, new)

@@ -9,6 +9,8 @@ sweep, the review) queue them by name (core.enqueue), never by importing correct
 import contextlib
 import threading
 
+from django.conf import settings
+
 SWEEP_FACTS = "corrections.tasks.sweep_facts"
 SWEEP_PATIENTS = "corrections.tasks.sweep_patients"
 PERIODIC_SWEEP = "corrections.tasks.periodic_sweep"
@@ -32,15 +34,13 @@ def suppressed() -> bool:
     return getattr(_local, "suppressed", False)
 
 
-def triggers_on(settings) -> bool:
+def triggers_on(chosen_settings) -> bool:
     """settings.UNSAY_SWEEP_ON_SUPERSESSION, or when unset: on unless Celery is eager."""
-    chosen = settings.UNSAY_SWEEP_ON_SUPERSESSION
-    return (not settings.CELERY_TASK_ALWAYS_EAGER) if chosen is None else chosen
+    chosen = chosen_settings.UNSAY_SWEEP_ON_SUPERSESSION
+    return (not chosen_settings.CELERY_TASK_ALWAYS_EAGER) if chosen is None else chosen
 
 
 def sweep_triggers_enabled() -> bool:
     """With Celery in eager mode (no broker: tests without Redis) a task would run inline inside
     whatever wrote the row, so there the triggers are opt-in (UNSAY_SWEEP_ON_SUPERSESSION=1)."""
-    from django.conf import settings
-
     return triggers_on(settings) and not suppressed()

@@ -13,8 +13,9 @@ from django_htmx.http import HttpResponseClientRedirect, reswap, retarget
 from core.roles import REVIEW_SCREEN, requires_permission
 
 from . import review
+from .drafting import sms_limit
 from .forms import BulkApproveForm, EditForm, RejectForm
-from .models import Correction, SweepRun
+from .models import Correction, OutboxMessage, SweepRun
 
 HTMX_STOP_POLLING = 286
 
@@ -46,8 +47,6 @@ def _review_base() -> str:
 def _recipient_problem(correction) -> str:
     if correction.status != Correction.Status.DRAFT:
         return ""
-    from .models import OutboxMessage
-
     try:
         message = correction.message
     except OutboxMessage.DoesNotExist:
@@ -56,9 +55,6 @@ def _recipient_problem(correction) -> str:
 
 
 def _sms_limit(correction) -> int | None:
-    from .drafting import sms_limit
-    from .models import OutboxMessage
-
     try:
         channel = correction.message.channel
     except OutboxMessage.DoesNotExist:

@@ -26,9 +26,11 @@ from django.core.mail import EmailMultiAlternatives
 from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
+from django.utils.translation import override
 
 from core import aws, enqueue
 from corrections import audit, transitions
+from corrections.drafting import language_of, letter_html
 from corrections.models import AuditEvent, Correction, OutboxMessage
 from corrections.review import require_reviewer
 from corrections.triggers import DISPATCH_OUTBOX
@@ -120,10 +122,6 @@ def body_for_sending(message: OutboxMessage) -> str:
 def send_email(message: OutboxMessage) -> str:
     if not message.recipient:
         raise PermanentSendError("the patient has no email address on file")
-    from django.utils.translation import override
-
-    from corrections.drafting import language_of, letter_html
-
     body = body_for_sending(message)
     email = EmailMultiAlternatives(subject=message.subject, body=body, to=[message.recipient],
                                    headers={"Message-ID": message.message_id})
@@ -150,7 +148,8 @@ def send_sms(message: OutboxMessage, client=None) -> str:
         if settings.UNSAY_SMS_TO_FILE:
             return write_sms_file(message)
         raise PermanentSendError("SMS is disabled (set UNSAY_SNS_ENABLED=1 to send through Amazon SNS)")
-    from botocore.exceptions import BotoCoreError, ClientError
+    # Loaded with the SNS client it goes with (core.aws loads boto3 on first use: about 0.3 s at start-up).
+    from botocore.exceptions import BotoCoreError, ClientError  # noqa: PLC0415
 
     client = client or sns_client()
     try:

@@ -1,6 +1,8 @@
 from django import template
 
 from corrections.drafting import verdict_headline
+from corrections.review import card_match_class
+from drugs.matching import MatchClass
 
 register = template.Library()
 
@@ -14,9 +16,6 @@ def headline(verdict: str) -> str:
 @register.simple_tag
 def match_class(correction) -> dict:
     """How sure the match behind a card is: class, label, and whether it is a confirmed exposure."""
-    from corrections.review import card_match_class
-    from drugs.matching import MatchClass
-
     klass = card_match_class(correction)
     if not klass:
         return {"klass": "", "label": "", "confirmed": False}

@@ -22,11 +22,14 @@ import sys
 from datetime import date
 
 from django.core.management.base import CommandError
+from django.utils import timezone
 from tqdm import tqdm
 
 from core import shutdown
 from core.commands import MigratedCommand
 from corrections.tasks import describe_triggered_sweeps
+from memory import vectors
+from memory.tasks import embedding_on_commit
 from recalls import services
 from recalls.documents import SourceError
 from recalls.models import IngestRun
@@ -56,8 +59,6 @@ class Command(MigratedCommand):
                             help="Return once every believed fact has its vector (embedding here if no worker is).")
 
     def handle(self, *args, **options):
-        from django.utils import timezone
-
         started = timezone.now()
         bar = None
 
@@ -112,9 +113,6 @@ class Command(MigratedCommand):
         self._embeddings(options)
 
     def _embeddings(self, options):
-        from memory import vectors
-        from memory.tasks import embedding_on_commit
-
         if not options["wait_embeddings"] and embedding_on_commit():
             self.stdout.write(f"Embeddings: {vectors.progress().without_vector} fact versions wait for their "
                               "vector (a worker adds them; `manage.py status` shows the backlog).")
