@@ -206,8 +206,8 @@ def decision_detail(decision: Decision) -> dict:
 
 def stale_changes(decision: Decision) -> list[dict]:
     """What changed under a decision since it was made, from the sweep's own stale-set query
-    (corrections.staleness.stale_reasons), so "still valid?" and the sweep never disagree."""
-    from corrections.staleness import DISPENSING_CHANGED, RETRACTED_READ, stale_reasons
+    (corrections.sweep.staleness.stale_reasons), so "still valid?" and the sweep never disagree."""
+    from corrections.sweep.staleness import DISPENSING_CHANGED, RETRACTED_READ, stale_reasons
 
     order = {RETRACTED_READ: 0, "new_fact": 1, DISPENSING_CHANGED: 2}
     reasons = sorted(stale_reasons([decision.id], standing_only=False)[decision.id],

@@ -13,9 +13,10 @@ from memory.models import Decision, Fact
 from memory.retrieval import Retrieved
 from patients.selectors import attach_patients
 
-from .notices import exposed_patients_of, notice_question
 from .recall_letters import worsened
-from .redecide import SharedDecider, SweepReport, reference_of
+from .sweep.decider import SharedDecider
+from .sweep.notices import exposed_patients_of, notice_question
+from .sweep.report import SweepReport, reference_of
 
 
 class HypotheticalReasoner:

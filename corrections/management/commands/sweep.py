@@ -12,7 +12,7 @@ from tqdm import tqdm
 from core import shutdown
 from core.commands import MigratedCommand
 from corrections.models import SweepRun
-from corrections.sweep import count_stale, sweep
+from corrections.sweep.run import count_stale, sweep
 
 
 class SweepProgressBars:

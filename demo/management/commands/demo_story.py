@@ -12,7 +12,7 @@ from django.core.management.base import CommandError
 
 from core.commands import MigratedCommand
 from corrections.models import Correction, SweepRun
-from corrections.sweep import sweep
+from corrections.sweep.run import sweep
 from corrections.triggers import auto_sweep_suppressed
 
 PHRASINGS = [
