@@ -293,7 +293,7 @@ UNSAY_SWEEP_WORKERS = env_int("UNSAY_SWEEP_WORKERS", 2, minimum=1, maximum=16)
 # Pages per claimed key range (corrections.sweep.claims): the unit sweeps on any machine share a stale set
 # in. A range held by a sweep with no page committed for UNSAY_SWEEP_HEARTBEAT_TIMEOUT seconds is free again.
 UNSAY_SWEEP_RANGE_PAGES = env_int("UNSAY_SWEEP_RANGE_PAGES", 2, minimum=1, maximum=1000)
-# Tests only: <point>:<page> SIGKILLs a sweep process there (corrections/faults.py, crash-replay tests).
+# Tests only: <point>:<page> SIGKILLs a sweep process there (corrections/sweep/faults.py, crash-replay tests).
 UNSAY_SWEEP_CRASH_AT = env_str("UNSAY_SWEEP_CRASH_AT", "")
 # Tests only: seconds a sweep waits after each committed page / an ingest after each chunk (so a real
 # process can be stopped or killed mid-run: tests/core/test_run_locks_procs.py).
