@@ -1,7 +1,8 @@
 """The sweep's set-based page: the normal path for the rules reasoner on PostgreSQL.
 
 One locked page of the stale set (corrections.sweep.stale_page has already read its decisions,
-their stale reasons and pending drafts) is handled in two steps inside the page's one transaction:
+their stale reasons and pending drafts) is handled by write_set_based, in a savepoint of the page's
+one transaction, in two steps:
 
   plan_page   read the page's dispensing and candidate believed facts in a few queries
               (ask.beliefs.PageBeliefs), then decide every decision in memory through the same
@@ -11,11 +12,11 @@ their stale reasons and pending drafts) is handled in two steps inside the page'
               (memory.services.supersede_standing; the row count must be the page's size),
               take ids with nextval over generate_series, store the page's read sets not stored yet
               (memory.read_sets.store), and COPY decisions, premises, inputs, corrections, outbox
-              messages, audit events and redecisions.
+              messages, audit events and redecisions (core.copy_rows).
 
 The rows are the ones the per-decision path writes, ids included (tests/corrections/test_sweep_set_based.py),
 because ids are taken per table in the same order. Anything unusual raises or is refused up front
-(`per_decision_reason`): the caller rolls the savepoint back and runs the per-decision path for
+(`per_decision_reason`): the savepoint is rolled back and the run takes the per-decision path for
 that page — an integrity error (a dedupe key taken by a concurrent sweep), a decision no longer
 standing, a pending draft to stale, a model reasoner, an engine other than PostgreSQL.
 
