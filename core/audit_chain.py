@@ -194,8 +194,8 @@ def _insert_links(links: list[AuditLink]):
         link.sealed_at = now
     # Errors as Django's (a unique violation is an IntegrityError, which seal_rows retries).
     with connection.cursor() as cursor, connection.wrap_database_errors:
-        copy_rows(cursor.cursor, AuditLink._meta.db_table, _LINK_COLUMNS,
-                  [tuple(getattr(link, column) for column in _LINK_COLUMNS) for link in links])
+        copy_rows(cursor.cursor, AuditLink, _LINK_COLUMNS,
+                  [tuple(getattr(link, column) for column in _LINK_COLUMNS) for link in links], with_id=True)
 
 
 def _seal_batch(pairs: list[tuple[type, int]]) -> int:

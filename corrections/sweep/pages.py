@@ -42,7 +42,7 @@ from ask.beliefs import FactCache, PageBeliefs
 from ask.reasoners import get_reasoner
 from ask.services import resolve_subject
 from core import audit_chain
-from core.copy_rows import checked_columns, copy_rows
+from core.copy_rows import copy_models
 from core.retry import is_retryable
 from memory import read_sets
 from memory.decisions import DecisionAlreadySuperseded
@@ -180,8 +180,8 @@ def plan_page(decisions, reasons, decider, *, fact_cache: FactCache,
     return plans, beliefs
 
 
-# The columns each COPY names, in the order its row tuples are built below (core.copy_rows.checked_columns
-# refuses to COPY when a table's concrete columns are not exactly these).
+# The columns each COPY names, in the order its row tuples are built below (core.copy_rows refuses to COPY
+# when a table's concrete columns are not exactly these).
 DECISION_COLUMNS = ("id", "public_id", "patient_id", "region", "question", "subject", "verdict", "answer",
                     "reasoner", "reasoner_verdict", "guardrail_override", "inputs_hash", "status", "replaces_id",
                     "decided_at", "superseded_at", "created", "read_set_id")
@@ -258,14 +258,12 @@ def write_page(plans: list[Plan], beliefs: PageBeliefs, run, report: SweepReport
                 report.reaffirmed += 1
 
         read_sets.store(sets)  # only the sets no decision read before
-        for model, columns, rows, with_id in (
-                (Decision, DECISION_COLUMNS, decisions, True), (DecisionPremise, PREMISE_COLUMNS, premises, False),
-                (DecisionInput, INPUT_COLUMNS, inputs, False), (Correction, CORRECTION_COLUMNS, corrections, True),
-                (OutboxMessage, OUTBOX_COLUMNS, messages, False), (AuditEvent, AUDIT_COLUMNS, audits, True)):
-            copy_rows(cursor, model._meta.db_table, checked_columns(model, columns, with_id=with_id), rows)
+        copy_models(cursor, [
+            (Decision, DECISION_COLUMNS, decisions, True), (DecisionPremise, PREMISE_COLUMNS, premises, False),
+            (DecisionInput, INPUT_COLUMNS, inputs, False), (Correction, CORRECTION_COLUMNS, corrections, True),
+            (OutboxMessage, OUTBOX_COLUMNS, messages, False), (AuditEvent, AUDIT_COLUMNS, audits, True),
+            (Redecision, REDECISION_COLUMNS, redecisions, False)])
         audit_chain.written(AuditEvent, [row[0] for row in audits])  # linked after the page commits
-        copy_rows(cursor, Redecision._meta.db_table,
-                  checked_columns(Redecision, REDECISION_COLUMNS, with_id=False), redecisions)
 
 
 class _ReadSetIds:
