@@ -27,7 +27,7 @@ from ask import services as ask_module
 from ask.models import ApiKey, ClientPatient
 from core.retry import run_in_transaction
 from corrections.models import Correction
-from corrections.staleness import DISPENSING_CHANGED, RETRACTED_READ, stale_reasons
+from corrections.sweep.staleness import DISPENSING_CHANGED, RETRACTED_READ, stale_reasons
 from memory.models import Decision, Fact
 from memory.replay import bitemporal_route
 from patients.dispensing import save_dispensing
@@ -207,7 +207,7 @@ def decision_detail(decision: Decision) -> dict:
 
 def stale_changes(decision: Decision) -> list[dict]:
     """What changed under a decision since it was made, from the sweep's own stale-set query
-    (corrections.staleness.stale_reasons), so "still valid?" and the sweep never disagree."""
+    (corrections.sweep.staleness.stale_reasons), so "still valid?" and the sweep never disagree."""
     order = {RETRACTED_READ: 0, "new_fact": 1, DISPENSING_CHANGED: 2}
     reasons = sorted(stale_reasons([decision.id], standing_only=False)[decision.id],
                      key=lambda r: order.get(r.kind, 9))

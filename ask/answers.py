@@ -18,7 +18,7 @@ A sentence says only what the finding behind it shows (docs/reasoning.md, "What 
   quoted as the FDA wrote it.
 
 Lots of the patient's are shown only from AskContext.patient_lots (a sweep page marks inert lots there,
-corrections.sweep_groups.PageDecider) or from a row that a recall matched (never inert).
+corrections.sweep.groups.PageDecider) or from a row that a recall matched (never inert).
 """
 
 from drugs import recall_terms

@@ -67,7 +67,7 @@ class DispensedRow:
     def decision_inputs(self) -> tuple:
         """Everything a decision may read from this row: every field but the row's id, the
         fingerprint over them and `matched` (made of them). The sweep shares one outcome between decisions
-        whose rows have equal inputs (corrections.redecide.SharedDecider), so a field added here joins
+        whose rows have equal inputs (corrections.sweep.decider.SharedDecider), so a field added here joins
         that key by itself."""
         return tuple(getattr(self, f.name) for f in fields(self) if f.name not in ("id", "fingerprint", "matched"))
 

@@ -167,7 +167,7 @@ def date_view(facts, row) -> tuple:
     and dispensed_before_closure (a closed recall); tests/test_date_view.py walks ask/ and drugs/ to
     keep it so. Two rows equal in everything else and in this view get the same outcome from every
     reasoner (the model reasoner is shown no dates), which lets a sweep decide them once
-    (corrections.sweep_groups.PageDecider)."""
+    (corrections.sweep.groups.PageDecider)."""
     return tuple((within_lot_scope(f, matched(row)), dispensed_before_closure(f, row)) for f in facts if reads_dates(f))
 
 

@@ -203,7 +203,7 @@ def _unknown_outcome(question_back: str) -> Outcome:
 
 def finish(ctx: AskContext, result) -> Outcome:
     """The guardrail over a reasoner's result, as the Outcome decide() returns (the sweep's grouped
-    decisions call it for a context whose patient lots are marked, corrections.sweep_groups)."""
+    decisions call it for a context whose patient lots are marked, corrections.sweep.groups)."""
     guarded = apply_guardrail(ctx, result)
     return Outcome(verdict=guarded.verdict, answer=guarded.answer, reasoner=result.reasoner[:100], subject=ctx.subject,
                    retrieved=ctx.retrieved, load_bearing_ids=guarded.load_bearing_ids,

@@ -14,7 +14,7 @@ sys.setprofile, only frames in product files (the apps; not tests/, bench/, migr
 
     ingest     recalls.services.ingest_file of the new record (sweep triggers suppressed: the sweep is
                the next stage, so the walk is not split across a broker)
-    sweep      corrections.sweep.sweep()
+    sweep      corrections.sweep.run.sweep()
     review     corrections.review.approve of one draft, by a pharmacist, and what its commit sets off:
                the outbox dispatch task (Celery eager here, as a worker would run it), email to files
 
@@ -200,7 +200,7 @@ def main(argv=None):
 
     from corrections.models import Correction, OutboxMessage
     from corrections.review import approve
-    from corrections.sweep import sweep
+    from corrections.sweep.run import sweep
     from corrections.triggers import auto_sweep_suppressed
     from recalls.services import ingest_file
 

@@ -351,7 +351,7 @@ def one_run(n: int, args, world, built: dict, new_path: Path, worker: Worker | N
     from django.utils import timezone
 
     from corrections.models import Correction, SweepRun
-    from corrections.sweep import page_size_default
+    from corrections.sweep.run import page_size_default
     from corrections.tasks import sweep_facts
     from corrections.triggers import auto_sweep_suppressed
     from drugs.identity import vocabulary

@@ -21,7 +21,7 @@ default each also has a unique second valsartan lot, so no two affected decision
 inputs and the sweep must call the reasoner once per decision (the worst case). --shared-inputs drops
 that second lot, so all affected decisions share inputs per question phrasing.
 
-Timed: the change commits, then corrections.sweep.sweep() for the changed fact versions (what the
+Timed: the change commits, then corrections.sweep.run.sweep() for the changed fact versions (what the
 after-commit Celery task runs), notices included. Then, in the same run on the same database, the
 COPY ceiling: the rows that sweep wrote (decisions, reads, premises, inputs, corrections, outbox,
 audit, redecisions, and the superseding UPDATE) written again by COPY in one committed transaction
@@ -29,7 +29,7 @@ into empty LIKE-copies of the tables (same indexes and unique constraints, no fo
 Then, for information, the same COPY again with the real tables' foreign keys added to the copies
 (deferred, checked at commit, as the sweep's are), and the ratio to that. --workers N runs N sweeps
 of the same change at once in threads (the first cuts the stale set into key ranges, the others join
-its plan and claim ranges: corrections.sweep_claims; notices in the first only); --processes makes them
+its plan and claim ranges: corrections.sweep.claims; notices in the first only); --processes makes them
 forked processes instead, as Celery's prefork workers run two sweeps. --workers 1,2 measures each count
 on its own copy of the loaded data, interleaved run by run, and prints the speedup per run.
 Prints per run: re-decisions/s, ceiling re-decisions/s, their ratio, time to the first committed page,
@@ -61,8 +61,8 @@ from django.db import connection  # noqa: E402
 from ask.beliefs import DispensedRow  # noqa: E402
 from ask.services import decide, premises_for  # noqa: E402
 from corrections.models import Correction, OutboxMessage, SweepRun  # noqa: E402
-from corrections.staleness import Scope, _union  # noqa: E402
-from corrections.sweep import count_stale, sweep  # noqa: E402
+from corrections.sweep.run import count_stale, sweep  # noqa: E402
+from corrections.sweep.staleness import Scope, _union  # noqa: E402
 from corrections.triggers import auto_sweep_suppressed  # noqa: E402
 from demo.escalation import escalate  # noqa: E402
 from drugs.lots import near_lot_key  # noqa: E402
@@ -258,7 +258,7 @@ def change(case: str) -> list[int]:
 
 
 def _sweeps(changed, page_size: int, workers: int, processes: bool = False):
-    """corrections.sweep.sweep() as the after-commit task runs it; with workers > 1, that many sweeps
+    """corrections.sweep.run.sweep() as the after-commit task runs it; with workers > 1, that many sweeps
     at once in threads (own connections), sharing the stale set through claimed key ranges (notices in
     the first only, as they would be drafted once). processes: the sweeps are forked processes instead."""
     if workers == 1:
@@ -302,7 +302,7 @@ def _sweep_processes(changed, page_size: int, workers: int):
 
     from django.db import connections
 
-    from corrections.redecide import SweepReport
+    from corrections.sweep.report import SweepReport
 
     context = multiprocessing.get_context("fork")
     results = context.Queue()

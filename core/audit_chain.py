@@ -39,6 +39,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import connection, models, transaction
 from django.utils import timezone
 
+from core.copy_rows import copy_rows
 from core.models import AuditChainHead, AuditLink
 from core.retry import run_in_transaction
 
@@ -189,12 +190,12 @@ def _insert_links(links: list[AuditLink]):
         AuditLink.objects.bulk_create(links)
         return
     now = timezone.now()
+    for link in links:
+        link.sealed_at = now
     # Errors as Django's (a unique violation is an IntegrityError, which seal_rows retries).
     with connection.cursor() as cursor, connection.wrap_database_errors:
-        with cursor.cursor.copy(f"COPY {AuditLink._meta.db_table} ({', '.join(_LINK_COLUMNS)}) FROM STDIN") as copy:
-            for link in links:
-                link.sealed_at = now
-                copy.write_row(tuple(getattr(link, column) for column in _LINK_COLUMNS))
+        copy_rows(cursor.cursor, AuditLink, _LINK_COLUMNS,
+                  [tuple(getattr(link, column) for column in _LINK_COLUMNS) for link in links], with_id=True)
 
 
 def _seal_batch(pairs: list[tuple[type, int]]) -> int:

@@ -1,7 +1,7 @@
 """Writing a draft: the Correction row, its held OutboxMessage and the DRAFTED audit event.
 
-The per-decision path (corrections.redecide.write_draft) saves these through the ORM; the set-based
-page (corrections.sweep_pages) COPYs them. Both build their values here — the dedupe key, the
+The per-decision path (corrections.sweep.one_by_one) saves these through the ORM; the set-based
+page (corrections.sweep.pages) COPYs them. Both build their values here — the dedupe key, the
 recipient, the subject line, the classification and severity, the audit before/after — so the two
 paths write the same rows (tests/corrections/test_drafts.py) and a rule changed here changes both.
 """

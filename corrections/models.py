@@ -70,7 +70,7 @@ class SweepRange(models.Model):
     """One key range of a sweep's stale set (decision ids, in id order), claimed by one sweep at a time.
 
     The sweep that reads the stale set (`run`, the plan) cuts it into ranges; every sweep of the same
-    scope, on any machine, claims them with a conditional UPDATE (corrections.sweep_claims): a range is
+    scope, on any machine, claims them with a conditional UPDATE (corrections.sweep.claims): a range is
     free while no one holds it, its holder's lease ran out, or its holder's run is no longer running
     (found dead through core.runlock). A range is done once its pages have committed."""
 

@@ -9,13 +9,16 @@ shows the reasoner the hypothetical versions instead of the stored ones.
 import copy
 
 from ask.reasoners import get_reasoner
+from drugs.lots import canonical_lot
+from drugs.recall_terms import key_prefix
 from memory.models import Decision, Fact
 from memory.retrieval import Retrieved
 from patients.selectors import attach_patients
 
-from .notices import exposed_patients_of, notice_question
 from .recall_letters import worsened
-from .redecide import SharedDecider, SweepReport, reference_of
+from .sweep.decider import SharedDecider
+from .sweep.notices import exposed_patients_of, notice_question
+from .sweep.report import SweepReport, reference_of
 
 
 class HypotheticalReasoner:
@@ -35,9 +38,6 @@ class HypotheticalReasoner:
 
 def hypothetical_escalation(recall_number: str, classification: str, lot: str | None = None) -> dict[int, Fact]:
     """fact id -> an unsaved copy of that believed version with the new classification."""
-    from drugs.lots import canonical_lot
-    from drugs.recall_terms import key_prefix
-
     # fact_key__startswith uses the fact_key index; attributes__recall_number would scan every recall.
     facts = Fact.objects.believed().defer("embedding").filter(kind=Fact.Kind.RECALL,
                                                               fact_key__startswith=key_prefix(recall_number))

@@ -1,14 +1,21 @@
-"""Celery tasks: thin wrappers over corrections.sweep, taking JSON ids (the outbox dispatch: outbox.tasks)."""
+"""Celery tasks: thin wrappers over corrections.sweep.run, taking JSON ids (the outbox dispatch: outbox.tasks)."""
 
 import contextlib
 import logging
+import time
 
 from celery import shared_task
+from django.conf import settings
 from django.db import OperationalError
 
 from core import shutdown
+from core.health import celery_section
 from core.retry import RetriesExhausted
+from recalls.services import abandon_dead_runs as abandon_dead_ingests
 
+from .models import Correction, SweepRun
+from .sweep.run import abandon_dead_runs as abandon_dead_sweeps
+from .sweep.run import has_work, sweep
 from .triggers import (
     PERIODIC_SWEEP,
     SWEEP_FACTS,
@@ -29,8 +36,6 @@ def enqueue_sweep_after_supersessions(sender=None, pairs=(), **kwargs):
     With Celery in eager mode (no broker: tests without Redis) the task would run inline inside
     whatever wrote the fact, so there the trigger is opt-in (UNSAY_SWEEP_ON_SUPERSESSION=1); the
     periodic sweep and `manage.py sweep` still catch everything."""
-    from django.conf import settings
-
     if not pairs or not triggers_on(settings) or suppressed():
         return
     # Retracted versions (their readers) and new versions (decisions whose premises they touch).
@@ -65,9 +70,6 @@ TRANSIENT = (RetriesExhausted, OperationalError)
 
 @shared_task(name=SWEEP_FACTS, autoretry_for=TRANSIENT, max_retries=5, retry_backoff=30, retry_jitter=True)
 def sweep_facts(fact_ids: list[int], helper: bool = False) -> str:
-    from .models import SweepRun
-    from .sweep import has_work, sweep
-
     if helper:  # a second pair of hands on a large stale set: ranges only, the first task drafts notices
         with _hand_back(sweep_facts, fact_ids, helper=True) as result:
             result.append(sweep(fact_ids=fact_ids, trigger=SweepRun.Trigger.SUPERSESSION, notices=False).summary())
@@ -100,12 +102,10 @@ def _hand_back(task, *args, **kwargs):
 
 def _enqueue_helpers(fact_ids: list[int], plan) -> int:
     """A stale set of more than one key range is shared by UNSAY_SWEEP_WORKERS sweeps: each helper joins
-    the plan this sweep has just cut (corrections.sweep_claims) and claims ranges of it, so no decision is
+    the plan this sweep has just cut (corrections.sweep.claims) and claims ranges of it, so no decision is
     re-decided twice and a national recall reaches the pharmacists' queue sooner. Queued from the plan,
     not before the sweep: the plan is the stale set read once (reading its first ranges beforehand
     computed all of it, 1.5 s at 100,000 affected). Returns the number of helpers enqueued."""
-    from django.conf import settings
-
     helpers = settings.UNSAY_SWEEP_WORKERS - 1
     if helpers < 1 or plan.ranges < 2:
         return 0
@@ -120,9 +120,6 @@ def _enqueue_helpers(fact_ids: list[int], plan) -> int:
 
 @shared_task(name=SWEEP_PATIENTS, autoretry_for=TRANSIENT, max_retries=5, retry_backoff=30, retry_jitter=True)
 def sweep_patients(patient_ids: list[int]) -> str:
-    from .models import SweepRun
-    from .sweep import has_work, sweep
-
     if not has_work(patient_ids=patient_ids):
         return f"{len(patient_ids)} patients: nothing to sweep"
     with _hand_back(sweep_patients, patient_ids) as result:
@@ -132,9 +129,6 @@ def sweep_patients(patient_ids: list[int]) -> str:
 
 @shared_task(name=PERIODIC_SWEEP, autoretry_for=TRANSIENT, max_retries=3, retry_backoff=60, retry_jitter=True)
 def periodic_sweep() -> str:
-    from .models import SweepRun
-    from .sweep import sweep
-
     with _hand_back(periodic_sweep) as result:
         result.append(sweep(trigger=SweepRun.Trigger.BEAT).summary())
     return result[0]
@@ -144,10 +138,6 @@ def reap_dead_runs() -> int:
     """The periodic check (every minute, with the outbox dispatch): sweep and ingest runs still 'running'
     whose process is gone (run lock free; heartbeat timeout on CockroachDB) are marked abandoned and
     their work queued again. Returns how many were found."""
-    from recalls.services import abandon_dead_runs as abandon_dead_ingests
-
-    from .sweep import abandon_dead_runs as abandon_dead_sweeps
-
     found = 0
     for reap in (abandon_dead_sweeps, abandon_dead_ingests):
         try:
@@ -160,10 +150,6 @@ def reap_dead_runs() -> int:
 def describe_triggered_sweeps(since) -> str:
     """One line for commands that wrote facts (ingest_recalls, escalate): what the sweep they
     triggered did, or that it was queued and where to watch it, or why none started."""
-    from django.conf import settings
-
-    from .models import SweepRun
-
     runs = list(SweepRun.objects.filter(started__gte=since).exclude(
         trigger__in=[SweepRun.Trigger.BEAT, SweepRun.Trigger.MANUAL]).order_by("id"))
     if runs:
@@ -181,8 +167,6 @@ def describe_triggered_sweeps(since) -> str:
 def sweep_worker_answers() -> tuple[bool, str]:
     """(will a Celery worker run a queued sweep now?, and if not, why): one ping of the broker's workers
     (core.health), as the health page asks."""
-    from core.health import celery_section
-
     celery = celery_section()["celery"]
     if celery.get("workers"):
         return True, ""
@@ -193,13 +177,6 @@ def await_triggered_sweeps(since, fact_ids, *, timeout: float, poll: float = 0.5
     """For commands that wrote facts and want the outcome (escalate): wait until the sweeps the change
     triggered have ended, up to `timeout` seconds, then say what they did and how many drafts await a
     pharmacist; or say why no sweep will run and how to sweep by hand."""
-    import time
-
-    from django.conf import settings
-
-    from .models import Correction, SweepRun
-    from .sweep import has_work
-
     by_hand = f"sweep by hand: `manage.py sweep{''.join(f' --fact {i}' for i in fact_ids)}`"
     if not sweep_triggers_enabled():
         return f"Sweep: none started (UNSAY_SWEEP_ON_SUPERSESSION is off here); {by_hand}."

@@ -269,7 +269,7 @@ def people(django_user_model):
 def drafts(world, no_auto_sweep):
     """The world escalated to Class I and swept: drafts for SYN-A, SYN-B (corrections) and SYN-D (notice)."""
     from corrections.models import Correction
-    from corrections.sweep import sweep
+    from corrections.sweep.run import sweep
     from tests.factories import escalate
 
     escalate()

@@ -276,11 +276,11 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": UNSAY_CELERY_VISIBILITY
 UNSAY_SWEEP_ON_SUPERSESSION = env_bool("UNSAY_SWEEP_ON_SUPERSESSION", None)
 
 # --- Sweep and outbox (corrections/) -------------------------------------------------------------
-# A page shares one decision among patients the rules cannot tell apart (corrections.sweep_groups.PageDecider),
+# A page shares one decision among patients the rules cannot tell apart (corrections.sweep.groups.PageDecider),
 # so bigger pages share more: at 100,000 affected, 200 -> 1,000 took the recall's sweep from 78 s to 51 s
 # (bench/recall_to_queue.py) with the pool process at ~500 MB.
 UNSAY_SWEEP_PAGE_SIZE = env_int("UNSAY_SWEEP_PAGE_SIZE", 1000, minimum=1, maximum=10000)
-# Pages decided in memory and written by COPY (corrections/sweep_pages.py); off = per decision, same rows.
+# Pages decided in memory and written by COPY (corrections/sweep/pages.py); off = per decision, same rows.
 UNSAY_SWEEP_SET_BASED = env_bool("UNSAY_SWEEP_SET_BASED", True)
 UNSAY_SWEEP_HEARTBEAT_TIMEOUT = env_int("UNSAY_SWEEP_HEARTBEAT_TIMEOUT", 600, minimum=1)
 # A live sweep or ingest run holds a PostgreSQL advisory lock keyed by its id (core/runlock.py): a killed
@@ -290,10 +290,10 @@ UNSAY_RUN_LOCKS = env_bool("UNSAY_RUN_LOCKS", True)
 # Sweep tasks that share one large stale set (key ranges claimed in the database; notices by the first only):
 # a triggered sweep whose stale set spans more than one range enqueues this many minus one more sweep tasks.
 UNSAY_SWEEP_WORKERS = env_int("UNSAY_SWEEP_WORKERS", 2, minimum=1, maximum=16)
-# Pages per claimed key range (corrections.sweep_claims): the unit sweeps on any machine share a stale set
+# Pages per claimed key range (corrections.sweep.claims): the unit sweeps on any machine share a stale set
 # in. A range held by a sweep with no page committed for UNSAY_SWEEP_HEARTBEAT_TIMEOUT seconds is free again.
 UNSAY_SWEEP_RANGE_PAGES = env_int("UNSAY_SWEEP_RANGE_PAGES", 2, minimum=1, maximum=1000)
-# Tests only: <point>:<page> SIGKILLs a sweep process there (corrections/faults.py, crash-replay tests).
+# Tests only: <point>:<page> SIGKILLs a sweep process there (corrections/sweep/faults.py, crash-replay tests).
 UNSAY_SWEEP_CRASH_AT = env_str("UNSAY_SWEEP_CRASH_AT", "")
 # Tests only: seconds a sweep waits after each committed page / an ingest after each chunk (so a real
 # process can be stopped or killed mid-run: tests/core/test_run_locks_procs.py).

@@ -35,7 +35,7 @@ from ask.keys import issue_key
 from ask.models import ApiClient, ClientPatient
 from ask.services import ask
 from corrections.models import Correction
-from corrections.sweep import sweep
+from corrections.sweep.run import sweep
 from drugs.matching import Found, MatchClass
 from memory.models import Fact
 from patients.models import DispensingRecord, Patient

@@ -20,7 +20,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from ask.keys import issue_key, revoke_keys
 from ask.models import ApiClient, ApiKey
-from corrections.sweep import sweep
+from corrections.sweep.run import sweep
 from demo.escalation import escalate
 from memory.models import Decision
 from tests.factories import FIXTURES, make_patient

@@ -249,7 +249,7 @@ def test_check_names_the_retracted_load_bearing_read_and_its_successor(client, w
 
 
 def test_check_of_a_superseded_decision_names_its_replacement(client, world):
-    from corrections.sweep import sweep
+    from corrections.sweep.run import sweep
 
     decision = a_decision(client, world)
     assert_claim(recall_claim(RECALL, LOT, classification="Class I"), reason="reclassified")

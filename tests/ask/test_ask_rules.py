@@ -158,7 +158,7 @@ def test_a_drug_level_recall_listing_other_makers_ndcs_does_not_apply_but_is_wha
 
 
 def test_a_safe_verdict_rests_on_its_premises_and_a_lot_added_to_a_recall_makes_it_stale(hashing_embeddings):
-    from corrections.staleness import NEW_FACT, stale_reasons
+    from corrections.sweep.staleness import NEW_FACT, stale_reasons
 
     other_a = assert_claim(recall_claim("D-0315-2019", "3061169")).fact
     other_b = assert_claim(recall_claim("D-0324-2019", "3063780")).fact
@@ -276,7 +276,7 @@ def test_a_fact_retracted_while_the_model_thinks_is_never_recorded_as_read(hashi
 
 
 def test_a_safe_verdict_reads_every_fact_in_its_premises_even_beyond_top_k(hashing_embeddings):
-    from corrections.staleness import stale_reasons
+    from corrections.sweep.staleness import stale_reasons
 
     drug_levels = [assert_claim(recall_claim(n, None)).fact for n in ("D-0971-2018", "D-0968-2018")]
     for lot in ("3069019", "3069020", "3069021"):

@@ -47,7 +47,7 @@ def queued(monkeypatch, settings):
 
 
 def test_a_dead_sweeps_scope_is_queued_again(queued, django_capture_on_commit_callbacks):
-    from corrections.sweep import abandon_dead_runs
+    from corrections.sweep.run import abandon_dead_runs
 
     now = timezone.now()
     facts = SweepRun.objects.create(trigger="supersession", fact_ids=[11, 12], heartbeat=now)
@@ -62,8 +62,8 @@ def test_a_dead_sweeps_scope_is_queued_again(queued, django_capture_on_commit_ca
 
 
 def test_a_sweep_of_everything_starting_queues_nothing_more(queued, django_capture_on_commit_callbacks):
-    from corrections.staleness import Scope
-    from corrections.sweep import abandon_dead_runs
+    from corrections.sweep.run import abandon_dead_runs
+    from corrections.sweep.staleness import Scope
 
     SweepRun.objects.create(trigger="supersession", fact_ids=[11], heartbeat=timezone.now())
     with django_capture_on_commit_callbacks(execute=True):

@@ -18,7 +18,7 @@ import pytest
 from django.db import connection
 
 from corrections.models import SweepRun
-from corrections.sweep import abandon_dead_runs, count_stale
+from corrections.sweep.run import abandon_dead_runs, count_stale
 from corrections.tasks import reap_dead_runs
 from demo.slice import DEMO_SLICE
 from recalls.models import IngestRun

@@ -16,7 +16,7 @@ from django.core.management import call_command
 from ask.services import ask
 from corrections import tasks
 from corrections.models import Correction, OutboxMessage, Redecision, SweepRun
-from corrections.sweep import count_stale
+from corrections.sweep.run import count_stale
 from memory.models import Decision, Fact
 from outbox import dispatch
 from tests.factories import FIXTURES

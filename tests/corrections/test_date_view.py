@@ -13,8 +13,8 @@ import pytest
 
 from ask.beliefs import PageBeliefs
 from ask.services import ask, decide, resolve_subject
-from corrections.redecide import SharedDecider
-from corrections.sweep import sweep
+from corrections.sweep.decider import SharedDecider
+from corrections.sweep.run import sweep
 from corrections.triggers import auto_sweep_suppressed
 from memory.fact_writes import assert_claim
 from memory.models import Decision
@@ -77,7 +77,7 @@ def _outcome(o) -> tuple:
 
 
 def test_grouped_by_date_view_equals_plain_decisions(hashing_embeddings, monkeypatch):
-    from corrections.sweep_groups import PageDecider
+    from corrections.sweep.groups import PageDecider
 
     monkeypatch.setenv("UNSAY_SWEEP_ON_SUPERSESSION", "0")
     people = _world()

@@ -10,7 +10,7 @@ from django.db import connection
 
 from ask.services import ask
 from corrections.models import Correction, OutboxMessage
-from corrections.sweep import sweep
+from corrections.sweep.run import sweep
 from corrections.triggers import auto_sweep_suppressed
 from memory.fact_writes import assert_claim
 from patients.models import DispensingRecord, Patient

@@ -114,7 +114,7 @@ def test_the_reply_link_and_every_reply_page_render_in_spanish():
 def test_a_spanish_patients_draft_is_written_and_redrafted_in_spanish(world, no_auto_sweep, client, people):
     from corrections.models import Correction
     from corrections.review import redraft
-    from corrections.sweep import sweep
+    from corrections.sweep.run import sweep
     from patients.models import Patient
     from tests.factories import escalate
 

@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 from ask.services import ask, decide
 from corrections import tasks
 from corrections.models import Correction
-from corrections.sweep import count_stale, sweep
+from corrections.sweep.run import count_stale, sweep
 from corrections.triggers import auto_sweep_suppressed
 from drugs.recall_terms import CLOSED_STATUSES, key_prefix
 from memory.fact_writes import assert_claims, retract_claim

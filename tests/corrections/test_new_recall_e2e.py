@@ -14,7 +14,7 @@ import pytest
 
 from ask.services import ask, decide
 from corrections.models import Correction
-from corrections.sweep import count_stale, sweep
+from corrections.sweep.run import count_stale, sweep
 from drugs.lots import printed_lot
 from memory.models import Decision, Fact
 from patients.selectors import attach_patients

@@ -9,7 +9,7 @@ import pytest
 
 from ask.services import ask
 from corrections.models import Correction
-from corrections.sweep import sweep
+from corrections.sweep.run import sweep
 from drugs.matching import MatchClass
 from memory.fact_writes import assert_claim
 from memory.models import Decision

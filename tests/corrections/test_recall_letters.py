@@ -13,7 +13,7 @@ from corrections import recall_letters
 from corrections.drafts import notice_key
 from corrections.models import AuditEvent, Correction
 from corrections.review import approve, reject
-from corrections.sweep import sweep
+from corrections.sweep.run import sweep
 from memory.fact_writes import assert_claim, assert_claims, retract_claim
 from outbox.dispatch import dispatch_ready
 from patients.dispensing import delete_dispensing

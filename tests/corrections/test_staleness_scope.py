@@ -1,4 +1,4 @@
-"""The triggered stale set reads only what can be stale (corrections.staleness.Scope): the reads of the
+"""The triggered stale set reads only what can be stale (corrections.sweep.staleness.Scope): the reads of the
 changed facts that are retracted, never those of the changed facts still believed (a new recall's
 facts, an escalation's new version), whose readers are the sweep's own new decisions. The stale set
 it finds is the one the unrestricted query finds. Real openFDA recall facts (tests/factories.py),
@@ -7,8 +7,8 @@ synthetic patients."""
 import pytest
 
 from ask.services import ask
-from corrections import staleness
-from corrections.staleness import NEW_FACT, RETRACTED_READ, Scope
+from corrections.sweep import staleness
+from corrections.sweep.staleness import NEW_FACT, RETRACTED_READ, Scope
 from memory.fact_writes import assert_claim
 from tests.factories import LOT, RECALL, VALSARTAN, make_patient, recall_claim
 
@@ -75,7 +75,7 @@ def test_the_keyset_page_past_the_stale_set_is_the_same_with_one_branch_or_two(h
 
 def test_any_stale_says_whether_the_stale_set_is_empty_in_every_state(hashing_embeddings):
     """The triggers' pre-check (staleness.any_stale, which stops at the first row) against the set itself."""
-    from corrections.sweep import sweep
+    from corrections.sweep.run import sweep
 
     old, decisions = _world()
     patient_scope = Scope.of(None, [decisions[0].patient_id])

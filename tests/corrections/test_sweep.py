@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from ask.services import ask
 from corrections.models import AuditEvent, Correction, OutboxMessage, Redecision, SweepRun
-from corrections.sweep import count_stale, sweep
+from corrections.sweep.run import count_stale, sweep
 from memory.fact_writes import assert_claim
 from memory.models import Decision, Fact
 from tests.factories import LOT, RECALL, VALSARTAN, escalate, make_patient, recall_claim
@@ -221,7 +221,7 @@ def test_a_killed_sweeps_run_row_is_marked_abandoned_by_the_next_sweep(no_auto_s
     """PostgreSQL: a live run holds its run lock (core.runlock); a run whose lock is free is dead at
     once, however fresh its heartbeat. (A real SIGKILL: tests/core/test_run_locks_procs.py.)"""
     from core.runlock import RunLock
-    from corrections.sweep import RUN_LOCK
+    from corrections.sweep.run import RUN_LOCK
 
     dead = SweepRun.objects.create(trigger="manual", heartbeat=timezone.now())
     live = SweepRun.objects.create(trigger="manual", heartbeat=timezone.now() - timedelta(hours=1))
@@ -393,7 +393,7 @@ def test_patients_who_differ_only_in_expiry_never_share_a_decision(hashing_embed
     from datetime import date
 
     from ask.services import decide
-    from corrections.redecide import SharedDecider
+    from corrections.sweep.decider import SharedDecider
 
     fact = assert_claim(recall_claim("D-0222-2021", None)).fact
     assert (fact.attributes["lot_scope"]["kind"], fact.attributes["lot_scope"]["expiry_window"]) == (
@@ -413,7 +413,7 @@ def test_the_notice_anti_join_leaves_out_exactly_the_patients_who_asked(world, n
     """exposed_patients_of(fact, who_never_asked=True) (one query) is the exposed list less the
     patients with a standing decision resting on one of the fact's scopes, in the same order; a
     superseded decision no longer counts."""
-    from corrections.notices import exposed_patients_of
+    from corrections.sweep.notices import exposed_patients_of
 
     fact = Fact.objects.believed().get(fact_key=f"recall:{RECALL}:lot:{LOT}")
     everyone = exposed_patients_of(fact)

@@ -15,7 +15,7 @@ import pytest
 from ask.services import ask
 from corrections.models import Correction, OutboxMessage, Redecision, SweepRun
 from corrections.review import approve
-from corrections.sweep import count_stale
+from corrections.sweep.run import count_stale
 from memory.models import Decision
 from tests.factories import LOT, escalate, make_patient
 from tests.procs import manage, start_python
@@ -78,7 +78,7 @@ def test_a_killed_sweep_restarted_handles_everything_exactly_once(escalated, cra
 
 
 def test_two_sweeps_at_once_split_the_work_without_duplicates(escalated):
-    code = ("from corrections.sweep import sweep\n"
+    code = ("from corrections.sweep.run import sweep\n"
             "r = sweep(page_size=2)\n"
             "print('EXAMINED', r.examined, 'HANDLED', r.already_handled)\n")
     procs = [start_python(code, UNSAY_SWEEP_ON_SUPERSESSION="0") for _ in range(2)]

@@ -1,4 +1,4 @@
-"""Template groups of the set-based sweep (corrections.sweep_groups.PageDecider): decided once per sweep,
+"""Template groups of the set-based sweep (corrections.sweep.groups.PageDecider): decided once per sweep,
 not once per page, and keyed on what a decision reads. Every outcome is checked against a fresh
 ask.services.decide over the database (the invariant the sweep rests on: a standing decision's verdict
 is what deciding now would give). Real openFDA recall facts (tests/factories.py), synthetic patients."""
@@ -9,8 +9,8 @@ import pytest
 
 from ask.beliefs import FactCache, PageBeliefs
 from ask.services import decide, resolve_subject
-from corrections.redecide import SharedDecider
-from corrections.sweep_groups import PageDecider, SweepGroups
+from corrections.sweep.decider import SharedDecider
+from corrections.sweep.groups import PageDecider, SweepGroups
 from corrections.triggers import auto_sweep_suppressed
 from memory.fact_writes import assert_claim
 from patients.models import DispensingRecord, Patient

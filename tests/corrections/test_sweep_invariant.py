@@ -24,9 +24,9 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from ask.services import ask, decide
-from corrections import faults
 from corrections.models import Correction
-from corrections.sweep import count_stale, sweep
+from corrections.sweep import faults
+from corrections.sweep.run import count_stale, sweep
 from memory.fact_writes import assert_claims, retract_claim
 from memory.models import Decision, Fact, ReadSet, ReadSetMember
 from patients.dispensing import delete_dispensing, save_dispensing

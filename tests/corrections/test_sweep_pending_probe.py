@@ -1,4 +1,4 @@
-"""The sweep's pending-draft probe (corrections.redecide.pending_corrections) is planned as index
+"""The sweep's pending-draft probe (corrections.sweep.stale_page.pending_corrections) is planned as index
 probes even when the corrections table's statistics are older than its drafts: a new install's
 first large recall analyses an empty table, then writes thousands of drafts in minutes. The plain
 `new_decision_id = ANY(ids) ... LIMIT 1` form was planned as a sequential scan there (the planner
@@ -10,7 +10,7 @@ from django.db import connection
 from django.utils import timezone
 
 from corrections.models import Correction
-from corrections.redecide import PENDING_PROBE_SQL, pending_corrections
+from corrections.sweep.stale_page import PENDING_PROBE_SQL, pending_corrections
 from memory.models import Decision
 from tests.factories import make_patient
 

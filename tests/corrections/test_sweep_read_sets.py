@@ -5,7 +5,7 @@ each new decision's set is exactly what a fresh decision reads. Real recall fact
 import pytest
 
 from ask.services import decide
-from corrections.sweep import sweep
+from corrections.sweep.run import sweep
 from memory.models import Decision, ReadSetMember
 from patients.selectors import attach_patients
 from tests.factories import escalate

@@ -1,4 +1,4 @@
-"""The set-based sweep page (corrections.sweep_pages) writes exactly the rows the per-decision path
+"""The set-based sweep page (corrections.sweep.pages) writes exactly the rows the per-decision path
 writes, ids included, on the same data: real openFDA recall facts (tests/factories.py, built by the ingestion code),
 synthetic patients.
 
@@ -20,7 +20,7 @@ from ask.services import ask
 from core.audit_verify import verify_chain
 from core.models import AuditLink
 from corrections.models import Correction
-from corrections.sweep import sweep
+from corrections.sweep.run import sweep
 from corrections.triggers import auto_sweep_suppressed
 from memory.fact_writes import assert_claim
 from patients.dispensing import save_dispensing
@@ -180,8 +180,8 @@ def _grouped_against_plain(people, questions, *, subjects=(None, "valsartan")):
     ask.services.decide over the database: the outcomes must be equal field by field."""
     from ask.beliefs import PageBeliefs
     from ask.services import decide, resolve_subject
-    from corrections.redecide import SharedDecider
-    from corrections.sweep_groups import PageDecider
+    from corrections.sweep.decider import SharedDecider
+    from corrections.sweep.groups import PageDecider
 
     asked = [(p, q, s) for p in people for q in questions for s in subjects]
     page = PageBeliefs({p.pk for p in people})
@@ -247,12 +247,12 @@ def test_a_sweep_page_runs_with_the_cyclic_collector_paused(hashing_embeddings, 
     a quarter of the sweep's Python CPU (core.gc_pause)."""
     import gc
 
-    from corrections import sweep_pages
+    from corrections.sweep import pages
 
     monkeypatch.setenv("UNSAY_SWEEP_ON_SUPERSESSION", "0")
     seen = []
-    real = sweep_pages.write_page
-    monkeypatch.setattr(sweep_pages, "write_page", lambda *a, **k: (seen.append(gc.isenabled()), real(*a, **k))[1])
+    real = pages.write_page
+    monkeypatch.setattr(pages, "write_page", lambda *a, **k: (seen.append(gc.isenabled()), real(*a, **k))[1])
     was = gc.isenabled()
     gc.enable()
     try:
@@ -280,7 +280,7 @@ def _escalation_sweep_queries(patients: int) -> tuple[int, object]:
 
 def test_a_set_based_page_costs_the_same_queries_whatever_its_size(hashing_embeddings, monkeypatch):
     """A page reads its inputs in a handful of queries: nothing per decision (for instance a field the
-    page query defers, corrections.sweep._PAGE_UNREAD, read back one decision at a time)."""
+    page query defers, corrections.sweep.stale_page._PAGE_UNREAD, read back one decision at a time)."""
     monkeypatch.setenv("UNSAY_SWEEP_ON_SUPERSESSION", "0")
     few, few_report = _escalation_sweep_queries(2)
     many, many_report = _escalation_sweep_queries(12)
@@ -291,11 +291,11 @@ def test_a_set_based_page_costs_the_same_queries_whatever_its_size(hashing_embed
 
 def test_a_sweep_page_runs_without_parallel_workers(hashing_embeddings, monkeypatch):
     """A page's queries are small; parallel workers are new server processes on the sweeps' cores."""
-    from corrections import sweep_pages
+    from corrections.sweep import pages
 
     monkeypatch.setenv("UNSAY_SWEEP_ON_SUPERSESSION", "0")
     seen = []
-    real = sweep_pages.write_page
+    real = pages.write_page
 
     def write_page(*args, **kwargs):
         with connection.cursor() as cursor:
@@ -303,7 +303,7 @@ def test_a_sweep_page_runs_without_parallel_workers(hashing_embeddings, monkeypa
             seen.append(cursor.fetchone()[0])
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(sweep_pages, "write_page", write_page)
+    monkeypatch.setattr(pages, "write_page", write_page)
     _escalation_sweep_queries(3)
     with connection.cursor() as cursor:
         cursor.execute("SHOW max_parallel_workers_per_gather")

@@ -1,4 +1,4 @@
-"""Sweeps on several workers share one stale set through claimed key ranges (corrections.sweep_claims).
+"""Sweeps on several workers share one stale set through claimed key ranges (corrections.sweep.claims).
 
 Real processes (tests/procs.py) against the real test database, as Celery workers on one machine or
 many would run them: no coordination but the database. Two sweeps of the same change re-decide every
@@ -16,7 +16,7 @@ import pytest
 
 from ask.services import ask
 from corrections.models import Correction, OutboxMessage, Redecision, SweepRange, SweepRun
-from corrections.sweep import count_stale
+from corrections.sweep.run import count_stale
 from tests.corrections.test_sweep_invariant import _check_invariant
 from tests.factories import LOT, escalate, make_patient
 from tests.procs import manage, start_python
@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.usefixtures("dispatch_not_enqueued"), pytest.mark.djan
 AFFECTED, OTHER_LOT, NEVER_ASKED = 24, 3, 2
 PAGE_SIZE, RANGE_PAGES = 2, 2  # 6 ranges of 4 decisions
 QUESTIONS = ["Is my valsartan safe?", "Should I keep taking my blood pressure pills?"]
-WORKER = ("from corrections.sweep import sweep\n"
+WORKER = ("from corrections.sweep.run import sweep\n"
           f"r = sweep(page_size={PAGE_SIZE})\n"
           "print('RUN', r.run.pk, 'EXAMINED', r.examined, 'HANDLED', r.already_handled)\n")
 # Each committed page waits a little, so the two workers' ranges interleave on a loaded machine.
@@ -47,7 +47,7 @@ def stale_set(hashing_embeddings, no_auto_sweep):
     for i in range(NEVER_ASKED):
         make_patient(f"SYN-Y{i:02d}", [("Valsartan Tablets USP 40 mg", LOT)])
     escalate()
-    from corrections.staleness import all_stale_ids
+    from corrections.sweep.staleness import all_stale_ids
 
     stale = all_stale_ids()
     assert len(stale) == AFFECTED
@@ -125,22 +125,22 @@ def test_a_range_held_by_a_live_worker_is_not_taken(stale_set):
 
     from django.utils import timezone
 
-    from corrections import sweep_claims
-    from corrections.staleness import Scope
+    from corrections.sweep import claims
+    from corrections.sweep.staleness import Scope
 
     holder = SweepRun.objects.create(trigger=SweepRun.Trigger.MANUAL, heartbeat=timezone.now())
     other = SweepRun.objects.create(trigger=SweepRun.Trigger.MANUAL, heartbeat=timezone.now())
-    plan = sweep_claims.plan_ranges(holder, Scope.of(), PAGE_SIZE)
+    plan = claims.plan_ranges(holder, Scope.of(), PAGE_SIZE)
     from django.conf import settings
 
     per_range = PAGE_SIZE * settings.UNSAY_SWEEP_RANGE_PAGES
     assert plan.ranges == -(-AFFECTED // per_range) and plan.decisions == AFFECTED
-    taken = [sweep_claims.claim(holder, plan.run_id) for _ in range(plan.ranges)]
-    assert None not in taken and sweep_claims.claim(other, plan.run_id) is None  # all held by a live run
-    assert sweep_claims.held_by_others(other, plan.run_id)
+    taken = [claims.claim(holder, plan.run_id) for _ in range(plan.ranges)]
+    assert None not in taken and claims.claim(other, plan.run_id) is None  # all held by a live run
+    assert claims.held_by_others(other, plan.run_id)
 
     SweepRange.objects.filter(pk=taken[0].pk).update(lease_until=timezone.now() - timedelta(seconds=1))
-    assert sweep_claims.claim(other, plan.run_id).pk == taken[0].pk  # lease ran out: taken over
-    assert not sweep_claims.renew(taken[0], holder)  # the old holder learns it at its next page
+    assert claims.claim(other, plan.run_id).pk == taken[0].pk  # lease ran out: taken over
+    assert not claims.renew(taken[0], holder)  # the old holder learns it at its next page
     SweepRun.objects.filter(pk=holder.pk).update(status=SweepRun.Status.FAILED)
-    assert sweep_claims.claim(other, plan.run_id).pk == taken[1].pk  # its run ended: its ranges are free
+    assert claims.claim(other, plan.run_id).pk == taken[1].pk  # its run ended: its ranges are free

@@ -28,7 +28,7 @@ from ask.keys import issue_key
 from ask.models import ApiClient, ClientPatient
 from ask.services import ask
 from corrections.models import Correction
-from corrections.sweep import sweep
+from corrections.sweep.run import sweep
 from drugs.matching import MatchClass
 from drugs.ndc import normalize_ndc
 from memory.fact_writes import assert_claim

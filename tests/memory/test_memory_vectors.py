@@ -8,7 +8,7 @@ import pytest
 from django.db import IntegrityError, connection, transaction
 
 from ask.services import ask
-from corrections import staleness
+from corrections.sweep import staleness
 from memory import vectors
 from memory.embeddings import HashingEmbedding, embedding_text, reset_provider
 from memory.fact_writes import Claim, assert_claim, assert_claims

@@ -18,7 +18,7 @@ from ask.models import ApiClient, ApiKey, ClientPatient, UsageCounter
 from core.audit_verify import verify_chain
 from corrections import review
 from corrections.models import AuditEvent, Correction
-from corrections.sweep import sweep
+from corrections.sweep.run import sweep
 from memory.models import Decision
 from outbox.dispatch import dispatch_ready
 from patients.dispensing import save_dispensing

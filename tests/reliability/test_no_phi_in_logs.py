@@ -27,7 +27,7 @@ from ask.models import ApiClient
 from core import embedded
 from corrections.models import Correction
 from corrections.review import approve
-from corrections.sweep import sweep
+from corrections.sweep.run import sweep
 from outbox.dispatch import dispatch_ready
 from patients.models import Patient
 from recalls.openfda import OpenFDAClient, OpenFDAError

@@ -42,7 +42,7 @@ def test_metrics_are_refused_to_anonymous_callers_and_served_to_staff_or_the_tok
 
 def test_a_sweep_moves_the_draft_redecision_and_review_metrics(staff_client, hashing_embeddings, monkeypatch):
     from ask.services import ask
-    from corrections.sweep import sweep
+    from corrections.sweep.run import sweep
     from memory.fact_writes import assert_claim
     from outbox import tasks
     from tests.factories import recall_claim

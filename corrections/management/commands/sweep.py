@@ -12,7 +12,8 @@ from tqdm import tqdm
 from core import shutdown
 from core.commands import MigratedCommand
 from corrections.models import SweepRun
-from corrections.sweep import count_stale, sweep
+from corrections.preview import preview_escalation
+from corrections.sweep.run import count_stale, sweep
 
 
 class SweepProgressBars:
@@ -89,8 +90,6 @@ class Command(MigratedCommand):
             if not dry_run or not classification:
                 raise CommandError("--escalate previews only: give --dry-run and --classification "
                                    "(to publish, use `manage.py escalate`).")
-            from corrections.preview import preview_escalation
-
             try:
                 report = preview_escalation(escalate, classification, lot)
             except LookupError as exc:

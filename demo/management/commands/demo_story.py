@@ -13,7 +13,7 @@ from django.core.management.base import CommandError
 from ask.services import ask
 from core.commands import MigratedCommand
 from corrections.models import Correction, SweepRun
-from corrections.sweep import sweep
+from corrections.sweep.run import sweep
 from corrections.triggers import auto_sweep_suppressed
 from demo.escalation import escalate
 from demo.patients import DEMO_LOT, DEMO_PATIENT_REFS, DEMO_RECALL_NUMBER

@@ -1,25 +1,26 @@
 """The sweep's set-based page: the normal path for the rules reasoner on PostgreSQL.
 
-One locked page of the stale set (corrections.sweep._process_page has already read its decisions,
-their stale reasons and pending drafts) is handled in two steps inside the page's one transaction:
+One locked page of the stale set (corrections.sweep.stale_page has already read its decisions,
+their stale reasons and pending drafts) is handled by write_set_based, in a savepoint of the page's
+one transaction, in two steps:
 
   plan_page   read the page's dispensing and candidate believed facts in a few queries
               (ask.beliefs.PageBeliefs), then decide every decision in memory through the same
               ask.services.decide the ask path uses, and work out each decision's letter exactly as
-              corrections.redecide.redecide does (trigger, dedupe key, coalescing);
+              corrections.sweep.one_by_one.redecide does (trigger, dedupe key, coalescing);
   write_page  supersede the page's decisions in one UPDATE guarded by status = 'standing'
-              (memory.services.supersede_standing; the row count must be the page's size),
+              (memory.fact_writes.supersede_standing; the row count must be the page's size),
               take ids with nextval over generate_series, store the page's read sets not stored yet
               (memory.read_sets.store), and COPY decisions, premises, inputs, corrections, outbox
-              messages, audit events and redecisions.
+              messages, audit events and redecisions (core.copy_rows).
 
 The rows are the ones the per-decision path writes, ids included (tests/corrections/test_sweep_set_based.py),
 because ids are taken per table in the same order. Anything unusual raises or is refused up front
-(`per_decision_reason`): the caller rolls the savepoint back and runs the per-decision path for
+(`per_decision_reason`): the savepoint is rolled back and the run takes the per-decision path for
 that page — an integrity error (a dedupe key taken by a concurrent sweep), a decision no longer
 standing, a pending draft to stale, a model reasoner, an engine other than PostgreSQL.
 
-Decisions are decided once per group that the rules cannot tell apart (corrections.sweep_groups:
+Decisions are decided once per group that the rules cannot tell apart (corrections.sweep.groups:
 equal inputs up to lots no believed fact names), once per sweep while its pages load the same fact
 versions, which is what makes pages of distinct patients cheap.
 
@@ -34,28 +35,68 @@ from dataclasses import dataclass, replace
 from types import SimpleNamespace
 
 from django.conf import settings
-from django.db import connection
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from ask.beliefs import FactCache, PageBeliefs
 from ask.reasoners import get_reasoner
+from ask.services import resolve_subject
 from core import audit_chain
+from core.copy_rows import copy_models
+from core.retry import is_retryable
 from memory import read_sets
+from memory.decisions import DecisionAlreadySuperseded
+from memory.fact_writes import supersede_standing
 from memory.models import Decision, DecisionInput, DecisionPremise
-from memory.services import supersede_standing
 from recalls.selectors import prefetch as prefetch_texts
 
-from .drafting import correction_text, fact_diff, serious_answer
-from .drafts import SWEEP_ACTOR, coalesce, correction_values, draft_key, drafted_event, message_values
-from .models import AuditEvent, Correction, OutboxMessage, Redecision
-from .redecide import SweepReport, change_token, letter_fact, pick_trigger, strongest_match
-from .sweep_groups import PageDecider, SweepGroups
+from ..drafting import correction_text, fact_diff, serious_answer
+from ..drafts import SWEEP_ACTOR, coalesce, correction_values, draft_key, drafted_event, message_values
+from ..models import AuditEvent, Correction, OutboxMessage, Redecision
+from . import faults
+from .change import change_token, letter_fact, pick_trigger, strongest_match
+from .groups import PageDecider, SweepGroups
+from .report import SweepReport
+from .stale_page import StalePage
 
 log = logging.getLogger(__name__)
 
 
 class PageFallback(Exception):
     """This page must go the per-decision way (the savepoint is rolled back first)."""
+
+
+def write_set_based(page: StalePage, decider, run, page_no: int, report: SweepReport, *, dry_run: bool,
+                    caches: "SweepCaches") -> bool:
+    """The page as a set, in a savepoint: planned (plan_page), then written (write_page). False: the
+    page takes the per-decision path (corrections.sweep.one_by_one), refused up front or anything
+    unusual rolled back; its reasoner runs are then not counted here."""
+    why = per_decision_reason(decider, page.decisions, page.pending, dry_run=dry_run)
+    if why:
+        if not dry_run:
+            log.info("sweep page %d takes the per-decision path: %s", page_no, why)
+        return False
+    calls_before = decider.calls
+    one = SweepReport()
+    try:
+        with transaction.atomic():
+            plans, beliefs = plan_page(page.decisions, page.reasons, decider, fact_cache=caches.facts,
+                                       groups=caches.groups)
+            faults.maybe_crash("mid_page", page_no)
+            write_page(plans, beliefs, run, one, letters=caches.letters)
+    except (DecisionAlreadySuperseded, IntegrityError, PageFallback) as exc:
+        log.info("sweep page %d falls back to the per-decision path: %s", page_no, exc)
+    except Exception as exc:  # noqa: BLE001 - the per-decision path records the failure per decision
+        if is_retryable(exc):
+            raise  # the whole page again, on a new snapshot (run_in_transaction)
+        log.exception("sweep page %d falls back to the per-decision path", page_no)
+    else:
+        one.set_pages = 1
+        report.add(one)
+        return True
+    decider.calls = calls_before  # what the per-decision path calls is what counts
+    decider.reset()
+    return False
 
 
 def per_decision_reason(decider, decisions, pending, *, dry_run: bool) -> str:
@@ -95,8 +136,6 @@ def plan_page(decisions, reasons, decider, *, fact_cache: FactCache,
     """Decide the page in memory. Reads: dispensing (1 query), believed fact ids (1), fact rows not
     cached yet (0-1), the latest version of each retracted read (per page), semantic neighbours
     per distinct question when the exact matches leave room, and the dedupe keys (1)."""
-    from ask.services import resolve_subject
-
     beliefs = PageBeliefs({d.patient_id for d in decisions}, cache=fact_cache)
     decider.preload_from(beliefs)
     wanted, resolved_for = [], {}
@@ -141,22 +180,8 @@ def plan_page(decisions, reasons, decider, *, fact_cache: FactCache,
     return plans, beliefs
 
 
-def _copy(cursor, model, columns, rows: list[tuple]):
-    if not rows:
-        return
-    table = model._meta.db_table
-    with cursor.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
-        for row in rows:
-            copy.write_row(row)
-
-
-def _columns(model, *, with_id: bool) -> list[str]:
-    return [f.column for f in model._meta.concrete_fields if with_id or not f.primary_key]
-
-
-# The columns each COPY names, in the order its row tuples are built below. `_checked_columns`
-# refuses to COPY when a table's concrete columns are not exactly these (a new model field is
-# never silently defaulted).
+# The columns each COPY names, in the order its row tuples are built below (core.copy_rows refuses to COPY
+# when a table's concrete columns are not exactly these).
 DECISION_COLUMNS = ("id", "public_id", "patient_id", "region", "question", "subject", "verdict", "answer",
                     "reasoner", "reasoner_verdict", "guardrail_override", "inputs_hash", "status", "replaces_id",
                     "decided_at", "superseded_at", "created", "read_set_id")
@@ -174,16 +199,6 @@ AUDIT_COLUMNS = ("id", "at", "actor_id", "actor_label", "action", "correction_id
                  "before", "after", "note", "seq", "redacted")
 REDECISION_COLUMNS = ("old_decision_id", "new_decision_id", "outcome", "recall_number", "trigger_fact_id",
                       "sweep_run_id", "shared", "created")
-_CHECKED: set = set()
-
-
-def _checked_columns(model, columns, *, with_id: bool):
-    if model not in _CHECKED:
-        actual = _columns(model, with_id=with_id)
-        if set(actual) != set(columns) or len(actual) != len(columns):
-            raise RuntimeError(f"{model.__name__}: columns {sorted(set(actual) ^ set(columns))} named wrongly")
-        _CHECKED.add(model)
-    return columns
 
 
 def write_page(plans: list[Plan], beliefs: PageBeliefs, run, report: SweepReport, *, letters=None):
@@ -243,14 +258,12 @@ def write_page(plans: list[Plan], beliefs: PageBeliefs, run, report: SweepReport
                 report.reaffirmed += 1
 
         read_sets.store(sets)  # only the sets no decision read before
-        _copy(cursor, Decision, _checked_columns(Decision, DECISION_COLUMNS, with_id=True), decisions)
-        _copy(cursor, DecisionPremise, _checked_columns(DecisionPremise, PREMISE_COLUMNS, with_id=False), premises)
-        _copy(cursor, DecisionInput, _checked_columns(DecisionInput, INPUT_COLUMNS, with_id=False), inputs)
-        _copy(cursor, Correction, _checked_columns(Correction, CORRECTION_COLUMNS, with_id=True), corrections)
-        _copy(cursor, OutboxMessage, _checked_columns(OutboxMessage, OUTBOX_COLUMNS, with_id=False), messages)
-        _copy(cursor, AuditEvent, _checked_columns(AuditEvent, AUDIT_COLUMNS, with_id=True), audits)
+        copy_models(cursor, [
+            (Decision, DECISION_COLUMNS, decisions, True), (DecisionPremise, PREMISE_COLUMNS, premises, False),
+            (DecisionInput, INPUT_COLUMNS, inputs, False), (Correction, CORRECTION_COLUMNS, corrections, True),
+            (OutboxMessage, OUTBOX_COLUMNS, messages, False), (AuditEvent, AUDIT_COLUMNS, audits, True),
+            (Redecision, REDECISION_COLUMNS, redecisions, False)])
         audit_chain.written(AuditEvent, [row[0] for row in audits])  # linked after the page commits
-        _copy(cursor, Redecision, _checked_columns(Redecision, REDECISION_COLUMNS, with_id=False), redecisions)
 
 
 class _ReadSetIds:

@@ -2,7 +2,7 @@
 
     PageDecider   ask.services.decide for a page's decisions, once per group of the page (the first
                   member decided for real, the others stamped from it with their own lots, premises and
-                  inputs); corrections.sweep_pages.plan_page decides a page through it
+                  inputs); corrections.sweep.pages.plan_page decides a page through it
     SweepGroups   the groups the sweep's earlier pages decided, reused by a later page that loaded the
                   same fact versions and whose member's context reads the same
 
@@ -11,11 +11,16 @@ over the database (tests/corrections/test_sweep_set_based.py, test_sweep_groups.
 """
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from ask import services as ask_services
+from ask.reasoners import get_reasoner
 from ask.rules import date_view, reads_dates
+from drugs.lots import near_lot_key, near_lot_keys
+from drugs.scopes import dispensing_scopes
+from memory.decisions import inputs_fingerprint
 
-from .redecide import strongest_match
+from .change import strongest_match
 
 log = logging.getLogger(__name__)
 
@@ -46,17 +51,12 @@ class _FactLots:
     (drugs.lots) and their scopes (drugs.scopes)."""
 
     def __init__(self, facts):
-        from drugs.lots import near_lot_keys
-
         self.lots = {f.lot for f in facts if f.lot}
         self.near = set().union(*(near_lot_keys(f.lot) for f in facts if f.lot))
         self.scopes = {s for f in facts for s in (getattr(f, "scopes", None) or ())}
 
     def reach(self, lot: str, rows, subject: str) -> bool:
         """The lot is one of theirs, near one of theirs, or a lot-level scope of its rows is theirs."""
-        from drugs.lots import near_lot_key
-        from drugs.scopes import dispensing_scopes
-
         if lot in self.lots or near_lot_key(lot) in self.near:
             return True
         return bool(self.scopes) and any(s in self.scopes for row in rows if row.lot == lot
@@ -173,19 +173,16 @@ class PageDecider:
         return outcome, shared, (found[0] if found else None)
 
     def _plain(self, patient, question, subject):
-        from ask.services import decide
-
         self.decider.calls += 1
-        return decide(patient, question, subject=subject or None, reasoner=self.decider.reasoner,
+        return ask_services.decide(patient, question, subject=subject or None, reasoner=self.decider.reasoner,
                       beliefs=self.beliefs)
 
     def resolve(self, patient, question, subject):
-        from ask.services import resolve_subject
-
         drugs = tuple(self.beliefs.patient_drugs(patient))
         key = (question, subject or "", drugs)
         if key not in self._resolved:
-            self._resolved[key] = resolve_subject(patient, question, subject or None, beliefs=self.beliefs)[0]
+            self._resolved[key] = ask_services.resolve_subject(patient, question, subject or None,
+                                                               beliefs=self.beliefs)[0]
         return self._resolved[key], drugs
 
     def _is_inert(self, resolved, lot, rows) -> bool:
@@ -238,12 +235,7 @@ class PageDecider:
     def _first(self, patient, question, subject, resolved, rows, lots, inert, mine, key):
         """The group's first member, decided for real and with its inert lots marked; or (None, group)
         when an earlier page of the sweep decided this group and the member's context reads the same."""
-        from dataclasses import replace
-
-        from ask.reasoners import get_reasoner
-        from ask.services import build_context, finish
-
-        ctx = build_context(patient, question, resolved, beliefs=self.beliefs)
+        ctx = ask_services.build_context(patient, question, resolved, beliefs=self.beliefs)
         if self.shared is not None:
             earlier = self.shared.get((self._facts_key, key), _reads(ctx))
             if earlier is not None and earlier.unseen.admits(rows, inert):
@@ -266,7 +258,7 @@ class PageDecider:
         marked_ctx = replace(ctx, patient_lots=[_mark(n) if lot in inert else lot for n, lot in enumerate(lots)],
                              memo={})
         self.decider.calls += 1
-        marked = finish(marked_ctx, reasoner.decide(marked_ctx))
+        marked = ask_services.finish(marked_ctx, reasoner.decide(marked_ctx))
         back = replace(marked, answer=_unmark(marked.answer, mine),
                        guardrail_override=_unmark(marked.guardrail_override, mine), patient_lots=real.patient_lots)
         if _outcome_fields(back) != _outcome_fields(real):
@@ -281,22 +273,18 @@ class PageDecider:
         return group
 
     def _stamp(self, group: _Group, question, resolved, rows, lots, mine):
-        from dataclasses import replace
-
-        from ask.services import premises_for
-        from memory.decisions import inputs_fingerprint
-
         o = group.outcome
         inputs = [(row.id, row.fingerprint) for row in rows]
         return replace(
             o, answer=_unmark(o.answer, mine) if mine else o.answer,
             guardrail_override=_unmark(o.guardrail_override, mine) if mine else o.guardrail_override,
-            load_bearing_ids=set(o.load_bearing_ids), patient_lots=lots, premises=premises_for(resolved, rows),
+            load_bearing_ids=set(o.load_bearing_ids), patient_lots=lots,
+            premises=ask_services.premises_for(resolved, rows),
             inputs=inputs, inputs_hash=inputs_fingerprint(question, [f"{i}:{fp}" for i, fp in inputs] or lots,
                                                           group.versions))
 
     def match_class(self, key, rows, facts) -> str:
-        """redecide.strongest_match, once per group and load-bearing facts: the facts are among the
+        """corrections.sweep.change.strongest_match, once per group and load-bearing facts: the facts are among the
         group's reads, so an inert lot matches none of them (see the class docstring)."""
         group = self._groups.get(key) if key is not None else None
         if not isinstance(group, _Group):

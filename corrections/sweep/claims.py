@@ -9,12 +9,12 @@ A plan is the ranges one sweep cut its stale set into (`SweepRange.run` is that 
 sweep of the same scope that starts while the planner is running joins its plan instead of reading the
 stale set again. Planning is serialised per scope by a transaction advisory lock (core.runlock); on an
 engine without one two sweeps may each plan, and the pages' row locks still keep every decision
-re-decided once (corrections.sweep: FOR UPDATE SKIP LOCKED, re-checked, superseded under a guard).
+re-decided once (corrections.sweep.stale_page: FOR UPDATE SKIP LOCKED, re-checked, superseded under a guard).
 
 A range is claimed with a conditional UPDATE on its claim count, so of two sweeps that saw it free
 exactly one takes it. It is free while no one holds it, when its holder's lease ran out (no page
 committed for UNSAY_SWEEP_HEARTBEAT_TIMEOUT seconds), or when its holder's run is no longer running:
-ended, handed back on SIGTERM, or found dead through its run lock (corrections.sweep.abandon_dead_runs).
+ended, handed back on SIGTERM, or found dead through its run lock (corrections.sweep.run.abandon_dead_runs).
 Taking over a range replays it: its committed pages' decisions are superseded and drop out of each
 page's re-check, and drafts and outbox messages are exactly once per dedupe key.
 """
@@ -29,8 +29,8 @@ from django.utils import timezone
 
 from core import runlock
 
+from ..models import SweepRange, SweepRun
 from . import staleness
-from .models import SweepRange, SweepRun
 from .staleness import Scope
 
 PLAN_LOCK = "sweep_plan"  # core.runlock kind: one planner per scope at a time
@@ -45,7 +45,7 @@ class Plan:
 
 
 def _same_scope(scope: Scope) -> dict:
-    # SweepRun stores the scope as sorted id lists (corrections.sweep.sweep), so equal scopes are equal JSON.
+    # SweepRun stores the scope as sorted id lists (corrections.sweep.run.sweep), so equal scopes are equal JSON.
     return {"run__fact_ids": list(scope.fact_ids or []), "run__patient_ids": list(scope.patient_ids or [])}
 
 

@@ -22,13 +22,14 @@ from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from core.retry import run_in_transaction
+from drugs.identity import readable
 from drugs.recall_terms import is_active, recall_number
 from memory.models import Decision, Fact
 from patients.models import Patient
+from patients.services import Match, exposed_patients
 
-from . import faults, staleness
-from .models import Correction
-from .recall_letters import (
+from ..models import Correction
+from ..recall_letters import (
     AFFECTED,
     PENDING,
     latest_version,
@@ -38,7 +39,9 @@ from .recall_letters import (
     situations,
     worsened,
 )
-from .redecide import SweepReport, save_run_progress
+from . import faults, staleness
+from .report import SweepReport, save_run_progress
+from .staleness import Scope
 
 CHUNK = 500  # patients whose dispensing and letters are read together
 
@@ -123,8 +126,6 @@ def exposed_patients_of(fact: Fact, *, who_never_asked: bool = False):
     patients.services.exposed_patients; who_never_asked: without the rows whose patient has a standing
     decision about that medicine resting on a scope this fact touches, in the same query (askers_owed
     finds those of them still owed a letter)."""
-    from patients.services import Match, exposed_patients
-
     unless = list(fact.scopes or []) if who_never_asked else None
     return [(e.patient, "lot" if e.match == Match.LOT else "drug", str(e.match_class or ""), e.dispensings)
             for e in exposed_patients(fact, unless_standing_on=unless)]
@@ -146,8 +147,6 @@ def notice_question(rows) -> tuple[str, str]:
     row's own identity and the text the pharmacy typed), never the recall's name for it: a pack typed
     "LOSART POT 50MG TAB" with the recalled NDC and lot is this patient's losartan, whatever the recall
     calls it."""
-    from drugs.identity import readable
-
     row = next((r for r in rows if r.drug), rows[0] if rows else None)
     subject = row.drug if row is not None else ""
     named = ((row.drug_text or "").strip() if row is not None else "") or readable(subject) or "medicine"
@@ -197,36 +196,112 @@ def recall_checks(fact_ids=None, patient_ids=None, *, by_facts: bool) -> list[Re
     return [checks[number] for number in sorted(checks) if number]
 
 
-def settle_recall(check: RecallCheck, decider, run, report: SweepReport, *, dry_run: bool, notice_no: list):
-    """Bring every looked-at patient's letters about one recall in line (corrections.recall_letters):
-    planned on what is read, then, only for a patient with something to do, re-planned and written in
-    one transaction per patient with their letters locked."""
-    patient_ids = set(check.patient_ids)
-    if check.facts_changed:  # a pending notice may no longer say what holds, or a correction tells them now
-        patient_ids.update(Correction.objects.filter(kind=Correction.Kind.NOTICE, status__in=PENDING,
-                                                     recall_number=check.number).values_list("patient_id", flat=True))
-    for fact in check.changed.values():
-        patient_ids.update(patient.id for patient, *_ in exposed_patients_of(fact, who_never_asked=True))
-    if check.changed:
-        patient_ids.update(askers_owed(check.changed.values(), check.number))
-    ordered = sorted(patient_ids)
-    for start in range(0, len(ordered), CHUNK):
-        chunk = ordered[start:start + CHUNK]
-        found = situations(chunk, {check.number})
-        letters: dict[int, list] = {}
-        for letter in (Correction.objects.filter(patient_id__in=chunk, recall_number=check.number)
-                       .exclude(status=Correction.Status.STALE).select_related("trigger_fact", "previous_fact")
-                       .defer("trigger_fact__embedding", "previous_fact__embedding").order_by("id")):
-            letters.setdefault(letter.patient_id, []).append(letter)
-        unexposed = Patient.objects.in_bulk([pid for pid in chunk if (pid, check.number) not in found])
-        answers = standing_answers(found.values())
-        for patient_id in chunk:
-            situation = found.get((patient_id, check.number))
-            patient = situation.patient if situation is not None else unexposed.get(patient_id)
-            if patient is None:
-                continue
-            _settle_one(check, situation, patient, letters.get(patient_id, []), answers.get(patient_id), decider,
-                        run, report, dry_run=dry_run, notice_no=notice_no)
+def notice_pass(scope: Scope, decider, run, *, dry_run: bool, progress=None) -> SweepReport:
+    """The sweep's last step, once its pages are done: settle the letters of every patient the scope's
+    changes reach (see the module docstring), recall by recall. Returns what it did, its reasoner
+    runs included. progress: optional callable(done, total), recall facts whose patients have been
+    settled, of how many; first called with done = 0."""
+    decider.reset()
+    calls_before = decider.calls
+    settling = _Settling(decider, run, dry_run=dry_run)
+    # Every recall whose patients are looked at, known before the first is settled: every exposed
+    # patient found affected ends with one reviewed letter about it.
+    checks = recall_checks(list(scope.fact_ids) if scope.fact_ids else None, scope.patient_ids,
+                           by_facts=bool(scope.fact_ids or scope.everything))
+    units, done = sum(check.size for check in checks), 0
+    if progress:
+        progress(0, units)
+    for check in checks:
+        settling.settle_recall(check)
+        done += check.size
+        if progress:
+            progress(done, units)
+    report = settling.report
+    report.reasoner_calls = decider.calls - calls_before
+    if run is not None and report.reasoner_calls:
+        save_run_progress(run, SweepReport(reasoner_calls=report.reasoner_calls,
+                                           already_handled=report.already_handled))
+    return report
+
+
+class _Settling:
+    """One notice pass: what it settles with (the sweep's decider and run) and what it did so far."""
+
+    def __init__(self, decider, run, *, dry_run: bool):
+        self.decider, self.run, self.dry_run = decider, run, dry_run
+        self.report = SweepReport()
+        self.drafted = 0  # notices written, counted for the crash-replay tests' fault point
+
+    def settle_recall(self, check: RecallCheck):
+        """Bring every looked-at patient's letters about one recall in line (corrections.recall_letters):
+        planned on what is read, then, only for a patient with something to do, re-planned and written in
+        one transaction per patient with their letters locked."""
+        patient_ids = set(check.patient_ids)
+        if check.facts_changed:  # a pending notice may no longer say what holds, or a correction tells them now
+            patient_ids.update(Correction.objects.filter(
+                kind=Correction.Kind.NOTICE, status__in=PENDING, recall_number=check.number,
+            ).values_list("patient_id", flat=True))
+        for fact in check.changed.values():
+            patient_ids.update(patient.id for patient, *_ in exposed_patients_of(fact, who_never_asked=True))
+        if check.changed:
+            patient_ids.update(askers_owed(check.changed.values(), check.number))
+        ordered = sorted(patient_ids)
+        for start in range(0, len(ordered), CHUNK):
+            chunk = ordered[start:start + CHUNK]
+            found = situations(chunk, {check.number})
+            letters: dict[int, list] = {}
+            for letter in (Correction.objects.filter(patient_id__in=chunk, recall_number=check.number)
+                           .exclude(status=Correction.Status.STALE).select_related("trigger_fact", "previous_fact")
+                           .defer("trigger_fact__embedding", "previous_fact__embedding").order_by("id")):
+                letters.setdefault(letter.patient_id, []).append(letter)
+            unexposed = Patient.objects.in_bulk([pid for pid in chunk if (pid, check.number) not in found])
+            answers = standing_answers(found.values())
+            for patient_id in chunk:
+                situation = found.get((patient_id, check.number))
+                patient = situation.patient if situation is not None else unexposed.get(patient_id)
+                if patient is None:
+                    continue
+                self._settle_one(check, situation, patient, letters.get(patient_id, []), answers.get(patient_id))
+
+    def _settle_one(self, check, situation, patient, letters, answer):
+        outcome = None
+        corrected = any(c.kind == Correction.Kind.CORRECTION and c.status in PENDING for c in letters)
+        if situation is not None and not corrected:  # a pending correction tells them, whatever the verdict
+            outcome = answer
+            if outcome is None:
+                question, subject = notice_question(situation.rows)
+                outcome, _shared = self.decider.decide(patient, question, subject or situation.strongest.fact.subject)
+        previous = check.previous.get(situation.strongest.fact.id) if situation is not None else None
+        todo = plan(situation, outcome.verdict if outcome is not None else "", letters, previous=previous)
+        if not todo.stale and not todo.draft:
+            return
+        if self.dry_run:
+            if todo.draft:
+                self.report.notices += 1
+                self.report.preview.append({"notice": True, "patient_ref": patient.external_ref,
+                                            "match": situation.match, "new_verdict": outcome.verdict,
+                                            "recall_number": check.number})
+            return
+
+        run = self.run
+
+        def write():
+            settled = settle(situation, outcome, patient=patient, recall_number=check.number, run=run,
+                             previous=previous)
+            delta = SweepReport(notices=int(settled.drafted is not None), already_handled=int(settled.already_handled))
+            if run is not None and delta.notices:
+                save_run_progress(run, SweepReport(notices=delta.notices))  # already_handled: once, by the sweep
+            return delta
+
+        try:
+            delta = run_in_transaction(write)
+        except IntegrityError:
+            self.report.already_handled += 1  # a concurrent sweep wrote this notice first
+            return
+        self.report.add(delta)
+        if delta.notices:
+            self.drafted += 1
+            faults.maybe_crash("mid_notices", self.drafted)
 
 
 def standing_answers(found) -> dict[int, Decision]:
@@ -245,41 +320,3 @@ def standing_answers(found) -> dict[int, Decision]:
             latest[decision.patient_id] = decision
     reasons = staleness.stale_reasons([d.id for d in latest.values()])
     return {pid: d for pid, d in latest.items() if not reasons[d.id]}
-
-
-def _settle_one(check, situation, patient, letters, answer, decider, run, report, *, dry_run, notice_no):
-    outcome = None
-    corrected = any(c.kind == Correction.Kind.CORRECTION and c.status in PENDING for c in letters)
-    if situation is not None and not corrected:  # a pending correction tells them, whatever the verdict
-        outcome = answer
-        if outcome is None:
-            question, subject = notice_question(situation.rows)
-            outcome, _shared = decider.decide(patient, question, subject or situation.strongest.fact.subject)
-    previous = check.previous.get(situation.strongest.fact.id) if situation is not None else None
-    todo = plan(situation, outcome.verdict if outcome is not None else "", letters, previous=previous)
-    if not todo.stale and not todo.draft:
-        return
-    if dry_run:
-        if todo.draft:
-            report.notices += 1
-            report.preview.append({"notice": True, "patient_ref": patient.external_ref, "match": situation.match,
-                                   "new_verdict": outcome.verdict, "recall_number": check.number})
-        return
-
-    def write():
-        settled = settle(situation, outcome, patient=patient, recall_number=check.number, run=run,
-                         previous=previous)
-        delta = SweepReport(notices=int(settled.drafted is not None), already_handled=int(settled.already_handled))
-        if run is not None and delta.notices:
-            save_run_progress(run, SweepReport(notices=delta.notices))  # already_handled: once, by the sweep
-        return delta
-
-    try:
-        delta = run_in_transaction(write)
-    except IntegrityError:
-        report.already_handled += 1  # a concurrent sweep wrote this notice first
-        return
-    report.add(delta)
-    if delta.notices:
-        notice_no[0] += 1
-        faults.maybe_crash("mid_notices", notice_no[0])
