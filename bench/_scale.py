@@ -111,7 +111,8 @@ def check_no_near_lot_overlap(recalled: Product, others: list[Product]) -> None:
 
 def before_document(ingredients: set[str]) -> tuple[dict, int]:
     """The 2021 file's records of the ingredients used: the facts believed before the new recall."""
-    from recalls.ingest import Malformed, parse_enforcement
+    from recalls.ingest import parse_enforcement
+    from recalls.record_fields import Malformed
 
     meta, records = bulk_records(OLD_FILE)
     kept = []

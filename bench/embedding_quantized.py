@@ -29,7 +29,8 @@ CACHE = PROJECT_DIR / "var" / "bench-cache"
 
 def recall_texts(limit: int) -> list[str]:
     from recalls.documents import load_document
-    from recalls.ingest import Malformed, parse_enforcement, recall_claims
+    from recalls.ingest import parse_enforcement, recall_claims
+    from recalls.record_fields import Malformed
 
     texts = []
     for raw in load_document(str(FIXTURE))["results"]:

@@ -62,7 +62,8 @@ from memory.fact_writes import assert_claim  # noqa: E402
 from patients.csvimport import import_dispensing_csv  # noqa: E402
 from patients.models import DispensingRecord, Patient  # noqa: E402
 from patients.services import exposed_patients_for_recall  # noqa: E402
-from recalls.ingest import Malformed, parse_enforcement, recall_claims  # noqa: E402
+from recalls.ingest import parse_enforcement, recall_claims  # noqa: E402
+from recalls.record_fields import Malformed  # noqa: E402
 
 BULK_FILES = ("drug-enforcement-2021-04-28.json.zip", "drug-enforcement-2023-08-05-part.json.zip")
 STYLES = ("brand", "generic", "abbrev")

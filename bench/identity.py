@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/identity.py [--fixtures ../shared/fixtures/openfda] [--seed 1]
 
-1. Identity of every recall of the 2021 bulk file + the 2023 part (recalls.ingest.identity_of): counts
+1. Identity of every recall of the 2021 bulk file + the 2023 part (recalls.record_identity.identity_of): counts
    resolved / unresolved / combination, by source, disagreements flagged, and the number of subjects
    carrying dosage-form, packaging, NDC or labeler words (goal 0).
 2. A matching test set from real records with an `openfda` block, package NDCs and lots: a synthetic
@@ -60,7 +60,7 @@ def labeler_words(records) -> set[str]:
 
 
 def identity_counts(records, parsed) -> dict:
-    from recalls.ingest import identity_of
+    from recalls.record_identity import identity_of
 
     counts = Counter()
     by_source = Counter()
@@ -252,7 +252,8 @@ def main():
     import django
 
     django.setup()
-    from recalls.ingest import Malformed, parse_enforcement
+    from recalls.ingest import parse_enforcement
+    from recalls.record_fields import Malformed
 
     began = time.perf_counter()
     vocabulary()

@@ -322,7 +322,8 @@ def read_recalls() -> list[Recall]:
 
     django.setup()
     from drugs.ndc import ndc_product, ndc_products, ndcs_in_text, normalize_ndc
-    from recalls.ingest import Malformed, parse_enforcement
+    from recalls.ingest import parse_enforcement
+    from recalls.record_fields import Malformed
 
     versions = defaultdict(list)  # recall number -> [(snapshot, record)], newest snapshot first
     for source, name in SOURCES.items():

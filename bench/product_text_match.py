@@ -27,7 +27,9 @@ from _common import setup_django  # noqa: E402
 setup_django(db_name="unsay_bench_product_text", profile="test", migrate=False)
 
 from drugs.identity import distinctive_first_word, identity_key, product_words, texts_agree  # noqa: E402
-from recalls.ingest import Malformed, parse_enforcement, product_names_of  # noqa: E402
+from recalls.ingest import parse_enforcement  # noqa: E402
+from recalls.record_fields import Malformed  # noqa: E402
+from recalls.record_identity import product_names_of  # noqa: E402
 from tests.factories import SNAPSHOT_2021, SNAPSHOT_2023, read_results  # noqa: E402
 
 

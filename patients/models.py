@@ -148,7 +148,7 @@ def dispensing_identity(text: str, product_description: str = "") -> tuple[str, 
     """(key, source) of a dispensing's drug as entered (drugs.identity.identity_key). A real product can
     name more ingredients than a key holds (a parenteral nutrition product's 20, 231 characters as a key):
     its product text is then its identity, as recall ingestion does for a fact's subject
-    (recalls.ingest.bounded), so the row is kept, never refused for its length. It is matched by NDC
+    (recalls.record_identity.bounded), so the row is kept, never refused for its length. It is matched by NDC
     product and lot, or by that text and the exact lot, and the name as entered stays in drug_text."""
     key, source = identity_key(text, product_description)
     if len(key) <= DRUG_KEY_MAX:

@@ -2,6 +2,7 @@
 where they are: RecallClaim's RecallText row, which memory's write inserts with the facts that refer
 to it, and recall_statement of a fact's attributes that hold only their texts' reference).
 
+Reading a record's fields: recalls.record_fields; which medicine it is about: recalls.record_identity.
 One enforcement record becomes one fact per (recall, lot) when its code_info names lots, else one
 drug-level fact that says every lot is treated as affected (over-notify rather than under-notify).
 The record's long texts are stored once per version (recalls.models.RecallText) and each fact refers
@@ -12,16 +13,35 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
+from datetime import datetime
 
 from drugs import recall_terms
-from drugs.identity import PRODUCT_SOURCE, product_key, product_names, resolve
-from drugs.ndc import ndc_products, ndcs_in_text, normalize_ndc, normalize_product_ndc
+from drugs.identity import resolve
+from drugs.ndc import ndc_products, ndcs_in_text
 from memory.fact_writes import Claim
 
 from .lots.parse import parse_scope
-from .lots.scope import LOT_SCOPE_VERSION, LotScope, ScopeAttribute, scope_terms
+from .lots.scope import LotScope, ScopeAttribute, scope_terms
 from .models import TEXT_ATTRIBUTES, TEXTS_REFERENCE, RecallText
+from .record_fields import (
+    Malformed,
+    bounded_text,
+    check_storable,
+    midnight,
+    parse_openfda_date,
+    record_hash,
+    text_field,
+)
+from .record_identity import (
+    IDENTITY_TEXT_MAX,
+    LOT_MAX,
+    TEXT_FIELDS,
+    bounded,
+    identity_of,
+    ndcs_of,
+    product_names_of,
+    short_product,
+)
 from .selectors import resolved_attributes
 
 ENFORCEMENT_SOURCE = "openfda:enforcement"
@@ -30,23 +50,7 @@ ESCALATION_SOURCE = "demo:escalation"
 CLASSIFICATIONS = ("Class I", "Class II", "Class III")
 STATUSES = ("Ongoing", "Completed", "Terminated", "Pending")
 CODE_INFO_MAX = 2000
-# Free text copied into every fact of a record, bounded at several times the longest in real data
-# (reason 729, product 4,000 - openFDA's own cap -, distribution 713, firm 81 characters). Longer is
-# kept truncated and flagged (attributes["text_flag"]), never a reason to lose the record.
-TEXT_LIMITS = {"reason_for_recall": 4000, "product_description": 8000, "distribution_pattern": 4000,
-               "recalling_firm": 500, "event_id": 40}
 LABEL_SECTIONS = ("boxed_warning", "warnings")
-
-# Fields whose change means the recall changed. `openfda` (re-harmonised by FDA all the time),
-# address lines, voluntary_mandated wording and center_classification_date are deliberately out.
-HASHED_FIELDS = ("recall_number", "event_id", "classification", "status", "reason_for_recall", "recalling_firm",
-                 "product_description", "distribution_pattern", "report_date", "recall_initiation_date",
-                 "termination_date", "code_info", "more_code_info")
-
-
-class Malformed(ValueError):
-    """A record that cannot become facts; the message is the quarantine reason."""
-
 
 @dataclass
 class RecallClaim(Claim):
@@ -129,282 +133,35 @@ class ParsedRecall:
 RECALL_NUMBER_PATTERN = re.compile(r"[A-Z]-?\d{1,5}-\d{1,5}")
 CODE_INFO_SCAN_MAX = 100_000  # characters of code_info + more_code_info scanned for lots
 MAX_LOTS_PER_RECORD = 1000  # the most in real data is 616 (D-0644-2020); each lot is a fact to write and embed
-_LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
-
-
-def unstorable_text(value: str) -> str | None:
-    """Why PostgreSQL would refuse this text (NUL in text/jsonb, a lone UTF-16 surrogate in UTF-8), or None."""
-    if "\x00" in value:
-        return "a NUL character"
-    if _LONE_SURROGATE.search(value):
-        return "a lone surrogate (not valid Unicode)"
-    return None
-
-
-def check_storable(value, where: str = "record", *, depth: int = 0) -> None:
-    """Raise Malformed naming the first field (any depth, keys included) PostgreSQL could not store."""
-    if depth > 20:
-        raise Malformed(f"{where} is nested more than 20 levels deep")
-    if isinstance(value, str):
-        problem = unstorable_text(value)
-        if problem:
-            raise Malformed(f"{where} contains {problem}")
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            check_storable(str(key), f"a field name in {where}", depth=depth + 1)
-            check_storable(item, f"{where}.{key}" if where != "record" else str(key), depth=depth + 1)
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            check_storable(item, f"{where}[{index}]", depth=depth + 1)
-
-
-def storable(value, *, depth: int = 0):
-    """A copy of any JSON-ish value that jsonb accepts whatever came in: NULs and lone surrogates become
-    U+FFFD, non-JSON values their repr, deep nesting is cut. For keeping a bad record verbatim-ish."""
-    if depth > 20:
-        return "<nested too deep>"
-    if isinstance(value, str):
-        return _LONE_SURROGATE.sub("\ufffd", value.replace("\x00", "\ufffd"))
-    if isinstance(value, dict):
-        return {storable(str(k), depth=depth + 1): storable(v, depth=depth + 1) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [storable(v, depth=depth + 1) for v in value]
-    if value is None or isinstance(value, (bool, int, float)):
-        return value
-    return storable(repr(value), depth=depth + 1)
-
-
-def _text(record: dict, name: str, *, required: bool = False) -> str:
-    value = record.get(name)
-    if value is None:
-        if required:
-            raise Malformed(f"missing {name}")
-        return ""
-    if isinstance(value, (int,)) and not isinstance(value, bool) and name == "event_id":
-        return str(value)
-    if not isinstance(value, str):
-        raise Malformed(f"{name} should be text, got {type(value).__name__}: {json.dumps(value)[:80]}")
-    problem = unstorable_text(value)
-    if problem:
-        raise Malformed(f"{name} contains {problem}")
-    value = value.strip()
-    if required and not value:
-        raise Malformed(f"missing {name}")
-    return value
-
-
-OPENFDA_YEARS = range(1900, 2101)
-
-
-def _bounded_text(record: dict, name: str, cut: list[str], *, required: bool = False) -> str:
-    """_text, at most TEXT_LIMITS[name] characters: a longer value is cut, and `cut` says so."""
-    value, limit = _text(record, name, required=required), TEXT_LIMITS[name]
-    if len(value) <= limit:
-        return value
-    cut.append(f"{name} is {len(value):,} characters; the first {limit - 1:,} are kept")
-    return value[: limit - 1].rstrip() + "…"
-
-
-def parse_openfda_date(value: str, name: str) -> date | None:
-    if not value:
-        return None
-    # strptime alone is lenient ("201911" parses as 2019-01-01): insist on exactly eight digits.
-    if not (len(value) == 8 and value.isascii() and value.isdigit()):
-        raise Malformed(f"{name} {value[:40]!r} is not a YYYYMMDD date")
-    try:
-        day = datetime.strptime(value, "%Y%m%d").date()
-    except ValueError:
-        raise Malformed(f"{name} {value!r} is not a YYYYMMDD date") from None
-    if day.year not in OPENFDA_YEARS:
-        raise Malformed(f"{name} {value!r} is outside {OPENFDA_YEARS.start}..{OPENFDA_YEARS.stop - 1}")
-    return day
-
-
-def _midnight(day: date | None) -> datetime | None:
-    return datetime(day.year, day.month, day.day, tzinfo=UTC) if day else None
-
-
-def record_hash(record: dict) -> str:
-    """Hash of the fields that feed the facts; null and "" are the same (more_code_info flips between them)."""
-    content = {name: (record.get(name) or "") for name in HASHED_FIELDS}
-    content["lot_scope_parser"] = LOT_SCOPE_VERSION  # a new parser re-reads every record once (facts decide)
-    if isinstance(content["event_id"], int):
-        content["event_id"] = str(content["event_id"])
-    for name, value in content.items():
-        if isinstance(value, str):
-            content[name] = value.strip()
-    return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()
-
-
-TEXT_FIELDS = ("product_description", "code_info", "more_code_info")  # the record's own words
-
-
-def ndcs_of(record: dict, *, trust_openfda: bool = True) -> list[str]:
-    """NDCs a recall names: openfda.package_ndc (5-4-2) and product_ndc (5-4, where no package of that
-    product is listed), plus validated NDCs written in product_description and code_info. Without
-    `trust_openfda` (its block names another drug, see identity_of) only the record's own text counts."""
-    openfda = (record.get("openfda") or {}) if trust_openfda else {}
-    if not isinstance(openfda, dict):
-        openfda = {}
-    packages = set()
-    for raw in _text_items(openfda.get("package_ndc")):
-        try:
-            packages.add(normalize_ndc(raw))
-        except ValueError:
-            continue
-    for name in TEXT_FIELDS:
-        value = record.get(name)
-        if isinstance(value, str):
-            packages.update(ndcs_in_text(value))
-    covered = {package[:10] for package in packages}
-    products = set()
-    for raw in _text_items(openfda.get("product_ndc")):
-        try:
-            product = normalize_product_ndc(raw)
-        except ValueError:
-            continue
-        if product not in covered:
-            products.add(product)
-    return sorted(packages | products)
-
-
-# Bumped when the way a recall's identity (subject, NDCs, identity attributes) is derived changes: a
-# record remembered under an older version is re-derived once, through normal versioning.
-# 1: normalised description words; 2: drugs.identity vocabulary + NDCs from text; 3: a product the
-# vocabulary cannot name, or with more ingredients than a subject holds, keeps its product text as identity.
-IDENTITY_VERSION = 3
-
-
-def _text_items(value) -> list[str]:
-    """The strings of an openFDA list field; anything else in it (an integer NDC, a nested list) is
-    ignored rather than crashing the chunk: these fields only add NDCs, never decide a recall."""
-    if isinstance(value, str):
-        return [value]
-    if not isinstance(value, list):
-        return []
-    return [item for item in value if isinstance(item, str)]
-
-
-def product_names_of(record: dict) -> list[str]:
-    """The product texts a recall prints, kept whole beside the ingredients its subject was reduced to
-    (drugs.identity.product_names): its description, openFDA's brand and generic names."""
-    openfda = record.get("openfda") if isinstance(record.get("openfda"), dict) else {}
-    return product_names(_text_items(record.get("product_description")) + _text_items(openfda.get("brand_name"))
-                         + _text_items(openfda.get("generic_name")))
-
-
-SUBJECT_MAX = 200  # memory.Fact.subject
-LOT_MAX = 100  # memory.Fact.lot
-IDENTITY_TEXT_MAX = 300
-
-
-@dataclass
-class RecallIdentity:
-    subject: str          # identity key; a product text key (product:...) when no ingredient is named
-    source: str           # "openfda.generic_name" | "product_description" | "unresolved"
-    text: str             # the words that were resolved
-    flag: str             # why a person should look ("" when nothing to say)
-    trust_openfda: bool   # False when the openfda block names a different drug than the description
-
-    def attributes(self) -> dict:
-        attributes = {"identity_source": self.source, "identity_text": self.text[:IDENTITY_TEXT_MAX]}
-        if self.flag:
-            attributes["identity_flag"] = self.flag
-        return attributes
-
-
-def _generic_identity(record: dict):
-    """The one identity openfda.generic_name gives, or None (absent, unresolved, or its names disagree)."""
-    names = (record.get("openfda") or {}).get("generic_name") or []
-    if not isinstance(names, list):
-        return None
-    keys = {resolve(name) for name in names if isinstance(name, str) and name.strip()}
-    resolved = {identity for identity in keys if identity.resolved}
-    if len({identity.key for identity in resolved}) != 1 or len(resolved) != len(keys):
-        return None
-    return next(iter(resolved))
-
-
-def identity_of(record: dict) -> RecallIdentity:
-    """Which medicine a recall is about.
-
-    openfda.generic_name wins when it resolves: FDA's harmonised name from the listing names every active
-    ingredient and no vehicle or flavour. But openFDA joins that block by NDCs it regexes out of the text,
-    to current listings, and sometimes lands on another product (D-1110-2015: clarithromycin tablets whose
-    block says captopril). So when the description resolves to ingredients sharing none with the block's,
-    the description wins, the block's NDCs are not used, and the fact is flagged for a person. A record
-    neither resolves is kept with subject "" (matched by NDC product and lot only) and flagged.
-    """
-    description = record.get("product_description") or ""
-    from_description = resolve(description)
-    from_generic = _generic_identity(record)
-    disjoint = from_generic and not set(from_generic.ingredients) & set(from_description.ingredients)
-    if disjoint and from_description.resolved:
-        return RecallIdentity(
-            from_description.key, "product_description", from_description.text,
-            f"openfda.generic_name says {from_generic.key!r} but product_description says "
-            f"{from_description.key!r}: the description is used and openFDA's NDCs for this record are ignored",
-            trust_openfda=False)
-    if from_generic:
-        return RecallIdentity(from_generic.key, "openfda.generic_name", from_generic.text, "", True)
-    if from_description.resolved:
-        return RecallIdentity(from_description.key, "product_description", from_description.text, "", True)
-    text_key = product_key(description)
-    return RecallIdentity(text_key, PRODUCT_SOURCE if text_key else "unresolved", from_description.text,
-                          "no drug the vocabulary knows is named in product_description or openfda.generic_name: "
-                          "its product text is its identity (matched by NDC product and lot, or by that text "
-                          "and the exact lot) until a person identifies it", True)
-
-
-def bounded(identity: RecallIdentity, description: str) -> RecallIdentity:
-    """An identity key too long for a fact's subject (a parenteral nutrition product names 20 ingredients)
-    is replaced by its product text key, flagged: the record is kept, never refused for its length."""
-    if len(identity.subject) <= SUBJECT_MAX:
-        return identity
-    return RecallIdentity(product_key(description)[:SUBJECT_MAX], PRODUCT_SOURCE, identity.text,
-                          f"its ingredients ({len(identity.subject)} characters as a key) are more than a subject "
-                          f"holds: the product text is its identity; the ingredients were {identity.subject[:300]}",
-                          identity.trust_openfda)
-
-
-def subject_of(record: dict) -> str:
-    """The identity key of a recall's product ("" when unresolved, see identity_of)."""
-    return identity_of(record).subject
-
-
-def short_product(description: str, limit: int = 140) -> str:
-    text = " ".join(description.split())
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
-
-
 def parse_enforcement(record) -> ParsedRecall:
     """Validate one enforcement record and derive what its facts need. Raises Malformed."""
     if not isinstance(record, dict):
         raise Malformed(f"record should be a JSON object, got {type(record).__name__}")
     check_storable(record)
-    recall_number = _text(record, "recall_number", required=True)
+    recall_number = text_field(record, "recall_number", required=True)
     if len(recall_number) > 40:
         raise Malformed(f"recall_number {recall_number[:40]!r}… is longer than 40 characters")
-    classification = _text(record, "classification", required=True)
+    classification = text_field(record, "classification", required=True)
     if classification not in CLASSIFICATIONS:
         raise Malformed(f"classification {classification!r} is not one of {', '.join(CLASSIFICATIONS)}")
-    status = _text(record, "status", required=True)
+    status = text_field(record, "status", required=True)
     if status not in STATUSES:
         raise Malformed(f"status {status!r} is not one of {', '.join(STATUSES)}")
     cut: list[str] = []
-    description = _bounded_text(record, "product_description", cut, required=True)
-    reason = _bounded_text(record, "reason_for_recall", cut)
-    firm = _bounded_text(record, "recalling_firm", cut)
-    event_id = _bounded_text(record, "event_id", cut)
-    distribution = _bounded_text(record, "distribution_pattern", cut)
-    code_info = _text(record, "code_info")
-    more_code_info = _text(record, "more_code_info")
+    description = bounded_text(record, "product_description", cut, required=True)
+    reason = bounded_text(record, "reason_for_recall", cut)
+    firm = bounded_text(record, "recalling_firm", cut)
+    event_id = bounded_text(record, "event_id", cut)
+    distribution = bounded_text(record, "distribution_pattern", cut)
+    code_info = text_field(record, "code_info")
+    more_code_info = text_field(record, "more_code_info")
     openfda = record.get("openfda")
     if openfda is not None and not isinstance(openfda, dict):
         raise Malformed(f"openfda should be an object, got {type(openfda).__name__}")
-    initiated = parse_openfda_date(_text(record, "recall_initiation_date", required=True), "recall_initiation_date")
-    terminated = parse_openfda_date(_text(record, "termination_date"), "termination_date")
-    reported = parse_openfda_date(_text(record, "report_date"), "report_date")
+    initiated = parse_openfda_date(text_field(record, "recall_initiation_date", required=True),
+                                   "recall_initiation_date")
+    terminated = parse_openfda_date(text_field(record, "termination_date"), "termination_date")
+    reported = parse_openfda_date(text_field(record, "report_date"), "report_date")
     if terminated and terminated < initiated:
         raise Malformed(f"termination_date {terminated} is before recall_initiation_date {initiated}")
     identity = bounded(identity_of(record), record.get("product_description") or "")
@@ -450,7 +207,7 @@ def parse_enforcement(record) -> ParsedRecall:
     return ParsedRecall(
         recall_number=recall_number, record_hash=record_hash(record), subject=identity.subject,
         ndcs=ndcs_of(record, trust_openfda=identity.trust_openfda), lots=lots, all_lots=all_lots,
-        attributes=attributes, valid_from=_midnight(initiated), valid_to=_midnight(terminated),
+        attributes=attributes, valid_from=midnight(initiated), valid_to=midnight(terminated),
         product=short_product(description), raw=record, identity=identity.attributes(), lot_scope=scope,
     )
 
@@ -542,13 +299,13 @@ def label_claims(record, *, source_ref: str = "", asserted_by: str = "") -> tupl
     if not isinstance(record, dict):
         raise Malformed(f"record should be a JSON object, got {type(record).__name__}")
     check_storable(record)
-    set_id = _text(record, "set_id", required=True)
-    label_id = _text(record, "id", required=True)
+    set_id = text_field(record, "set_id", required=True)
+    label_id = text_field(record, "id", required=True)
     try:
-        version = int(_text(record, "version", required=True))
+        version = int(text_field(record, "version", required=True))
     except ValueError:
         raise Malformed(f"version {record.get('version')!r} is not a number") from None
-    effective = parse_openfda_date(_text(record, "effective_time", required=True), "effective_time")
+    effective = parse_openfda_date(text_field(record, "effective_time", required=True), "effective_time")
     openfda = record.get("openfda") or {}
     if not isinstance(openfda, dict):
         raise Malformed("openfda should be an object")
@@ -581,6 +338,6 @@ def label_claims(record, *, source_ref: str = "", asserted_by: str = "") -> tupl
                                             else "openfda.brand_name" if subject else "unresolved"),
                         "identity_text": identity.text[:IDENTITY_TEXT_MAX],
                         **({} if subject else {"identity_flag": f"the vocabulary does not know {generic or brand!r}"})},
-            source_ref=source_ref[:255], valid_from=_midnight(effective), asserted_by=asserted_by,
+            source_ref=source_ref[:255], valid_from=midnight(effective), asserted_by=asserted_by,
         ))
     return set_id, version, claims

@@ -97,9 +97,10 @@ class RecallRecord(models.Model):
     record_hash = models.CharField(max_length=64)
     subject = models.CharField(max_length=200, blank=True)
     ndcs = models.JSONField(default=list)
-    # identity_source / identity_text / identity_flag, fixed with subject and ndcs (recalls.ingest.identity_of).
+    # identity_source / identity_text / identity_flag, fixed with subject and ndcs
+    # (recalls.record_identity.identity_of).
     identity = models.JSONField(default=dict, blank=True)
-    # recalls.ingest.IDENTITY_VERSION the subject was derived with; an older one is re-derived once.
+    # recalls.record_identity.IDENTITY_VERSION the subject was derived with; an older one is re-derived once.
     identity_version = models.PositiveSmallIntegerField(default=1)
     lots = models.JSONField(default=list)
     scope = models.CharField(max_length=8)

@@ -16,8 +16,8 @@ import json
 
 from django.utils import timezone
 
-from .ingest import storable
 from .models import QuarantinedRecord
+from .record_fields import storable
 
 KEPT_TEXT = 5000  # code_info, reason and a non-JSON record's text are cut here
 

@@ -47,17 +47,11 @@ from memory.models import Fact
 
 from . import archive, quarantine
 from .documents import SourceError, load_document, snapshot_date
-from .ingest import (
-    IDENTITY_VERSION,
-    Malformed,
-    label_claims,
-    parse_enforcement,
-    recall_claims,
-    record_hash,
-    unstorable_text,
-)
+from .ingest import label_claims, parse_enforcement, recall_claims
 from .models import IngestRun, RecallRecord
 from .openfda import OpenFDAClient
+from .record_fields import Malformed, record_hash, unstorable_text
+from .record_identity import IDENTITY_VERSION
 from .runs import (
     Progress,
     abandon_dead_runs,  # noqa: F401  (corrections.tasks reads it here)

@@ -18,7 +18,8 @@ from corrections.sweep.run import count_stale, sweep
 from drugs.lots import printed_lot
 from memory.models import Decision, Fact
 from patients.selectors import attach_patients
-from recalls.ingest import Malformed, parse_enforcement
+from recalls.ingest import parse_enforcement
+from recalls.record_fields import Malformed
 from recalls.services import ingest_document
 from tests.factories import SNAPSHOT_2021, SNAPSHOT_2023, make_patient, read_results
 

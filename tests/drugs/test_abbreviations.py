@@ -243,7 +243,7 @@ def test_the_till_strings_are_many_and_mostly_unreadable_without_the_table():
 # --- recall subjects never read the table ----------------------------------------------------------------
 
 def test_recall_subjects_do_not_go_through_the_table(monkeypatch):
-    from recalls.ingest import identity_of
+    from recalls.record_identity import identity_of
 
     records = [r for r in read_results(SNAPSHOT_2021)
                if resolve_dispensed(r.get("product_description") or "").key

@@ -8,8 +8,9 @@ import zipfile
 
 import pytest
 
+from drugs import ndc
 from memory.models import Fact
-from recalls import ingest, services
+from recalls import ingest, record_identity, services
 from recalls.models import RecallRecord
 from recalls.services import ingest_document
 from tests.paths import OPENFDA
@@ -41,7 +42,7 @@ def first_version_identity(record):
     names = (record.get("openfda") or {}).get("generic_name") or []
     subject = first_version_name(names[0]) if names else ""
     subject = subject or first_version_name(record.get("product_description") or "")
-    return ingest.RecallIdentity(subject, "first-version", "", "", True)
+    return record_identity.RecallIdentity(subject, "first-version", "", "", True)
 
 
 def _valid(normalise, values):
@@ -56,8 +57,8 @@ def _valid(normalise, values):
 
 def first_version_ndcs(record, trust_openfda=True):
     openfda = record.get("openfda") or {}
-    return (_valid(ingest.normalize_ndc, openfda.get("package_ndc"))
-            or _valid(ingest.normalize_product_ndc, openfda.get("product_ndc")))
+    return (_valid(ndc.normalize_ndc, openfda.get("package_ndc"))
+            or _valid(ndc.normalize_product_ndc, openfda.get("product_ndc")))
 
 
 def test_reingesting_versions_exactly_the_facts_whose_subject_or_ndcs_changed(hashing_embeddings, monkeypatch):
@@ -95,7 +96,7 @@ def test_reingesting_versions_exactly_the_facts_whose_subject_or_ndcs_changed(ha
     assert after["recall:D-1281-2019:lot:A1818G"].version == 2
     old = Fact.objects.get(id=before["recall:D-1281-2019:lot:A1818G"][2])
     assert old.retracted_at is not None and old.superseded_by_id == after["recall:D-1281-2019:lot:A1818G"].id
-    assert set(RecallRecord.objects.values_list("identity_version", flat=True)) == {ingest.IDENTITY_VERSION}
+    assert set(RecallRecord.objects.values_list("identity_version", flat=True)) == {record_identity.IDENTITY_VERSION}
 
     third = ingest_document(copy.deepcopy(document))  # derived once: nothing more to do
     assert third.new_versions == 0 and third.unchanged == len(picked)

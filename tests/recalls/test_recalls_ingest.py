@@ -17,10 +17,11 @@ from demo.escalation import escalate
 from memory.models import Fact
 from memory.signals import facts_changed
 from memory.vectors import embed_backlog
-from recalls.ingest import HASHED_FIELDS, recall_fact_key
+from recalls.ingest import recall_fact_key
 from recalls.lots.parse import extract_lots, mentions_all_lots, parse_scope
 from recalls.lots.scope import scope_terms
 from recalls.models import IngestRun, QuarantinedRecord, RecallRecord
+from recalls.record_fields import HASHED_FIELDS
 from recalls.selectors import recall_attributes
 from recalls.services import ingest_document, ingest_file
 from tests.paths import OPENFDA as FIXTURES

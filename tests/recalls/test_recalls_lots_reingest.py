@@ -16,7 +16,7 @@ from functools import lru_cache
 import pytest
 
 from memory.models import Fact
-from recalls import ingest
+from recalls import ingest, record_fields
 from recalls.lots.parse import parse_scope
 from recalls.lots.scope import LotScope, ScopedLot, scope_terms
 from recalls.services import ingest_document
@@ -88,7 +88,7 @@ def test_reingesting_after_the_parser_change_versions_exactly_the_changed_scopes
 
     with monkeypatch.context() as patch:  # the store as the old parser left it
         patch.setattr(ingest, "parse_scope", _legacy_scope)
-        patch.setattr(ingest, "LOT_SCOPE_VERSION", "1")
+        patch.setattr(record_fields, "LOT_SCOPE_VERSION", "1")
         first = ingest_document(_doc(records), workers=2)
     assert first.quarantined == 0
     before = Fact.objects.count()

@@ -40,7 +40,8 @@ class _UniqueGoodRecords(Sequence):
 
     def _reach(self, count) -> bool:
         """Parse on until `count` good records are known (all of them for None); False when there are fewer."""
-        from recalls.ingest import Malformed, parse_enforcement
+        from recalls.ingest import parse_enforcement
+        from recalls.record_fields import Malformed
 
         while (count is None or len(self._good) < count) and self._next < len(self._all):
             r = self._all[self._next]

@@ -13,8 +13,9 @@ import pytest
 from demo.slice import DEMO_SLICE
 from memory.models import Fact
 from recalls.documents import SourceError, load_document
-from recalls.ingest import Malformed, parse_enforcement, parse_openfda_date
+from recalls.ingest import parse_enforcement
 from recalls.models import IngestRun, QuarantinedRecord, RecallRecord
+from recalls.record_fields import Malformed, parse_openfda_date
 from recalls.services import ingest_document
 from tests.reliability.openfda_records import NEW, OLD, records, unique_good_records
 
