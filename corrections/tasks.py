@@ -11,7 +11,7 @@ from django.db import OperationalError
 from core import shutdown
 from core.health import celery_section
 from core.retry import RetriesExhausted
-from recalls.services import abandon_dead_runs as abandon_dead_ingests
+from recalls.runs import abandon_dead_runs as abandon_dead_ingests
 
 from .models import Correction, SweepRun
 from .sweep.run import abandon_dead_runs as abandon_dead_sweeps

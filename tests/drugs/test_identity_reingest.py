@@ -10,7 +10,7 @@ import pytest
 
 from drugs import ndc
 from memory.models import Fact
-from recalls import ingest, record_identity, services
+from recalls import ingest, ingesters, record_identity
 from recalls.models import RecallRecord
 from recalls.services import ingest_document
 from tests.paths import OPENFDA
@@ -72,7 +72,7 @@ def test_reingesting_versions_exactly_the_facts_whose_subject_or_ndcs_changed(ha
     with monkeypatch.context() as patch:
         patch.setattr(ingest, "identity_of", first_version_identity)
         patch.setattr(ingest, "ndcs_of", first_version_ndcs)
-        patch.setattr(services, "IDENTITY_VERSION", 1)
+        patch.setattr(ingesters, "IDENTITY_VERSION", 1)
         first = ingest_document(copy.deepcopy(document))
     assert first.quarantined == 0
     before = {f.fact_key: (f.subject, f.attributes["ndcs"], f.id) for f in Fact.objects.believed()}

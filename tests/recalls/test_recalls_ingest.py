@@ -102,13 +102,13 @@ def test_reingesting_the_same_snapshot_writes_nothing_and_embeds_nothing(hashing
 def test_a_no_op_reingest_parses_no_record_and_a_changed_one_is_parsed(hashing_embeddings, monkeypatch):
     """The no-op path compares the raw record's hash before parsing (a re-ingest must run at
     thousands of records/s); a changed record and a duplicate still go through the full parse."""
-    import recalls.services as services
+    import recalls.ingesters as ingesters
 
     records = _sartans(6)
     ingest_document(_doc(records))
     parsed = []
-    real = services.parse_enforcement
-    monkeypatch.setattr(services, "parse_enforcement", lambda raw: parsed.append(raw["recall_number"]) or real(raw))
+    real = ingesters.parse_enforcement
+    monkeypatch.setattr(ingesters, "parse_enforcement", lambda raw: parsed.append(raw["recall_number"]) or real(raw))
     again = ingest_document(_doc(records))
     assert parsed == [] and again.unchanged == len(records)
     changed = copy.deepcopy(records)
@@ -326,12 +326,12 @@ def test_real_snapshot_file_ingests_without_crashing(hashing_embeddings):
 def test_a_record_that_fails_midway_leaves_none_of_its_facts_and_is_quarantined(hashing_embeddings, monkeypatch):
     """Nothing half-written: a record's new versions, dropped-lot retractions and change-detection
     state commit together, or not at all."""
-    from recalls import services as recall_services
+    from recalls import ingesters
 
     records = [r for r in _sartans(8) if len(extract_lots(r["code_info"])) >= 2][:2]
     assert len(records) == 2
     failing = records[0]["recall_number"]
-    ingester_cls = next(cls for cls in vars(recall_services).values()
+    ingester_cls = next(cls for cls in vars(ingesters).values()
                         if isinstance(cls, type) and hasattr(cls, "_remember"))
     original = ingester_cls._remember
 
@@ -353,9 +353,9 @@ def test_a_chunks_records_commit_in_groups_and_each_group_announces_its_changes_
                                                                                       monkeypatch):
     """Real records of one chunk are written RECORDS_PER_TRANSACTION to a transaction: what a commit
     sets off (shelf matching, the sweep trigger) runs once per group, with every fact of the group."""
-    from recalls import services as recall_services
+    from recalls import ingesters
 
-    monkeypatch.setattr(recall_services, "RECORDS_PER_TRANSACTION", 3)
+    monkeypatch.setattr(ingesters, "RECORDS_PER_TRANSACTION", 3)
     records = _sartans(8)
     announced = []
 

@@ -64,7 +64,7 @@ def test_an_integer_inside_package_ndc_is_ignored_and_the_chunk_is_written(hashi
 
 
 def test_an_unexpected_validation_error_quarantines_the_record_not_the_run(hashing_embeddings, monkeypatch):
-    import recalls.services as services
+    import recalls.ingesters as ingesters
 
     good = list(unique_good_records()[:5])
     victim = good[2]["recall_number"]
@@ -74,7 +74,7 @@ def test_an_unexpected_validation_error_quarantines_the_record_not_the_run(hashi
             raise AttributeError("'int' object has no attribute 'strip'")
         return parse_enforcement(raw)
 
-    monkeypatch.setattr(services, "parse_enforcement", flaky)
+    monkeypatch.setattr(ingesters, "parse_enforcement", flaky)
     run = ingest_document(_doc(good))
     assert run.status == IngestRun.Status.SUCCEEDED and run.quarantined == 1
     assert "could not be validated: AttributeError" in QuarantinedRecord.objects.get(run=run).reason
