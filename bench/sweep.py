@@ -84,8 +84,8 @@ def reset():
     with connection.cursor() as cursor:
         cursor.execute("""
             TRUNCATE corrections_auditevent, corrections_outboxmessage, corrections_redecision, corrections_correction,
-                     corrections_sweeprun, memory_readsetmember, memory_readset, memory_premisesetmember, memory_premiseset,
-                     memory_decisioninput,
+                     corrections_sweeprun, memory_readsetmember, memory_readset, memory_premisesetmember,
+                     memory_premiseset, memory_decisioninput,
                      memory_decision, patients_dispensingchange, patients_dispensingrecord,
                      patients_patient, recalls_recallrecord, recalls_quarantinedrecord, recalls_ingestrun, memory_fact
             RESTART IDENTITY CASCADE
