@@ -56,7 +56,7 @@ def _retracted_read(scope, decision_ids, standing, after=None) -> tuple[str, lis
 def _new_fact(scope, decision_ids, standing, after=None) -> tuple[str, list]:
     params: list = []
     # From the new fact's scopes to the premise sets holding them (premise_set_scope), then to those
-    # sets' standing decisions by (premise set, id) (decision_premise_set). A decision resting on two of
+    # sets' standing decisions (decision_premise_set). A decision resting on two of
     # the fact's scopes comes twice, as it did when premises were per decision; readers take DISTINCT.
     sql = ("SELECT d.id AS decision_id, f.id AS fact_id, NULL::bigint AS dispensing_id "
            "FROM memory_fact f CROSS JOIN LATERAL unnest(f.scopes) AS s(scope) "

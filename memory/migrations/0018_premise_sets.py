@@ -123,7 +123,7 @@ class Migration(migrations.Migration):
         migrations.RunPython(premises_into_sets, sets_into_premises, elidable=False),
         migrations.AddIndex(
             model_name='decision',
-            index=models.Index(condition=models.Q(('status', 'standing')), fields=['premise_set', 'id'], name='decision_premise_set'),
+            index=models.Index(condition=models.Q(('status', 'standing')), fields=['premise_set'], name='decision_premise_set'),
         ),
         migrations.AddIndex(
             model_name='premisesetmember',
