@@ -103,7 +103,7 @@ def mean(values):
 
 # --- The COPY ceiling: the rows one sweep wrote, written again by COPY into scratch copies of their tables --
 
-SWEEP_TABLES = ["memory_decision", "memory_readsetmember", "memory_decisionpremise", "memory_decisioninput",
+SWEEP_TABLES = ["memory_decision", "memory_readsetmember", "memory_premisesetmember", "memory_decisioninput",
                 "corrections_correction", "corrections_outboxmessage", "corrections_auditevent",
                 "corrections_redecision"]
 # The floor: what any design that keeps per-patient provenance and a reviewed draft must write per

@@ -182,7 +182,7 @@ def load(world: World, *, log=print) -> dict:
     from django.db import connection
 
     from ask.services import DispensedRow, decide
-    from memory import read_sets
+    from memory import premise_sets, read_sets
     from memory.decisions import inputs_fingerprint
     from patients.models import Patient, dispensing_fingerprint
 
@@ -238,8 +238,8 @@ def load(world: World, *, log=print) -> dict:
 
     decision_cols = ("id, public_id, patient_id, region, question, subject, verdict, answer, reasoner, "
                      "reasoner_verdict, guardrail_override, inputs_hash, status, replaces_id, decided_at, "
-                     "superseded_at, created, read_set_id")
-    counts = {"reads": 0, "premises": 0, "read_sets": 0, "read_set_members": 0}
+                     "superseded_at, created, read_set_id, premise_set_id")
+    counts = {"reads": 0, "premises": 0, "read_sets": 0, "read_set_members": 0, "premise_sets": 0}
     # Each template's read set, stored once (memory.read_sets) as record_decision would.
     set_of = {}
     for key, (_o, _v, specs, _p) in templates.items():
@@ -247,6 +247,12 @@ def load(world: World, *, log=print) -> dict:
     distinct = {set_of[key]: specs for key, (_o, _v, specs, _p) in templates.items()}
     read_sets.store(distinct)
     counts["read_sets"], counts["read_set_members"] = len(distinct), sum(len(m) for m in distinct.values())
+    # Each template's premise set, stored once (memory.premise_sets) as record_decision would.
+    premise_set_of = {key: premise_sets.premise_set_id(premises) for key, (_o, _v, _s, premises) in templates.items()}
+    distinct_premises = {premise_set_of[key]: premise_sets.canonical(premises)
+                         for key, (_o, _v, _s, premises) in templates.items()}
+    premise_sets.store(distinct_premises)
+    counts["premise_sets"] = len(distinct_premises)
 
     def each_decision():
         """(decision id, patient id, product index, question index, template, dispensing row id, fingerprint)."""
@@ -264,25 +270,22 @@ def load(world: World, *, log=print) -> dict:
 
     with raw.cursor() as cur:
         with cur.copy(f"COPY memory_decision ({decision_cols}) FROM STDIN") as copy:
-            for did, pid, product, q, (o, versions, specs, _premises), row, digest in each_decision():
+            for did, pid, product, q, (o, versions, specs, premises), row, digest in each_decision():
                 question = product.question(q)
                 inputs_hash = inputs_fingerprint(question, [f"{row}:{digest}"], versions)
                 copy.write_row((did, uuid.uuid4(), pid, regions[pid % len(regions)], question, o.subject, o.verdict,
                                 o.answer, o.reasoner, o.reasoner_verdict, o.guardrail_override, inputs_hash,
-                                "standing", None, now, None, now, read_sets.read_set_id(specs)))
+                                "standing", None, now, None, now, read_sets.read_set_id(specs),
+                                premise_sets.premise_set_id(premises)))
                 counts["reads"] += len(specs)
+                counts["premises"] += len(premises)
         log(f"  decisions ({counts['reads']:,} reads in {counts['read_sets']} read sets) in "
             f"{time.monotonic() - templates_done:.1f}s")
-        with cur.copy("COPY memory_decisionpremise (decision_id, scope) FROM STDIN") as copy:
-            for did, _pid, _product, _q, (_o, _v, _specs, premises), _row, _digest in each_decision():
-                for scope in premises:
-                    copy.write_row((did, scope))
-                counts["premises"] += len(premises)
         with cur.copy("COPY memory_decisioninput (decision_id, dispensing_id, fingerprint) FROM STDIN") as copy:
             for did, _pid, _product, _q, _t, row, digest in each_decision():
                 copy.write_row((did, row, digest))
     with connection.cursor() as cursor:
-        for table in ("memory_decision", "memory_readsetmember", "memory_decisionpremise", "memory_decisioninput"):
+        for table in ("memory_decision", "memory_readsetmember", "memory_premisesetmember", "memory_decisioninput"):
             _setval(cursor, table)
     # DispensedRow is what decide() read; asserted here so a change of its fields fails the build loudly.
     assert {"id", "lot", "ndc", "dispensed_at", "fingerprint"} <= set(DispensedRow.__dataclass_fields__)
@@ -450,6 +453,12 @@ def reset_to(built: dict) -> dict:
                        "(SELECT 1 FROM memory_decision d WHERE d.read_set_id = s.id)")
         if cursor.rowcount:
             deleted["memory_readset"] = cursor.rowcount
+        # Premise sets likewise; every decision of the build stands again here, so the partial index
+        # decision_premise_set answers.
+        cursor.execute("DELETE FROM memory_premiseset s WHERE NOT EXISTS (SELECT 1 FROM memory_decision d "
+                       "WHERE d.premise_set_id = s.id AND d.status = 'standing')")
+        if cursor.rowcount:
+            deleted["memory_premiseset"] = cursor.rowcount
     now = snapshot()
     wrong = {t: (now["rows"][t], n) for t, n in built["rows"].items() if t in now["rows"] and now["rows"][t] != n}
     if wrong or now["standing"] != built["standing"] or now["believed_facts"] != built["believed_facts"]:

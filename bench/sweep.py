@@ -66,7 +66,7 @@ from corrections.sweep.staleness import Scope, _union  # noqa: E402
 from corrections.triggers import auto_sweep_suppressed  # noqa: E402
 from demo.escalation import escalate  # noqa: E402
 from drugs.lots import near_lot_key  # noqa: E402
-from memory import read_sets  # noqa: E402
+from memory import premise_sets, read_sets  # noqa: E402
 from memory.decisions import inputs_fingerprint  # noqa: E402
 from memory.models import Fact  # noqa: E402
 from patients.models import Patient, dispensing_fingerprint  # noqa: E402
@@ -84,8 +84,8 @@ def reset():
     with connection.cursor() as cursor:
         cursor.execute("""
             TRUNCATE corrections_auditevent, corrections_outboxmessage, corrections_redecision, corrections_correction,
-                     corrections_sweeprun, memory_readsetmember, memory_readset, memory_decisionpremise,
-                     memory_decisioninput,
+                     corrections_sweeprun, memory_readsetmember, memory_readset, memory_premisesetmember,
+                     memory_premiseset, memory_decisioninput,
                      memory_decision, patients_dispensingchange, patients_dispensingrecord,
                      patients_patient, recalls_recallrecord, recalls_quarantinedrecord, recalls_ingestrun, memory_fact
             RESTART IDENTITY CASCADE
@@ -153,12 +153,16 @@ def load(decisions: int, affected: int, shared_inputs: bool, case: str) -> dict:
     assert templates[("affected", QUESTIONS[0])].verdict == expected, templates[("affected", QUESTIONS[0])].answer
     decision_cols = ("id, public_id, patient_id, region, question, subject, verdict, answer, reasoner, "
                      "reasoner_verdict, guardrail_override, inputs_hash, status, replaces_id, decided_at, "
-                     "superseded_at, created, read_set_id")
+                     "superseded_at, created, read_set_id, premise_set_id")
     read_rows = 0
     # Each template's read set, stored once (memory.read_sets) as record_decision would.
     set_of = {key: read_sets.members_of(o.read_specs()) for key, o in templates.items()}
     read_sets.store({read_sets.read_set_id(members): members for members in set_of.values()})
     set_of = {key: read_sets.read_set_id(members) for key, members in set_of.items()}
+    # Each decision's premise set, stored once (memory.premise_sets) as record_decision would.
+    premises_of = {pid: premise_sets.canonical(premises_for(DRUG, rows_of[pid])) for pid in range(1, decisions + 1)}
+    premise_set_of = {pid: premise_sets.premise_set_id(scopes) for pid, scopes in premises_of.items()}
+    premise_sets.store({premise_set_of[pid]: scopes for pid, scopes in premises_of.items()})
     with raw.cursor() as cur:
         with cur.copy(f"COPY memory_decision ({decision_cols}) FROM STDIN") as copy:
             for pid in range(1, decisions + 1):
@@ -172,21 +176,17 @@ def load(decisions: int, affected: int, shared_inputs: bool, case: str) -> dict:
                 digest = inputs_fingerprint(question, lots, versions)
                 copy.write_row((pid, uuid.uuid4(), pid, regions[pid % len(regions)], question, o.subject, o.verdict,
                                 o.answer, o.reasoner, o.reasoner_verdict, o.guardrail_override, digest, "standing",
-                                None, now, None, now, set_of[(group, question)]))
+                                None, now, None, now, set_of[(group, question)], premise_set_of[pid]))
                 read_rows += len(o.retrieved)
-        with cur.copy("COPY memory_decisionpremise (decision_id, scope) FROM STDIN") as copy:
-            for pid in range(1, decisions + 1):
-                for scope in premises_for(DRUG, rows_of[pid]):
-                    copy.write_row((pid, scope))
         with cur.copy("COPY memory_decisioninput (decision_id, dispensing_id, fingerprint) FROM STDIN") as copy:
             for pid in range(1, decisions + 1):
                 for row in rows_of[pid]:
                     copy.write_row((pid, row.id, row.fingerprint))
     with connection.cursor() as cursor:
-        for table in ("memory_decision", "memory_decisionpremise", "memory_decisioninput"):
+        for table in ("memory_decision", "memory_premisesetmember", "memory_decisioninput"):
             cursor.execute(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), (SELECT max(id) FROM {table}))")
         for table in ("patients_patient", "patients_dispensingrecord", "memory_decision", "memory_readsetmember",
-                      "memory_decisionpremise", "memory_decisioninput", "memory_fact"):
+                      "memory_premisesetmember", "memory_decisioninput", "memory_fact"):
             cursor.execute(f"ANALYZE {table}")
     return {"patients": decisions, "decisions": decisions, "reads": read_rows,
             "copy_patients_s": round(patients_done - began, 1),

@@ -9,8 +9,8 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
-from memory import read_sets
-from memory.models import Decision, DecisionInput, DecisionPremise, Fact
+from memory import premise_sets, read_sets
+from memory.models import Decision, DecisionInput, Fact
 
 
 @dataclass
@@ -64,10 +64,8 @@ def record_decision(*, question: str, verdict: str, answer: str, reasoner: str, 
             question=question, subject=subject,
             verdict=verdict, answer=answer, reasoner=reasoner, reasoner_verdict=reasoner_verdict,
             guardrail_override=guardrail_override, inputs_hash=inputs_hash, replaces=replaces, decided_at=now,
-            read_set_id=read_sets.store_one(members),
+            read_set_id=read_sets.store_one(members), premise_set_id=premise_sets.store_one(premises),
         )
-        DecisionPremise.objects.bulk_create(
-            [DecisionPremise(decision=decision, scope=scope) for scope in sorted(set(premises))])
         DecisionInput.objects.bulk_create(
             [DecisionInput(decision=decision, dispensing_id=dispensing_id, fingerprint=fingerprint)
              for dispensing_id, fingerprint in sorted(set(inputs))])
@@ -119,5 +117,5 @@ ERASED_TEXT = "[erased on request]"
 
 def redact_patient_decisions(patient_id: int) -> int:
     """A patient's questions and answers replaced on erasure (privacy.services): the free text may name
-    them. Verdicts, subjects, read sets and premises stay, so replay still says what was believed."""
+    them. Verdicts, subjects, read sets and premise sets stay, so replay still says what was believed."""
     return Decision.objects.filter(patient_id=patient_id).update(question=ERASED_TEXT, answer=ERASED_TEXT)

@@ -150,6 +150,11 @@ class Decision(models.Model):
     # decision written before read sets and not yet moved (migration 0016 moves them all).
     read_set = models.ForeignKey("ReadSet", null=True, blank=True, on_delete=models.PROTECT, related_name="decisions",
                                  **HISTORY_REFERENCE, db_index=False)  # decision_read_set leads with it
+    # The scopes it rests on (ADR 0018), shared with every decision that rests on the same. NULL only for a
+    # decision written before premise sets and not yet moved (migration 0018 moves them all).
+    premise_set = models.ForeignKey("PremiseSet", null=True, blank=True, on_delete=models.PROTECT,
+                                    related_name="decisions", **HISTORY_REFERENCE,
+                                    db_index=False)  # decision_premise_set leads with it
     status = models.CharField(max_length=12, choices=Status.choices, default=Status.STANDING)
     replaces = models.OneToOneField("self", null=True, blank=True, on_delete=models.PROTECT,
                                     related_name="replaced_by", **HISTORY_REFERENCE)
@@ -168,6 +173,11 @@ class Decision(models.Model):
             models.Index(fields=["patient_id", "subject", "decided_at"], name="decision_patient_subject"),
             # Used by the stale set's retracted_read branch and the preview: a set's decisions, by id.
             models.Index(fields=["read_set", "id"], name="decision_read_set"),
+            # Used by the stale set's new_fact branch and exposure's anti-join: a premise set's standing
+            # decisions. Partial, so superseding a decision adds no entry here; the set alone (not with the
+            # id) so the server deduplicates its few keys: 7.5 MB for a million decisions where (set, id)
+            # took 214 MB, and a sweep was faster (docs/benchmarks.md).
+            models.Index(fields=["premise_set"], condition=Q(status="standing"), name="decision_premise_set"),
         ]
         # The ask screen's permission (core.roles.ASK_SCREEN): asking records a decision for a patient.
         permissions = [("ask_for_patient", "Can ask whether a patient's medicine is safe (ask screen)")]
@@ -179,6 +189,11 @@ class Decision(models.Model):
     def reads(self):
         """The fact versions this decision read (its read set's members), in rank order."""
         return ReadSetMember.objects.filter(read_set_id=self.read_set_id).order_by("rank")
+
+    @property
+    def premises(self):
+        """The scopes this decision rests on (its premise set's members), by scope."""
+        return PremiseSetMember.objects.filter(premise_set_id=self.premise_set_id).order_by("scope")
 
 
 class ReadSet(models.Model):
@@ -222,24 +237,36 @@ class ReadSetMember(models.Model):
         return f"read set {self.read_set_id[:12]} read {self.fact_key} v{self.fact_version}"
 
 
-class DecisionPremise(models.Model):
-    """A scope whose believed facts the decision took into account (drugs.scopes): its verdict rests
-    on there being no other believed fact in it. A fact asserted later in the scope, and not read
-    by the decision, makes the decision stale (the sweep's stale set, branch "new_fact")."""
+class PremiseSet(models.Model):
+    """The scopes one or more decisions rest on, stored once (ADR 0018): its verdict rests on there being
+    no other believed fact in them, so a fact asserted later in one of them, and not read by a decision
+    resting on the set, makes that decision stale (the sweep's stale set, branch "new_fact"). Its id is
+    the sha256 of its sorted scopes (memory.premise_sets.premise_set_id). Never updated or deleted; a
+    scope names a drug and a lot, never a patient, so a set is shared between patients."""
 
-    decision = models.ForeignKey(Decision, on_delete=models.CASCADE, related_name="premises", **HISTORY_REFERENCE,
-                                 db_index=False)  # decision_premise_once (decision, scope) leads with it
+    id = models.CharField(primary_key=True, max_length=64)
+    size = models.PositiveIntegerField(help_text="Number of scopes.")
+
+    def __str__(self):
+        return f"premise set {self.id[:12]} ({self.size} scopes)"
+
+
+class PremiseSetMember(models.Model):
+    """One scope (drugs.scopes) of a premise set."""
+
+    premise_set = models.ForeignKey(PremiseSet, on_delete=models.PROTECT, related_name="members",
+                                    **HISTORY_REFERENCE, db_index=False)  # premise_set_member_once leads with it
     scope = models.CharField(max_length=255)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["decision", "scope"], name="decision_premise_once")]
+        constraints = [models.UniqueConstraint(fields=["premise_set", "scope"], name="premise_set_member_once")]
         indexes = [
-            # Used by the sweep: which decisions rest on a scope a new fact touches.
-            models.Index(fields=["scope", "decision"], name="premise_scope"),
+            # Used by the sweep and exposure: which sets a scope a new fact touches is in.
+            models.Index(fields=["scope", "premise_set"], name="premise_set_scope"),
         ]
 
     def __str__(self):
-        return f"decision {self.decision_id} rests on {self.scope}"
+        return f"premise set {self.premise_set_id[:12]} holds {self.scope}"
 
 
 class DecisionInput(models.Model):

@@ -20,7 +20,7 @@ from drugs.identity import PRODUCT_PREFIX, distinctive_first_word, identity_key,
 from drugs.lots import canonical_lot, near_lot_keys
 from drugs.matching import MatchClass, explain, match
 from drugs.scopes import dispensing_scopes
-from memory.models import Decision, DecisionPremise, Fact
+from memory.models import Decision, Fact
 from patients.models import READ_WITH_DOUBT, DispensingRecord, Patient
 
 
@@ -94,9 +94,9 @@ def exposed_patients(fact: Fact, *, candidates: bool = True, unless_standing_on=
     if unless_standing_on:
         # Only a standing decision about this row's own medicine that rests on one of the scopes is
         # re-decided for it: one about another drug that shares only the lot scope (lot:~) is not.
-        rows = rows.exclude(Exists(DecisionPremise.objects.filter(
-            scope__in=list(unless_standing_on), decision__status=Decision.Status.STANDING,
-            decision__patient_id=OuterRef("patient_id"), decision__subject=OuterRef("drug"))))
+        rows = rows.exclude(Exists(Decision.objects.filter(
+            premise_set__members__scope__in=list(unless_standing_on), status=Decision.Status.STANDING,
+            patient_id=OuterRef("patient_id"), subject=OuterRef("drug"))))
     return _group(fact, rows)
 
 

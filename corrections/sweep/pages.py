@@ -11,8 +11,8 @@ one transaction, in two steps:
   write_page  supersede the page's decisions in one UPDATE guarded by status = 'standing'
               (memory.fact_writes.supersede_standing; the row count must be the page's size),
               take ids with nextval over generate_series, store the page's read sets not stored yet
-              (memory.read_sets.store), and COPY decisions, premises, inputs, corrections, outbox
-              messages, audit events and redecisions (core.copy_rows).
+              (memory.read_sets.store) and premise sets (memory.premise_sets.store), and COPY decisions,
+              inputs, corrections, outbox messages, audit events and redecisions (core.copy_rows).
 
 The rows are the ones the per-decision path writes, ids included (tests/corrections/test_sweep_set_based.py),
 because ids are taken per table in the same order. Anything unusual raises or is refused up front
@@ -44,10 +44,10 @@ from ask.services import resolve_subject
 from core import audit_chain
 from core.copy_rows import copy_models
 from core.retry import is_retryable
-from memory import read_sets
+from memory import premise_sets, read_sets
 from memory.decisions import DecisionAlreadySuperseded
 from memory.fact_writes import supersede_standing
-from memory.models import Decision, DecisionInput, DecisionPremise
+from memory.models import Decision, DecisionInput
 from recalls.selectors import prefetch as prefetch_texts
 
 from ..drafting import correction_text, fact_diff, serious_answer
@@ -184,8 +184,7 @@ def plan_page(decisions, reasons, decider, *, fact_cache: FactCache,
 # when a table's concrete columns are not exactly these).
 DECISION_COLUMNS = ("id", "public_id", "patient_id", "region", "question", "subject", "verdict", "answer",
                     "reasoner", "reasoner_verdict", "guardrail_override", "inputs_hash", "status", "replaces_id",
-                    "decided_at", "superseded_at", "created", "read_set_id")
-PREMISE_COLUMNS = ("decision_id", "scope")
+                    "decided_at", "superseded_at", "created", "read_set_id", "premise_set_id")
 INPUT_COLUMNS = ("decision_id", "dispensing_id", "fingerprint")
 CORRECTION_COLUMNS = ("id", "public_id", "kind", "status", "patient_id", "region", "match", "match_class",
                       "recall_number", "classification", "severity", "old_decision_id", "new_decision_id",
@@ -228,18 +227,19 @@ def write_page(plans: list[Plan], beliefs: PageBeliefs, run, report: SweepReport
         correction_ids, audit_ids = iter(correction_ids), iter(audit_ids)
         cursor = django_cursor.cursor  # psycopg's own: COPY, in this transaction
 
-        decisions, sets, premises, inputs = [], {}, [], []
+        decisions, sets, premise_set_rows, inputs = [], {}, {}, []
         corrections, messages, audits, redecisions = [], [], [], []
         texts = _Texts()
         set_ids = _ReadSetIds(sets)
+        premise_set_ids = _PremiseSetIds(premise_set_rows)
         for p, new_id in zip(plans, new_ids, strict=True):
             d, o, patient = p.decision, p.outcome, p.decision.patient
             region = getattr(patient, "region", "") or ""
             set_id = set_ids.of(o)
             decisions.append((
                 new_id, uuid.uuid4(), patient.pk, region, d.question, o.subject, o.verdict, o.answer, o.reasoner,
-                o.reasoner_verdict, o.guardrail_override, o.inputs_hash, standing, d.id, now, None, now, set_id))
-            premises.extend((new_id, scope) for scope in sorted(set(o.premises)))
+                o.reasoner_verdict, o.guardrail_override, o.inputs_hash, standing, d.id, now, None, now, set_id,
+                premise_set_ids.of(o.premises)))
             inputs.extend((new_id, dispensing_id, fp) for dispensing_id, fp in sorted(set(o.inputs)))
             if p.changed and not p.coalesced:
                 correction_id = next(correction_ids)
@@ -258,8 +258,9 @@ def write_page(plans: list[Plan], beliefs: PageBeliefs, run, report: SweepReport
                 report.reaffirmed += 1
 
         read_sets.store(sets)  # only the sets no decision read before
+        premise_sets.store(premise_set_rows)  # only the sets no decision rested on before
         copy_models(cursor, [
-            (Decision, DECISION_COLUMNS, decisions, True), (DecisionPremise, PREMISE_COLUMNS, premises, False),
+            (Decision, DECISION_COLUMNS, decisions, True),
             (DecisionInput, INPUT_COLUMNS, inputs, False), (Correction, CORRECTION_COLUMNS, corrections, True),
             (OutboxMessage, OUTBOX_COLUMNS, messages, False), (AuditEvent, AUDIT_COLUMNS, audits, True),
             (Redecision, REDECISION_COLUMNS, redecisions, False)])
@@ -285,6 +286,24 @@ class _ReadSetIds:
                                         r.fact.id in bearing) for rank, r in enumerate(outcome.retrieved, start=1)]
             set_id = self._ids[key] = read_sets.read_set_id(members)
             self.sets.setdefault(set_id, members)
+        return set_id
+
+
+class _PremiseSetIds:
+    """Each outcome's premise set id (memory.premise_sets), its scopes collected in `sets` for the page's one
+    store; hashed once per distinct collection of scopes of the page."""
+
+    def __init__(self, sets: dict):
+        self.sets = sets
+        self._ids: dict[tuple, str] = {}
+
+    def of(self, premises) -> str:
+        key = tuple(premises)
+        set_id = self._ids.get(key)
+        if set_id is None:
+            scopes = premise_sets.canonical(premises)
+            set_id = self._ids[key] = premise_sets.premise_set_id(scopes)
+            self.sets.setdefault(set_id, scopes)
         return set_id
 
 

@@ -8,7 +8,7 @@ A decision is stale when (docs/reasoning.md, "What a decision rests on"):
                       added for the patient since.
 Each branch can be narrowed to the facts or patients that changed (the triggered sweeps); the
 periodic sweep runs all three unnarrowed. Branches drive from the changed side through indexes:
-read_set_bearing_fact/decision_read_set, fact_believed_scopes/premise_scope,
+read_set_bearing_fact/decision_read_set, fact_believed_scopes/premise_set_scope/decision_premise_set,
 decision_input_once/dispensing_patient_drug.
 """
 
@@ -55,13 +55,16 @@ def _retracted_read(scope, decision_ids, standing, after=None) -> tuple[str, lis
 
 def _new_fact(scope, decision_ids, standing, after=None) -> tuple[str, list]:
     params: list = []
-    sql = ("SELECT p.decision_id AS decision_id, f.id AS fact_id, NULL::bigint AS dispensing_id "
+    # From the new fact's scopes to the premise sets holding them (premise_set_scope), then to those
+    # sets' standing decisions (decision_premise_set). A decision resting on two of
+    # the fact's scopes comes twice, as it did when premises were per decision; readers take DISTINCT.
+    sql = ("SELECT d.id AS decision_id, f.id AS fact_id, NULL::bigint AS dispensing_id "
            "FROM memory_fact f CROSS JOIN LATERAL unnest(f.scopes) AS s(scope) "
-           "JOIN memory_decisionpremise p ON p.scope = s.scope "
-           "JOIN memory_decision d ON d.id = p.decision_id "
+           "JOIN memory_premisesetmember p ON p.scope = s.scope "
+           "JOIN memory_decision d ON d.premise_set_id = p.premise_set_id "
            "WHERE f.retracted_at IS NULL AND " + standing)
-    sql += (_any("f.id", scope.fact_ids, params) + _any("p.decision_id", decision_ids, params)
-            + _after("p.decision_id", after, params))
+    sql += (_any("f.id", scope.fact_ids, params) + _any("d.id", decision_ids, params)
+            + _after("d.id", after, params))
     # A plain anti-join: members are few (one row per distinct set's read, not per decision), so the
     # planner hashes them or probes read_set_member_once. Fenced with OFFSET 0 (as it was over per-decision
     # reads), the probe needs the decision row first and the planner joined premises to every decision:

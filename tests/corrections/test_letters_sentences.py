@@ -98,7 +98,8 @@ RECALLS = [
 RELATIONS = ["confirmed", "probable", "near miss", "candidate", "outside window", "decoy other lot",
              "decoy other drug"]
 OTHER_LABELER_NDC = "68071-9990-03"  # synthetic: a labeler none of these recalls names
-TABLES = ("memory_readsetmember, memory_readset, memory_decisionpremise, memory_decisioninput, memory_decision, "
+TABLES = ("memory_readsetmember, memory_readset, memory_premisesetmember, memory_premiseset, "
+          "memory_decisioninput, memory_decision, "
           "memory_fact, "
           "patients_dispensingchange, patients_dispensingrecord, patients_patient")
 

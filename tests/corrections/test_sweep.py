@@ -418,7 +418,7 @@ def test_the_notice_anti_join_leaves_out_exactly_the_patients_who_asked(world, n
     fact = Fact.objects.believed().get(fact_key=f"recall:{RECALL}:lot:{LOT}")
     everyone = exposed_patients_of(fact)
     asked = set(Decision.objects.standing().filter(patient_id__in=[p.id for p, *_ in everyone],
-                                                   premises__scope__in=fact.scopes)
+                                                   premise_set__members__scope__in=fact.scopes)
                 .values_list("patient_id", flat=True))
     assert {p.external_ref for p, *_ in everyone} >= {"SYN-A", "SYN-B", "SYN-D"} and len(asked) == 2
     never = exposed_patients_of(fact, who_never_asked=True)

@@ -78,7 +78,7 @@ def _reset():
     with connection.cursor() as cursor:
         cursor.execute("TRUNCATE corrections_auditevent, corrections_redecision, corrections_outboxmessage, "
                        "corrections_correction, corrections_sweeprun, memory_readsetmember, memory_readset, "
-                       "memory_decisionpremise, "
+                       "memory_premisesetmember, memory_premiseset, "
                        "memory_decisioninput, memory_decision, memory_fact, patients_dispensingchange, "
                        "patients_dispensingrecord, patients_patient CASCADE")
     for ref in PATIENTS:

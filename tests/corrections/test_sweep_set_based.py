@@ -34,7 +34,8 @@ RECALL, LOT = "D-0315-2019", "3061169"          # real: Class II, Mylan valsarta
 OTHER_RECALL, OTHER_LOT = "D-0324-2019", "3063780"
 NEW_RECALL, NEW_LOT = "D-0326-2019", "3069020"  # real; asserted only after the patients asked
 UNAFFECTED = "3095511"
-TABLES = ["memory_decision", "memory_readset", "memory_readsetmember", "memory_decisionpremise", "memory_decisioninput",
+TABLES = ["memory_decision", "memory_readset", "memory_readsetmember", "memory_premiseset",
+          "memory_premisesetmember", "memory_decisioninput",
           "corrections_correction", "corrections_outboxmessage", "corrections_auditevent",
           "corrections_redecision", "corrections_sweeprun", "memory_fact"]
 # Audit hashes cover each event's time, which differs between the two runs (times are compared as

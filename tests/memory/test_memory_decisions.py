@@ -9,7 +9,7 @@ from django.test.utils import CaptureQueriesContext
 from core.retry import run_in_transaction
 from memory.decisions import DecisionAlreadySuperseded, ReadSpec, inputs_fingerprint, record_decision
 from memory.fact_writes import Claim, assert_claim, retract_claim
-from memory.models import Decision, Fact, ReadSet, ReadSetMember
+from memory.models import Decision, Fact, PremiseSet, ReadSet, ReadSetMember
 
 
 def fact(key, statement="recall"):
@@ -133,10 +133,12 @@ def test_every_reference_to_history_is_unchecked_on_postgres_and_kept_on_cockroa
     outlives_its_target = {("DispensingChange", "patient")}
     kept_on_cockroach = set()
     for name in ("memory.migrations.0011_history_references_unchecked",
-                 "corrections.migrations.0012_history_references_unchecked", "memory.migrations.0016_read_sets"):
+                 "corrections.migrations.0012_history_references_unchecked", "memory.migrations.0016_read_sets",
+                 "memory.migrations.0018_premise_sets"):
         kept_on_cockroach |= set(importlib.import_module(name).REFERENCES)
-    # memory/0016 dropped the per-decision read table, and its constraints with it.
-    kept_on_cockroach = {r for r in kept_on_cockroach if r[0] != "memory_decisionread"}
+    # memory/0016 dropped the per-decision read table and memory/0018 the per-decision premise table, and
+    # their constraints with them.
+    kept_on_cockroach = {r for r in kept_on_cockroach if r[0] not in ("memory_decisionread", "memory_decisionpremise")}
     unchecked = set()
     for model in apps.get_models():
         for field in model._meta.concrete_fields:
@@ -144,9 +146,9 @@ def test_every_reference_to_history_is_unchecked_on_postgres_and_kept_on_cockroa
                 assert not field.db_constraint and field.remote_field.on_delete is models.DO_NOTHING
                 continue
             if field.many_to_one or field.one_to_one:
-                points_at_history = field.related_model in (Fact, Decision, ReadSet)
+                points_at_history = field.related_model in (Fact, Decision, ReadSet, PremiseSet)
                 assert field.db_constraint is not points_at_history, (model.__name__, field.name)
                 if points_at_history:
                     unchecked.add((model._meta.db_table, field.column, field.related_model._meta.db_table))
-    assert len(unchecked) == 15
+    assert len(unchecked) == 16
     assert unchecked == kept_on_cockroach
