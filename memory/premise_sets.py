@@ -9,6 +9,7 @@ inserts the others with ON CONFLICT DO NOTHING, members in the caller's transact
 import hashlib
 import json
 
+from memory import content_sets
 from memory.models import PremiseSet, PremiseSetMember
 
 
@@ -24,21 +25,12 @@ def premise_set_id(scopes) -> str:
 
 
 def store(sets: dict[str, list[str]]) -> int:
-    """Store every set of `sets` (id -> canonical scopes) not stored yet, in the caller's transaction.
-    Under REPEATABLE READ a set another writer committed after the snapshot makes ON CONFLICT raise a
-    serialization failure, which the caller's transaction retry handles (as memory.read_sets.store).
-    Returns how many member rows this call tried to insert."""
-    if not sets:
-        return 0
-    known = set(PremiseSet.objects.filter(id__in=list(sets)).values_list("id", flat=True))
-    new = {set_id: scopes for set_id, scopes in sets.items() if set_id not in known}
-    if not new:
-        return 0
-    PremiseSet.objects.bulk_create([PremiseSet(id=set_id, size=len(scopes)) for set_id, scopes in new.items()],
-                                   ignore_conflicts=True)
-    rows = [PremiseSetMember(premise_set_id=set_id, scope=scope) for set_id, scopes in new.items() for scope in scopes]
-    PremiseSetMember.objects.bulk_create(rows, ignore_conflicts=True, batch_size=2000)
-    return len(rows)
+    """Store every set of `sets` (id -> canonical scopes) not stored yet, in the caller's transaction
+    (memory.content_sets.store_new: concurrent writers, REPEATABLE READ). Returns how many member rows
+    this call tried to insert."""
+    _sets, members = content_sets.store_new(PremiseSet, sets, lambda new: [
+        PremiseSetMember(premise_set_id=set_id, scope=scope) for set_id, scopes in new.items() for scope in scopes])
+    return members
 
 
 def store_one(scopes) -> str:

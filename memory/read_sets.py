@@ -12,6 +12,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 
+from memory import content_sets
 from memory.models import ReadSet, ReadSetMember
 
 
@@ -50,28 +51,14 @@ class Written:
 
 
 def store(sets: dict[str, list[Member]]) -> Written:
-    """Store every set of `sets` (id -> members) not stored yet, in the caller's transaction.
-    Under REPEATABLE READ (a sweep page) a set another writer committed after this transaction's
-    snapshot makes ON CONFLICT raise a serialization failure (SQLSTATE 40001) rather than skip a row it
-    cannot see: the caller retries its whole transaction (core.retry), whose new snapshot sees the set.
-    Sets are inserted in the order given (first read first), so a page and the per-decision path
-    give their rows the same ids. Returns how many sets and member rows this call inserted (attempted:
-    a concurrent writer of the same new set may have won, in which case ON CONFLICT wrote nothing)."""
-    written = Written()
-    if not sets:
-        return written
-    known = set(ReadSet.objects.filter(id__in=list(sets)).values_list("id", flat=True))
-    new = {set_id: members for set_id, members in sets.items() if set_id not in known}
-    if not new:
-        return written
-    ReadSet.objects.bulk_create([ReadSet(id=set_id, size=len(members)) for set_id, members in new.items()],
-                                ignore_conflicts=True)
-    rows = [ReadSetMember(read_set_id=set_id, fact_id=m.fact_id, fact_key=m.fact_key, fact_version=m.fact_version,
-                          rank=m.rank, score=m.score, load_bearing=m.load_bearing)
-            for set_id, members in new.items() for m in members]
-    ReadSetMember.objects.bulk_create(rows, ignore_conflicts=True, batch_size=2000)
-    written.sets, written.members = len(new), len(rows)
-    return written
+    """Store every set of `sets` (id -> members) not stored yet, in the caller's transaction
+    (memory.content_sets.store_new: concurrent writers, REPEATABLE READ). Sets are inserted in the order
+    given (first read first), so a page and the per-decision path give their rows the same ids. Returns
+    how many sets and member rows this call inserted (attempted)."""
+    return Written(*content_sets.store_new(ReadSet, sets, lambda new: [
+        ReadSetMember(read_set_id=set_id, fact_id=m.fact_id, fact_key=m.fact_key, fact_version=m.fact_version,
+                      rank=m.rank, score=m.score, load_bearing=m.load_bearing)
+        for set_id, members in new.items() for m in members]))
 
 
 def store_one(members: list[Member]) -> str:
