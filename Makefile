@@ -9,6 +9,12 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test test-fast lint check bench
 
+# Python caches compiled modules in __pycache__ (git ignores it) for every command here, even where the
+# shell sets PYTHONDONTWRITEBYTECODE: without the cache every process -- each test worker and each of the
+# hundreds of `manage.py` and helper processes the tests start -- compiles the app's modules again
+# (about 0.2 s a process, and a test worker's collection compiles every test module).
+unexport PYTHONDONTWRITEBYTECODE
+
 $(STAMP): requirements.txt $(wildcard requirements/*.txt)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip

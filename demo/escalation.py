@@ -20,6 +20,8 @@ class Escalation:
     old_classification: str
     new_classification: str
     status: str  # "versioned" or "unchanged" (already that classification)
+    old_fact_id: int
+    new_fact_id: int  # the old one when unchanged
 
 
 def escalate(recall_number: str, classification: str, lot: str | None = None, *, by: str = "demo") -> list[Escalation]:
@@ -55,6 +57,6 @@ def escalate(recall_number: str, classification: str, lot: str | None = None, *,
         retry_unique_violations=True)
     return [
         Escalation(fact.fact_key, fact.version, result.fact.version, fact.attributes.get("classification", ""),
-                   classification, result.status)
+                   classification, result.status, fact.id, result.fact.id)
         for fact, result in zip(facts, results, strict=True)
     ]

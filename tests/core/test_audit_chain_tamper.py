@@ -1,13 +1,18 @@
 """Someone with write access to the database but not the audit key changes the record: every change is
-found by `manage.py verify_audit` (run as a process: its exit status is what a monitor sees), which names
-the table, the row and what failed. One chain holds the corrections audit, the worklist's contact log,
-the shelf's quarantine confirmations and the dispensing changes (core.audit_chain). Patients are
-synthetic (tests.factories.make_patient)."""
+found by `manage.py verify_audit`, which names the table, the row and what failed. The command runs as a
+process where its exit status is what is tested (what a monitor sees: an intact chain, a broken one, keys
+and the anchor file from the environment); elsewhere it runs in this process (call_command: the same
+verification and message, without a Django start-up a check). One chain holds the corrections audit, the
+worklist's contact log, the shelf's quarantine confirmations and the dispensing changes (core.audit_chain).
+Patients are synthetic (tests.factories.make_patient)."""
 
 import hashlib
+import io
 import json
 
 import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
 from django.db import connection
 from django.utils import timezone
 
@@ -57,9 +62,17 @@ def chain(people):
 
 
 def _verify_fails() -> str:
-    done = manage("verify_audit")
-    assert done.returncode != 0, done.stdout
-    return done.stderr
+    """verify_audit's message for a broken chain (the command's CommandError, printed as its stderr)."""
+    out = io.StringIO()
+    with pytest.raises(CommandError) as failed:
+        call_command("verify_audit", stdout=out)
+    return str(failed.value)
+
+
+def _verify_passes() -> str:
+    out = io.StringIO()
+    call_command("verify_audit", stdout=out)
+    return out.getvalue()
 
 
 def _sql(statement, params=()):
@@ -134,10 +147,13 @@ def test_a_forged_event_claiming_a_seq_no_link_gives_is_found(chain):
     assert f"(shelf_shelfevent row {forged.pk}): the event carries seq 99 but no link seals it" in _verify_fails()
 
 
-def test_a_deleted_link_is_found_naming_its_event(chain):
+def test_a_deleted_link_is_found_naming_its_event_and_the_process_exits_non_zero(chain):
     _sql("DELETE FROM core_auditlink WHERE seq = 3")
+    done = manage("verify_audit")
+    assert done.returncode == 1, done.stdout
     assert (f"broken at link 3 (shelf_shelfevent row {chain['quarantine'].pk}): link 3 of this event is missing"
-            in _verify_fails())
+            in done.stderr)
+    assert done.stdout == ""
 
 
 def test_a_deleted_link_and_event_are_found(chain):
@@ -183,8 +199,7 @@ def test_an_erased_event_still_verifies_but_a_rewrite_of_its_action_actor_or_tim
     erase_patient(chain["patient"], by="dpo", reason="erasure request of 2026-12-01 (synthetic)")
     contact = WorkEvent.objects.get(pk=chain["contact"].pk)
     assert contact.redacted and contact.details == {}
-    done = manage("verify_audit")
-    assert done.returncode == 0, done.stderr
+    assert "audit chain intact" in _verify_passes()
     _sql(rewrite, [contact.pk])
     error = _verify_fails()
     assert f"broken at link 2 (worklist_workevent row {contact.pk}): the link does not verify" in error
@@ -223,7 +238,7 @@ def test_links_deleted_from_the_end_with_the_head_rewound_are_found_by_the_ancho
     _sql("DELETE FROM core_auditlink WHERE seq = 5")
     _sql("DELETE FROM corrections_auditevent WHERE id = %s", [chain["later"].pk])
     AuditChainHead.objects.update(seq=4, link_hash=fourth.link_hash)
-    assert manage("verify_audit").returncode == 0  # the chain alone cannot show it
+    assert "audit chain intact" in _verify_passes()  # the chain alone cannot show it
     done = manage("verify_audit", UNSAY_AUDIT_ANCHOR_FILE=anchors)
     assert done.returncode != 0
     assert "broken at its anchor: link 5, anchored at" in done.stderr

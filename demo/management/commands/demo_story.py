@@ -57,7 +57,11 @@ class Command(MigratedCommand):
                 self.stdout.write(f"Escalated {r.fact_key} (the demo patients' lot): {state}")
         self.stdout.write(f"Escalated {DEMO_RECALL_NUMBER} to Class I: {len(results)} lot fact(s) of the recall.")
 
-        report = sweep(trigger=SweepRun.Trigger.MANUAL)
+        # The sweep the escalation would set off in production (corrections.triggers): the changed facts'
+        # old and new versions, not every recall on file. Nothing changed (a second run): everything, so
+        # a run stopped before its sweep finished is finished now.
+        changed = sorted({i for r in results if r.status != "unchanged" for i in (r.old_fact_id, r.new_fact_id)})
+        report = sweep(fact_ids=changed or None, trigger=SweepRun.Trigger.MANUAL)
         waiting = Correction.objects.pending_review().filter(recall_number=DEMO_RECALL_NUMBER).count()
         self.stdout.write(self.style.SUCCESS(
             f"Sweep: examined {report.examined}, corrected {report.corrected}, reaffirmed {report.reaffirmed}, "
