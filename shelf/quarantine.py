@@ -138,6 +138,17 @@ def _task_units(task: ShelfTask, state: str) -> list[Unit]:
         id__in=TaskUnit.objects.filter(task=task).values("unit_id"), state=state).order_by("id"))
 
 
+def _confirmed(task: ShelfTask, step: str, count_field: str, *, now, user, counted: int) -> None:
+    """A step confirmed again (units matched after the first confirmation, pulled or sent back later)
+    keeps the first confirmation's time and person -- the Class I deadline was met or missed then -- and
+    the task's count is every count given; each confirmation is its own event with its own count."""
+    if getattr(task, f"{step}_at") is None:
+        setattr(task, f"{step}_at", now)
+        setattr(task, f"{step}_by", user)
+    setattr(task, count_field, (getattr(task, count_field) or 0) + counted)
+    task.updated = now
+
+
 def confirm_quarantine(task: ShelfTask, *, counted: int, user, note: str = "") -> int:
     """Staff pulled the recalled units off the shelf: every matched on-hand unit becomes quarantined. The
     count they give is kept beside the count expected, so a difference is on the record."""
@@ -148,8 +159,7 @@ def confirm_quarantine(task: ShelfTask, *, counted: int, user, note: str = "") -
         now = timezone.now()
         moved = move_units(_task_units(task, Unit.State.ON_HAND), Unit.State.QUARANTINED, by=By.QUARANTINE,
                            changed_at=now)
-        task.quarantined_at, task.quarantined_by, task.quarantine_count = now, user, counted
-        task.updated = now
+        _confirmed(task, "quarantined", "quarantine_count", now=now, user=user, counted=counted)
         task.save(update_fields=["quarantined_at", "quarantined_by", "quarantine_count", "updated"])
         _event(user, ShelfEvent.Action.QUARANTINED, task, expected=moved, counted=counted, note=note[:2000])
     return moved
@@ -167,7 +177,7 @@ def confirm_return(task: ShelfTask, *, counted: int, user, note: str = "") -> in
         now = timezone.now()
         moved = move_units(_task_units(task, Unit.State.QUARANTINED), Unit.State.RETURNED, by=By.RETURN,
                            changed_at=now)
-        task.returned_at, task.returned_by, task.return_count, task.updated = now, user, counted, now
+        _confirmed(task, "returned", "return_count", now=now, user=user, counted=counted)
         task.save(update_fields=["returned_at", "returned_by", "return_count", "updated"])
         _event(user, ShelfEvent.Action.RETURNED, task, expected=moved, counted=counted, note=note[:2000])
     return moved

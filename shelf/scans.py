@@ -9,8 +9,9 @@ DataMatrix by drugs.gs1 at the till) decommissions that unit on the shelf as dis
 patients never imports shelf: the form and the CSV import ask the registered refusal before the row is saved
 (a quarantined unit is never dispensed: staff are told which recall holds it and to fill from another pack),
 and the link is made here, after the dispensing write committed, from the rows of the patients that changed.
-A row that reached the database another way (or whose unit was quarantined in between) does not move its unit:
-the refusal is recorded once as a `scan_refused` ShelfEvent. A unit of the row's site is preferred; a row
+A row that reached the database another way (or whose unit was quarantined in between) does not move its unit,
+nor does a row whose unit is already tied to another fill: the refusal is recorded once as a `scan_refused`
+ShelfEvent, with its reason. A unit of the row's site is preferred; a row
 without a site takes the one unit of that SGTIN if only one site holds it.
 """
 
@@ -62,6 +63,7 @@ def link_scanned(rows) -> int:
             unit = _scanned_unit(list(Unit.objects.select_for_update().filter(
                 gtin=row.gtin, serial=row.serial, dispensing__isnull=True).order_by("id")), row.site)
             if unit is None:
+                _linked_elsewhere(row)
                 continue
             details = {"unit": unit.pk, "dispensing": row.pk, "was": unit.state}
             if unit.state == Unit.State.DISPENSED:  # dispensed by an EPCIS event: the scan names the patient
@@ -77,6 +79,19 @@ def link_scanned(rows) -> int:
                     "details": details})
             linked += 1
     return linked
+
+
+def _linked_elsewhere(row) -> None:
+    """The scanned unit is already tied to another fill (a serial is one pack): the row stays as typed --
+    exposure reads its lot and product, not the link -- and the shelf records why it did not link it."""
+    other = _scanned_unit(list(Unit.objects.filter(gtin=row.gtin, serial=row.serial)
+                               .exclude(dispensing__isnull=True).exclude(dispensing=row).order_by("id")), row.site)
+    if other is None:
+        return
+    reason = (f"this pack (serial {row.serial}) is already linked to another fill (dispensing #{other.dispensing_id}): "
+              "check which patient received it")
+    _refused(other, row, reason, {"unit": other.pk, "dispensing": row.pk, "was": other.state,
+                                  "linked_to": other.dispensing_id})
 
 
 def _refused(unit, row, reason: str, details: dict) -> None:

@@ -117,6 +117,35 @@ def test_an_escalation_keeps_one_task_and_links_nothing_twice(django_capture_on_
     assert c.received == 5
 
 
+def test_a_second_confirmation_keeps_the_first_ones_time_and_person_and_adds_its_count(
+        django_capture_on_commit_callbacks, people, pharmacist):
+    """Units received after the quarantine was confirmed are matched and pulled later: the Class I deadline
+    was met (or missed) when the quarantine was first confirmed, and the task counts every unit counted."""
+    with django_capture_on_commit_callbacks(execute=True):
+        _receive(d.shipment_xml(d.serials("R", 3)))
+        assert_claim(recall_claim(RECALL, d.LOSARTAN_LOT))
+    task = ShelfTask.objects.get()
+    assert quarantine.confirm_quarantine(task, counted=3, user=pharmacist) == 3
+    task.refresh_from_db()
+    first_at = task.quarantined_at
+    with django_capture_on_commit_callbacks(execute=True):
+        _receive(d.shipment_xml(d.serials("N", 2), case=3))
+    _view, c = _counts()
+    assert (c.on_hand, c.quarantined) == (2, 3)
+    staff = people["staff"]
+    assert quarantine.confirm_quarantine(task, counted=2, user=staff) == 2
+    task.refresh_from_db()
+    assert (task.quarantined_at, task.quarantined_by, task.quarantine_count) == (first_at, pharmacist, 5)
+    assert quarantine.confirm_return(task, counted=4, user=pharmacist) == 5
+    assert quarantine.confirm_return(task, counted=1, user=staff) == 0
+    task.refresh_from_db()
+    assert (task.returned_by, task.return_count) == (pharmacist, 5)
+    assert list(ShelfEvent.objects.filter(action__in=["quarantined", "returned"]).order_by("id")
+                .values_list("action", "actor_label", "details__counted")) == [
+        ("quarantined", pharmacist.get_username(), 3), ("quarantined", staff.get_username(), 2),
+        ("returned", pharmacist.get_username(), 4), ("returned", staff.get_username(), 1)]
+
+
 def test_an_all_lots_recall_matches_every_lot_of_the_product(django_capture_on_commit_callbacks):
     _stock(django_capture_on_commit_callbacks)
     fact = assert_claim(recall_claim(RECALL, d.LOSARTAN_LOT)).fact

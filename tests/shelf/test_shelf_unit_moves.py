@@ -197,6 +197,27 @@ def test_a_fill_saved_another_way_leaves_a_quarantined_unit_in_quarantine_and_sa
     assert _state("R000004") == S.QUARANTINED
 
 
+def test_a_pack_scanned_for_a_second_patient_stays_linked_to_the_first_fill_and_the_shelf_says_so_once():
+    assert receive(d.shipment_xml(d.serials("A", 1)), site=SITE).applied == 3
+    pack = {"drug": "losartan", "lot": d.LOSARTAN_LOT, "ndc": d.LOSARTAN_NDC, "gtin": d.LOSARTAN_GTIN,
+            "serial": "A000001", "site": SITE}
+    first = make_patient("SYN-FIRST", [pack], through_service=True).dispensings.get()
+    second = make_patient("SYN-SECOND", [pack], through_service=True)
+    unit = Unit.objects.get()
+    assert (unit.state, unit.dispensing_id) == (S.DISPENSED, first.pk)
+    (refusal,) = ShelfEvent.objects.filter(action=ShelfEvent.Action.SCAN_REFUSED)
+    assert refusal.details["linked_to"] == first.pk
+    assert refusal.details["dispensing"] == second.dispensings.get().pk
+    assert "already linked to another fill" in refusal.details["reason"]
+    from patients.dispensing import save_dispensing
+
+    row = second.dispensings.get()
+    row.quantity = 60
+    save_dispensing(row, actor="synthetic")  # every later write of the patient tries again: said once
+    assert ShelfEvent.objects.filter(action=ShelfEvent.Action.SCAN_REFUSED).count() == 1
+    assert Unit.objects.get().dispensing_id == first.pk
+
+
 def test_a_scan_after_an_epcis_dispensing_event_names_the_patient_without_moving_the_unit():
     assert receive(d.shipment_xml(d.serials("A", 1)), site=SITE).applied == 3
     assert receive(d.json_document([d.json_event("ObjectEvent", epcs=_epcs("A000001"), step="dispensing")]),
