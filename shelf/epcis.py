@@ -22,6 +22,7 @@ the document element must be an EPCISDocument / EPCISQueryDocument and each even
 shelf reads.
 """
 
+import functools
 import hashlib
 import io
 import json
@@ -193,6 +194,7 @@ class DocumentReader:
         return _xml_events(self, self.source) if self.format == "xml" else _json_events(self, self.source)
 
 
+@functools.lru_cache(maxsize=1024)  # a document repeats a few dozen tags, millions of times in a large one
 def _local(tag) -> str:
     return tag.rsplit("}", 1)[-1] if isinstance(tag, str) else ""
 

@@ -1,0 +1,50 @@
+"""The drug vocabulary's index is built once and kept in var/cache for the next process
+(drugs.identity.vocabulary): what a process reads back is exactly what it would build, a damaged copy is
+built again, and a var directory it cannot write costs speed, not names."""
+
+import marshal
+
+import pytest
+
+from drugs import identity
+
+
+@pytest.fixture
+def own_var(settings, tmp_path):
+    settings.VAR_DIR = tmp_path
+    identity.vocabulary.cache_clear()
+    yield tmp_path
+    identity.vocabulary.cache_clear()
+
+
+def test_the_copy_a_process_reads_is_the_index_it_would_build(own_var):
+    built = identity.vocabulary()
+    copy = identity._vocabulary_copy_path()
+    assert copy.parent == own_var / "cache" and copy.exists()
+    identity.vocabulary.cache_clear()
+    read_back = identity.vocabulary()
+    assert read_back == built == identity._build_vocabulary()
+    assert read_back["diovan"] == ("valsartan",)
+    assert list(copy.parent.iterdir()) == [copy]  # no partial file left behind
+
+
+def test_a_damaged_copy_is_built_again_and_replaced(own_var):
+    copy = identity._vocabulary_copy_path()
+    copy.parent.mkdir(parents=True)
+    for damaged in (b"", b"\x00not marshal", marshal.dumps(["a list, not the index"])[:-1], marshal.dumps([1])):
+        copy.write_bytes(damaged)
+        identity.vocabulary.cache_clear()
+        assert identity.vocabulary()["diovan"] == ("valsartan",)
+        assert isinstance(marshal.loads(copy.read_bytes()), dict)
+
+
+def test_a_var_directory_it_cannot_write_still_names_drugs(own_var, caplog):
+    (own_var / "cache").write_text("a file where the cache directory would be")
+    assert identity.resolve("Diovan 80 mg tablet").key == "valsartan"
+    assert "could not keep a copy" in caplog.text
+
+
+def test_the_copy_is_named_by_the_vocabulary_release_and_the_rules(own_var, monkeypatch):
+    first = identity._vocabulary_copy_path()
+    monkeypatch.setattr(identity.importlib.metadata, "version", lambda name: "99.0.0")
+    assert identity._vocabulary_copy_path() != first
