@@ -6,6 +6,8 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from core.transitions import InvalidTransition
+
 from . import audit
 from .models import Correction, OutboxMessage
 
@@ -32,9 +34,6 @@ OUTBOX = {
 
 TABLES = {Correction: CORRECTION, OutboxMessage: OUTBOX}
 
-
-class InvalidTransition(ValueError):
-    pass
 
 
 def check(model, old: str, new: str) -> None:

@@ -39,6 +39,7 @@ from typing import BinaryIO
 from django.db import connection, transaction
 from django.utils import timezone
 
+from core.copy_rows import insert_rows
 from drugs import gs1
 from drugs.gs1 import ndc_candidates
 from drugs.lots import canonical_lot, printed_lot
@@ -46,7 +47,6 @@ from drugs.ndc import normalize_ndc
 from memory.models import Fact
 from patients.models import DispensingRecord
 
-from .copy_rows import copy_rows
 from .epcis import DocumentError, DocumentReader, Event, open_document
 from .lot_notes import LotNotes
 from .models import Aggregation, ReceivedEvent, ShelfEvent, Unit
@@ -278,7 +278,7 @@ class _Receiving:
         moving = [u for u in changed_existing if chunk.planned[(u.gtin, u.serial)] != u.state]
         for state, units in _by_state(moving, chunk.planned).items():
             move_units(units, state, by=By.EPCIS, changed_at=now)
-        copy_rows(ReceivedEvent, _EVENT_FIELDS, records, batch_size=CHUNK)
+        insert_rows(ReceivedEvent, _EVENT_FIELDS, records, batch_size=CHUNK)
         receipt.units_new += len(chunk.new_units)
         # A unit first changed by an earlier chunk of this document is counted once.
         receipt.units_changed += sum(1 for u in changed_existing if before[(u.gtin, u.serial)] != now)

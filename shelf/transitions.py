@@ -20,7 +20,9 @@ from enum import StrEnum
 
 from django.db import transaction
 
-from .copy_rows import copy_rows
+from core.copy_rows import insert_rows
+from core.transitions import InvalidTransition
+
 from .models import ShelfEvent, Unit
 
 S = Unit.State
@@ -48,9 +50,6 @@ UNIT = {
 NEW_UNIT_COLUMNS = ("site", "gtin", "serial", "ndc", "ndc_products", "lot", "lot_printed", "expiry", "product_name",
                     "received_at", "changed_at")
 
-
-class InvalidTransition(ValueError):
-    pass
 
 
 def allowed(old: str, new: str, by: By) -> bool:
@@ -136,7 +135,7 @@ def move_units(units, new: str, *, by: By, event: dict | None = None, **values) 
     moved = 0
     with transaction.atomic():
         if fresh:
-            copy_rows(Unit, [*NEW_UNIT_COLUMNS, "state"],
+            insert_rows(Unit, [*NEW_UNIT_COLUMNS, "state"],
                       ([*(getattr(u, f) for f in NEW_UNIT_COLUMNS), new] for u in fresh))
             moved += len(fresh)
         for old, group in held.items():
