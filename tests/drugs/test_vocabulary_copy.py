@@ -28,17 +28,38 @@ def test_the_copy_a_process_reads_is_the_index_it_would_build(own_var):
     assert list(copy.parent.iterdir()) == [copy]  # no partial file left behind
 
 
-def test_a_damaged_copy_is_built_again_and_replaced(own_var):
+SMALL = {"diovan": ("valsartan",), "losartan potassium": ("losartan",)}
+
+
+@pytest.fixture
+def small_build(monkeypatch):
+    """The build itself stands in small (3 s each for the real one; the first test reads the real one back)."""
+    built = []
+
+    def build():
+        built.append(1)
+        return dict(SMALL)
+
+    monkeypatch.setattr(identity, "_build_vocabulary", build)
+    return built
+
+
+def test_a_damaged_copy_is_built_again_and_replaced(own_var, small_build):
     copy = identity._vocabulary_copy_path()
     copy.parent.mkdir(parents=True)
-    for damaged in (b"", b"\x00not marshal", marshal.dumps(["a list, not the index"])[:-1], marshal.dumps([1])):
-        copy.write_bytes(damaged)
+    damaged = (b"", b"\x00not marshal", marshal.dumps({"diovan": ("valsartan",)})[:-1], marshal.dumps([1]))
+    for n, content in enumerate(damaged, 1):
+        copy.write_bytes(content)
         identity.vocabulary.cache_clear()
         assert identity.vocabulary()["diovan"] == ("valsartan",)
-        assert isinstance(marshal.loads(copy.read_bytes()), dict)
+        assert len(small_build) == n
+        assert marshal.loads(copy.read_bytes()) == SMALL
+    identity.vocabulary.cache_clear()
+    assert identity.vocabulary() == SMALL
+    assert len(small_build) == len(damaged)  # the sound copy was read, not built
 
 
-def test_a_var_directory_it_cannot_write_still_names_drugs(own_var, caplog):
+def test_a_var_directory_it_cannot_write_still_names_drugs(own_var, small_build, caplog):
     (own_var / "cache").write_text("a file where the cache directory would be")
     assert identity.resolve("Diovan 80 mg tablet").key == "valsartan"
     assert "could not keep a copy" in caplog.text
