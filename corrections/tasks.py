@@ -2,18 +2,16 @@
 
 import contextlib
 import logging
-import time
 
 from celery import shared_task
 from django.conf import settings
 from django.db import OperationalError
 
 from core import shutdown
-from core.health import celery_section
 from core.retry import RetriesExhausted
 from recalls.runs import abandon_dead_runs as abandon_dead_ingests
 
-from .models import Correction, SweepRun
+from .models import SweepRun
 from .sweep.run import abandon_dead_runs as abandon_dead_sweeps
 from .sweep.run import has_work, sweep
 from .triggers import (
@@ -145,58 +143,3 @@ def reap_dead_runs() -> int:
         except Exception:  # noqa: BLE001 - never let the check stop the outbox
             log.exception("checking for dead runs failed (%s)", reap.__module__)
     return found
-
-
-def describe_triggered_sweeps(since) -> str:
-    """One line for commands that wrote facts (ingest_recalls, escalate): what the sweep they
-    triggered did, or that it was queued and where to watch it, or why none started."""
-    runs = list(SweepRun.objects.filter(started__gte=since).exclude(
-        trigger__in=[SweepRun.Trigger.BEAT, SweepRun.Trigger.MANUAL]).order_by("id"))
-    if runs:
-        return "Sweep: " + "; ".join(
-            f"run {r.id} {r.status}: examined {r.examined}, corrected {r.corrected}, reaffirmed {r.reaffirmed}, "
-            f"notices drafted {r.notices}" for r in runs)
-    if not sweep_triggers_enabled():
-        return ("Sweep: none started (UNSAY_SWEEP_ON_SUPERSESSION is off here); run `manage.py sweep` "
-                "or wait for the periodic sweep.")
-    if settings.CELERY_TASK_ALWAYS_EAGER:
-        return "Sweep: nothing to re-decide or notify."
-    return "Sweep: queued for the Celery worker; watch /recalls/ops/ (or `manage.py sweep --dry-run`)."
-
-
-def sweep_worker_answers() -> tuple[bool, str]:
-    """(will a Celery worker run a queued sweep now?, and if not, why): one ping of the broker's workers
-    (core.health), as the health page asks."""
-    celery = celery_section()["celery"]
-    if celery.get("workers"):
-        return True, ""
-    return False, celery.get("error") or celery.get("note") or ""
-
-
-def await_triggered_sweeps(since, fact_ids, *, timeout: float, poll: float = 0.5) -> str:
-    """For commands that wrote facts and want the outcome (escalate): wait until the sweeps the change
-    triggered have ended, up to `timeout` seconds, then say what they did and how many drafts await a
-    pharmacist; or say why no sweep will run and how to sweep by hand."""
-    by_hand = f"sweep by hand: `manage.py sweep{''.join(f' --fact {i}' for i in fact_ids)}`"
-    if not sweep_triggers_enabled():
-        return f"Sweep: none started (UNSAY_SWEEP_ON_SUPERSESSION is off here); {by_hand}."
-    if not settings.CELERY_TASK_ALWAYS_EAGER:  # eager: the sweep already ran in this process
-        if not has_work(fact_ids):
-            return "Sweep: nothing to re-decide or notify."
-        ready, why = sweep_worker_answers()
-        if not ready:
-            return (f"Sweep: queued, but no Celery worker answered{f' ({why})' if why else ''}; start one "
-                    f"(`celery -A unsay_site worker`) or {by_hand}.")
-        deadline = time.monotonic() + timeout
-        triggered = SweepRun.objects.filter(started__gte=since).exclude(
-            trigger__in=[SweepRun.Trigger.BEAT, SweepRun.Trigger.MANUAL])
-        while time.monotonic() < deadline:
-            if triggered.exists() and not triggered.filter(status=SweepRun.Status.RUNNING).exists():
-                break
-            time.sleep(poll)
-        else:
-            return (f"Sweep: still running after {timeout:.0f}s on the Celery worker; watch /recalls/ops/ "
-                    "and the review queue at /corrections/review/.")
-    line = describe_triggered_sweeps(since)
-    drafts = Correction.objects.filter(sweep_run__started__gte=since, status=Correction.Status.DRAFT).count()
-    return f"{line}\nDrafts awaiting a pharmacist's review: {drafts} (/corrections/review/)."

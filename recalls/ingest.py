@@ -50,7 +50,7 @@ ESCALATION_SOURCE = "demo:escalation"
 CLASSIFICATIONS = ("Class I", "Class II", "Class III")
 STATUSES = ("Ongoing", "Completed", "Terminated", "Pending")
 CODE_INFO_MAX = 2000
-LABEL_SECTIONS = ("boxed_warning", "warnings")
+
 
 @dataclass
 class RecallClaim(Claim):

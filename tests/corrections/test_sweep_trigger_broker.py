@@ -97,7 +97,7 @@ def test_escalate_without_a_worker_says_so_and_how_to_sweep_by_hand(broker, caps
 @pytest.mark.slow
 def test_escalate_with_a_worker_up_shows_the_drafts_right_after(broker, capsys):
     from corrections.models import Correction
-    from corrections.tasks import sweep_worker_answers
+    from corrections.sweep_outcome import sweep_worker_answers
 
     _recall_and_an_answer()
     make_patient("SYN-T02", [("Valsartan Tablets USP 40 mg", LOT)])  # holds the lot, never asked: a notice

@@ -27,7 +27,7 @@ from tqdm import tqdm
 
 from core import shutdown
 from core.commands import MigratedCommand
-from corrections.tasks import describe_triggered_sweeps
+from corrections.sweep_outcome import describe_triggered_sweeps
 from memory import vectors
 from memory.tasks import embedding_on_commit
 from recalls import services

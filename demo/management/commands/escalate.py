@@ -11,7 +11,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from core.commands import MigratedCommand
-from corrections.tasks import await_triggered_sweeps
+from corrections.sweep_outcome import await_triggered_sweeps
 from demo.escalation import escalate
 from memory.models import Fact
 from recalls.ingest import CLASSIFICATIONS
