@@ -28,7 +28,7 @@ class ReceivedEventAdmin(ReadOnlyAdmin):
 @admin.register(ShelfTask)
 class ShelfTaskAdmin(ReadOnlyAdmin):
     list_display = ("recall_number", "site", "created", "quarantined_at", "quarantine_count", "returned_at",
-                    "return_count")
+                    "return_count", "destroyed_at", "destroy_count")
     search_fields = ("=recall_number", "site")
     list_select_related = ("quarantined_by", "returned_by")
 

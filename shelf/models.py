@@ -129,6 +129,11 @@ class ShelfTask(models.Model):
     returned_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
                                     related_name="+")
     return_count = models.PositiveIntegerField(null=True, blank=True)
+    # A recall that tells the pharmacy to destroy the product: the quarantined units destroyed on site.
+    destroyed_at = models.DateTimeField(null=True, blank=True)
+    destroyed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
+                                     related_name="+")
+    destroy_count = models.PositiveIntegerField(null=True, blank=True)
     units = models.ManyToManyField(Unit, through="TaskUnit", related_name="tasks")
 
     class Meta:
@@ -152,8 +157,8 @@ class TaskUnit(models.Model):
 
 
 class ShelfEvent(ChainedEvent):
-    """A shelf action (receiving, scan at fill or its refusal, match, quarantine, return): a link of the one audit chain
-    (core.audit_chain)."""
+    """A shelf action (receiving, scan at fill or its refusal, match, quarantine, return, destruction): a link
+    of the one audit chain (core.audit_chain)."""
 
     CHAIN_STRUCTURE = ("at", "actor_id", "actor_label", "action", "site", "recall_number")
     CHAIN_REDACTABLE = ("details",)
@@ -164,6 +169,7 @@ class ShelfEvent(ChainedEvent):
         MATCHED = "matched", _("Recall matched units")
         QUARANTINED = "quarantined", _("Quarantine confirmed")
         RETURNED = "returned", _("Return confirmed")
+        DESTROYED = "destroyed", _("Destruction confirmed")
         SCAN_REFUSED = "scan_refused", _("Scan at fill refused (the unit may not be dispensed)")
 
     at = models.DateTimeField(auto_now_add=True)

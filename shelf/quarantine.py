@@ -1,11 +1,14 @@
-"""A recall reaches the shelf: matching units become a quarantine task; staff confirm quarantine and return.
+"""A recall reaches the shelf: matching units become a quarantine task; staff confirm quarantine, then return
+or destruction.
 
     match_facts(fact_ids) -> [ShelfTask]   every unit of the sites (any state) a recall fact matches
                                            (queued by shelf.tasks when facts change; `manage.py shelf_match`)
     match_units(site, lots, products)      units just received or changed, against believed recall facts
     confirm_quarantine(task, *, counted, user, note="")   on-hand matched units -> quarantined
-    confirm_return(task, *, counted, user, note="")       quarantined matched units -> returned (the only way out
-                                                          of quarantine: shelf.transitions)
+    confirm_return(task, *, counted, user, note="")       quarantined matched units -> returned
+    confirm_destruction(task, *, counted, user, note="")  quarantined matched units -> destroyed on site
+                                                          (these two are the only ways out of quarantine:
+                                                          shelf.transitions)
 
 Matching is drugs.matching.explain, the same package-first rules as patients (a unit is a dispensing-like
 object: NDC, canonical lot, expiry). A unit whose GTIN's NDC hyphenation was not resolved is tried with
@@ -180,4 +183,22 @@ def confirm_return(task: ShelfTask, *, counted: int, user, note: str = "") -> in
         _confirmed(task, "returned", "return_count", now=now, user=user, counted=counted)
         task.save(update_fields=["returned_at", "returned_by", "return_count", "updated"])
         _event(user, ShelfEvent.Action.RETURNED, task, expected=moved, counted=counted, note=note[:2000])
+    return moved
+
+
+def confirm_destruction(task: ShelfTask, *, counted: int, user, note: str = "") -> int:
+    """The quarantined units were destroyed on site, as the recall instructs (some tell the pharmacy to
+    destroy the product rather than send it back). Like a return, only from quarantine and with the count."""
+    if counted is None or counted < 0:
+        raise ShelfError("Give the number of units destroyed.")
+    with transaction.atomic():
+        task = ShelfTask.objects.select_for_update().get(pk=task.pk)
+        if task.quarantined_at is None:
+            raise ShelfError("Confirm the quarantine first: only quarantined units are destroyed.")
+        now = timezone.now()
+        moved = move_units(_task_units(task, Unit.State.QUARANTINED), Unit.State.DESTROYED, by=By.DESTRUCTION,
+                           changed_at=now)
+        _confirmed(task, "destroyed", "destroy_count", now=now, user=user, counted=counted)
+        task.save(update_fields=["destroyed_at", "destroyed_by", "destroy_count", "updated"])
+        _event(user, ShelfEvent.Action.DESTROYED, task, expected=moved, counted=counted, note=note[:2000])
     return moved

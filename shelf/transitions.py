@@ -6,9 +6,11 @@ A unit's state says where the pack is. Each move is made by one act, and UNIT sa
     scan        a scan at fill (shelf.scans): the pack handed to a patient
     quarantine  a pharmacist's confirmation of quarantine, with the count (shelf.quarantine.confirm_quarantine)
     return      a pharmacist's confirmation of return, with the count (shelf.quarantine.confirm_return)
+    destruction a pharmacist's confirmation that the quarantined units were destroyed on site, with the count
+                (shelf.quarantine.confirm_destruction): a recall may tell the pharmacy to destroy, not return
 
-So, on every path: a quarantined unit leaves quarantine only by a return a pharmacist confirms with the count
-(it is never dispensed, and no EPCIS event ships or destroys it); a unit that left with a patient stays
+So, on every path: a quarantined unit leaves quarantine only by a return or a destruction a pharmacist confirms
+with the count (it is never dispensed, and no EPCIS event ships or destroys it); a unit that left with a patient stays
 dispensed; a returned or destroyed unit is not dispensed. A caller asks `why_not` first, to refuse with a
 sentence (an EPCIS event is refused with it, a scan at fill gets it as the form's error); `move_units`
 checks the table again and raises InvalidTransition before writing anything it does not allow.
@@ -34,13 +36,14 @@ class By(StrEnum):
     SCAN = "scan"
     QUARANTINE = "quarantine"
     RETURN = "return"
+    DESTRUCTION = "destruction"
 
 
 UNIT = {
     NEW: {S.ON_HAND: {By.EPCIS}, S.DISPENSED: {By.EPCIS}, S.DESTROYED: {By.EPCIS}},
     S.ON_HAND: {S.QUARANTINED: {By.QUARANTINE}, S.DISPENSED: {By.EPCIS, By.SCAN}, S.RETURNED: {By.EPCIS},
                 S.DESTROYED: {By.EPCIS}},
-    S.QUARANTINED: {S.RETURNED: {By.RETURN}},  # only with the count a pharmacist gives
+    S.QUARANTINED: {S.RETURNED: {By.RETURN}, S.DESTROYED: {By.DESTRUCTION}},  # only with a pharmacist's count
     S.DISPENSED: {},                            # it left with a patient: the recall's patient work follows it
     S.RETURNED: {S.ON_HAND: {By.EPCIS}},        # received again
     S.DESTROYED: {},

@@ -93,3 +93,9 @@ def shelf_quarantine(request, code):
 @reviewer_required
 def shelf_return(request, code):
     return _confirm(request, code, quarantine.confirm_return, "Return confirmed")
+
+
+@require_POST
+@reviewer_required
+def shelf_destroy(request, code):
+    return _confirm(request, code, quarantine.confirm_destruction, "Destruction confirmed")

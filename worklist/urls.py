@@ -16,6 +16,7 @@ urlpatterns = [
     path("none-found/", views.none_found, name="none_found"),
     path("shelf/<uuid:code>/quarantine/", shelf.shelf_quarantine, name="shelf_quarantine"),
     path("shelf/<uuid:code>/return/", shelf.shelf_return, name="shelf_return"),
+    path("shelf/<uuid:code>/destroy/", shelf.shelf_destroy, name="shelf_destroy"),
     path("shelf-panel/<path:recall_number>", shelf.shelf_panel, name="shelf_panel"),
     path("recall/<path:recall_number>", views.recall, name="recall"),
     path("report.csv/<path:recall_number>", views.report_csv, name="report_csv"),

@@ -146,6 +146,39 @@ def test_a_second_confirmation_keeps_the_first_ones_time_and_person_and_adds_its
         ("returned", pharmacist.get_username(), 4), ("returned", staff.get_username(), 1)]
 
 
+def test_a_recall_that_says_destroy_is_confirmed_as_destroyed_from_quarantine_only(
+        django_capture_on_commit_callbacks, client, people):
+    with django_capture_on_commit_callbacks(execute=True):
+        _receive(d.shipment_xml(d.serials("R", 3)))
+        assert_claim(recall_claim(RECALL, d.LOSARTAN_LOT))
+    task = ShelfTask.objects.get()
+    pharmacist = people["pharmacist"]
+    with pytest.raises(quarantine.ShelfError, match="Confirm the quarantine first"):
+        quarantine.confirm_destruction(task, counted=3, user=pharmacist)
+    assert set(Unit.objects.values_list("state", flat=True)) == {"on_hand"}
+    assert quarantine.confirm_quarantine(task, counted=3, user=pharmacist) == 3
+    client.force_login(pharmacist)
+    url = f"/worklist/shelf/{task.public_id}/destroy/"
+    panel = client.get(f"/worklist/recall/{RECALL}").content.decode()
+    assert "Confirm destruction" in panel
+    assert client.post(url, {"counted": ""}, headers={"HX-Request": "true"}).status_code == 400
+    answer = client.post(url, {"counted": "3", "note": "denatured, witnessed by sam"}, headers={"HX-Request": "true"})
+    assert answer.status_code == 200
+    assert set(Unit.objects.values_list("state", flat=True)) == {"destroyed"}
+    task.refresh_from_db()
+    assert (task.destroyed_by, task.destroy_count, task.returned_at) == (pharmacist, 3, None)
+    assert "Destruction confirmed by phil" in answer.content.decode()
+    (event,) = ShelfEvent.objects.filter(action="destroyed")
+    assert event.details == {"expected": 3, "counted": 3, "note": "denatured, witnessed by sam"}
+    summary = recall_shelf_summary(RECALL)
+    assert (summary["destroyed"], summary["returned"], summary["quarantined"]) == (3, 0, 0)
+    # Destroyed is final: nothing returns it, and staff without the reviewer role cannot confirm one.
+    assert quarantine.confirm_return(task, counted=0, user=pharmacist) == 0
+    assert set(Unit.objects.values_list("state", flat=True)) == {"destroyed"}
+    client.force_login(people["staff"])
+    assert client.post(url, {"counted": "0"}, headers={"HX-Request": "true"}).status_code in (302, 403)
+
+
 def test_an_all_lots_recall_matches_every_lot_of_the_product(django_capture_on_commit_callbacks):
     _stock(django_capture_on_commit_callbacks)
     fact = assert_claim(recall_claim(RECALL, d.LOSARTAN_LOT)).fact

@@ -61,10 +61,13 @@ def quarantined(pharmacist):
 # --- The table ---------------------------------------------------------------------------------------------
 
 
-def test_the_table_lets_only_a_counted_return_take_a_unit_out_of_quarantine():
+def test_the_table_lets_only_a_counted_return_or_destruction_take_a_unit_out_of_quarantine():
     states = [NEW, *S.values]
     out_of_quarantine = {(new, by) for new in states for by in By if allowed(S.QUARANTINED, new, by)}
-    assert out_of_quarantine == {(S.RETURNED, By.RETURN)}
+    assert out_of_quarantine == {(S.RETURNED, By.RETURN), (S.DESTROYED, By.DESTRUCTION)}
+    # A pharmacist's destruction takes nothing but a quarantined unit.
+    assert {(old, new) for old, new in itertools.product(states, states) if allowed(old, new, By.DESTRUCTION)} == {
+        (S.QUARANTINED, S.DESTROYED)}
     assert {old for old in states for by in By if allowed(old, S.QUARANTINED, by)} == {S.ON_HAND}
     # Nothing leaves a patient's hands or the incinerator; nothing but a receipt brings a returned unit back.
     assert not any(allowed(S.DISPENSED, new, by) or allowed(S.DESTROYED, new, by) for new in states for by in By)
