@@ -19,6 +19,8 @@ not looked for: EPCIS lots are machine data, not typed.
 """
 
 
+from dataclasses import dataclass
+
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -169,36 +171,44 @@ def confirm_quarantine(task: ShelfTask, *, counted: int, user, note: str = "") -
 
 
 def confirm_return(task: ShelfTask, *, counted: int, user, note: str = "") -> int:
-    """The quarantined units went back to the supplier (or to the recall's returns processor). The only way out of
+    """The quarantined units went back to the supplier (or to the recall's returns processor). A way out of
     quarantine (shelf.transitions): an EPCIS shipping event of a quarantined unit is refused and points here."""
-    if counted is None or counted < 0:
-        raise ShelfError("Give the number of units returned.")
-    with transaction.atomic():
-        task = ShelfTask.objects.select_for_update().get(pk=task.pk)
-        if task.quarantined_at is None:
-            raise ShelfError("Confirm the quarantine first: only quarantined units are returned.")
-        now = timezone.now()
-        moved = move_units(_task_units(task, Unit.State.QUARANTINED), Unit.State.RETURNED, by=By.RETURN,
-                           changed_at=now)
-        _confirmed(task, "returned", "return_count", now=now, user=user, counted=counted)
-        task.save(update_fields=["returned_at", "returned_by", "return_count", "updated"])
-        _event(user, ShelfEvent.Action.RETURNED, task, expected=moved, counted=counted, note=note[:2000])
-    return moved
+    return _out_of_quarantine(task, _RETURN, counted=counted, user=user, note=note)
 
 
 def confirm_destruction(task: ShelfTask, *, counted: int, user, note: str = "") -> int:
     """The quarantined units were destroyed on site, as the recall instructs (some tell the pharmacy to
     destroy the product rather than send it back). Like a return, only from quarantine and with the count."""
+    return _out_of_quarantine(task, _DESTRUCTION, counted=counted, user=user, note=note)
+
+
+@dataclass(frozen=True)
+class _Exit:
+    """A pharmacist's way out of quarantine: where the units go, by which act, what the task and log record."""
+
+    state: str
+    by: By
+    step: str  # the task's <step>_at / <step>_by
+    count_field: str
+    action: str
+    done: str  # "returned", "destroyed": in the refusals
+
+
+_RETURN = _Exit(Unit.State.RETURNED, By.RETURN, "returned", "return_count", ShelfEvent.Action.RETURNED, "returned")
+_DESTRUCTION = _Exit(Unit.State.DESTROYED, By.DESTRUCTION, "destroyed", "destroy_count", ShelfEvent.Action.DESTROYED,
+                     "destroyed")
+
+
+def _out_of_quarantine(task: ShelfTask, exit_: _Exit, *, counted: int, user, note: str) -> int:
     if counted is None or counted < 0:
-        raise ShelfError("Give the number of units destroyed.")
+        raise ShelfError(f"Give the number of units {exit_.done}.")
     with transaction.atomic():
         task = ShelfTask.objects.select_for_update().get(pk=task.pk)
         if task.quarantined_at is None:
-            raise ShelfError("Confirm the quarantine first: only quarantined units are destroyed.")
+            raise ShelfError(f"Confirm the quarantine first: only quarantined units are {exit_.done}.")
         now = timezone.now()
-        moved = move_units(_task_units(task, Unit.State.QUARANTINED), Unit.State.DESTROYED, by=By.DESTRUCTION,
-                           changed_at=now)
-        _confirmed(task, "destroyed", "destroy_count", now=now, user=user, counted=counted)
-        task.save(update_fields=["destroyed_at", "destroyed_by", "destroy_count", "updated"])
-        _event(user, ShelfEvent.Action.DESTROYED, task, expected=moved, counted=counted, note=note[:2000])
+        moved = move_units(_task_units(task, Unit.State.QUARANTINED), exit_.state, by=exit_.by, changed_at=now)
+        _confirmed(task, exit_.step, exit_.count_field, now=now, user=user, counted=counted)
+        task.save(update_fields=[f"{exit_.step}_at", f"{exit_.step}_by", exit_.count_field, "updated"])
+        _event(user, exit_.action, task, expected=moved, counted=counted, note=note[:2000])
     return moved
