@@ -172,6 +172,9 @@ def vocabulary() -> dict[str, tuple[str, ...]]:
         partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
         partial.write_bytes(marshal.dumps(index))
         os.replace(partial, path)  # whole or not at all: a process reading it meanwhile sees the old state
+        for older in path.parent.glob("drug-vocabulary-*.marshal"):
+            if older != path:  # an earlier release's or rules' copy: never read again
+                older.unlink(missing_ok=True)
     except OSError:
         log.warning("drug vocabulary: could not keep a copy at %s; each process builds its own", path)
     return index

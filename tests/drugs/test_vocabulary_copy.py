@@ -65,7 +65,14 @@ def test_a_var_directory_it_cannot_write_still_names_drugs(own_var, small_build,
     assert "could not keep a copy" in caplog.text
 
 
-def test_the_copy_is_named_by_the_vocabulary_release_and_the_rules(own_var, monkeypatch):
+def test_the_copy_is_named_by_the_vocabulary_release_and_the_rules_and_replaces_the_last(
+        own_var, small_build, monkeypatch):
     first = identity._vocabulary_copy_path()
+    identity.vocabulary()
     monkeypatch.setattr(identity.importlib.metadata, "version", lambda name: "99.0.0")
-    assert identity._vocabulary_copy_path() != first
+    second = identity._vocabulary_copy_path()
+    assert second != first
+    identity.vocabulary.cache_clear()
+    identity.vocabulary()
+    assert len(small_build) == 2  # a new release is built, not read from the old copy
+    assert list((own_var / "cache").iterdir()) == [second]
