@@ -35,7 +35,6 @@ OUTBOX = {
 TABLES = {Correction: CORRECTION, OutboxMessage: OUTBOX}
 
 
-
 def check(model, old: str, new: str) -> None:
     if new not in TABLES[model].get(old, set()):
         raise InvalidTransition(f"{model.__name__} cannot go from '{old}' to '{new}'")

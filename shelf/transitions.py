@@ -54,7 +54,6 @@ NEW_UNIT_COLUMNS = ("site", "gtin", "serial", "ndc", "ndc_products", "lot", "lot
                     "received_at", "changed_at")
 
 
-
 def allowed(old: str, new: str, by: By) -> bool:
     """One step of the table."""
     return by in UNIT.get(old, {}).get(new, set())
@@ -139,7 +138,7 @@ def move_units(units, new: str, *, by: By, event: dict | None = None, **values) 
     with transaction.atomic():
         if fresh:
             insert_rows(Unit, [*NEW_UNIT_COLUMNS, "state"],
-                      ([*(getattr(u, f) for f in NEW_UNIT_COLUMNS), new] for u in fresh))
+                        ([*(getattr(u, f) for f in NEW_UNIT_COLUMNS), new] for u in fresh))
             moved += len(fresh)
         for old, group in held.items():
             ids = [u.pk for u in group]
