@@ -143,72 +143,68 @@ def _task_units(task: ShelfTask, state: str) -> list[Unit]:
         id__in=TaskUnit.objects.filter(task=task).values("unit_id"), state=state).order_by("id"))
 
 
-def _confirmed(task: ShelfTask, step: str, count_field: str, *, now, user, counted: int) -> None:
-    """A step confirmed again (units matched after the first confirmation, pulled or sent back later)
-    keeps the first confirmation's time and person -- the Class I deadline was met or missed then -- and
-    the task's count is every count given; each confirmation is its own event with its own count."""
-    if getattr(task, f"{step}_at") is None:
-        setattr(task, f"{step}_at", now)
-        setattr(task, f"{step}_by", user)
-    setattr(task, count_field, (getattr(task, count_field) or 0) + counted)
-    task.updated = now
-
-
 def confirm_quarantine(task: ShelfTask, *, counted: int, user, note: str = "") -> int:
     """Staff pulled the recalled units off the shelf: every matched on-hand unit becomes quarantined. The
     count they give is kept beside the count expected, so a difference is on the record."""
-    if counted is None or counted < 0:
-        raise ShelfError("Give the number of units you put in quarantine (0 if none were on the shelf).")
-    with transaction.atomic():
-        task = ShelfTask.objects.select_for_update().get(pk=task.pk)
-        now = timezone.now()
-        moved = move_units(_task_units(task, Unit.State.ON_HAND), Unit.State.QUARANTINED, by=By.QUARANTINE,
-                           changed_at=now)
-        _confirmed(task, "quarantined", "quarantine_count", now=now, user=user, counted=counted)
-        task.save(update_fields=["quarantined_at", "quarantined_by", "quarantine_count", "updated"])
-        _event(user, ShelfEvent.Action.QUARANTINED, task, expected=moved, counted=counted, note=note[:2000])
-    return moved
+    return _confirm(task, _QUARANTINE, counted=counted, user=user, note=note)
 
 
 def confirm_return(task: ShelfTask, *, counted: int, user, note: str = "") -> int:
     """The quarantined units went back to the supplier (or to the recall's returns processor). A way out of
     quarantine (shelf.transitions): an EPCIS shipping event of a quarantined unit is refused and points here."""
-    return _out_of_quarantine(task, _RETURN, counted=counted, user=user, note=note)
+    return _confirm(task, _RETURN, counted=counted, user=user, note=note)
 
 
 def confirm_destruction(task: ShelfTask, *, counted: int, user, note: str = "") -> int:
     """The quarantined units were destroyed on site, as the recall instructs (some tell the pharmacy to
     destroy the product rather than send it back). Like a return, only from quarantine and with the count."""
-    return _out_of_quarantine(task, _DESTRUCTION, counted=counted, user=user, note=note)
+    return _confirm(task, _DESTRUCTION, counted=counted, user=user, note=note)
 
 
 @dataclass(frozen=True)
-class _Exit:
-    """A pharmacist's way out of quarantine: where the units go, by which act, what the task and log record."""
+class _Step:
+    """A pharmacist's confirmation on a shelf task: the task's units in one state move to another by one act
+    (shelf.transitions), and the task and the log record who, when and the count given."""
 
+    source: str
     state: str
     by: By
     step: str  # the task's <step>_at / <step>_by
     count_field: str
     action: str
-    done: str  # "returned", "destroyed": in the refusals
+    no_count: str  # the refusal without a count
+    before_quarantine: str = ""  # the refusal while the quarantine is not confirmed ("": allowed)
 
 
-_RETURN = _Exit(Unit.State.RETURNED, By.RETURN, "returned", "return_count", ShelfEvent.Action.RETURNED, "returned")
-_DESTRUCTION = _Exit(Unit.State.DESTROYED, By.DESTRUCTION, "destroyed", "destroy_count", ShelfEvent.Action.DESTROYED,
-                     "destroyed")
+_QUARANTINE = _Step(Unit.State.ON_HAND, Unit.State.QUARANTINED, By.QUARANTINE, "quarantined", "quarantine_count",
+                    ShelfEvent.Action.QUARANTINED,
+                    "Give the number of units you put in quarantine (0 if none were on the shelf).")
+_RETURN = _Step(Unit.State.QUARANTINED, Unit.State.RETURNED, By.RETURN, "returned", "return_count",
+                ShelfEvent.Action.RETURNED, "Give the number of units returned.",
+                "Confirm the quarantine first: only quarantined units are returned.")
+_DESTRUCTION = _Step(Unit.State.QUARANTINED, Unit.State.DESTROYED, By.DESTRUCTION, "destroyed", "destroy_count",
+                     ShelfEvent.Action.DESTROYED, "Give the number of units destroyed.",
+                     "Confirm the quarantine first: only quarantined units are destroyed.")
 
 
-def _out_of_quarantine(task: ShelfTask, exit_: _Exit, *, counted: int, user, note: str) -> int:
+def _confirm(task: ShelfTask, step: _Step, *, counted: int, user, note: str) -> int:
+    """The units move, the task records the confirmation and the log its event, in one transaction. A step
+    confirmed again (units matched after the first confirmation, pulled or sent back later) keeps the first
+    confirmation's time and person -- the Class I deadline was met or missed then -- and the task's count is
+    every count given; each confirmation is its own event with its own count."""
     if counted is None or counted < 0:
-        raise ShelfError(f"Give the number of units {exit_.done}.")
+        raise ShelfError(step.no_count)
     with transaction.atomic():
         task = ShelfTask.objects.select_for_update().get(pk=task.pk)
-        if task.quarantined_at is None:
-            raise ShelfError(f"Confirm the quarantine first: only quarantined units are {exit_.done}.")
+        if step.before_quarantine and task.quarantined_at is None:
+            raise ShelfError(step.before_quarantine)
         now = timezone.now()
-        moved = move_units(_task_units(task, Unit.State.QUARANTINED), exit_.state, by=exit_.by, changed_at=now)
-        _confirmed(task, exit_.step, exit_.count_field, now=now, user=user, counted=counted)
-        task.save(update_fields=[f"{exit_.step}_at", f"{exit_.step}_by", exit_.count_field, "updated"])
-        _event(user, exit_.action, task, expected=moved, counted=counted, note=note[:2000])
+        moved = move_units(_task_units(task, step.source), step.state, by=step.by, changed_at=now)
+        if getattr(task, f"{step.step}_at") is None:
+            setattr(task, f"{step.step}_at", now)
+            setattr(task, f"{step.step}_by", user)
+        setattr(task, step.count_field, (getattr(task, step.count_field) or 0) + counted)
+        task.updated = now
+        task.save(update_fields=[f"{step.step}_at", f"{step.step}_by", step.count_field, "updated"])
+        _event(user, step.action, task, expected=moved, counted=counted, note=note[:2000])
     return moved
