@@ -39,7 +39,7 @@ def _after(column: str, after, params: list) -> str:
     return f" AND {column} > %s"
 
 
-def _retracted_read(scope, decision_ids, standing, after=None) -> tuple[str, list]:
+def _retracted_read(scope, decision_ids, standing, after=None, *, probe=False) -> tuple[str, list]:
     # From the retracted fact to the read sets that lean on it (read_set_bearing_fact), then to those
     # sets' decisions by (read set, id) (decision_read_set): a page reads its own decisions only.
     params: list = []
@@ -53,8 +53,15 @@ def _retracted_read(scope, decision_ids, standing, after=None) -> tuple[str, lis
     return sql, params
 
 
-def _new_fact(scope, decision_ids, standing, after=None) -> tuple[str, list]:
+# A new fact's decisions that did not read it (both forms of the branch).
+_NOT_READ = (" AND NOT EXISTS (SELECT 1 FROM memory_readsetmember m "
+             "WHERE m.read_set_id = d.read_set_id AND m.fact_id = f.id)")
+
+
+def _new_fact(scope, decision_ids, standing, after=None, *, probe=False) -> tuple[str, list]:
     params: list = []
+    if probe and scope.fact_ids and decision_ids is None:
+        return _new_fact_probe(scope, standing, after)
     # From the new fact's scopes to the premise sets holding them (premise_set_scope), then to those
     # sets' standing decisions (decision_premise_set). A decision resting on two of
     # the fact's scopes comes twice, as it did when premises were per decision; readers take DISTINCT.
@@ -69,12 +76,30 @@ def _new_fact(scope, decision_ids, standing, after=None) -> tuple[str, list]:
     # planner hashes them or probes read_set_member_once. Fenced with OFFSET 0 (as it was over per-decision
     # reads), the probe needs the decision row first and the planner joined premises to every decision:
     # a new recall's page took 0.2 s instead of 0.03 s at 100,000 decisions (bench/recall_to_queue.py).
-    sql += (" AND NOT EXISTS (SELECT 1 FROM memory_readsetmember m "
-            "WHERE m.read_set_id = d.read_set_id AND m.fact_id = f.id)")
+    sql += _NOT_READ
     return sql, params
 
 
-def _dispensing_changed(scope, decision_ids, standing, after=None) -> tuple[str, list]:
+def _new_fact_probe(scope, standing, after=None) -> tuple[str, list]:
+    """The new-fact branch for "is there any?" (any_stale): the changed facts' (fact, premise set)
+    pairs first, then each pair's standing decisions through decision_premise_set, stopping at the first
+    that did not read the fact. Both fenced (OFFSET 0) so the planner cannot join them back into one: as
+    one join it took a scope match for common and walked every standing decision in read-set order
+    looking for one, 65 s at 10,000,000 decisions where the answer was the first decision of the set
+    (bench/recall_to_queue.py). With nothing stale it reads the decisions of those sets only."""
+    params: list = [list(scope.fact_ids)]
+    sql = ("SELECT d.id AS decision_id, f.id AS fact_id, NULL::bigint AS dispensing_id "
+           "FROM (SELECT DISTINCT f.id, p.premise_set_id FROM memory_fact f "
+           "CROSS JOIN LATERAL unnest(f.scopes) AS s(scope) "
+           "JOIN memory_premisesetmember p ON p.scope = s.scope "
+           "WHERE f.retracted_at IS NULL AND f.id = ANY(%s) OFFSET 0) AS f "
+           "CROSS JOIN LATERAL (SELECT d.id FROM memory_decision d "
+           "WHERE d.premise_set_id = f.premise_set_id AND " + standing)
+    sql += _after("d.id", after, params) + _NOT_READ + " OFFSET 0) AS d"
+    return sql, params
+
+
+def _dispensing_changed(scope, decision_ids, standing, after=None, *, probe=False) -> tuple[str, list]:
     params: list = []
     changed = ("SELECT d.id AS decision_id, NULL::bigint AS fact_id, i.dispensing_id AS dispensing_id "
                "FROM memory_decision d JOIN memory_decisioninput i ON i.decision_id = d.id "
@@ -135,11 +160,14 @@ class Scope:
 _STANDING = "d.status = 'standing'"
 
 
-def _union(scope: Scope, decision_ids=None, *, standing_only: bool = True, after: int = 0) -> tuple[str, list]:
+def _union(scope: Scope, decision_ids=None, *, standing_only: bool = True, after: int = 0,
+           probe: bool = False) -> tuple[str, list]:
+    """The stale set's branches as one UNION ALL. probe: the form that finds a first row soonest
+    (any_stale), where a branch has one."""
     parts, params = [], []
     standing = _STANDING if standing_only else "TRUE"
     for name in scope.branches():
-        sql, branch_params = _BRANCHES[name](scope, decision_ids, standing, after)
+        sql, branch_params = _BRANCHES[name](scope, decision_ids, standing, after, probe=probe)
         parts.append(f"SELECT decision_id, fact_id, dispensing_id, '{name}' AS kind FROM ({sql}) AS {name}")
         params.extend(branch_params)
     return " UNION ALL ".join(parts), params
@@ -209,7 +237,7 @@ def any_stale(scope: Scope | None = None) -> bool:
     scope = scope or Scope()
     if not scope.branches():
         return False
-    union, params = _union(scope)
+    union, params = _union(scope, probe=True)
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT EXISTS ({union})", params)
         return bool(cursor.fetchone()[0])

@@ -93,3 +93,42 @@ def test_any_stale_says_whether_the_stale_set_is_empty_in_every_state(hashing_em
     for scope in scopes:
         assert not staleness.all_stale_ids(scope), scope
         assert not staleness.any_stale(scope), scope
+
+
+def _pairs(sql: str, params: list) -> set[tuple[int, int]]:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT DISTINCT decision_id, fact_id FROM ({sql}) AS branch", params)
+        return set(cursor.fetchall())
+
+
+def test_the_pre_checks_new_fact_form_finds_the_same_pairs_as_the_joined_form(hashing_embeddings):
+    """any_stale reads the new-fact branch premise set by premise set (the form that stops at the first
+    stale decision at any size); it must find exactly the (decision, fact) pairs the joined form finds,
+    before and after a sweep, from any keyset position."""
+    from corrections.sweep.run import sweep
+
+    old, decisions = _world()
+    new = assert_claim(recall_claim(NEW_RECALL, NEW_LOT)).fact
+    escalated = assert_claim(recall_claim(RECALL, LOT, classification="Class I")).fact
+    scopes = [Scope.of([new.id]), Scope.of([old.id, escalated.id]), Scope.of([new.id, old.id, escalated.id])]
+    ids = sorted(d.id for d in decisions)
+
+    def compare():
+        for scope in scopes:
+            for after in (0, ids[0], ids[-1]):
+                for standing in ("d.status = 'standing'", "TRUE"):
+                    joined = _pairs(*staleness._new_fact(scope, None, standing, after))
+                    probed = _pairs(*staleness._new_fact(scope, None, standing, after, probe=True))
+                    assert probed == joined, (scope, after, standing)
+
+    standing = "d.status = 'standing'"
+    compare()
+    assert any(_pairs(*staleness._new_fact(scope, None, standing, 0, probe=True)) for scope in scopes)
+    assert "LATERAL (SELECT d.id" in staleness._new_fact(scopes[0], None, "TRUE", 0, probe=True)[0]
+    sweep(fact_ids=[new.id, old.id, escalated.id])
+    compare()
+    assert not any(_pairs(*staleness._new_fact(scope, None, standing, 0, probe=True)) for scope in scopes)
+    # Superseded decisions still read as the joined form reads them (standing_only=False callers).
+    assert _pairs(*staleness._new_fact(scopes[0], None, "TRUE", 0, probe=True))
