@@ -81,21 +81,30 @@ def _new_fact(scope, decision_ids, standing, after=None, *, probe=False) -> tupl
 
 
 def _new_fact_probe(scope, standing, after=None) -> tuple[str, list]:
-    """The new-fact branch for "is there any?" (any_stale): the changed facts' (fact, premise set)
-    pairs first, then each pair's standing decisions through decision_premise_set, stopping at the first
-    that did not read the fact. Both fenced (OFFSET 0) so the planner cannot join them back into one: as
-    one join it took a scope match for common and walked every standing decision in read-set order
-    looking for one, 65 s at 10,000,000 decisions where the answer was the first decision of the set
-    (bench/recall_to_queue.py). With nothing stale it reads the decisions of those sets only."""
+    """The new-fact branch for "is there any?" (any_stale), premise set by premise set: the changed facts
+    grouped by the premise sets that hold their scopes, with the read sets that read every one of them;
+    then each set's standing decisions through decision_premise_set, stopping at the first whose read set
+    is not among those. Fenced (OFFSET 0) so the planner cannot fold them back into one join: as one join
+    it took a scope match for common and walked every standing decision in read-set order looking for one,
+    65 s at 10,000,000 decisions where the answer was the first decision of the set
+    (bench/recall_to_queue.py). With nothing stale it reads the decisions of those sets once each, however
+    many of the changed facts a set holds (a recall can name hundreds of lots). Its fact_id is one fact the
+    decision did not read; the joined form lists every such fact."""
     params: list = [list(scope.fact_ids)]
-    sql = ("SELECT d.id AS decision_id, f.id AS fact_id, NULL::bigint AS dispensing_id "
-           "FROM (SELECT DISTINCT f.id, p.premise_set_id FROM memory_fact f "
+    sql = ("SELECT d.id AS decision_id, d.fact_id AS fact_id, NULL::bigint AS dispensing_id "
+           "FROM (SELECT g.premise_set_id, g.fact_ids, ARRAY(SELECT m.read_set_id FROM memory_readsetmember m "
+           "WHERE m.fact_id = ANY(g.fact_ids) GROUP BY m.read_set_id "
+           "HAVING count(DISTINCT m.fact_id) = cardinality(g.fact_ids)) AS read_all "
+           "FROM (SELECT p.premise_set_id, array_agg(DISTINCT f.id) AS fact_ids FROM memory_fact f "
            "CROSS JOIN LATERAL unnest(f.scopes) AS s(scope) "
            "JOIN memory_premisesetmember p ON p.scope = s.scope "
-           "WHERE f.retracted_at IS NULL AND f.id = ANY(%s) OFFSET 0) AS f "
-           "CROSS JOIN LATERAL (SELECT d.id FROM memory_decision d "
-           "WHERE d.premise_set_id = f.premise_set_id AND " + standing)
-    sql += _after("d.id", after, params) + _NOT_READ + " OFFSET 0) AS d"
+           "WHERE f.retracted_at IS NULL AND f.id = ANY(%s) GROUP BY p.premise_set_id) AS g OFFSET 0) AS f "
+           "CROSS JOIN LATERAL (SELECT d.id, (SELECT min(x.id) FROM unnest(f.fact_ids) AS x(id) "
+           "WHERE NOT EXISTS (SELECT 1 FROM memory_readsetmember m "
+           "WHERE m.read_set_id = d.read_set_id AND m.fact_id = x.id)) AS fact_id "
+           "FROM memory_decision d WHERE d.premise_set_id = f.premise_set_id AND " + standing)
+    sql += (_after("d.id", after, params)
+            + " AND (d.read_set_id IS NULL OR d.read_set_id <> ALL (f.read_all)) OFFSET 0) AS d")
     return sql, params
 
 

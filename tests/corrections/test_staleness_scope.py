@@ -10,6 +10,7 @@ from ask.services import ask
 from corrections.sweep import staleness
 from corrections.sweep.staleness import NEW_FACT, RETRACTED_READ, Scope
 from memory.fact_writes import assert_claim
+from memory.models import Decision
 from tests.factories import LOT, RECALL, VALSARTAN, make_patient, recall_claim
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -105,8 +106,8 @@ def _pairs(sql: str, params: list) -> set[tuple[int, int]]:
 
 def test_the_pre_checks_new_fact_form_finds_the_same_pairs_as_the_joined_form(hashing_embeddings):
     """any_stale reads the new-fact branch premise set by premise set (the form that stops at the first
-    stale decision at any size); it must find exactly the (decision, fact) pairs the joined form finds,
-    before and after a sweep, from any keyset position."""
+    stale decision at any size); it must find exactly the decisions the joined form finds, each with a fact
+    it did not read, before and after a sweep, from any keyset position."""
     from corrections.sweep.run import sweep
 
     old, decisions = _world()
@@ -121,14 +122,46 @@ def test_the_pre_checks_new_fact_form_finds_the_same_pairs_as_the_joined_form(ha
                 for standing in ("d.status = 'standing'", "TRUE"):
                     joined = _pairs(*staleness._new_fact(scope, None, standing, after))
                     probed = _pairs(*staleness._new_fact(scope, None, standing, after, probe=True))
-                    assert probed == joined, (scope, after, standing)
+                    # The same decisions, each with one of the facts it did not read.
+                    assert {d for d, _ in probed} == {d for d, _ in joined}, (scope, after, standing)
+                    assert probed <= joined and len(probed) == len({d for d, _ in probed}), (scope, after)
 
     standing = "d.status = 'standing'"
     compare()
     assert any(_pairs(*staleness._new_fact(scope, None, standing, 0, probe=True)) for scope in scopes)
-    assert "LATERAL (SELECT d.id" in staleness._new_fact(scopes[0], None, "TRUE", 0, probe=True)[0]
+    assert "read_all" in staleness._new_fact(scopes[0], None, "TRUE", 0, probe=True)[0]
     sweep(fact_ids=[new.id, old.id, escalated.id])
     compare()
     assert not any(_pairs(*staleness._new_fact(scope, None, standing, 0, probe=True)) for scope in scopes)
     # Superseded decisions still read as the joined form reads them (standing_only=False callers).
     assert _pairs(*staleness._new_fact(scopes[0], None, "TRUE", 0, probe=True))
+
+
+def test_a_decision_that_read_one_of_two_new_lots_is_stale_in_both_forms(hashing_embeddings):
+    """Two lots of one real recall and a patient whose valsartan was dispensed with no lot recorded (they
+    rest on every lot of it): they asked after the first lot was believed (their answer read it), then the
+    second arrives. Scoped to both, the pre-check's form must still find them (they did not read the
+    second), as the joined form does."""
+    first = assert_claim(recall_claim(NEW_RECALL, NEW_LOT)).fact
+    patient = make_patient("SYN-SC-TWO", [{"drug": VALSARTAN, "lot": "", "lot_unknown": True}])
+    decision = ask(patient, "Is my valsartan safe?")
+    second = assert_claim(recall_claim(NEW_RECALL, "3069021")).fact
+    scope = Scope.of([first.id, second.id])
+    standing = "d.status = 'standing'"
+
+    joined = _pairs(*staleness._new_fact(scope, None, standing, 0))
+    probed = _pairs(*staleness._new_fact(scope, None, standing, 0, probe=True))
+
+    assert (decision.id, first.id) not in joined and (decision.id, second.id) in joined
+    assert probed == {(decision.id, second.id)} == {pair for pair in joined if pair[0] == decision.id}
+    assert staleness.any_stale(scope)
+
+    # A decision that read nothing (no read set) did not read either, even where another's read set read both.
+    later = ask(make_patient("SYN-SC-LATER", [{"drug": VALSARTAN, "lot": "", "lot_unknown": True}]),
+                "Is my valsartan safe?")
+    assert {first.id, second.id} <= set(later.read_set.members.values_list("fact_id", flat=True))
+    Decision.objects.filter(pk=decision.pk).update(read_set=None)
+    joined = _pairs(*staleness._new_fact(scope, None, standing, 0))
+    probed = _pairs(*staleness._new_fact(scope, None, standing, 0, probe=True))
+    assert {(decision.id, first.id), (decision.id, second.id)} <= joined
+    assert (decision.id, first.id) in probed
