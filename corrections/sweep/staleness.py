@@ -39,7 +39,7 @@ def _after(column: str, after, params: list) -> str:
     return f" AND {column} > %s"
 
 
-def _retracted_read(scope, decision_ids, standing, after=None, *, probe=False) -> tuple[str, list]:
+def _retracted_read(scope, decision_ids, standing, after=None) -> tuple[str, list]:
     # From the retracted fact to the read sets that lean on it (read_set_bearing_fact), then to those
     # sets' decisions by (read set, id) (decision_read_set): a page reads its own decisions only.
     params: list = []
@@ -53,21 +53,19 @@ def _retracted_read(scope, decision_ids, standing, after=None, *, probe=False) -
     return sql, params
 
 
-# A new fact's decisions that did not read it (both forms of the branch).
-_NOT_READ = (" AND NOT EXISTS (SELECT 1 FROM memory_readsetmember m "
-             "WHERE m.read_set_id = d.read_set_id AND m.fact_id = f.id)")
+# A fact reaches the premise sets that hold one of its scopes (premise_set_scope): both forms of the
+# new-fact branch start here.
+_FACT_TO_PREMISE_SETS = ("memory_fact f CROSS JOIN LATERAL unnest(f.scopes) AS s(scope) "
+                         "JOIN memory_premisesetmember p ON p.scope = s.scope")
 
 
-def _new_fact(scope, decision_ids, standing, after=None, *, probe=False) -> tuple[str, list]:
+def _new_fact(scope, decision_ids, standing, after=None) -> tuple[str, list]:
     params: list = []
-    if probe and scope.fact_ids and decision_ids is None:
-        return _new_fact_probe(scope, standing, after)
     # From the new fact's scopes to the premise sets holding them (premise_set_scope), then to those
     # sets' standing decisions (decision_premise_set). A decision resting on two of
     # the fact's scopes comes twice, as it did when premises were per decision; readers take DISTINCT.
     sql = ("SELECT d.id AS decision_id, f.id AS fact_id, NULL::bigint AS dispensing_id "
-           "FROM memory_fact f CROSS JOIN LATERAL unnest(f.scopes) AS s(scope) "
-           "JOIN memory_premisesetmember p ON p.scope = s.scope "
+           f"FROM {_FACT_TO_PREMISE_SETS} "
            "JOIN memory_decision d ON d.premise_set_id = p.premise_set_id "
            "WHERE f.retracted_at IS NULL AND " + standing)
     sql += (_any("f.id", scope.fact_ids, params) + _any("d.id", decision_ids, params)
@@ -76,7 +74,8 @@ def _new_fact(scope, decision_ids, standing, after=None, *, probe=False) -> tupl
     # planner hashes them or probes read_set_member_once. Fenced with OFFSET 0 (as it was over per-decision
     # reads), the probe needs the decision row first and the planner joined premises to every decision:
     # a new recall's page took 0.2 s instead of 0.03 s at 100,000 decisions (bench/recall_to_queue.py).
-    sql += _NOT_READ
+    sql += (" AND NOT EXISTS (SELECT 1 FROM memory_readsetmember m "
+            "WHERE m.read_set_id = d.read_set_id AND m.fact_id = f.id)")
     return sql, params
 
 
@@ -95,9 +94,7 @@ def _new_fact_probe(scope, standing, after=None) -> tuple[str, list]:
            "FROM (SELECT g.premise_set_id, g.fact_ids, ARRAY(SELECT m.read_set_id FROM memory_readsetmember m "
            "WHERE m.fact_id = ANY(g.fact_ids) GROUP BY m.read_set_id "
            "HAVING count(DISTINCT m.fact_id) = cardinality(g.fact_ids)) AS read_all "
-           "FROM (SELECT p.premise_set_id, array_agg(DISTINCT f.id) AS fact_ids FROM memory_fact f "
-           "CROSS JOIN LATERAL unnest(f.scopes) AS s(scope) "
-           "JOIN memory_premisesetmember p ON p.scope = s.scope "
+           f"FROM (SELECT p.premise_set_id, array_agg(DISTINCT f.id) AS fact_ids FROM {_FACT_TO_PREMISE_SETS} "
            "WHERE f.retracted_at IS NULL AND f.id = ANY(%s) GROUP BY p.premise_set_id) AS g OFFSET 0) AS f "
            "CROSS JOIN LATERAL (SELECT d.id, (SELECT min(x.id) FROM unnest(f.fact_ids) AS x(id) "
            "WHERE NOT EXISTS (SELECT 1 FROM memory_readsetmember m "
@@ -108,7 +105,7 @@ def _new_fact_probe(scope, standing, after=None) -> tuple[str, list]:
     return sql, params
 
 
-def _dispensing_changed(scope, decision_ids, standing, after=None, *, probe=False) -> tuple[str, list]:
+def _dispensing_changed(scope, decision_ids, standing, after=None) -> tuple[str, list]:
     params: list = []
     changed = ("SELECT d.id AS decision_id, NULL::bigint AS fact_id, i.dispensing_id AS dispensing_id "
                "FROM memory_decision d JOIN memory_decisioninput i ON i.decision_id = d.id "
@@ -176,7 +173,10 @@ def _union(scope: Scope, decision_ids=None, *, standing_only: bool = True, after
     parts, params = [], []
     standing = _STANDING if standing_only else "TRUE"
     for name in scope.branches():
-        sql, branch_params = _BRANCHES[name](scope, decision_ids, standing, after, probe=probe)
+        if probe and name == NEW_FACT and scope.fact_ids and decision_ids is None:
+            sql, branch_params = _new_fact_probe(scope, standing, after)
+        else:
+            sql, branch_params = _BRANCHES[name](scope, decision_ids, standing, after)
         parts.append(f"SELECT decision_id, fact_id, dispensing_id, '{name}' AS kind FROM ({sql}) AS {name}")
         params.extend(branch_params)
     return " UNION ALL ".join(parts), params

@@ -121,20 +121,20 @@ def test_the_pre_checks_new_fact_form_finds_the_same_pairs_as_the_joined_form(ha
             for after in (0, ids[0], ids[-1]):
                 for standing in ("d.status = 'standing'", "TRUE"):
                     joined = _pairs(*staleness._new_fact(scope, None, standing, after))
-                    probed = _pairs(*staleness._new_fact(scope, None, standing, after, probe=True))
+                    probed = _pairs(*staleness._new_fact_probe(scope, standing, after))
                     # The same decisions, each with one of the facts it did not read.
                     assert {d for d, _ in probed} == {d for d, _ in joined}, (scope, after, standing)
                     assert probed <= joined and len(probed) == len({d for d, _ in probed}), (scope, after)
 
     standing = "d.status = 'standing'"
     compare()
-    assert any(_pairs(*staleness._new_fact(scope, None, standing, 0, probe=True)) for scope in scopes)
-    assert "read_all" in staleness._new_fact(scopes[0], None, "TRUE", 0, probe=True)[0]
+    assert any(_pairs(*staleness._new_fact_probe(scope, standing, 0)) for scope in scopes)
+    assert all("read_all" in staleness._union(scope, probe=True)[0] for scope in scopes)  # any_stale's form
     sweep(fact_ids=[new.id, old.id, escalated.id])
     compare()
-    assert not any(_pairs(*staleness._new_fact(scope, None, standing, 0, probe=True)) for scope in scopes)
+    assert not any(_pairs(*staleness._new_fact_probe(scope, standing, 0)) for scope in scopes)
     # Superseded decisions still read as the joined form reads them (standing_only=False callers).
-    assert _pairs(*staleness._new_fact(scopes[0], None, "TRUE", 0, probe=True))
+    assert _pairs(*staleness._new_fact_probe(scopes[0], "TRUE", 0))
 
 
 def test_a_decision_that_read_one_of_two_new_lots_is_stale_in_both_forms(hashing_embeddings):
@@ -150,7 +150,7 @@ def test_a_decision_that_read_one_of_two_new_lots_is_stale_in_both_forms(hashing
     standing = "d.status = 'standing'"
 
     joined = _pairs(*staleness._new_fact(scope, None, standing, 0))
-    probed = _pairs(*staleness._new_fact(scope, None, standing, 0, probe=True))
+    probed = _pairs(*staleness._new_fact_probe(scope, standing, 0))
 
     assert (decision.id, first.id) not in joined and (decision.id, second.id) in joined
     assert probed == {(decision.id, second.id)} == {pair for pair in joined if pair[0] == decision.id}
@@ -162,6 +162,6 @@ def test_a_decision_that_read_one_of_two_new_lots_is_stale_in_both_forms(hashing
     assert {first.id, second.id} <= set(later.read_set.members.values_list("fact_id", flat=True))
     Decision.objects.filter(pk=decision.pk).update(read_set=None)
     joined = _pairs(*staleness._new_fact(scope, None, standing, 0))
-    probed = _pairs(*staleness._new_fact(scope, None, standing, 0, probe=True))
+    probed = _pairs(*staleness._new_fact_probe(scope, standing, 0))
     assert {(decision.id, first.id), (decision.id, second.id)} <= joined
     assert (decision.id, first.id) in probed
