@@ -13,11 +13,16 @@ from .sweep.run import has_work
 from .triggers import sweep_triggers_enabled
 
 
+def _triggered_runs(since):
+    """The sweep runs a write set off since `since`: neither the periodic sweep nor one run by hand."""
+    return SweepRun.objects.filter(started__gte=since).exclude(
+        trigger__in=[SweepRun.Trigger.BEAT, SweepRun.Trigger.MANUAL])
+
+
 def describe_triggered_sweeps(since) -> str:
     """One line for commands that wrote facts (ingest_recalls, escalate): what the sweep they
     triggered did, or that it was queued and where to watch it, or why none started."""
-    runs = list(SweepRun.objects.filter(started__gte=since).exclude(
-        trigger__in=[SweepRun.Trigger.BEAT, SweepRun.Trigger.MANUAL]).order_by("id"))
+    runs = list(_triggered_runs(since).order_by("id"))
     if runs:
         return "Sweep: " + "; ".join(
             f"run {r.id} {r.status}: examined {r.examined}, corrected {r.corrected}, reaffirmed {r.reaffirmed}, "
@@ -54,8 +59,7 @@ def await_triggered_sweeps(since, fact_ids, *, timeout: float, poll: float = 0.5
             return (f"Sweep: queued, but no Celery worker answered{f' ({why})' if why else ''}; start one "
                     f"(`celery -A unsay_site worker`) or {by_hand}.")
         deadline = time.monotonic() + timeout
-        triggered = SweepRun.objects.filter(started__gte=since).exclude(
-            trigger__in=[SweepRun.Trigger.BEAT, SweepRun.Trigger.MANUAL])
+        triggered = _triggered_runs(since)
         while time.monotonic() < deadline:
             if triggered.exists() and not triggered.filter(status=SweepRun.Status.RUNNING).exists():
                 break
