@@ -607,6 +607,12 @@ def main(argv=None):
         if worker:
             worker.stop()
 
+    if not runs:  # --runs 0: build (or reuse) the world for later runs with --keep, and measure nothing
+        log(f"\nNo counted runs (--runs {args.runs}): the world is in {db_name}; run again with --keep to measure.")
+        out_path.write_text(json.dumps({"sizes": sizes, "sweep": args.sweep, "build": built["build"], "runs": [],
+                                        "warmups": warmups, "summary": None, "log": lines}, indent=2, default=str))
+        log(f"Raw output: {out_path}")
+        return None
     roles = sorted({role for r in runs for role in r["peak_rss_mb"]})
     summary = {
         "machine": describe_machine(),

@@ -18,11 +18,20 @@ def test_every_affected_patient_gets_exactly_one_draft_and_no_one_else_any(tmp_p
     database = settings.DATABASES["default"]["TEST"]["NAME"] + "_r2q"  # the bench builds its own world here
     env = subprocess_env()
     env.pop("UNSAY_DB_NAME", None)
-    finished = subprocess.run(
-        [sys.executable, "bench/recall_to_queue.py", "--patients", "200", "--decisions", "1000", "--affected", "50",
-         "--runs", "1", "--warmup", "0", "--sweep", "inline", "--db-name", database, "--out", str(out)],
-        cwd=PROJECT_DIR, env=env, capture_output=True, text=True, timeout=900)
-    assert finished.returncode == 0, finished.stdout[-3000:] + finished.stderr[-3000:]
+    sizes = ["--patients", "200", "--decisions", "1000", "--affected", "50", "--warmup", "0", "--sweep", "inline",
+             "--db-name", database]
+
+    def bench(*args, out):
+        finished = subprocess.run([sys.executable, "bench/recall_to_queue.py", *sizes, *args, "--out", str(out)],
+                                  cwd=PROJECT_DIR, env=env, capture_output=True, text=True, timeout=900)
+        assert finished.returncode == 0, finished.stdout[-3000:] + finished.stderr[-3000:]
+        return finished.stdout
+
+    # As a large world is measured: built once with no counted run, then measured by a later invocation.
+    built = tmp_path / "built.json"
+    assert "No counted runs" in bench("--runs", "0", out=built)
+    assert json.loads(built.read_text())["runs"] == []
+    assert "Reusing the world built earlier" in bench("--runs", "1", "--keep", out=out)
 
     [run] = json.loads(out.read_text())["runs"]
     assert run["affected_patients"] == 50
