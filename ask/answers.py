@@ -292,10 +292,19 @@ def describe_product(fact) -> str:
     return recall_terms.product_name(with_texts([fact])[0])
 
 
-def unknown_answer(ctx, *, name: str, gap: str, own_recalls: list) -> str:
+def unknown_answer(ctx, *, name: str, gap: str, own_recalls: list, lot_recalls=()) -> str:
     """Unknown: nothing reaches the pack as far as we can tell, but the pack is not positively identified
-    (gap "lot": a lot not recorded; "product": no NDC and no ingredient identity)."""
-    if gap == "product":
+    (gap "lot": a lot not recorded; "product": no NDC and no ingredient identity; "recalled lot": a lot
+    that `lot_recalls` name on a pack whose product we cannot identify, ask.rules)."""
+    if gap == "recalled lot":
+        one = len({recall_terms.recall_number(f) for f in lot_recalls}) <= 1
+        answer = (f"We cannot tell whether the {name} dispensed to you is affected by a recall: "
+                  f"{'a recall names' if one else 'recalls name'} its lot number ({numbers_of(lot_recalls)}), "
+                  "but lot numbers repeat between makers, and we cannot tell whether your pack is the product "
+                  f"{'that recall is' if one else 'those recalls are'} about: its product code (NDC) is not one "
+                  f"{'it lists' if one else 'they list'}, and its name is not one we can match to a medicine's "
+                  f"ingredients. Your pharmacist needs to look at the pack. {READ_THE_NDC}")
+    elif gap == "product":
         answer = (f"We cannot tell which product the {name} dispensed to you is: our record of it has no product "
                   "code (NDC), and its name is not one we can match to a medicine's ingredients, so we cannot check "
                   f"it against recalls. {READ_THE_NDC}")

@@ -34,7 +34,7 @@ from ask.answers import must_not_stop_abruptly
 from core.lru import LruCache
 from drugs import recall_terms
 from drugs.gs1 import NdcCandidate, ScanError, gtin_for_ndc, ndc_candidates, parse_scan
-from drugs.lot_field import read_lot_field
+from drugs.lot_field import is_placeholder_lot, read_lot_field
 from drugs.lots import printed_lot
 from drugs.matching import CERTAINTY_RANK, MatchClass, dispensed, explain
 from drugs.ndc import normalize_ndc
@@ -156,7 +156,7 @@ def read_pack(*, ndc: str = "", lot: str = "", gs1: str = "") -> Pack:
             else:
                 candidates = typed
     field_read = read_lot_field(lot) if lot else None
-    if field_read is not None and not field_read.lot:
+    if field_read is not None and (not field_read.lot or is_placeholder_lot(lot)):
         errors["lot"] = _("No lot number could be read from “%(lot)s”. Type the lot printed on the pack (often "
                           "after “LOT”, near the expiry date).") % {"lot": lot}
     if not gs1 and not ndc:

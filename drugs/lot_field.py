@@ -29,6 +29,7 @@ them an alternative. A lot never matches on its own, alternative or not: the pro
 
 import calendar
 import functools
+import itertools
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -140,6 +141,32 @@ _DANGLING_WORD = re.compile(rf"(?:\s+(?:{_EXPIRY_WORD}|LOT)|(?<=\d)(?:EXP|EXPIRY
 _PART_SEPARATOR = re.compile(r"[\s,;|()\[\]{}]+|\s/\s")
 _MARKER_WORDS = {"LOT", "LOTE", "LOTS", "BATCH", "EXP", "EXPIRY", "EXPIRES", "EXPIRATION", "DATE", "NO", "NUMBER",
                  "BUD", "USE", "BY", "SN", "SERIAL", "NDC", "MFG", "MFD", "GTIN"}
+
+
+# What staff type when they do not know the lot. Stored as a lot, it would match no recall and look like a
+# real lot, and the holder of a recalled pack would be told "safe"; 'lot unknown' records the same fact
+# honestly (docs/facts.md, "Patients' lots").
+PLACEHOLDER_LOTS = frozenset({"UNKNOWN", "UNK", "N/A", "NA", "NONE", "NULL", "NIL", "TBD", "NOLOT", "NOTKNOWN",
+                              "0", "00", "000", "X", "XX", "XXX"})
+# The words of a phrase that says there is no lot ("NOT RECORDED", "SEE LABEL", "NO LOT #", "N/A - ASK RX").
+# A real lot may be letters alone ("QJD"), so only a field made of these words, with no digit, is one.
+_NO_LOT_WORDS = frozenset(
+    "A ASK AVAIL AVAILABLE BLANK BOTTLE BOX CANNOT CANT CARTON CHECK DEFAULT DUMMY EMPTY ENTERED GIVEN ILLEGIBLE "
+    "IN KNOWN LABEL LATER LISTED LOT LOTS MISSING N NA NBR NIL NO NONE NOT NOTED NULL NUM NUMBER ON PACK PACKAGE "
+    "PENDING PHARMACY PRINTED READ READABLE RECORDED RX SEE SHOWN STOCK TBA TBD THE UNAVAILABLE UNK UNKNOWN "
+    "UNREADABLE UNSPECIFIED VIAL X XX XXX".split())
+
+
+def is_placeholder_lot(text: str) -> bool:
+    """The field says there is no lot instead of naming one: a word staff type for it (PLACEHOLDER_LOTS),
+    a phrase of such words with no digit ("NOT RECORDED", "SEE LABEL", "NO LOT"), or zeros alone ("0000")."""
+    words = re.findall(r"[A-Z]+|\d+", unicodedata.normalize("NFKC", text or "").upper())
+    if not words:
+        return False
+    joined = "".join(words)
+    if joined in PLACEHOLDER_LOTS or set(joined) == {"0"}:
+        return True
+    return not any(word[0].isdigit() for word in words) and all(word in _NO_LOT_WORDS for word in words)
 
 
 @dataclass(frozen=True)
@@ -295,6 +322,56 @@ def _runs(tokens: list[str]) -> set[str]:
     return runs
 
 
+_GLUED_NOTE = "the lot may be only part of the field (a marker or an expiry glued to it)"
+# Lot markers pharmacies glue to the front of a lot ("L3069020", "LT3069020", "LPW05264"). Not "B" or "N":
+# many lots begin with them, and each such lot would be read with doubt (and decided apart by the sweep).
+_GLUED_MARKERS = ("LOT", "LT", "LN", "L")
+_MIN_GLUED = 4  # a shorter piece of a longer field is a suffix or a size, not a lot
+_GLUED_SEPARATOR = re.compile(r"[^A-Z0-9\-.]+")
+# An expiry glued to a lot's end as digits: a month or a day, never a year alone ("...2026" may be the lot's).
+_COMPACT_PATTERNS = dict(_COMPACT_DATES)
+_GLUED_EXPIRY_KINDS = ((4, ("mmyy",)), (6, ("mmyyyy", "yymmdd")), (8, ("yyyymmdd", "mmddyyyy")))
+
+
+def _alternatives(candidates, lot: str) -> tuple[str, ...]:
+    """The candidates that may be a lot (long enough, with a digit, not the lot itself), sorted; the
+    longest MAX_ALTERNATIVES when there are more."""
+    kept = sorted(a for a in candidates if a and a != lot and len(a) >= _MIN_ALTERNATIVE
+                  and any(ch.isdigit() for ch in a))
+    if len(kept) > MAX_ALTERNATIVES:
+        kept = sorted(sorted(kept, key=lambda a: (-len(a), a))[:MAX_ALTERNATIVES])
+    return tuple(kept)
+
+
+def _glued_readings(text: str, *, split: bool = True) -> set[str]:
+    """Lots the field may begin with when something is glued to the lot without the spaces or words the
+    readings above look for: an expiry or other code after any punctuation or none ("3069020:EXP 05/21",
+    "3069020/0521", "3069020_EXP_052021", "30690200521"), or a marker before it ("L3069020",
+    "LPW05264"). Each is an alternative: a probable match for the same product at most, never "safe"
+    withheld and never a lot matched across products. The field is cut at any punctuation but the
+    hyphens and dots lots carry inside them ("22165-003" stays whole). `split=False`, a field of letters
+    and digits only: after a glued marker only, since one real lot in eleven ends in digits that read
+    as a month ("00201125"), and each would be read with doubt."""
+    segments = [canonical_lot(part) for part in _GLUED_SEPARATOR.split(text.upper())] if split else [text.upper()]
+    segments = [segment for segment in segments if segment]
+    if not segments:
+        return set()
+    joined = "".join(segments)
+    ends = set(itertools.accumulate(len(segment) for segment in segments))
+    for end in list(ends) if split else ():
+        digits = re.search(r"\d*$", joined[:end]).group()
+        for width, kinds in _GLUED_EXPIRY_KINDS:  # the shortest that reads as a month or a day
+            tail = digits[-width:]
+            if len(digits) >= width and end - width >= _MIN_GLUED and \
+                    any(_read(_COMPACT_PATTERNS[kind], tail) for kind in kinds):
+                ends.add(end - width)
+                break
+    starts = {0} | {len(marker) for marker in _GLUED_MARKERS
+                    if joined.startswith(marker) and len(joined) - len(marker) >= _MIN_GLUED}
+    pieces = {joined[start:end] for start in starts for end in ends if end - start >= _MIN_GLUED}
+    return {piece for piece in pieces if any(ch.isdigit() for ch in piece) and piece not in _MARKER_WORDS}
+
+
 # Most fields hold a lot alone: letters and digits with no lot or expiry word inside.
 _PLAIN_LOT = re.compile(r"[A-Za-z0-9]{1,100}")
 _WORD_INSIDE = re.compile(r"(?i)LOT|BATCH|EXP|EXD|BUD")
@@ -307,7 +384,10 @@ def read_lot_field(text: str) -> LotField:
     separator as its visible symbol (U+241D), which the GS1 reader takes as the separator too."""
     raw = (text or "").strip(" \t\r\n").replace(GROUP_SEPARATOR, VISIBLE_GROUP_SEPARATOR)
     if _PLAIN_LOT.fullmatch(raw) and not _WORD_INSIDE.search(raw):
-        return LotField(text=raw, lot=raw.upper(), printed=raw.upper())
+        lot = raw.upper()
+        glued = _alternatives(_glued_readings(lot, split=False), lot)
+        return LotField(text=raw, lot=lot, printed=lot, alternatives=glued,
+                        reading=_GLUED_NOTE if glued else "")
     field = _normalised(raw)
     if not field:
         return LotField(text=raw, lot="", printed="")
@@ -374,10 +454,16 @@ def read_lot_field(text: str) -> LotField:
         notes.append("several codes in the field")
     if len(tokens) > 1 or doubtful:
         doubtful |= _runs(tokens)
-    alternatives = tuple(sorted(a for a in doubtful if a and a != lot and len(a) >= _MIN_ALTERNATIVE
-                                and any(ch.isdigit() for ch in a)))
-    if len(alternatives) > MAX_ALTERNATIVES:
-        alternatives = tuple(sorted(alternatives, key=lambda a: (-len(a), a))[:MAX_ALTERNATIVES])
+    alternatives = _alternatives(doubtful, lot)
+    # Then what the readings above left whole (kept only where the cap leaves room: they are the
+    # loosest readings): the lot at the start of what is left once they took off what they know, cut
+    # where its letters and digits change or an expiry may be glued on, or after a marker glued to it.
+    glued = {a for a in _glued_readings(unmarked) if a not in alternatives}
+    if glued and len(alternatives) < MAX_ALTERNATIVES:
+        extra = _alternatives(glued, lot)[:MAX_ALTERNATIVES - len(alternatives)]
+        if extra:
+            alternatives = tuple(sorted((*alternatives, *extra)))
+            notes.append(_GLUED_NOTE)
     if not notes and alternatives:
         notes.append("several codes in the field")
     return LotField(text=raw, lot=lot, printed=printed_lot(unmarked) if lot else "", expiry=expiry,

@@ -14,7 +14,7 @@ from django.utils import timezone
 from core.audit_chain import ChainedEvent
 from drugs.gs1 import GROUP_SEPARATOR
 from drugs.identity import PRODUCT_SOURCE, UNRESOLVED, identity_key, is_product_key, product_key
-from drugs.lot_field import read_lot_field
+from drugs.lot_field import is_placeholder_lot, read_lot_field
 from drugs.lots import near_lot_key
 from drugs.matching import Dispensed, dispensed
 from drugs.ndc import ndc_product, normalize_ndc
@@ -159,12 +159,10 @@ def dispensing_identity(text: str, product_description: str = "") -> tuple[str, 
         if bounded := product_key(candidate or "")[:DRUG_KEY_MAX]:
             return bounded, PRODUCT_SOURCE
     return "", UNRESOLVED
+
+
 # Dates outside these years are typos ("201911", "2999-01-01"), not dispensings or expiries.
 EARLIEST_YEAR, LATEST_YEAR = 1900, 2100
-# What staff type when they do not know the lot. Stored as a lot, it would match no recall and look
-# like a real lot; 'lot unknown' records the same fact honestly (docs/facts.md, "Patients' lots").
-PLACEHOLDER_LOTS = frozenset({"UNKNOWN", "UNK", "N/A", "NA", "NONE", "NULL", "NIL", "TBD", "NOLOT", "NOTKNOWN",
-                              "0", "00", "000", "X", "XX", "XXX"})
 
 
 def _lot_part():
@@ -366,7 +364,7 @@ class DispensingRecord(models.Model):
                 + ": recalls are matched by lot, so a dispensing without one can't be checked. "
                 "Copy it from the pack (or scan it); if it really cannot be known, tick 'lot unknown'."
             )
-        elif self.lot in PLACEHOLDER_LOTS:
+        elif is_placeholder_lot(raw_lot) or is_placeholder_lot(self.lot):
             errors["lot"] = (
                 f"{raw_lot!r} is not a lot number. If the lot cannot be known, tick 'lot unknown' "
                 "(CSV: lot_unknown = yes), so it is recorded as unknown rather than as a lot no recall names."

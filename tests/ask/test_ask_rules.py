@@ -76,6 +76,26 @@ def test_a_terminated_recall_on_the_patients_lot_is_never_safe(hashing_embedding
     assert open_version.attributes["status"] == "Ongoing"
 
 
+def test_closing_a_recall_keeps_a_lot_unknown_pack_dispensed_while_it_was_open_a_candidate(hashing_embeddings):
+    """A recall of some lots, a pack of the drug whose lot was not recorded: a candidate (caution) while the
+    recall is open, and still one once FDA closes it, since the pack was dispensed before (closing moves no
+    verdict, as for a recorded lot); a pack dispensed after the recall closed is not a candidate of it."""
+    from datetime import UTC, datetime
+
+    before = make_patient("SYN-V2U", [dict(drug="valsartan", lot="", lot_unknown=True)],
+                          dispensed_at=datetime(2019, 6, 1, 12, tzinfo=UTC))
+    after = make_patient("SYN-V2A", [dict(drug="valsartan", lot="", lot_unknown=True)],
+                         dispensed_at=datetime(2021, 1, 5, 12, tzinfo=UTC))
+    assert_claim(recall_claim("D-1047-2019", "179791", status="Ongoing", termination_date=""))  # Class II valsartan
+    for patient in (before, after):
+        assert decide(patient, "Is my valsartan safe?").verdict == "caution"
+    closed = assert_claim(recall_claim("D-1047-2019", "179791")).fact  # as FDA published it: Terminated
+    assert closed.attributes["status"] == "Terminated"
+    still = decide(before, "Is my valsartan safe?")
+    assert still.verdict == "caution" and "D-1047-2019" in still.answer and closed.id in still.load_bearing_ids
+    assert decide(after, "Is my valsartan safe?").verdict == "unknown"
+
+
 def test_drug_level_recall_without_lot_information_is_caution_saying_so(hashing_embeddings):
     # D-0419-2019: a real compounded promethazine recall whose code_info is "N/A": it names no lot.
     drug_level = assert_claim(recall_claim("D-0419-2019", None)).fact

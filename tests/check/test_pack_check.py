@@ -121,6 +121,8 @@ def test_a_scan_of_an_unknown_product_is_unidentified(recalls):
     ({"ndc": "0378 5807 933 11"}, "ndc", "is not an NDC"),
     ({"ndc": "1" * 60}, "ndc", "characters long"),
     ({"ndc": VALSARTAN_NDC, "lot": "EXP 05/2026"}, "lot", "No lot number could be read"),
+    ({"ndc": VALSARTAN_NDC, "lot": "NOT RECORDED"}, "lot", "No lot number could be read"),
+    ({"ndc": VALSARTAN_NDC, "lot": "0000"}, "lot", "No lot number could be read"),
     ({"ndc": VALSARTAN_NDC, "lot": "L" * 150}, "lot", "characters long"),
     ({"lot": VALSARTAN_LOT}, "ndc", "Type the NDC"),
     ({}, "ndc", "Type the NDC"),

@@ -12,7 +12,7 @@ from datetime import date
 import pytest
 
 from drugs.gs1 import gtin_for_ndc
-from drugs.lot_field import read_lot_field
+from drugs.lot_field import is_placeholder_lot, read_lot_field
 from drugs.lots import canonical_lot, printed_lot
 from recalls.lots.parse import parse_scope
 from tests.factories import SNAPSHOT_2021, read_results
@@ -35,6 +35,11 @@ DATE_BESIDE_SHAPES = ["{lot} 05/2026", "{lot} 05/26", "{lot} MAY 2026", "{lot}-0
 # Shapes that cannot be read without doubt: the recalled lot must survive among the readings.
 DOUBTFUL_SHAPES = ["{lot}-0526", "{lot} 0526", "{lot} 052026", "{lot} 202605", "L: {lot}", "LT {lot}",
                    "{lot} / 9999999", "{lot}, ZZ12345", "{lot} A1", "{lot} 2 PACKS"]
+# Shapes where something is glued to the lot with no space or word the readings above look for: an expiry
+# or code after any punctuation or none, or a marker before it. The lot must survive among the readings.
+GLUED_SHAPES = ["{lot}:EXP 05/26", "{lot}:EXP 05/2026", "{lot}/0526", "{lot}/052026", "{lot}_EXP_052026",
+                "{lot}_0526", "{lot}:0526", "{lot}=05/26", "L{lot}", "LT{lot}",
+                "LOT{lot}", "L{lot}:EXP 05/26", "LT{lot}/0526", "{lot}#EXP#05-26"]
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +85,7 @@ def test_a_date_beside_the_lot_is_its_expiry_and_the_whole_field_stays_a_reading
     assert not wrong, f"{len(wrong)} of {len(recalled_lots)} misread, e.g. {wrong[:5]}"
 
 
-@pytest.mark.parametrize("shape", CLEAN_SHAPES + DATE_BESIDE_SHAPES + DOUBTFUL_SHAPES)
+@pytest.mark.parametrize("shape", CLEAN_SHAPES + DATE_BESIDE_SHAPES + DOUBTFUL_SHAPES + GLUED_SHAPES)
 def test_no_shape_loses_the_recalled_lot(recalled_lots, shape):
     lost = []
     for lot in recalled_lots:
@@ -109,6 +114,32 @@ def test_gs1_element_strings_and_digital_links_in_the_lot_field(recalled_lots):
             read = read_lot_field(typed)
             assert (read.lot, read.expiry, read.gtin) == (canonical_lot(lot), EXPIRY, gtin), typed
             assert read.clean and "GS1" in read.reading
+
+
+def test_a_plain_lot_stays_the_lot_and_a_lot_ending_in_no_date_is_read_without_doubt(recalled_lots):
+    """The glued readings add alternatives, never change the lot itself; a lot of letters and digits alone
+    is doubtful only when it begins with a lot marker ("L3069020")."""
+    changed = [(lot, read_lot_field(lot).lot) for lot in recalled_lots if read_lot_field(lot).lot != canonical_lot(lot)]
+    assert not changed, changed[:5]
+    assert read_lot_field("3069020").clean and read_lot_field("GS005603").clean and read_lot_field("M331J18").clean
+    assert read_lot_field("22165-003").clean  # a hyphenated lot is not cut at its hyphen
+    assert read_lot_field("00201125").clean  # digits alone are not cut where a month might be glued on
+    assert read_lot_field("L3069020").alternatives == ("3069020",) and "glued" in read_lot_field("L3069020").reading
+
+
+def test_a_field_that_says_there_is_no_lot_is_a_placeholder_and_no_real_lot_is():
+    for typed in ("N/A", "n/a", "UNKNOWN", "Unknown lot", "NOT RECORDED", "not recorded", "SEE LABEL", "See pack",
+                  "NO LOT", "no lot #", "0000", "00000", "XXX", "NOT AVAILABLE - SEE BOX", "lot number not known"):
+        assert is_placeholder_lot(typed), typed
+    for typed in ("", "  ", "3069020", "QJD", "X1", "00012", "NA1234", "NOT123", "SEE5"):
+        assert not is_placeholder_lot(typed), typed
+
+
+def test_no_real_recalled_lot_reads_as_a_placeholder():
+    lots = {lot for raw in read_results(SNAPSHOT_2021)
+            for lot in parse_scope(raw.get("code_info") or "", raw.get("more_code_info") or "").lot_numbers}
+    assert len(lots) > 5000
+    assert not [lot for lot in lots if is_placeholder_lot(lot)]
 
 
 def test_a_field_of_nothing_but_markers_and_placeholders_names_no_lot():

@@ -32,6 +32,7 @@ from corrections.sweep.run import sweep
 from drugs.matching import MatchClass
 from drugs.ndc import normalize_ndc
 from memory.fact_writes import assert_claim
+from memory.models import Decision
 from patients.csvimport import import_dispensing_csv
 from patients.models import DispensingRecord, Patient
 from patients.services import exposed_patients_for_recall
@@ -69,6 +70,13 @@ CASES = [
           "13668-0409-10", MatchClass.PROBABLE, question="Is my losartan safe?", rule="O/0 or I/1"),
     _case("thyroid-suffix-left-off", "D-1300-2020", "NP Thyroid 90 mg tablets", "M331J18", "42192-0331-01",
           MatchClass.PROBABLE, question="Is my NP Thyroid safe?", rule="suffix left off"),
+    # Something glued to the lot with no space or word between: an expiry after a colon or a slash, a marker.
+    _case("losartan-expiry-glued-by-colon", "D-0502-2019", "Losartan potassium 50 mg tablets", "4L67C035:EXP 05/21",
+          "13668-0409-30", MatchClass.PROBABLE, question="Is my losartan safe?", rule="written inside"),
+    _case("losartan-expiry-glued-by-slash", "D-0502-2019", "Losartan potassium 50 mg tablets", "4L67C035/0521",
+          "13668-0409-30", MatchClass.PROBABLE, question="Is my losartan safe?", rule="written inside"),
+    _case("losartan-marker-glued", "D-0502-2019", "Losartan potassium 50 mg tablets", "L4L67C035",
+          "13668-0409-30", MatchClass.PROBABLE, question="Is my losartan safe?", rule="written inside"),
     # The manufacturer's lot in a repackager's pack (RemedyRepack's own NDC for losartan 50 mg).
     _case("losartan-repackaged", "D-0502-2019", "Losartan 50mg Tablet", "4L67C035", "70518-0588-01",
           MatchClass.PROBABLE, question="Is my losartan safe?", rule="another labeler's NDC"),
@@ -233,6 +241,28 @@ def test_a_lot_never_matches_on_its_own(path, decoy, admin_client, client, pharm
     recall_arrives("D-0502-2019")
     exposure = exposure_of("D-0502-2019", patient)
     assert exposure is None or exposure.match_class not in SAFE_FOR_HOLDERS, exposure.rule
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_recalled_lot_on_a_pack_we_cannot_identify_is_never_called_safe(path, admin_client, client, pharmacy,
+                                                                          quiet_sweep):
+    """A repackager's NDC no recall lists and a till name no vocabulary reads, with the exact recalled lot:
+    no match (a lot never matches on its own), and no "safe" either, before and after the recall arrives."""
+    case = dict(drug="LOSRT 50MG TB", lot="4L67C035", ndc="70518-0588-01", product="")
+    patient = dispense(path, case, admin_client=admin_client, client=client, pharmacy=pharmacy)
+    assert ask(patient, "Is my medicine safe?").verdict == "safe"  # nothing is recalled yet
+    recall_arrives("D-0502-2019")
+    exposure = exposure_of("D-0502-2019", patient)
+    assert exposure is None or exposure.match_class not in SAFE_FOR_HOLDERS, exposure.rule
+    sweep()
+    standing = Decision.objects.get(patient_id=patient.pk, status="standing")
+    assert standing.verdict == "unknown", standing.answer
+    assert "D-0502-2019" in standing.answer and "pharmacist" in standing.answer
+    assert Correction.objects.filter(patient=patient, new_verdict="unknown").exists()  # told "safe" before
+    # A pack we can identify as another drug with the same lot string stays safe: it is not the recalled lot.
+    other = dispense(path, dict(case, drug="Escitalopram 10 mg tablets", ndc=""), admin_client=admin_client,
+                     client=client, pharmacy=pharmacy, ref="SYN-PKG2")
+    assert ask(other, "Is my escitalopram safe?").verdict == "safe"
 
 
 @pytest.mark.parametrize(("path", "field"), [(path, "product_description") for path in PATHS]

@@ -54,3 +54,39 @@ def test_an_unknown_lot_is_recorded_as_unknown():
     missing = DispensingRecord(patient=patient, drug="Diovan 160 mg", lot="", dispensed_at=row.dispensed_at)
     with pytest.raises(Exception, match="tick 'lot unknown'"):
         missing.full_clean()
+
+
+def test_rows_read_by_an_older_lot_reader_are_read_anew_and_placeholders_become_unknown_lots():
+    """After a new lot-field reader is deployed: a stored row whose field holds the lot with an expiry glued
+    on gets the lot among its readings, and a row whose 'lot' says there is none is recorded as unknown
+    (a candidate for the drug's recalls), each through save_dispensing with the text as it was audited."""
+    patient = make_patient("SYN-R3", email="r3@example.com", phone="")
+    when = datetime(2019, 6, 1, tzinfo=UTC)
+    glued = DispensingRecord.objects.create(patient=patient, drug="Diovan 160 mg", lot="3069020:EXP 05/21",
+                                            dispensed_at=when)
+    placeholder = DispensingRecord.objects.create(patient=patient, drug="Diovan 160 mg", lot="3069021",
+                                                  dispensed_at=when)
+    clean = DispensingRecord.objects.create(patient=patient, drug="Diovan 160 mg", lot="3069022", dispensed_at=when)
+    # As an older reader stored them: no other readings; a placeholder typed before it was refused.
+    DispensingRecord.objects.filter(pk=glued.pk).update(lot="3069020EXP", lot_alternatives=[])
+    DispensingRecord.objects.filter(pk=placeholder.pk).update(lot="NOTRECORDED", lot_text="NOT RECORDED")
+    before = DispensingChange.objects.count()
+
+    out = StringIO()
+    call_command("resolve_dispensing", "--dry-run", stdout=out)
+    assert "3 dispensing rows: 2 would change" in out.getvalue()
+    assert "lot field read anew 1, placeholder lot recorded as unknown 1" in out.getvalue()
+
+    call_command("resolve_dispensing", stdout=out)
+    glued.refresh_from_db()
+    placeholder.refresh_from_db()
+    clean.refresh_from_db()
+    assert "3069020" in glued.lot_alternatives
+    assert (placeholder.lot, placeholder.lot_unknown) == ("", True)
+    assert (clean.lot, clean.lot_alternatives) == ("3069022", [])
+    assert DispensingChange.objects.count() == before + 2
+    audit = DispensingChange.objects.get(dispensing_id=placeholder.pk, actor_label="command:resolve_dispensing")
+    assert audit.before["lot"] == "NOTRECORDED" and str(audit.after["lot_unknown"]) == "True"
+    out = StringIO()
+    call_command("resolve_dispensing", "--dry-run", stdout=out)
+    assert "3 dispensing rows: 0 would change" in out.getvalue()
