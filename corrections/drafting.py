@@ -62,9 +62,14 @@ def do_not_stop(drug: str) -> str:
     return _("Do not stop %(drug)s on your own: stopping it suddenly can be dangerous.") % {"drug": drug}
 
 
-def pack_instruction(verdict: str) -> str:
+def pack_instruction(verdict: str, *, certainty: str = "confirmed") -> str:
+    """What to do with the pack; a pack only probably (or possibly) from a recalled batch is brought in to
+    be checked, not called recalled."""
     if verdict == "safe":
         return _("You can keep using the pack you have.")
+    if verdict == "stop" and certainty in ("probable", "candidate"):
+        return _("Please bring the pack to the pharmacy, even if it is opened or empty, so we can check it. "
+                 "If it is from the recalled batch, we will replace it free of charge.")
     if verdict == "stop":
         return _("Please bring the pack back to the pharmacy, even if it is opened or empty. "
                  "We will replace it free of charge.")
@@ -312,11 +317,18 @@ def why_sentence(verdict: str, fact: Fact | None, *, certainty: str) -> str:
         return (_("some products of the medicine were recalled because %(reason)s. The FDA has since closed the "
                   "recall; that does not make a recalled pack safe to use.") if attrs.get("status") in CLOSED else
                 _("some products of the medicine are being recalled because %(reason)s.")) % {"reason": reason}
+    probable = certainty == "probable"  # the recalled batch may be the pack's: said so, not asserted
     if attrs.get("status") in CLOSED:
+        if probable:
+            return _("a batch of the medicine that may include your pack was recalled because %(reason)s. The FDA "
+                     "has since closed the recall; that does not make a recalled pack safe to use.") % {"reason": reason}
         return (_("some batches were recalled because %(reason)s. The FDA has since closed the recall; that "
                   "does not make a recalled pack safe to use.") if some else
                 _("the medicine was recalled because %(reason)s. The FDA has since closed the recall; that does "
                   "not make a recalled pack safe to use.")) % {"reason": reason}
+    if probable:
+        return _("a batch of the medicine that may include your pack is being recalled because %(reason)s.") % {
+            "reason": reason}
     return (_("some batches of the medicine are being recalled because %(reason)s.") if some else
             _("the medicine is being recalled because %(reason)s.")) % {"reason": reason}
 
@@ -337,7 +349,7 @@ def letter_context(patient, verdict: str, fact: Fact | None, *, kind: str, match
         "pharmacy": p, "patient_name": patient.display_name, "drug": drug, "kind": kind, "how": how,
         "headline": verdict_headline(verdict),
         "instruction": verdict_instruction(verdict, drug, p["phone"], serious=serious, hold=hold),
-        "pack": pack_instruction(verdict), "sms_instruction": sms_instruction(verdict, serious=serious),
+        "pack": pack_instruction(verdict, certainty=certainty), "sms_instruction": sms_instruction(verdict, serious=serious),
         "verdict": verdict,
         "old_headline": verdict_headline(old_verdict) if old_verdict else "",
         "change": what_changed(previous, fact, dispensing_changed=dispensing_changed) if kind == "correction" else "",
@@ -378,17 +390,33 @@ def fit_sms(context: dict) -> str:
     return text[: limit - 1].rstrip() + "…"
 
 
-def letter_subject(patient, *, recalled: bool) -> str:
-    """The email subject, in the patient's language."""
-    return _subject_in(language_of(patient), recalled)
+SURE_MATCHES = frozenset({"confirmed", "product_all_lots"})  # drugs.matching.MatchClass: the pack is recalled
+
+
+def subject_kind(*, recall_number: str, verdict: str, match_class: str) -> str:
+    """What the email subject may say, no more than the letter does: "recalled" when the letter tells the
+    patient their pack is recalled (stop or caution, the pack confirmed), "may" when a recall may affect it
+    (a probable or candidate match, or a pack we cannot tell), "" otherwise (no recall covers it)."""
+    if not recall_number or verdict == "safe":
+        return ""
+    return "recalled" if verdict in ("stop", "caution") and match_class in SURE_MATCHES else "may"
+
+
+def letter_subject(patient, *, kind: str) -> str:
+    """The email subject (subject_kind), in the patient's language."""
+    return _subject_in(language_of(patient), kind)
 
 
 @functools.lru_cache(maxsize=64)
-def _subject_in(language: str, recalled: bool) -> str:
-    # Two sentences per language, asked once per draft: a sweep drafting 100,000 letters would otherwise
+def _subject_in(language: str, kind: str) -> str:
+    # Three sentences per language, asked once per draft: a sweep drafting 100,000 letters would otherwise
     # switch the active translation 100,000 times for them.
     with override(language):
-        return _("Update about your recalled medicine") if recalled else _("Update about your medicine")
+        if kind == "recalled":
+            return _("Update about your recalled medicine")
+        if kind == "may":
+            return _("Update about a recall that may affect your medicine")
+        return _("Update about your medicine")
 
 
 def language_of(patient) -> str:

@@ -11,7 +11,7 @@ import hashlib
 from drugs.recall_terms import severity
 
 from . import audit, transitions
-from .drafting import fact_diff, letter_subject
+from .drafting import fact_diff, letter_subject, subject_kind
 from .models import AuditEvent, Correction, OutboxMessage
 
 SWEEP_ACTOR = audit.SWEEP
@@ -70,7 +70,9 @@ def message_values(patient, correction: dict) -> dict:
     channel, recipient = patient.contact()
     return {
         "region": correction["region"], "channel": channel, "recipient": recipient,
-        "subject": letter_subject(patient, recalled=bool(correction["recall_number"]))[:200],
+        "subject": letter_subject(patient, kind=subject_kind(
+            recall_number=correction["recall_number"], verdict=correction["new_verdict"],
+            match_class=correction["match_class"]))[:200],
         "body": correction["drafted_text"], "dedupe_key": correction["dedupe_key"],
         "status": OutboxMessage.Status.HELD.value, "attempts": 0, "next_attempt_at": None, "claimed_at": None,
         "claimed_by": "", "provider_id": "", "sent_at": None, "last_error": "",

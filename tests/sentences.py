@@ -47,8 +47,9 @@ PACKAGING = re.compile(r"\b\d+\s*-?\s*count\b|\b(?:manufactured|distributed|mark
 LOTS_QUOTED = re.compile(r"\b(?:lot|lots|lote|lotes)\s+((?:[A-Z0-9][A-Z0-9./@_-]*)(?:(?:,\s*|\s+and\s+|\s+y\s+)"
                          r"[A-Z0-9][A-Z0-9./@_-]*)*)")
 SURE_WORDS = re.compile(r"\bis from a recalled lot\b|\bis a recalled product\b|\baffects the batch\b|"
-                        r"\bincluding yours\b|\bcame from the recalled stock\b|\bafecta al lote\b", re.I)
-MAYBE_WORDS = re.compile(r"\bmay\b|\bpuede\b|\bcannot tell\b", re.I)
+                        r"\bincluding yours\b|\bcame from the recalled stock\b|\bafecta al lote\b|"
+                        r"\bthe medicine (?:is being|was) recalled\b|\bel medicamento se (?:está retirando|retiró)\b|"
+                        r"\bbring the pack back\b|\bdevuelva el envase\b", re.I)
 NO_RECORD = re.compile(r"\bno record of\b", re.I)
 UNKNOWN_WHAT = re.compile(r"lot number|product code|which product|could not find|no record", re.I)
 # Sentences of ours in English, any of which in a letter to a Spanish reader is English left in it.
@@ -130,7 +131,7 @@ def sentence_problems(text: str, *, verdict: str, found, fact, patient) -> list[
         problems.append(f"a confirmed pack of a Class I recall is {verdict}, not stop")
     if klass == MatchClass.CANDIDATE and SURE_WORDS.search(ours):
         problems.append(f"a candidate is told it is recalled: {SURE_WORDS.search(ours).group(0)!r}")
-    if klass == MatchClass.PROBABLE and reaches and SURE_WORDS.search(ours) and not MAYBE_WORDS.search(ours):
+    if klass == MatchClass.PROBABLE and reaches and SURE_WORDS.search(ours):
         problems.append(f"a probable match is told as certain: {SURE_WORDS.search(ours).group(0)!r}")
     if recall and klass is None and number and number in ours:
         if rows and recall_terms.window_kind(fact) and not any(within_lot_scope(fact, r) for r in rows):
