@@ -321,7 +321,8 @@ def why_sentence(verdict: str, fact: Fact | None, *, certainty: str) -> str:
     if attrs.get("status") in CLOSED:
         if probable:
             return _("a batch of the medicine that may include your pack was recalled because %(reason)s. The FDA "
-                     "has since closed the recall; that does not make a recalled pack safe to use.") % {"reason": reason}
+                     "has since closed the recall; that does not make a recalled pack safe to use.") % {
+                "reason": reason}
         return (_("some batches were recalled because %(reason)s. The FDA has since closed the recall; that "
                   "does not make a recalled pack safe to use.") if some else
                 _("the medicine was recalled because %(reason)s. The FDA has since closed the recall; that does "
@@ -349,7 +350,8 @@ def letter_context(patient, verdict: str, fact: Fact | None, *, kind: str, match
         "pharmacy": p, "patient_name": patient.display_name, "drug": drug, "kind": kind, "how": how,
         "headline": verdict_headline(verdict),
         "instruction": verdict_instruction(verdict, drug, p["phone"], serious=serious, hold=hold),
-        "pack": pack_instruction(verdict, certainty=certainty), "sms_instruction": sms_instruction(verdict, serious=serious),
+        "pack": pack_instruction(verdict, certainty=certainty),
+        "sms_instruction": sms_instruction(verdict, serious=serious),
         "verdict": verdict,
         "old_headline": verdict_headline(old_verdict) if old_verdict else "",
         "change": what_changed(previous, fact, dispensing_changed=dispensing_changed) if kind == "correction" else "",
