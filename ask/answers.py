@@ -237,8 +237,9 @@ def candidate_answer(ctx, *, name: str, medicine: str, lot_unknown: list, drug_l
     if ndc_wanted:
         parts.append(READ_THE_NDC)
     if serious:
-        parts.append("One of these is a Class I recall, the most serious kind: contact your pharmacy today, before "
-                     "your next dose.")
+        named = {recall_terms.recall_number(f) for f in [*lot_unknown, *(fact for fact, _row in drug_level)]}
+        parts.append(f"{'One of these is' if len(named) > 1 else 'This is'} a Class I recall, the most serious kind: "
+                     "contact your pharmacy today, before your next dose.")
     parts.append(advice(medicine, name, urgent=serious, replacement="a replacement if your pack is affected"))
     return " ".join(parts)
 

@@ -81,7 +81,7 @@ def sms_instruction(verdict: str, *, serious: bool = False) -> str:
     if serious and verdict in ("caution", "unknown"):
         return _("Please call us today, before your next dose.")
     return {
-        "safe": _("No action needed."),
+        "safe": _("You can keep using the pack you have."),  # the headline already says "No action needed"
         "caution": _("Keep taking it; please call us this week."),
         "stop": _("Do not change how you take it until we have spoken."),
         "unknown": _("Keep taking it; please call us so we can check your pack."),
@@ -90,19 +90,24 @@ def sms_instruction(verdict: str, *, serious: bool = False) -> str:
 
 # FDA recall reasons in plain words. The FDA's own text is kept as a quoted detail; these lines are
 # what the letter says. Order matters: the first match wins.
+# The first pattern a recall's reason matches gives its plain words, so the specific hazard comes before
+# the general one: a "CGMP Deviations: NDEA ..." reason is about the impurity, "Microbial Contamination
+# of Non-Sterile Products" about contamination (the product was never meant to be sterile), a stability
+# failure is not a label mistake, and "cGMP deviations" alone is the quality standard.
 GLOSSARY = [
-    (r"\bN-?nitroso|\bNDEA\b|\bNDMA\b|\bNMBA\b|nitrosamine",
+    (r"\bN-?nitroso|\bNDEA\b|\bNDMA\b|\bNMBA\b|nitrosamine|carcinogen",
      gettext_noop("an impurity was found that may raise the risk of cancer if taken for a long time")),
-    (r"c?GMP|current good manufacturing", gettext_noop("it was not made to the required quality standards")),
     (r"sub-?potent", gettext_noop("it may contain less medicine than it should")),
     (r"super-?potent", gettext_noop("it may contain more medicine than it should")),
-    (r"steril", gettext_noop("it may not be sterile")),
+    (r"undeclared|tainted", gettext_noop("it contains an ingredient its label does not list")),
     (r"microbial|bacteria|contaminat|mold|fung", gettext_noop("it may be contaminated")),
+    (r"steril", gettext_noop("it may not be sterile")),
     (r"dissolution", gettext_noop("it may not dissolve in the body as it should")),
+    (r"stabilit", gettext_noop("it may not stay effective until its expiry date")),
     (r"impurit|degradation", gettext_noop("it may contain an impurity above the allowed limit")),
     (r"foreign|particulate", gettext_noop("something that should not be there was found in it")),
-    (r"label|mislabel|packag", gettext_noop("there is a mistake on the label or packaging")),
-    (r"stability", gettext_noop("it may not stay effective until its expiry date")),
+    (r"\blabel|mislabel|\bpackag", gettext_noop("there is a mistake on the label or packaging")),
+    (r"c?GMP|current good manufacturing", gettext_noop("it was not made to the required quality standards")),
 ]
 JARGON = ["CGMP", "GMP", "NDEA", "NDMA", "NMBA", "subpotent", "superpotent", "dissolution", "Class I",
           "Class II", "Class III"]
@@ -113,11 +118,16 @@ CLASS_PLAIN = {
 }
 
 
+# "Non-sterile products" names a kind of product (tablets, creams), not a hazard of this one.
+_PRODUCT_KIND = re.compile(r"\bnon-?\s?sterile\s+(?:drug\s+)?products?\b", re.IGNORECASE)
+
+
 def plain_reason(reason: str) -> str:
+    reason = _PRODUCT_KIND.sub(" ", reason or "")
     for pattern, plain in GLOSSARY:
-        if re.search(pattern, reason or "", re.IGNORECASE):
+        if re.search(pattern, reason, re.IGNORECASE):
             return _(plain)
-    return _("the maker found a problem with it")
+    return _("a problem was found with it")  # by the maker or by the FDA: the reason says which
 
 
 def pharmacy() -> dict:

@@ -141,6 +141,10 @@ def sentence_problems(text: str, *, verdict: str, found, fact, patient) -> list[
                 problems.append("outside the recall's window, told it is other makers")
         if rows and not _about_their_medicine(fact, rows):
             problems.append("names a recall that is not about their medicine")
+    if re.search(r"\bOne of these is\b", ours) and len(set(re.findall(r"\b[DFV]-\d{2,4}-\d{4}\b", ours))) < 2:
+        problems.append("says 'one of these' of a single recall")
+    if re.search(r"No action needed[^.]*\.\s*No action needed", ours):
+        problems.append("says 'No action needed' twice")
     letter = settings.UNSAY_PHARMACY_NAME in (text or "")  # letters are signed; answers are not
     if verdict == "unknown" and not letter and \
             not (UNKNOWN_WHAT.search(ours) and re.search(r"pharmacist|pharmacy|call us", ours, re.I)):

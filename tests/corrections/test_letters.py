@@ -92,6 +92,42 @@ def test_the_glossary_explains_the_jargon_it_knows():
     assert "less medicine" in drafting.plain_reason("Subpotent Drug")
 
 
+@pytest.mark.parametrize(("reason", "words", "never"), [
+    # Real reasons (2021 and 2023 bulk files) the first pattern in the old order misread.
+    ("Microbial Contamination of Non-Sterile Products: Burkholderia cepacia complex", "contaminated", "sterile"),
+    ("Microbial Contamination of Non Sterile Products", "contaminated", "sterile"),
+    ("cMGP Deviations: Drug products repackaged into pouches without supporting stability studies.", "effective",
+     "label"),
+    ("Stability Data Does Not Support Expiry: potential loss of potency over the labeled shelf life", "effective",
+     "label"),
+    ("CGMP Deviations: Carcinogen impurity, N-Nitrosodimethylamine (NDMA), above the acceptable limit", "cancer",
+     "quality standards"),
+    ("Marketed without an Approved NDA/ANDA; FDA analysis found product to be tainted with undeclared sildenafil",
+     "label does not list", "maker"),
+    ("Lack of Assurance of Sterility", "not be sterile", "contaminated"),
+    ("Labeling: Label Mix-up", "label", "sterile"),
+])
+def test_the_plain_reason_is_the_hazard_the_reason_names(reason, words, never):
+    plain = drafting.plain_reason(reason)
+    assert words in plain and never not in plain, plain
+
+
+def test_no_real_reason_is_said_to_be_found_by_the_maker():
+    """The reason says who found the problem (often the FDA); the plain words never claim it was the maker."""
+    from tests.factories import SNAPSHOT_2021, read_results
+
+    plains = {drafting.plain_reason(raw.get("reason_for_recall") or "") for raw in read_results(SNAPSHOT_2021)}
+    assert not [p for p in plains if "maker" in p]
+    # "Microbial contamination of non-sterile products": contamination of products never meant to be sterile.
+    kind = re.compile(r"contamination of non-?\s?sterile products", re.I)
+    contaminated = [raw["reason_for_recall"] for raw in read_results(SNAPSHOT_2021)
+                    if kind.search(raw.get("reason_for_recall") or "")]
+    assert len(contaminated) > 100
+    plains = {drafting.plain_reason(r) for r in contaminated}
+    assert "it may be contaminated" in plains and not [p for p in plains if "sterile" in p]
+    assert "not be sterile" in drafting.plain_reason("Non-Sterility: the product was found to be non-sterile")
+
+
 def test_identity_keys_read_as_words():
     assert drafting.drug_words("amlodipine+valsartan") == "amlodipine and valsartan"
     assert drafting.drug_words("a+b+c") == "a, b and c"
