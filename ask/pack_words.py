@@ -40,8 +40,9 @@ def what_to_do(check: PackCheck) -> str:
         return _("Call your pharmacist: they will tell you what to do and can arrange a replacement that is not "
                  "recalled. Ask them before you stop or change how you take it.")
     if check.outcome == Outcome.MAY_BE_RECALLED:
-        return _("Show the pack to your pharmacist so they can check it: the lot you gave is close to a recalled "
-                 "lot, or could be read as one. Until they have checked, treat it as recalled.")
+        return _("Show the pack to your pharmacist so they can check it: it is close to a recalled pack, but not "
+                 "certainly the same (its lot or its product code may differ, or its lot may be read more than one "
+                 "way). Until they have checked, treat it as recalled.")
     if check.outcome == Outcome.LOT_NEEDED:
         return _("Type the lot number printed on the pack (often after “LOT”, near the expiry date), or ask "
                  "your pharmacist to check it.")

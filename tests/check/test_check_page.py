@@ -61,6 +61,15 @@ def test_the_page_is_in_spanish_when_the_browser_or_the_switch_asks(client, reca
     assert "This lot is not" not in html
     switched = client.get("/check?lang=es").content.decode()
     assert "Comprobar mi envase" in switched and 'name="lang" value="es"' in switched
+    # The recall's status in the reader's words; what it covers said once.
+    assert "(Class II, en curso)" in html and "Ongoing" not in html
+    assert "todos los lotes (" not in html
+
+
+def test_a_recall_of_every_lot_in_a_window_says_what_it_covers_once(client, recalls):
+    html = page(client, gs1=gs1_texts(EVERY_LOT_PRINTED, "ZZ1")[0]).content.decode()
+    assert html.count("every lot") - html.count("every lot with") <= 1
+    assert "every lot (every lot" not in html
 
 
 def test_the_api_gives_the_same_answer_without_a_key(client, recalls):
