@@ -212,11 +212,19 @@ def why_unconfirmed(fact, row) -> str:
     return "our records do not confirm that your pack is one of them"
 
 
-def candidate_answer(ctx, *, name: str, medicine: str, lot_unknown: list, drug_level: list, serious: bool) -> str:
+def candidate_answer(ctx, *, name: str, medicine: str, lot_unknown: list, drug_level: list, serious: bool,
+                     unidentified=()) -> str:
     """Caution for a pack that may be recalled: lot_unknown are recalls of some lots of the drug (the
     pack's lot not recorded); drug_level are (fact, row) of recalls of every lot of products the pack may
-    or may not be."""
+    or may not be; unidentified are recalls naming the lot of a pack whose product we cannot identify."""
     parts = []
+    if unidentified:
+        one = len({recall_terms.recall_number(f) for f in unidentified}) <= 1
+        parts.append(f"{'A recall names' if one else 'Recalls name'} the lot number of the {name} dispensed to you "
+                     f"({numbers_of(unidentified)}), but lot numbers repeat between makers, and we cannot tell whether "
+                     f"your pack is the product {'that recall is' if one else 'those recalls are'} about: its product "
+                     f"code (NDC) is not one {'it lists' if one else 'they list'}, and its name is not one we can "
+                     f"match to a medicine's ingredients. Your pharmacist needs to look at the pack. {READ_THE_NDC}")
     if lot_unknown:
         parts.append(f"{there_are(lot_unknown, f'some {name} lots')} ({numbers_of(lot_unknown)}), and the lot number "
                      f"of the {name} dispensed to you was not recorded, so we cannot tell whether your pack is from "
@@ -237,7 +245,8 @@ def candidate_answer(ctx, *, name: str, medicine: str, lot_unknown: list, drug_l
     if ndc_wanted:
         parts.append(READ_THE_NDC)
     if serious:
-        named = {recall_terms.recall_number(f) for f in [*lot_unknown, *(fact for fact, _row in drug_level)]}
+        named = {recall_terms.recall_number(f)
+                 for f in [*lot_unknown, *unidentified, *(fact for fact, _row in drug_level)]}
         parts.append(f"{'One of these is' if len(named) > 1 else 'This is'} a Class I recall, the most serious kind: "
                      "contact your pharmacy today, before your next dose.")
     parts.append(advice(medicine, name, urgent=serious, replacement="a replacement if your pack is affected"))
@@ -293,19 +302,10 @@ def describe_product(fact) -> str:
     return recall_terms.product_name(with_texts([fact])[0])
 
 
-def unknown_answer(ctx, *, name: str, gap: str, own_recalls: list, lot_recalls=()) -> str:
+def unknown_answer(ctx, *, name: str, gap: str, own_recalls: list) -> str:
     """Unknown: nothing reaches the pack as far as we can tell, but the pack is not positively identified
-    (gap "lot": a lot not recorded; "product": no NDC and no ingredient identity; "recalled lot": a lot
-    that `lot_recalls` name on a pack whose product we cannot identify, ask.rules)."""
-    if gap == "recalled lot":
-        one = len({recall_terms.recall_number(f) for f in lot_recalls}) <= 1
-        answer = (f"We cannot tell whether the {name} dispensed to you is affected by a recall: "
-                  f"{'a recall names' if one else 'recalls name'} its lot number ({numbers_of(lot_recalls)}), "
-                  "but lot numbers repeat between makers, and we cannot tell whether your pack is the product "
-                  f"{'that recall is' if one else 'those recalls are'} about: its product code (NDC) is not one "
-                  f"{'it lists' if one else 'they list'}, and its name is not one we can match to a medicine's "
-                  f"ingredients. Your pharmacist needs to look at the pack. {READ_THE_NDC}")
-    elif gap == "product":
+    (gap "lot": a lot not recorded; "product": no NDC and no ingredient identity)."""
+    if gap == "product":
         answer = (f"We cannot tell which product the {name} dispensed to you is: our record of it has no product "
                   "code (NDC), and its name is not one we can match to a medicine's ingredients, so we cannot check "
                   f"it against recalls. {READ_THE_NDC}")

@@ -29,8 +29,16 @@ from ask import answers
 from ask.answers import DO_NOT_STOP_ABRUPTLY, describe, listing, must_not_stop_abruptly  # noqa: F401 (re-exported)
 from drugs import recall_terms
 from drugs.identity import is_product_key
-from drugs.lots import canonical_lot
-from drugs.matching import Dispensed, Found, MatchClass, dispensing_product, explain, lot_known, within_lot_scope
+from drugs.matching import (
+    UNIDENTIFIED_PACK,
+    Dispensed,
+    Found,
+    MatchClass,
+    dispensing_product,
+    explain,
+    lot_known,
+    within_lot_scope,
+)
 from drugs.ndc import ndc_products
 from drugs.recall_terms import (  # noqa: F401 (CLOSED_STATUSES and short_product re-exported)
     CLOSED_STATUSES,
@@ -226,8 +234,20 @@ def lot_unknown_candidates(fact, ctx: AskContext) -> bool:
     changes nothing for a pack dispensed before it closed, as for a recorded lot."""
     if not (is_recall(fact) and fact.lot):
         return False
-    return any(match(fact, row) == MatchClass.CANDIDATE and dispensed_before_closure(fact, row)
-               for row in ctx.dispensed)
+    return any(match(fact, row) == MatchClass.CANDIDATE and not lot_known(matched(row))
+               and dispensed_before_closure(fact, row) for row in ctx.dispensed)
+
+
+@_remembered
+def unidentified_pack_candidates(fact, ctx: AskContext) -> bool:
+    """A recall of some lots naming the lot of a pack whose product we cannot identify (drugs.matching's
+    UNIDENTIFIED_PACK: a name the vocabulary cannot read, an NDC the recall does not list): a candidate for
+    the pharmacist, never "safe"; as for an unrecorded lot, closing the recall changes nothing for a pack
+    dispensed before it closed."""
+    if not (is_recall(fact) and fact.lot):
+        return False
+    return any((found := explained(fact, row)) is not None and found.rule == UNIDENTIFIED_PACK
+               and dispensed_before_closure(fact, row) for row in ctx.dispensed)
 
 
 @_remembered
@@ -249,7 +269,7 @@ def recall_reading(ctx: AskContext) -> list[tuple]:
     if "recall_reading" not in memo:
         memo["recall_reading"] = [
             (f, classification(f) if on_lot or all_lots else "", on_lot, drug_level_applies(f, ctx),
-             lot_unknown_candidates(f, ctx), all_lots)
+             lot_unknown_candidates(f, ctx) or unidentified_pack_candidates(f, ctx), all_lots)
             for f in same_drug_recalls(ctx)
             for on_lot, all_lots in ((on_patient_lot(f, ctx), confirmed_all_lots(f, ctx)),)]
     return memo["recall_reading"]
@@ -258,8 +278,7 @@ def recall_reading(ctx: AskContext) -> list[tuple]:
 def identification_gap(ctx: AskContext) -> str:
     """What keeps the pack from being positively identified ("" when it is): "not dispensed" (nothing of
     it on record), "product" (a row with neither an NDC product nor an ingredient identity: a product
-    text key or no name), "recalled lot" (recalled_lot_of_unknown_product) or "lot" (a row whose lot was
-    not recorded). "Safe" needs "" (docs/reasoning.md)."""
+    text key or no name) or "lot" (a row whose lot was not recorded). "Safe" needs "" (docs/reasoning.md)."""
     if not ctx.has_dispensing:
         return "not dispensed"
     named = bool(ctx.subject) and not is_product_key(ctx.subject)
@@ -267,34 +286,10 @@ def identification_gap(ctx: AskContext) -> str:
         rows = [matched(row) for row in ctx.dispensed]
         if any(not named and not dispensing_product(row) for row in rows):
             return "product"
-        if recalled_lot_of_unknown_product(ctx):
-            return "recalled lot"
         return "" if all(lot_known(row) for row in rows) else "lot"
     if not named and not any(ctx.patient_ndcs):
         return "product"
     return "" if ctx.patient_lots else "lot"
-
-
-def recalled_lot_of_unknown_product(ctx: AskContext) -> list:
-    """Recalls we read that name the lot of a pack whose product we cannot identify (its name is not one
-    the vocabulary reads, and no fact we read names its NDC product), or a lot its field may hold. Lots
-    are unique only within a manufacturer's product, so this is no match (drugs.matching); but neither
-    can the pack be called safe: a repackager sells a recalled lot under its own NDC and its own name
-    for it, so a pharmacist has to look at the pack."""
-    if ctx.subject and not is_product_key(ctx.subject):
-        return []
-    memo = ctx.memo if ctx.memo is not None else {}
-    if "recalled_lot_of_unknown_product" not in memo:
-        read = [r.fact for r in ctx.retrieved]
-        named_products = set().union(*(recall_terms.products(f) for f in read)) if read else set()
-        found = []
-        for row in (matched(r) for r in ctx.dispensed):
-            if not lot_known(row) or (dispensing_product(row) or None) in named_products:
-                continue
-            lots = {canonical_lot(row.lot), *(getattr(row, "lot_alternatives", ()) or ())}
-            found.extend(f for f in read if is_recall(f) and f.lot and canonical_lot(f.lot) in lots)
-        memo["recalled_lot_of_unknown_product"] = list(dict.fromkeys(found))
-    return memo["recalled_lot_of_unknown_product"]
 
 
 def same_drug_recalls(ctx: AskContext) -> list:
@@ -367,22 +362,22 @@ class RulesReasoner:
             return ReasonerResult("stop" if "Class I" in classes else "caution", answer, self.identity, bearing)
 
         unknown_lot = [f for f in recalls if lot_unknown_candidates(f, ctx)]
-        if unknown_lot or drug_hits:
+        unidentified = [f for f in recalls if unidentified_pack_candidates(f, ctx)]
+        if unknown_lot or drug_hits or unidentified:
             drug_level = list(dict.fromkeys(
                 (f, row) for f in drug_hits for row in (ctx.dispensed or [None])
                 if row is None or match(f, row) in (MatchClass.PRODUCT_ALL_LOTS, MatchClass.CANDIDATE)))
-            serious = any(classification(f) == "Class I" for f in unknown_lot + drug_hits)
+            serious = any(classification(f) == "Class I" for f in unknown_lot + drug_hits + unidentified)
             answer = answers.candidate_answer(ctx, name=name, medicine=medicine, lot_unknown=unknown_lot,
-                                              drug_level=drug_level, serious=serious)
-            return ReasonerResult("caution", answer, self.identity, {f.id for f in unknown_lot + drug_hits})
+                                              drug_level=drug_level, serious=serious, unidentified=unidentified)
+            return ReasonerResult("caution", answer, self.identity,
+                                  {f.id for f in unknown_lot + drug_hits + unidentified})
 
         gap = identification_gap(ctx)
         own = [f for f in recalls if about_the_medicine(f, ctx)]
         if gap:
-            lot_recalls = recalled_lot_of_unknown_product(ctx) if gap == "recalled lot" else []
-            return ReasonerResult("unknown", answers.unknown_answer(ctx, name=name, gap=gap, own_recalls=own,
-                                                                    lot_recalls=lot_recalls),
-                                  self.identity, in_premises | {f.id for f in lot_recalls})
+            return ReasonerResult("unknown", answers.unknown_answer(ctx, name=name, gap=gap, own_recalls=own),
+                                  self.identity, in_premises)
         reasons: dict[str, list] = {}
         for fact in own:
             rows = list(ctx.dispensed)

@@ -299,7 +299,7 @@ def exposure_sentence(fact: Fact | None, drug: str, *, match: str, certainty: st
                      "you: our records do not confirm that yours is one of those products.") % {
                 "drug": drug, "covered": batches_covered(fact)}
         return _("There is a recall of some batches of %(drug)s. It may affect the %(drug)s we gave you: our "
-                 "records do not show which batch you received.") % {"drug": drug}
+                 "records do not show whether your pack is from one of them.") % {"drug": drug}
     verb = _("may affect") if certainty == "probable" else _("affects")
     if match == "lot" and lot and not drug_level and others:
         return _("There is a recall that may affect the batch of %(drug)s we gave you: it names lots %(lots)s, "

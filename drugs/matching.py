@@ -177,6 +177,9 @@ def _shared_ingredient(fact, drug: str) -> bool:
     return bool(set(fact.subject.split("+")) & set(drug.split("+")))
 
 
+UNIDENTIFIED_PACK = "the recalled lot, on a pack whose product we cannot identify (its NDC is not one the recall lists)"
+
+
 def explain(fact, dispensing) -> Found | None:
     """Does this recall fact apply to this dispensing, how surely, and by which rule. The package
     decides first (the NDC product and the canonical lot); names only corroborate, or propose
@@ -230,6 +233,12 @@ def explain(fact, dispensing) -> Found | None:
             return Found(MatchClass.PROBABLE, f"same NDC product, lot near miss: {near}")
         if near and same_drug and not other_product:
             return Found(MatchClass.PROBABLE, f"same ingredients, lot near miss: {near}")
+        if exact and drug_is_product and other_product:
+            # A name the vocabulary cannot read and an NDC the recall does not list: whether the pack is the
+            # recalled product cannot be told (a repackager's own NDC and till name, "VALS 160MG TAB"). A lot
+            # never matches on its own, so no more than a candidate for the pharmacist (ask.rules answers
+            # "unknown", never "safe").
+            return Found(MatchClass.CANDIDATE, UNIDENTIFIED_PACK)
         return None
     if not within_lot_scope(fact, dispensing):
         return None

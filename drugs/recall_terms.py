@@ -25,7 +25,7 @@ MATCH_CLASS_WORDS = {
     "confirmed": (_("Confirmed"), _("Confirmed (NDC product and lot)")),
     "probable": (_("Probable"), _("Probable (lot and product or ingredients agree, not confirmed)")),
     "product_all_lots": (_("Product, all lots"), _("Product on an all-lots recall")),
-    "candidate": (_("Candidate"), _("Candidate (ingredients only, no lot information)")),
+    "candidate": (_("Candidate"), _("Candidate (the product or the lot could not be compared)")),
     "asked": (_("Asked"), _("Asked (answer on record)")),
 }
 

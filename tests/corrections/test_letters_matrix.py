@@ -142,7 +142,7 @@ def test_a_candidate_notice_says_what_is_not_known_and_a_confirmed_one_names_the
     outcome = SimpleNamespace(verdict="caution", subject=real["subject"], answer="")
     candidate = drafting.notice_text(patient, "drug", outcome, fact, match_class="candidate")
     confirmed = drafting.notice_text(patient, "lot", outcome, fact, match_class="confirmed")
-    assert "do not show which batch you received" in candidate and real["lot"] not in candidate
+    assert "do not show whether your pack is from one of them" in candidate and real["lot"] not in candidate
     assert f"affects the batch (lot {real['lot']})" in confirmed
 
 

@@ -247,18 +247,24 @@ def test_a_lot_never_matches_on_its_own(path, decoy, admin_client, client, pharm
 def test_a_recalled_lot_on_a_pack_we_cannot_identify_is_never_called_safe(path, admin_client, client, pharmacy,
                                                                           quiet_sweep):
     """A repackager's NDC no recall lists and a till name no vocabulary reads, with the exact recalled lot:
-    no match (a lot never matches on its own), and no "safe" either, before and after the recall arrives."""
+    a candidate for the pharmacist (a lot never matches on its own), never "safe": the holder who asked is
+    corrected, the holder who never asked gets a notice."""
     case = dict(drug="LOSRT 50MG TB", lot="4L67C035", ndc="70518-0588-01", product="")
     patient = dispense(path, case, admin_client=admin_client, client=client, pharmacy=pharmacy)
+    never_asked = dispense(path, case, admin_client=admin_client, client=client, pharmacy=pharmacy, ref="SYN-PKG3")
     assert ask(patient, "Is my medicine safe?").verdict == "safe"  # nothing is recalled yet
     recall_arrives("D-0502-2019")
-    exposure = exposure_of("D-0502-2019", patient)
-    assert exposure is None or exposure.match_class not in SAFE_FOR_HOLDERS, exposure.rule
+    for holder in (patient, never_asked):  # the pharmacist's candidate, not a confirmed exposure
+        exposure = exposure_of("D-0502-2019", holder)
+        assert exposure.match_class == MatchClass.CANDIDATE and "cannot identify" in exposure.rule
     sweep()
+    [notice] = Correction.objects.filter(patient=never_asked, kind="notice")
+    assert notice.new_verdict == "caution" and notice.match_class == MatchClass.CANDIDATE
+    assert "may affect" in notice.drafted_text and "recalled product" not in notice.drafted_text
     standing = Decision.objects.get(patient_id=patient.pk, status="standing")
-    assert standing.verdict == "unknown", standing.answer
+    assert standing.verdict == "caution", standing.answer
     assert "D-0502-2019" in standing.answer and "pharmacist" in standing.answer
-    assert Correction.objects.filter(patient=patient, new_verdict="unknown").exists()  # told "safe" before
+    assert Correction.objects.filter(patient=patient, new_verdict="caution").exists()  # told "safe" before
     # A pack we can identify as another drug with the same lot string stays safe: it is not the recalled lot.
     other = dispense(path, dict(case, drug="Escitalopram 10 mg tablets", ndc=""), admin_client=admin_client,
                      client=client, pharmacy=pharmacy, ref="SYN-PKG2")
