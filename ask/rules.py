@@ -242,12 +242,12 @@ def lot_unknown_candidates(fact, ctx: AskContext) -> bool:
 def unidentified_pack_candidates(fact, ctx: AskContext) -> bool:
     """A recall of some lots naming the lot of a pack whose product we cannot identify (drugs.matching's
     UNIDENTIFIED_PACK: a name the vocabulary cannot read, an NDC the recall does not list): a candidate for
-    the pharmacist, never "safe"; as for an unrecorded lot, closing the recall changes nothing for a pack
-    dispensed before it closed."""
+    the pharmacist, never "safe". The lot is the recalled one, so, as for a recorded recalled lot, whether
+    the recall has closed since changes nothing."""
     if not (is_recall(fact) and fact.lot):
         return False
     return any((found := explained(fact, row)) is not None and found.rule == UNIDENTIFIED_PACK
-               and dispensed_before_closure(fact, row) for row in ctx.dispensed)
+               for row in ctx.dispensed)
 
 
 @_remembered

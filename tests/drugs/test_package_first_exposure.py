@@ -265,6 +265,12 @@ def test_a_recalled_lot_on_a_pack_we_cannot_identify_is_never_called_safe(path, 
     assert standing.verdict == "caution", standing.answer
     assert "D-0502-2019" in standing.answer and "pharmacist" in standing.answer
     assert Correction.objects.filter(patient=patient, new_verdict="caution").exists()  # told "safe" before
+    # D-1009-2014 (levothyroxine in pedigree lots, closed in February 2014): a pack of a recalled lot under a
+    # repackager's NDC and a name no vocabulary reads, dispensed after the recall closed, is still a candidate.
+    recall_arrives("D-1009-2014")
+    closed = dispense(path, dict(drug="T4 88MCG", lot="AD46265_34", ndc="61919-0123-30", product=""),
+                      admin_client=admin_client, client=client, pharmacy=pharmacy, ref="SYN-PKG4")
+    assert ask(closed, "Is my medicine safe?").verdict == "caution"
     # A pack we can identify as another drug with the same lot string stays safe: it is not the recalled lot.
     other = dispense(path, dict(case, drug="Escitalopram 10 mg tablets", ndc=""), admin_client=admin_client,
                      client=client, pharmacy=pharmacy, ref="SYN-PKG2")
