@@ -24,7 +24,7 @@ corrections.sweep.groups.PageDecider) or from a row that a recall matched (never
 from drugs import recall_terms
 from drugs.identity import is_product_key
 from drugs.lots import canonical_lot, near_miss_rule
-from drugs.matching import MatchClass, dispensing_product
+from drugs.matching import MatchClass, dispensing_product, window_date_on_record
 from recalls.selectors import with_texts
 
 # Medicines that must not be stopped abruptly (rebound hypertension, clotting, seizures, withdrawal,
@@ -155,10 +155,14 @@ def how_it_reaches(fact, row, found) -> str:
     if found.klass == MatchClass.CONFIRMED:
         return (f"Its product code (NDC) and lot number on record are the ones recall "
                 f"{recall_terms.recall_number(fact)} names.")
-    window = recall_terms.window_words(fact)
+    tail = ""
+    if recall_terms.window_words(fact):
+        # A pack with no date on record to compare stays in (fail safe), but is not said to be inside.
+        date = "expiry date" if recall_terms.window_kind(fact) == "expiry_window" else "dispensing date"
+        tail = (", which includes your pack as far as our records show" if window_date_on_record(fact, row) else
+                f", and we have no {date} on record for your pack, so it may be one of them")
     return (f"Its product code (NDC {_product(row)}) is one recall {recall_terms.recall_number(fact)} "
-            f"names, and the recall covers {recall_terms.covered_lots(fact)}"
-            f"{', which includes your pack as far as our records show' if window else ''}.")
+            f"names, and the recall covers {recall_terms.covered_lots(fact)}{tail}.")
 
 
 def pack_answer(ctx, hits, *, name: str, medicine: str, classes: set[str], active: bool) -> str:

@@ -37,6 +37,7 @@ from drugs.matching import (
     dispensing_product,
     explain,
     lot_known,
+    window_date_on_record,
     within_lot_scope,
 )
 from drugs.ndc import ndc_products
@@ -172,12 +173,14 @@ def reads_dates(fact) -> bool:
 def date_view(facts, row) -> tuple:
     """All the rules can tell of a dispensing row's dates (when dispensed, expiry) while deciding with
     `facts`: the row's answer to each date comparison they make. The rules read those dates in two
-    places only, drugs.matching.within_lot_scope (an all-lots recall's expiry or distribution window)
-    and dispensed_before_closure (a closed recall); tests/test_date_view.py walks ask/ and drugs/ to
-    keep it so. Two rows equal in everything else and in this view get the same outcome from every
+    places only, drugs.matching.within_lot_scope (an all-lots recall's expiry or distribution window) with
+    drugs.matching.window_date_on_record (whether that window's date is on record at all), and
+    dispensed_before_closure (a closed recall); tests/test_date_view.py walks ask/ and drugs/ to keep it so.
+    Two rows equal in everything else and in this view get the same outcome from every
     reasoner (the model reasoner is shown no dates), which lets a sweep decide them once
     (corrections.sweep.groups.PageDecider)."""
-    return tuple((within_lot_scope(f, matched(row)), dispensed_before_closure(f, row)) for f in facts if reads_dates(f))
+    return tuple((within_lot_scope(f, matched(row)), window_date_on_record(f, matched(row)),
+                  dispensed_before_closure(f, row)) for f in facts if reads_dates(f))
 
 
 def _remembered(rule):

@@ -128,6 +128,18 @@ def _outside(window, day: date | None) -> bool:
     return bool((start and day < start) or (end and day > end))
 
 
+def window_date_on_record(fact, dispensing) -> bool:
+    """Whether the pack has the date an all-lots window recall is read against (its expiry for an expiry
+    window, its dispensing date for a dispensing window). Without it within_lot_scope keeps the pack in
+    (fail safe), but an answer may not say the window includes it."""
+    kind = recall_terms.window_kind(fact)
+    if kind == "expiry_window":
+        return getattr(dispensing, "expiry", None) is not None
+    if kind == "dispensed_window":
+        return getattr(dispensing, "dispensed_at", None) is not None
+    return True
+
+
 def within_lot_scope(fact, dispensing) -> bool:
     """An all-lots recall limited to an expiry or distribution window excludes a dispensing known to be
     outside it; unknown expiry or date stays in (fail safe). A distribution window excludes only what

@@ -96,6 +96,25 @@ def test_closing_a_recall_keeps_a_lot_unknown_pack_dispensed_while_it_was_open_a
     assert decide(after, "Is my valsartan safe?").verdict == "unknown"
 
 
+def test_an_expiry_window_includes_a_pack_only_as_far_as_its_expiry_is_on_record(hashing_embeddings):
+    """D-1113-2018 recalls every lot of Camber valsartan expiring 7/2018 to 6/2020. A pack of a product it
+    names with no expiry on record stays in (fail safe) but is not said to be inside the window."""
+    from datetime import date
+
+    from tests.factories import recall_claims_of
+
+    for claim in recall_claims_of("D-1113-2018"):
+        assert_claim(claim)
+    undated = make_patient("SYN-W1", [("valsartan", "CAMB001", "31722-0745-30")])
+    dated = make_patient("SYN-W2", [dict(drug="valsartan", lot="CAMB002", ndc="31722-0745-30",
+                                         expiry=date(2019, 9, 30))])
+    told = decide(undated, "Is my valsartan safe?")
+    assert told.verdict == "caution" and "D-1113-2018" in told.answer
+    assert "no expiry date on record for your pack, so it may be one of them" in told.answer
+    assert "which includes your pack" not in told.answer
+    assert "which includes your pack as far as our records show" in decide(dated, "Is my valsartan safe?").answer
+
+
 def test_drug_level_recall_without_lot_information_is_caution_saying_so(hashing_embeddings):
     # D-0419-2019: a real compounded promethazine recall whose code_info is "N/A": it names no lot.
     drug_level = assert_claim(recall_claim("D-0419-2019", None)).fact
@@ -159,8 +178,14 @@ def test_drug_level_recall_of_every_lot_is_caution_saying_it_covers_theirs(hashi
     solco = make_patient("SYN-V3S", [("valsartan", "ZZ-SYN-1", "43547-0370-09")])  # the NDC the recall names
     confirmed = decide(solco, "Is my valsartan safe?")
     assert confirmed.verdict == "caution" and "The valsartan dispensed to you is a recalled product" in confirmed.answer
-    assert "which includes your pack as far as our records show" in confirmed.answer
+    # No expiry on record: the pack stays in (fail safe), but is not said to be inside the window.
+    assert "no expiry date on record for your pack, so it may be one of them" in confirmed.answer
     assert "unaffected lot" not in confirmed.answer and "a replacement that is not recalled" in confirmed.answer
+    from datetime import date
+
+    dated = make_patient("SYN-V3D", [dict(drug="valsartan", lot="ZZ-SYN-2", ndc="43547-0370-09",
+                                          expiry=date(2019, 12, 31))])
+    assert "which includes your pack as far as our records show" in decide(dated, "Is my valsartan safe?").answer
 
 
 def test_a_drug_level_recall_listing_other_makers_ndcs_does_not_apply_but_is_what_safe_rests_on(

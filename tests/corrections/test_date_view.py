@@ -115,17 +115,19 @@ def test_a_sweep_re_decides_once_per_date_view_and_every_verdict_is_fresh(hashin
     assert run.errors == 0
     valsartan = [p for p in people if p.external_ref <= "SYN-D08"]
     assert run.examined == len(valsartan)
-    # 8 valsartan patients, every fill time different, three date views: in, out, expiry unknown.
-    assert run.reasoner_calls <= 4, run.reasoner_calls
+    # 8 valsartan patients, every fill time different, three date views: in, out, expiry unknown (an answer
+    # may not say the window includes a pack with no expiry on record, so that one is decided apart).
+    assert run.reasoner_calls <= 6, run.reasoner_calls
     for decision in attach_patients(Decision.objects.filter(status=Decision.Status.STANDING)):
         fresh = decide(decision.patient, decision.question, subject=decision.subject or None)
         assert (decision.verdict, decision.answer) == (fresh.verdict, fresh.answer), decision.patient.external_ref
 
 
 def test_the_rules_read_dispensing_dates_only_where_date_view_asks_them():
-    """date_view is sound only while every date comparison of the rules goes through the two
+    """date_view is sound only while every date comparison of the rules goes through the
     predicates it calls: a new read of a dispensing's dates elsewhere in ask/ or drugs/ fails here."""
-    allowed = {("drugs/matching.py", "within_lot_scope"), ("ask/rules.py", "dispensed_before_closure"),
+    allowed = {("drugs/matching.py", "within_lot_scope"), ("drugs/matching.py", "window_date_on_record"),
+               ("ask/rules.py", "dispensed_before_closure"),
                ("ask/rules.py", "match"),  # match: the exact-row cache key, no comparison
                ("ask/beliefs.py", "__post_init__"),  # the row's dates copied into its Dispensed, no comparison
                # reading an expiry written in a lot field as it is entered, before there is a dispensing to judge
