@@ -328,6 +328,9 @@ _GLUED_NOTE = "the lot may be only part of the field (a marker or an expiry glue
 _GLUED_MARKERS = ("LOT", "LT", "LN", "L")
 _MIN_GLUED = 4  # a shorter piece of a longer field is a suffix or a size, not a lot
 _GLUED_SEPARATOR = re.compile(r"[^A-Z0-9\-.]+")
+# An NDC (10 or 11 digits, or 4-4-2, 5-3-2, 5-4-1, 5-4-2 with hyphens) written before the lot with a slash or
+# hyphen between them.
+_LEADING_NDC = re.compile(r"^\s*(\d{4,5}-\d{3,4}-\d{1,2}|\d{10,11})\s*[-/]\s*(?=[A-Z0-9])")
 # An expiry glued to a lot's end as digits: a month or a day, never a year alone ("...2026" may be the lot's).
 _COMPACT_PATTERNS = dict(_COMPACT_DATES)
 _GLUED_EXPIRY_KINDS = ((4, ("mmyy",)), (6, ("mmyyyy", "yymmdd")), (8, ("yyyymmdd", "mmddyyyy")))
@@ -368,6 +371,8 @@ def _glued_readings(text: str, *, split: bool = True) -> set[str]:
                 break
     starts = {0} | {len(marker) for marker in _GLUED_MARKERS
                     if joined.startswith(marker) and len(joined) - len(marker) >= _MIN_GLUED}
+    if split and (ndc := _LEADING_NDC.match(text.upper())):  # "00378-5814-77/3069020": the NDC, then the lot
+        starts.add(len(canonical_lot(ndc.group(1))))
     pieces = {joined[start:end] for start in starts for end in ends if end - start >= _MIN_GLUED}
     return {piece for piece in pieces if any(ch.isdigit() for ch in piece) and piece not in _MARKER_WORDS}
 

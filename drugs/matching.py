@@ -245,7 +245,7 @@ def explain(fact, dispensing) -> Found | None:
             return Found(MatchClass.PROBABLE, f"same NDC product, lot near miss: {near}")
         if near and same_drug and not other_product:
             return Found(MatchClass.PROBABLE, f"same ingredients, lot near miss: {near}")
-        if exact and drug_is_product and other_product:
+        if (exact or inside) and drug_is_product and other_product:
             # A name the vocabulary cannot read and an NDC the recall does not list: whether the pack is the
             # recalled product cannot be told (a repackager's own NDC and till name, "VALS 160MG TAB"). A lot
             # never matches on its own, so no more than a candidate for the pharmacist (ask.rules answers

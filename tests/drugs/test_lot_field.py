@@ -39,7 +39,9 @@ DOUBTFUL_SHAPES = ["{lot}-0526", "{lot} 0526", "{lot} 052026", "{lot} 202605", "
 # or code after any punctuation or none, or a marker before it. The lot must survive among the readings.
 GLUED_SHAPES = ["{lot}:EXP 05/26", "{lot}:EXP 05/2026", "{lot}/0526", "{lot}/052026", "{lot}_EXP_052026",
                 "{lot}_0526", "{lot}:0526", "{lot}=05/26", "L{lot}", "LT{lot}",
-                "LOT{lot}", "L{lot}:EXP 05/26", "LT{lot}/0526", "{lot}#EXP#05-26"]
+                "LOT{lot}", "L{lot}:EXP 05/26", "LT{lot}/0526", "{lot}#EXP#05-26",
+                # the pack's NDC written before the lot
+                "00378581477/{lot}", "00378-5814-77/{lot}", "00378581477-{lot}", "0378-5814-77 / {lot}"]
 
 
 @pytest.fixture(scope="module")

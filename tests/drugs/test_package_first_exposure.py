@@ -251,7 +251,9 @@ def test_a_recalled_lot_on_a_pack_we_cannot_identify_is_never_called_safe(path, 
     corrected, the holder who never asked gets a notice."""
     case = dict(drug="LOSRT 50MG TB", lot="4L67C035", ndc="70518-0588-01", product="")
     patient = dispense(path, case, admin_client=admin_client, client=client, pharmacy=pharmacy)
-    never_asked = dispense(path, case, admin_client=admin_client, client=client, pharmacy=pharmacy, ref="SYN-PKG3")
+    # The one who never asked typed a quantity after the lot: the recalled lot is one reading of the field.
+    never_asked = dispense(path, dict(case, lot="4L67C035 x2"), admin_client=admin_client, client=client,
+                           pharmacy=pharmacy, ref="SYN-PKG3")
     assert ask(patient, "Is my medicine safe?").verdict == "safe"  # nothing is recalled yet
     recall_arrives("D-0502-2019")
     for holder in (patient, never_asked):  # the pharmacist's candidate, not a confirmed exposure
