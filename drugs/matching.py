@@ -182,11 +182,21 @@ def _texts_agree(fact, drug: str) -> bool:
 
 
 def _shared_ingredient(fact, drug: str) -> bool:
-    """Both name ingredients, some but not all of them shared (a recall subject reduced to one ingredient
-    of a combination, or the reverse)."""
+    """Both name ingredients, some but not all of them shared, and the two may be one product: a recall
+    subject reduced to one ingredient of the combination its text names (the pack's other ingredients are
+    in the recall's product names), or a pack named by fewer ingredients than the recall (a name cut
+    short). A combination pack sharing one ingredient with a recall of a single-ingredient product is
+    another product (valsartan/HCTZ, sacubitril/valsartan against valsartan tablets)."""
     if not fact.subject or not drug or is_product_key(fact.subject) or is_product_key(drug) or fact.subject == drug:
         return False
-    return bool(set(fact.subject.split("+")) & set(drug.split("+")))
+    recalled, dispensed = set(fact.subject.split("+")), set(drug.split("+"))
+    if not recalled & dispensed:
+        return False
+    extra = dispensed - recalled
+    if not extra:
+        return True
+    named = " ".join([*recall_terms.product_names(fact), (fact.attributes or {}).get("identity_text") or ""]).lower()
+    return all(ingredient.lower() in named for ingredient in extra)
 
 
 UNIDENTIFIED_PACK = "the recalled lot, on a pack whose product we cannot identify (its NDC is not one the recall lists)"

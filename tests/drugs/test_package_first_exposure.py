@@ -235,6 +235,9 @@ def test_the_sweep_drafts_a_notice_for_the_holder_who_never_asked(path, case, ad
     pytest.param(dict(drug="Escitalopram 10 mg tablets", lot="4L67C035", ndc="", product=""), id="other-drug-same-lot"),
     pytest.param(dict(drug="Losartan potassium 50 mg tablets", lot="4L67C099", ndc="13668-0409-30", product=""),
                  id="same-product-other-lot"),
+    # A combination sharing one ingredient with a recall of losartan tablets alone is another product.
+    pytest.param(dict(drug="Losartan/HCTZ 50-12.5 mg tablets", lot="4L67C035", ndc="", product=""),
+                 id="combination-sharing-one-ingredient"),
 ])
 def test_a_lot_never_matches_on_its_own(path, decoy, admin_client, client, pharmacy, quiet_sweep):
     patient = dispense(path, decoy, admin_client=admin_client, client=client, pharmacy=pharmacy)
