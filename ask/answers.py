@@ -24,7 +24,7 @@ corrections.sweep.groups.PageDecider) or from a row that a recall matched (never
 from drugs import recall_terms
 from drugs.identity import is_product_key
 from drugs.lots import canonical_lot, near_miss_rule
-from drugs.matching import MatchClass, dispensing_product, window_date_on_record
+from drugs.matching import RECALLED_PACK, MatchClass, dispensing_product, window_date_on_record
 from recalls.selectors import with_texts
 
 # Medicines that must not be stopped abruptly (rebound hypertension, clotting, seizures, withdrawal,
@@ -168,7 +168,7 @@ def how_it_reaches(fact, row, found) -> str:
 def pack_answer(ctx, hits, *, name: str, medicine: str, classes: set[str], active: bool) -> str:
     """The answer for a pack a recall reaches (confirmed or probable): hits are (fact, row, Found);
     `medicine`: the identities it is known by (the row's and the recalls'), for advice."""
-    sure = [(f, r, found) for f, r, found in hits if found.klass in (MatchClass.CONFIRMED, MatchClass.PRODUCT_ALL_LOTS)]
+    sure = [(f, r, found) for f, r, found in hits if found.klass in RECALLED_PACK]
     lot_level = any(found.klass == MatchClass.CONFIRMED for _f, _r, found in sure)
     every_lot = any(recall_terms.every_lot_recalled(f) for f, _r, _found in hits)
     if sure:

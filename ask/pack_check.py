@@ -36,7 +36,7 @@ from drugs import recall_terms
 from drugs.gs1 import NdcCandidate, ScanError, gtin_for_ndc, ndc_candidates, parse_scan
 from drugs.lot_field import is_placeholder_lot, read_lot_field
 from drugs.lots import printed_lot
-from drugs.matching import CERTAINTY_RANK, MatchClass, dispensed, explain
+from drugs.matching import CERTAINTY_RANK, RECALLED_PACK, MatchClass, dispensed, explain
 from drugs.ndc import normalize_ndc
 from drugs.scopes import ANY_LOT, DRUG_LEVEL, dispensing_scopes
 from memory.models import Fact
@@ -269,7 +269,7 @@ def check_pack(pack: Pack) -> PackCheck:
 
 
 def _outcome_of(klass: MatchClass) -> Outcome:
-    if klass in (MatchClass.CONFIRMED, MatchClass.PRODUCT_ALL_LOTS):
+    if klass in RECALLED_PACK:
         return Outcome.RECALLED
     return Outcome.MAY_BE_RECALLED if klass == MatchClass.PROBABLE else Outcome.LOT_NEEDED
 

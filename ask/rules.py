@@ -30,6 +30,7 @@ from ask.answers import DO_NOT_STOP_ABRUPTLY, describe, listing, must_not_stop_a
 from drugs import recall_terms
 from drugs.identity import is_product_key
 from drugs.matching import (
+    RECALLED_PACK,
     UNIDENTIFIED_PACK,
     Dispensed,
     Found,
@@ -337,8 +338,8 @@ class RulesReasoner:
     def decide(self, ctx: AskContext) -> ReasonerResult:
         recalls = same_drug_recalls(ctx)
         in_premises = {f.id for f in recalls if set(getattr(f, "scopes", None) or ()).intersection(ctx.premises)}
-        named_by = [f for f in recalls for row in ctx.dispensed if match(f, row) in (
-            MatchClass.CONFIRMED, MatchClass.PRODUCT_ALL_LOTS) and dispensing_product(matched(row))]
+        named_by = [f for f in recalls for row in ctx.dispensed if match(f, row) in RECALLED_PACK
+                    and dispensing_product(matched(row))]
         name = answers.subject_name(ctx.subject, named_by)
         medicine = " ".join(dict.fromkeys([ctx.subject, *(f.subject for f in named_by)]))
         if not ctx.has_dispensing:

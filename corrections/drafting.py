@@ -19,6 +19,7 @@ from django.utils.translation import gettext as _
 from ask.answers import must_not_stop_abruptly
 from drugs import recall_terms
 from drugs.identity import is_product_key
+from drugs.matching import RECALLED_PACK
 from drugs.recall_terms import CLASS_SEVERITY
 from memory.models import Fact
 from recalls.selectors import recall_attributes
@@ -89,9 +90,8 @@ def sms_instruction(verdict: str, *, serious: bool = False) -> str:
 
 
 # FDA recall reasons in plain words. The FDA's own text is kept as a quoted detail; these lines are
-# what the letter says. Order matters: the first match wins.
-# The first pattern a recall's reason matches gives its plain words, so the specific hazard comes before
-# the general one: a "CGMP Deviations: NDEA ..." reason is about the impurity, "Microbial Contamination
+# what the letter says. Order matters: the first match wins, so the specific hazard comes before the
+# general one: a "CGMP Deviations: NDEA ..." reason is about the impurity, "Microbial Contamination
 # of Non-Sterile Products" about contamination (the product was never meant to be sterile), a stability
 # failure is not a label mistake, and "cGMP deviations" alone is the quality standard.
 GLOSSARY = [
@@ -402,16 +402,13 @@ def fit_sms(context: dict) -> str:
     return text[: limit - 1].rstrip() + "…"
 
 
-SURE_MATCHES = frozenset({"confirmed", "product_all_lots"})  # drugs.matching.MatchClass: the pack is recalled
-
-
 def subject_kind(*, recall_number: str, verdict: str, match_class: str) -> str:
     """What the email subject may say, no more than the letter does: "recalled" when the letter tells the
     patient their pack is recalled (stop or caution, the pack confirmed), "may" when a recall may affect it
     (a probable or candidate match, or a pack we cannot tell), "" otherwise (no recall covers it)."""
     if not recall_number or verdict == "safe":
         return ""
-    return "recalled" if verdict in ("stop", "caution") and match_class in SURE_MATCHES else "may"
+    return "recalled" if verdict in ("stop", "caution") and match_class in RECALLED_PACK else "may"
 
 
 def letter_subject(patient, *, kind: str) -> str:

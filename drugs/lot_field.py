@@ -348,13 +348,14 @@ def _alternatives(candidates, lot: str) -> tuple[str, ...]:
 
 def _glued_readings(text: str, *, split: bool = True) -> set[str]:
     """Lots the field may begin with when something is glued to the lot without the spaces or words the
-    readings above look for: an expiry or other code after any punctuation or none ("3069020:EXP 05/21",
-    "3069020/0521", "3069020_EXP_052021", "30690200521"), or a marker before it ("L3069020",
-    "LPW05264"). Each is an alternative: a probable match for the same product at most, never "safe"
-    withheld and never a lot matched across products. The field is cut at any punctuation but the
-    hyphens and dots lots carry inside them ("22165-003" stays whole). `split=False`, a field of letters
-    and digits only: after a glued marker only, since one real lot in eleven ends in digits that read
-    as a month ("00201125"), and each would be read with doubt."""
+    readings above look for: an expiry or other code after any punctuation ("3069020:EXP 05/21",
+    "3069020/0521", "3069020_EXP_052021"), or a month or day glued on within a part cut off that way
+    ("30690200521:X"), a lot marker ("L3069020", "LPW05264") or the pack's NDC before it. Each is an
+    alternative: a probable match for the same product at most, never "safe" withheld and never a lot
+    matched across products. The field is cut at any punctuation but the hyphens and dots lots carry
+    inside them ("22165-003" stays whole). `split=False`, a field of letters and digits only: after a
+    glued marker only, since one real lot in eleven ends in digits that read as a month ("00201125"),
+    and each would be read with doubt."""
     segments = [canonical_lot(part) for part in _GLUED_SEPARATOR.split(text.upper())] if split else [text.upper()]
     segments = [segment for segment in segments if segment]
     if not segments:
@@ -461,8 +462,8 @@ def read_lot_field(text: str) -> LotField:
         doubtful |= _runs(tokens)
     alternatives = _alternatives(doubtful, lot)
     # Then what the readings above left whole (kept only where the cap leaves room: they are the
-    # loosest readings): the lot at the start of what is left once they took off what they know, cut
-    # where its letters and digits change or an expiry may be glued on, or after a marker glued to it.
+    # loosest readings): the lot at the start of what is left once they took off what they know, cut at
+    # punctuation or where an expiry may be glued on, or after a marker or an NDC before it.
     glued = {a for a in _glued_readings(unmarked) if a not in alternatives}
     if glued and len(alternatives) < MAX_ALTERNATIVES:
         extra = _alternatives(glued, lot)[:MAX_ALTERNATIVES - len(alternatives)]

@@ -58,6 +58,9 @@ class MatchClass(StrEnum):
 
 # Most certain first: the strongest of several matches is the one with the lowest rank.
 CERTAINTY_RANK = {klass.value: rank for rank, klass in enumerate(MatchClass)}
+# The classes that make a pack a recalled one (its lot, or its product on a recall of every lot); the others
+# say it may be.
+RECALLED_PACK = frozenset({MatchClass.CONFIRMED, MatchClass.PRODUCT_ALL_LOTS})
 
 
 @dataclass(frozen=True)
@@ -259,7 +262,7 @@ def explain(fact, dispensing) -> Found | None:
             # A name the vocabulary cannot read and an NDC the recall does not list: whether the pack is the
             # recalled product cannot be told (a repackager's own NDC and till name, "VALS 160MG TAB"). A lot
             # never matches on its own, so no more than a candidate for the pharmacist (ask.rules answers
-            # "unknown", never "safe").
+            # "caution", never "safe").
             return Found(MatchClass.CANDIDATE, UNIDENTIFIED_PACK)
         return None
     if not within_lot_scope(fact, dispensing):
