@@ -106,14 +106,16 @@ def _unnamed(pattern: str) -> str:
 _DATE_SPAN = _unnamed(_DATE_BODY)
 _ANY_DATE_SPAN = _unnamed(_ANY_DATE)
 
-_END = r"(?=$|[\s,;|)\]}])"
-_START = r"(?:(?<=^)|(?<=[\s,;|(\[{/\-]))"
-_WORDED_EXPIRY = re.compile(rf"{_START}(?:{_EXPIRY_WORD}\s*[:.#=\-]?\s*|{_SHORT_EXPIRY_WORD}(?:\s*[:.#=]\s*|\s+))"
+# A colon or an underscore sets a word apart as a space does ("3069020:EXP 05/21", "PW05264_EXP_1119"):
+# lots carry neither (drugs.lots.canonical_lot drops both).
+_END = r"(?=$|[\s,;|)\]}_:])"
+_START = r"(?:(?<=^)|(?<=[\s,;|(\[{/\-:_]))"
+_WORDED_EXPIRY = re.compile(rf"{_START}(?:{_EXPIRY_WORD}\s*[:.#=\-_]?\s*|{_SHORT_EXPIRY_WORD}(?:\s*[:.#=_]\s*|\s+))"
                             rf"(?P<date>{_ANY_DATE_SPAN}){_END}")
 # "3069020EXP0526", "3069020EXP05/26": the word glued to the lot (also how such a field looks once
 # stored canonical, every space and slash dropped).
 _GLUED_EXPIRY = re.compile(rf"(?<=[A-Z0-9])(?:EXP|EXPIRY|EXD|BUD)\s*[:.#\-]?\s*(?P<date>{_ANY_DATE_SPAN}){_END}")
-_OTHER_DATE = re.compile(rf"{_START}{_OTHER_DATE_WORD}\s*[:.#=\-]?\s*(?P<date>{_ANY_DATE_SPAN}){_END}")
+_OTHER_DATE = re.compile(rf"{_START}{_OTHER_DATE_WORD}\s*[:.#=\-_]?\s*(?P<date>{_ANY_DATE_SPAN}){_END}")
 _BRACKETED_DATE = re.compile(rf"[(\[{{]\s*(?:{_EXPIRY_WORD}\s*[:.#=\-]?\s*)?(?P<date>{_ANY_DATE_SPAN})\s*[)\]}}]")
 _LISTED_DATE = re.compile(rf"[,;|]\s*(?P<date>{_DATE_SPAN})\s*(?=$|[,;|])")
 _LEADING_LISTED_DATE = re.compile(rf"^\s*(?P<date>{_DATE_SPAN})\s*[,;|]")
@@ -121,8 +123,8 @@ _LEADING_LISTED_DATE = re.compile(rf"^\s*(?P<date>{_DATE_SPAN})\s*[,;|]")
 # lot's own beginning ("01-09-2020138" is a lot).
 _LEADING_DATE = re.compile(rf"^\s*(?P<date>{_DATE_SPAN})\s+(?=[A-Z0-9])")
 _TRAILING_DIGITS = re.compile(r"(?<=[A-Z0-9])(?:\s+|\s*-\s*)(?P<date>\d{4}|\d{6}|\d{8})\s*$")
-_SERIAL = re.compile(rf"{_START}{_SERIAL_WORD}\s*[:.#=\-]?\s*(?P<serial>[A-Z0-9]+){_END}")
-_NDC_IN_FIELD = re.compile(rf"{_START}{_NDC_WORD}\s*[:.#=\-]?\s*(?P<ndc>\d[\d\-]{{8,13}}\d){_END}")
+_SERIAL = re.compile(rf"{_START}{_SERIAL_WORD}\s*[:.#=\-_]?\s*(?P<serial>[A-Z0-9]+){_END}")
+_NDC_IN_FIELD = re.compile(rf"{_START}{_NDC_WORD}\s*[:.#=\-_]?\s*(?P<ndc>\d[\d\-]{{8,13}}\d){_END}")
 
 # Words that say "the lot follows": always taken off (as drugs.lots.canonical_lot does).
 _LOT_WORD = re.compile(r"^(?:LOT|LOTE|LOTS|BATCH|BATCH\s*NO|B/N|CH\.?-?B\.?)\s*(?:NO\.?|NUMBER|NUM|#|:|\.)*\s*(?=\S)")

@@ -28,6 +28,9 @@ CLEAN_SHAPES = [
     "EXP 05/26 LOT {lot}", "Exp 2026-05 {lot}", "{lot} - EXP: 05/2026", "{lot} E 05/26", "{lot} BUD 05/31/2026",
     "{lot} USE BY 05/2026", '="{lot}"', "'{lot}", "{lot}.", "*{lot}*", " {lot}  ", "LOT: {lot}  EXP: MAY 31, 2026",
     "(10){lot}", "{lot} SN 100000012345",
+    # an expiry word set apart by a colon or an underscore, as by a space
+    "{lot}:EXP 05/26", "{lot}:EXP 05/2026", "{lot}_EXP_052026", "{lot} :EXP: 05/26", "{lot}_BUD_05/31/2026",
+    "{lot}:MFG 01/2024:EXP 05/26",
 ]
 # Shapes that are clear but where a date beside the lot is read as its expiry.
 DATE_BESIDE_SHAPES = ["{lot} 05/2026", "{lot} 05/26", "{lot} MAY 2026", "{lot}-05/2026", "{lot} / 2026-05",
@@ -37,8 +40,7 @@ DOUBTFUL_SHAPES = ["{lot}-0526", "{lot} 0526", "{lot} 052026", "{lot} 202605", "
                    "{lot} / 9999999", "{lot}, ZZ12345", "{lot} A1", "{lot} 2 PACKS"]
 # Shapes where something is glued to the lot with no space or word the readings above look for: an expiry
 # or code after any punctuation or none, or a marker before it. The lot must survive among the readings.
-GLUED_SHAPES = ["{lot}:EXP 05/26", "{lot}:EXP 05/2026", "{lot}/0526", "{lot}/052026", "{lot}_EXP_052026",
-                "{lot}_0526", "{lot}:0526", "{lot}=05/26", "L{lot}", "LT{lot}",
+GLUED_SHAPES = ["{lot}/0526", "{lot}/052026", "{lot}_0526", "{lot}:0526", "{lot}=05/26", "L{lot}", "LT{lot}",
                 "LOT{lot}", "L{lot}:EXP 05/26", "LT{lot}/0526", "{lot}#EXP#05-26",
                 # the pack's NDC written before the lot
                 "00378581477/{lot}", "00378-5814-77/{lot}", "00378581477-{lot}", "0378-5814-77 / {lot}"]

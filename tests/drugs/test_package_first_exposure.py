@@ -70,9 +70,12 @@ CASES = [
           "13668-0409-10", MatchClass.PROBABLE, question="Is my losartan safe?", rule="O/0 or I/1"),
     _case("thyroid-suffix-left-off", "D-1300-2020", "NP Thyroid 90 mg tablets", "M331J18", "42192-0331-01",
           MatchClass.PROBABLE, question="Is my NP Thyroid safe?", rule="suffix left off"),
-    # Something glued to the lot with no space or word between: an expiry after a colon or a slash, a marker.
-    _case("losartan-expiry-glued-by-colon", "D-0502-2019", "Losartan potassium 50 mg tablets", "4L67C035:EXP 05/21",
-          "13668-0409-30", MatchClass.PROBABLE, question="Is my losartan safe?", rule="written inside"),
+    # An expiry word set apart by a colon or an underscore reads as cleanly as after a space: the recalled lot.
+    _case("losartan-expiry-word-after-colon", "D-0502-2019", "Losartan potassium 50 mg tablets",
+          "4L67C035:EXP 05/21", "13668-0409-30", MatchClass.CONFIRMED, question="Is my losartan safe?"),
+    _case("losartan-expiry-word-after-underscore", "D-0502-2019", "Losartan potassium 50 mg tablets",
+          "4L67C035_EXP_0521", "13668-0409-30", MatchClass.CONFIRMED, question="Is my losartan safe?"),
+    # Something glued to the lot with no space or word between: an expiry after a slash, a marker.
     _case("losartan-expiry-glued-by-slash", "D-0502-2019", "Losartan potassium 50 mg tablets", "4L67C035/0521",
           "13668-0409-30", MatchClass.PROBABLE, question="Is my losartan safe?", rule="written inside"),
     _case("losartan-marker-glued", "D-0502-2019", "Losartan potassium 50 mg tablets", "L4L67C035",
