@@ -168,6 +168,7 @@ class PatientTask(models.Model):
 
     class Reason(models.TextChoices):
         QUESTION = "question", _("The patient asked a question")
+        STOPPED = "stopped", _("The patient has stopped the medicine")
         STILL_HAVE = "still_have", _("The patient still has a Class I recalled pack")
         NO_REPLY = "no_reply", _("No reply to the letter")
 

@@ -139,7 +139,9 @@ def log_contact(recall_number: str, patient, *, user, method: str, outcome: str,
 
 def record_answer(correction, answer: str, *, text: str = "", now=None) -> PatientAnswer:
     """A patient's answer to a sent letter, on their recall row; in the caller's transaction (replies.services
-    holds the link's lock). A question, or "I still have it" on a Class I recall, opens a task for a pharmacist."""
+    holds the link's lock). A question, "I have stopped using it" (they may be without a medicine they need:
+    a replacement, or a word on stopping it suddenly), or "I still have it" on a Class I recall opens a task
+    for a pharmacist."""
     if answer not in PatientAnswer.Answer.values:
         raise WorkflowError(f"Unknown answer {answer!r}.")
     now = now or timezone.now()
@@ -149,6 +151,8 @@ def record_answer(correction, answer: str, *, text: str = "", now=None) -> Patie
     reason = None
     if answer == PatientAnswer.Answer.QUESTION:
         reason = PatientTask.Reason.QUESTION
+    elif answer == PatientAnswer.Answer.STOPPED:
+        reason = PatientTask.Reason.STOPPED
     elif answer == PatientAnswer.Answer.STILL_HAVE and recall_is_class1(correction):
         reason = PatientTask.Reason.STILL_HAVE
     if reason:

@@ -168,6 +168,33 @@ def test_a_question_and_still_having_a_class_i_pack_become_pharmacist_tasks(clie
     assert PatientTask.objects.get(pk=tasks[a.patient_id].pk).done_by == people["pharmacist"]
 
 
+def test_a_patient_who_stopped_the_medicine_is_not_told_nothing_more_is_needed(client, drafts, people):
+    """They may be without a medicine they need, or have stopped one that must not be stopped suddenly: a
+    pharmacist follows up, and the page says so; "I still have it" is not told to keep the pack the letter
+    may have asked them to bring back."""
+    a, b = drafts["SYN-A"], drafts["SYN-B"]
+    b.patient.preferred_language = "es"
+    b.patient.save(update_fields=["preferred_language"])
+    token_a = sent_link(a, people)
+    mail.outbox.clear()
+    token_b = sent_link(b, people)
+    done = client.post(f"/r/{token_a}", {"answer": "stopped"}).content.decode()
+    assert "do not need to do anything" not in done
+    assert "A pharmacist will contact you about a replacement" in done and "call us today" in done
+    done_es = client.post(f"/r/{token_b}", {"answer": "stopped"}).content.decode()
+    assert "No necesita hacer nada" not in done_es and "llámenos hoy" in done_es
+    tasks = {t.patient_id: t.reason for t in PatientTask.objects.filter(done_at=None)}
+    assert tasks == {a.patient_id: "stopped", b.patient_id: "stopped"}
+    client.force_login(people["pharmacist"])
+    assert "The patient has stopped the medicine" in client.get("/worklist/follow-up/").content.decode()
+
+
+def test_still_having_the_pack_is_not_told_to_keep_it(client, drafts, people):
+    token = sent_link(drafts["SYN-A"], people)
+    done = client.post(f"/r/{token}", {"answer": "still_have"}).content.decode()
+    assert "keep the pack" not in done.lower() and "follow the advice in our letter" in done
+
+
 def test_replies_are_rate_limited_per_link_and_guesses_per_client(client, drafts, people, settings):
     token = sent_link(drafts["SYN-A"], people)
     settings.UNSAY_REPLY_RATE = 3
@@ -188,8 +215,8 @@ def test_a_letter_nobody_answered_gets_one_follow_up_task(client, drafts, people
     later = timezone.now() + timedelta(days=8)
     assert worklist_services.open_no_reply_tasks(days=7, now=later) == 1  # B only: A answered
     assert worklist_services.open_no_reply_tasks(days=7, now=later) == 0  # once
-    [task] = PatientTask.objects.all()
-    assert (task.patient_id, task.reason) == (drafts["SYN-B"].patient_id, "no_reply")
+    [task] = PatientTask.objects.filter(reason="no_reply")
+    assert task.patient_id == drafts["SYN-B"].patient_id
 
 
 def test_a_spanish_patients_letter_link_and_page_are_in_spanish(client, drafts, people):
