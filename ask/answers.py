@@ -171,7 +171,13 @@ def pack_answer(ctx, hits, *, name: str, medicine: str, classes: set[str], activ
     sure = [(f, r, found) for f, r, found in hits if found.klass in RECALLED_PACK]
     lot_level = any(found.klass == MatchClass.CONFIRMED for _f, _r, found in sure)
     every_lot = any(recall_terms.every_lot_recalled(f) for f, _r, _found in hits)
-    if sure:
+    # A recall of every lot in a window, and no date on record to read the pack against: decided as recalled
+    # (fail safe), said as may be (drugs.matching.stated_class).
+    certain = lot_level or any(window_date_on_record(f, r) for f, r, _found in sure)
+    if sure and not certain:
+        opening = f"The {name} dispensed to you may be a recalled product."
+        how = " ".join(dict.fromkeys(how_it_reaches(f, r, found) for f, r, found in sure))
+    elif sure:
         opening = f"The {name} dispensed to you is {'from a recalled lot' if lot_level else 'a recalled product'}."
         how = " ".join(dict.fromkeys(how_it_reaches(f, r, found) for f, r, found in sure))
     else:
@@ -183,10 +189,15 @@ def pack_answer(ctx, hits, *, name: str, medicine: str, classes: set[str], activ
     facts_text = " ".join(describe(f) + "." for f in facts)
     closed = "" if active else (
         " FDA has closed this recall because the recalled stock has been removed, but the pack dispensed to you "
-        f"{'came' if sure else 'may have come'} from the recalled stock. If you still have any of it, do not use it "
-        "up.")
+        f"{'came' if sure and certain else 'may have come'} from the recalled stock. If you still have any of it, do "
+        "not use it up.")
     replacement = NOT_RECALLED if every_lot else FROM_AN_UNAFFECTED_LOT
-    if every_lot:
+    window = next((words for f, _r, _found in hits if recall_terms.every_lot_recalled(f)
+                   and (words := recall_terms.window_words(f))), "")
+    if every_lot and window:
+        closed += (f" Every lot of this product {window} is recalled, so a replacement will be a product or a lot "
+                   "outside the recall.")
+    elif every_lot:
         closed += " Every lot of this product is recalled, so a replacement will be a product that is not recalled."
     if "Class I" in classes:
         return (f"{opening} {how} {facts_text}{closed} Contact your pharmacy now, today, before your next dose. "

@@ -36,7 +36,7 @@ from drugs import recall_terms
 from drugs.gs1 import NdcCandidate, ScanError, gtin_for_ndc, ndc_candidates, parse_scan
 from drugs.lot_field import is_placeholder_lot, read_lot_field
 from drugs.lots import printed_lot
-from drugs.matching import CERTAINTY_RANK, RECALLED_PACK, MatchClass, dispensed, explain
+from drugs.matching import CERTAINTY_RANK, RECALLED_PACK, Found, MatchClass, dispensed, explain, stated_class
 from drugs.ndc import normalize_ndc
 from drugs.scopes import ANY_LOT, DRUG_LEVEL, dispensing_scopes
 from memory.models import Fact
@@ -101,6 +101,7 @@ class PackCheck:
     classification: str = ""           # of the most serious recall reaching the pack
     ambiguous: tuple[str, ...] = ()    # NDCs the code may be when several are products we know
     do_not_stop: bool = False          # a medicine that must not be stopped abruptly (ask.answers)
+    date_needed: str = ""              # "expiry date" or "dispensing date": a window recall's date, not given
 
 
 # --- reading what was typed or scanned ----------------------------------------------------------
@@ -253,11 +254,18 @@ def check_pack(pack: Pack) -> PackCheck:
     read = _read_facts([row[4] for row in naming if row[0] in wanted])
     held = dispensed(ndc=candidate.ndc11, lot=pack.lot, lot_unknown=not pack.lot, expiry=pack.expiry,
                      alternatives=pack.lot_alternatives)
-    reaching = [(fact, hit) for fact in (read[i] for i in sorted(sharing)) if (hit := explain(fact, held))]
+    found = [(fact, hit) for fact in (read[i] for i in sorted(sharing)) if (hit := explain(fact, held))]
+    # A recall of every lot in a window reaches a pack without the date it is read against, but cannot say it
+    # is recalled: stated as a pack that may be (drugs.matching.stated_class), and the date is asked for.
+    reaching = [(fact, Found(MatchClass(stated_class(hit.klass, fact, [held])), hit.rule)) for fact, hit in found]
+    date_needed = next((_WINDOW_DATE[recall_terms.window_kind(fact)] for (fact, hit), (_f, said) in zip(found, reaching)
+                        if hit.klass != said.klass), "")
     if reaching:
         best = min(CERTAINTY_RANK[hit.klass.value] for _fact, hit in reaching)
-        outcome = _outcome_of(list(MatchClass)[best])
-        shown = _by_recall([(fact, hit) for fact, hit in reaching if _outcome_of(hit.klass) == outcome])
+        lot_given = bool(pack.lot)
+        outcome = _outcome_of(list(MatchClass)[best], lot_given=lot_given)
+        shown = _by_recall([(fact, hit) for fact, hit in reaching
+                            if _outcome_of(hit.klass, lot_given=lot_given) == outcome])
     else:
         outcome = Outcome.NOT_LISTED
         shown = _by_recall([(read[i], None) for i in first_of_recall.values()], lots_by_recall)
@@ -265,13 +273,21 @@ def check_pack(pack: Pack) -> PackCheck:
     classification = next((c for c, s in recall_terms.CLASS_SEVERITY.items() if s == serious), "")
     subjects = {fact.subject for fact, _hit in reaching}
     return PackCheck(outcome, ndc=candidate.ndc11, lot=lot, lot_reading=pack.lot_reading, recalls=shown,
-                     classification=classification, do_not_stop=any(must_not_stop_abruptly(s) for s in subjects))
+                     classification=classification, do_not_stop=any(must_not_stop_abruptly(s) for s in subjects),
+                     date_needed=date_needed if outcome == Outcome.MAY_BE_RECALLED else "")
 
 
-def _outcome_of(klass: MatchClass) -> Outcome:
+_WINDOW_DATE = {"expiry_window": "expiry date", "dispensed_window": "dispensing date"}
+
+
+def _outcome_of(klass: MatchClass, *, lot_given: bool) -> Outcome:
+    """A candidate (the product is not certainly the recalled one, or the lot is unknown) asks for the lot
+    only when none was given: with the lot typed, asking for it again would send the holder round in a loop."""
     if klass in RECALLED_PACK:
         return Outcome.RECALLED
-    return Outcome.MAY_BE_RECALLED if klass == MatchClass.PROBABLE else Outcome.LOT_NEEDED
+    if klass == MatchClass.PROBABLE or lot_given:
+        return Outcome.MAY_BE_RECALLED
+    return Outcome.LOT_NEEDED
 
 
 def _by_recall(found, lots_by_recall=None) -> tuple[RecallShown, ...]:

@@ -39,6 +39,13 @@ def what_to_do(check: PackCheck) -> str:
                      "or doctor today, before your next dose.")
         return _("Call your pharmacist: they will tell you what to do and can arrange a replacement that is not "
                  "recalled. Ask them before you stop or change how you take it.")
+    if check.outcome == Outcome.MAY_BE_RECALLED and check.date_needed == "expiry date":
+        return _("The recall covers this product only with an expiry date in its window, and we do not have this "
+                 "pack's expiry date. Type the lot with the expiry date printed beside it (for example “3061169 EXP "
+                 "11/2018”), or show the pack to your pharmacist. Until then, treat it as recalled.")
+    if check.outcome == Outcome.MAY_BE_RECALLED and check.date_needed:
+        return _("The recall covers this product only if it was distributed or dispensed in its window. Ask your "
+                 "pharmacist, who has the date it was dispensed. Until then, treat it as recalled.")
     if check.outcome == Outcome.MAY_BE_RECALLED:
         return _("Show the pack to your pharmacist so they can check it: it is close to a recalled pack, but not "
                  "certainly the same (its lot or its product code may differ, or its lot may be read more than one "

@@ -19,7 +19,7 @@ from django.utils.translation import gettext as _
 from ask.answers import must_not_stop_abruptly
 from drugs import recall_terms
 from drugs.identity import is_product_key
-from drugs.matching import RECALLED_PACK
+from drugs.matching import RECALLED_PACK, UNIDENTIFIED_PACK
 from drugs.recall_terms import CLASS_SEVERITY
 from memory.models import Fact
 from recalls.selectors import recall_attributes
@@ -63,7 +63,7 @@ def do_not_stop(drug: str) -> str:
     return _("Do not stop %(drug)s on your own: stopping it suddenly can be dangerous.") % {"drug": drug}
 
 
-def pack_instruction(verdict: str, *, certainty: str = "confirmed") -> str:
+def pack_instruction(verdict: str, *, certainty: str = "") -> str:
     """What to do with the pack; a pack only probably (or possibly) from a recalled batch is brought in to
     be checked, not called recalled."""
     if verdict == "safe":
@@ -74,6 +74,8 @@ def pack_instruction(verdict: str, *, certainty: str = "confirmed") -> str:
     if verdict == "stop":
         return _("Please bring the pack back to the pharmacy, even if it is opened or empty. "
                  "We will replace it free of charge.")
+    if certainty in RECALLED_PACK:  # the pack is the recalled one: no "if it is affected"
+        return _("Keep the pack for now and bring it with you when you come in. We will replace it free of charge.")
     return _("Keep the pack for now and bring it with you when you come in. If it is affected, "
              "we will replace it free of charge.")
 
@@ -90,16 +92,36 @@ def sms_instruction(verdict: str, *, serious: bool = False) -> str:
 
 
 # FDA recall reasons in plain words. The FDA's own text is kept as a quoted detail; these lines are
-# what the letter says. Order matters: the first match wins, so the specific hazard comes before the
-# general one: a "CGMP Deviations: NDEA ..." reason is about the impurity, "Microbial Contamination
-# of Non-Sterile Products" about contamination (the product was never meant to be sterile), a stability
+# what the letter says. A reason opens with FDA's category ("Temperature Abuse: ...", "Failed
+# Impurities/Degradation Specifications: ... at the stability station"): the category is read first, so a
+# word in the detail does not decide ("stability" in an impurity failure, "label" in a temperature
+# excursion's "storage range listed on the product labeling"), except the general cGMP category, whose
+# detail says what the deviation was, and except the two hazards said wherever the text names them (a drug
+# the label does not declare, a cancer-causing impurity: "Labeling: Product Contains Undeclared API" is
+# about the drug, not the label). Then the whole text, where order matters: the first match wins, so
+# the specific hazard comes before the general one: a "CGMP Deviations: NDEA ..." reason is about the
+# impurity, a product tainted with an undeclared drug about that drug, "Microbial Contamination of
+# Non-Sterile Products" about contamination (the product was never meant to be sterile), a stability
 # failure is not a label mistake, and "cGMP deviations" alone is the quality standard.
+_GENERAL = r"c?GMP|current good manufacturing"
+_OVERRIDING = 2  # the first two entries below
 GLOSSARY = [
+    (r"undeclared|tainted", gettext_noop("it contains an ingredient its label does not list")),
     (r"\bN-?nitroso|\bNDEA\b|\bNDMA\b|\bNMBA\b|nitrosamine|carcinogen",
      gettext_noop("an impurity was found that may raise the risk of cancer if taken for a long time")),
     (r"sub-?potent", gettext_noop("it may contain less medicine than it should")),
     (r"super-?potent", gettext_noop("it may contain more medicine than it should")),
-    (r"undeclared|tainted", gettext_noop("it contains an ingredient its label does not list")),
+    (r"temperature abuse|temperature excursion|outside (?:of )?(?:the )?(?:acceptable |labeled )?(?:storage|temperature)",
+     gettext_noop("it may have been stored at a temperature that could harm it")),
+    (r"incorrect (?:product )?formulation|wrong (?:ingredient|diluent)",
+     gettext_noop("it may not have been made with the right ingredients")),
+    (r"content uniformity|uniformity of dos", gettext_noop("the amount of medicine may vary from dose to dose")),
+    (r"under-?fill|short[- ]fill|low fill|over-?fill|fill (?:volume|weight)",
+     gettext_noop("it may not hold the amount of medicine its label says")),
+    (r"defective container|container (?:closure|defect)|\bleak",
+     gettext_noop("its container may be faulty")),
+    (r"delivery system|defective (?:pump|device|applicator|inhaler|syringe|actuator)",
+     gettext_noop("the device that gives the dose may not work as it should")),
     (r"microbial|bacteria|contaminat|mold|fung", gettext_noop("it may be contaminated")),
     (r"steril", gettext_noop("it may not be sterile")),
     (r"dissolution", gettext_noop("it may not dissolve in the body as it should")),
@@ -107,7 +129,7 @@ GLOSSARY = [
     (r"impurit|degradation", gettext_noop("it may contain an impurity above the allowed limit")),
     (r"foreign|particulate", gettext_noop("something that should not be there was found in it")),
     (r"\blabel|mislabel|\bpackag", gettext_noop("there is a mistake on the label or packaging")),
-    (r"c?GMP|current good manufacturing", gettext_noop("it was not made to the required quality standards")),
+    (_GENERAL, gettext_noop("it was not made to the required quality standards")),
 ]
 JARGON = ["CGMP", "GMP", "NDEA", "NDMA", "NMBA", "subpotent", "superpotent", "dissolution", "Class I",
           "Class II", "Class III"]
@@ -124,9 +146,13 @@ _PRODUCT_KIND = re.compile(r"\bnon-?\s?sterile\s+(?:drug\s+)?products?\b", re.IG
 
 def plain_reason(reason: str) -> str:
     reason = _PRODUCT_KIND.sub(" ", reason or "")
-    for pattern, plain in GLOSSARY:
-        if re.search(pattern, reason, re.IGNORECASE):
-            return _(plain)
+    category = re.split(r"[:;]", reason, maxsplit=1)[0] if re.search(r"[:;]", reason) else ""
+    passes = ((reason, GLOSSARY[:_OVERRIDING]), (category, [g for g in GLOSSARY if g[0] != _GENERAL]),
+              (reason, GLOSSARY))
+    for text, patterns in passes:
+        for pattern, plain in patterns:
+            if text and re.search(pattern, text, re.IGNORECASE):
+                return _(plain)
     return _("a problem was found with it")  # by the maker or by the FDA: the reason says which
 
 
@@ -227,8 +253,15 @@ def what_changed(previous: Fact | None, fact: Fact | None, *, dispensing_changed
     if dispensing_changed:
         return _("we have updated our record of the medicine we gave you")
     if fact is not None and fact.retracted_at is not None:
-        return (_("the recall no longer includes lot %(lot)s") % {"lot": fact.lot}
-                if fact.lot else _("the recall has been withdrawn"))
+        if fact.lot:
+            return _("the recall no longer includes lot %(lot)s") % {"lot": fact.lot}
+        # A claim of every lot retracted while the recall stands: FDA's record now names its lots (a recall
+        # first read with no lot number, amended), which is not a withdrawal.
+        standing = Fact.objects.believed().filter(
+            kind=Fact.Kind.RECALL, fact_key__startswith=recall_terms.key_prefix(recall_terms.recall_number(fact)))
+        if standing.filter(lot__gt="").exists():
+            return _("the recall now names the batches it covers")
+        return _("the recall information has changed") if standing.exists() else _("the recall has been withdrawn")
     after = (fact.attributes or {}) if fact else {}
     if fact is not None and getattr(fact, "kind", "recall") == Fact.Kind.LABEL:
         return _("new safety information has been added to its label")
@@ -284,15 +317,20 @@ def batches_covered(fact: Fact | None) -> str:
     return _("it lists no batch number we could read, so every batch is treated as affected")
 
 
-def exposure_sentence(fact: Fact | None, drug: str, *, match: str, certainty: str, lots=()) -> str:
+def exposure_sentence(fact: Fact | None, drug: str, *, match: str, certainty: str, lots=(),
+                      unidentified: bool = False) -> str:
     """How the recall reaches this patient, never surer than the match: a candidate is never told the
     recall covers their batch, a probable match is told it may; "every batch" only for a recall of every
     lot, with its window. `lots`: every recalled lot of this recall the pack may be (one notice per pack
-    and recall names them all)."""
+    and recall names them all). `unidentified`: the recalled lot on a pack whose product we cannot tell
+    (drugs.matching.UNIDENTIFIED_PACK): the lot is known to match, the product is the doubt."""
     lot = getattr(fact, "lot", None) if fact is not None else None
     # A pack confirmed as one lot is that lot; only a pack that may be one of several hears them all.
     others = [other for other in dict.fromkeys(lots) if other and other != lot] if certainty != "confirmed" else []
     drug_level = fact is not None and (not lot or (fact.attributes or {}).get("scope") == "drug")
+    if certainty == "candidate" and unidentified and fact is not None:
+        return _("A recall of %(recalled)s names the lot number of the %(drug)s we gave you, but we cannot tell "
+                 "whether your pack is the product it recalls.") % {"recalled": drug_words(fact.subject), "drug": drug}
     if certainty == "candidate":
         if drug_level:
             return _("There is a recall of some %(drug)s products (%(covered)s). It may affect the %(drug)s we gave "
@@ -347,12 +385,13 @@ def why_sentence(verdict: str, fact: Fact | None, *, certainty: str) -> str:
 def letter_context(patient, verdict: str, fact: Fact | None, *, kind: str, match: str = "",
                    old_verdict: str = "", previous: Fact | None = None, subject: str = "",
                    match_class: str = "", dispensing_changed: bool = False, lots=(),
-                   serious: bool | None = None) -> dict:
+                   serious: bool | None = None, unidentified: bool = False) -> dict:
     attrs = recall_attributes(fact)
     certainty = str(match_class or "")
     drug = letter_drug(subject, fact, certainty)
     p = pharmacy()
-    how = exposure_sentence(fact, drug, match=match, certainty=certainty, lots=lots) if kind == "notice" else ""
+    how = exposure_sentence(fact, drug, match=match, certainty=certainty, lots=lots,
+                            unidentified=unidentified) if kind == "notice" else ""
     safe = verdict == "safe" or (fact is not None and fact.retracted_at is not None)
     serious = serious_recall(fact) if serious is None else serious
     hold = must_not_stop_abruptly(" ".join(filter(None, [subject, getattr(fact, "subject", "")])))
@@ -445,11 +484,11 @@ def correction_text(patient, old_verdict: str, outcome, fact: Fact | None, previ
 
 
 def notice_text(patient, match: str, outcome, fact: Fact, *, channel: str | None = None,
-                match_class: str = "", lots=()) -> str:
+                match_class: str = "", lots=(), rule: str = "") -> str:
     """A notice about `fact` (the strongest match); `lots`: every recalled lot of the recall the pack may
-    be, named together in one notice."""
+    be, named together in one notice; `rule`: the drugs.matching rule of that match."""
     with override(language_of(patient)):
         context = letter_context(patient, outcome.verdict, fact, kind="notice", match=match,
                                  subject=getattr(outcome, "subject", ""), match_class=match_class, lots=lots,
-                                 serious=serious_answer(outcome, fact))
+                                 serious=serious_answer(outcome, fact), unidentified=rule == UNIDENTIFIED_PACK)
         return render_letter(context, _channel(patient, channel))

@@ -35,7 +35,7 @@ from django.db.models import Q
 
 from drugs import recall_terms
 from drugs.lots import canonical_lot
-from drugs.matching import CERTAINTY_RANK, explain
+from drugs.matching import CERTAINTY_RANK, explain, stated_class
 from drugs.recall_terms import is_active, severity
 from drugs.scopes import dispensing_scopes
 from memory.models import Decision, Fact, ReadSetMember
@@ -193,7 +193,7 @@ def situations(patient_ids, recall_numbers=None) -> dict[tuple[int, str], Situat
     for (patient_id, number), per_fact in found.items():
         if number not in owed:
             continue
-        matched = sorted((Matched(fact, str(how.klass), how.rule, tuple(rows))
+        matched = sorted((Matched(fact, str(stated_class(how.klass, fact, rows)), how.rule, tuple(rows))
                           for fact, how, rows in per_fact.values()), key=Matched.strength)
         out[(patient_id, number)] = Situation(patients[patient_id], number, matched)
     return out
@@ -333,7 +333,7 @@ def settle(situation: Situation | None, outcome, *, patient, recall_number: str,
         previous=todo.baseline, old_decision=None, new_decision=None, old_verdict="", old_answer="",
         new_verdict=verdict, new_answer=outcome.answer, key=key,
         text=notice_text(patient, situation.match, outcome, strongest.fact, match_class=situation.match_class,
-                         lots=situation.lots()),
+                         lots=situation.lots(), rule=strongest.rule),
         run=run, replaces=replaces, match_class=situation.match_class, matched_lots=situation.recorded())
     return Settled(drafted=drafted, staled=len(staled))
 

@@ -180,9 +180,10 @@ def redraft(correction: Correction, *, channel: str) -> str:
     decided = correction.new_decision.subject if correction.new_decision_id else ""
     outcome = SimpleNamespace(verdict=correction.new_verdict, subject=decided or (fact.subject if fact else ""))
     if correction.kind == Correction.Kind.NOTICE:
-        lots = [entry.get("lot") for entry in correction.matched_lots or () if isinstance(entry, dict)]
+        entries = [entry for entry in correction.matched_lots or () if isinstance(entry, dict)]
         return notice_text(correction.patient, correction.match, outcome, correction.trigger_fact, channel=channel,
-                           match_class=correction.match_class, lots=lots)
+                           match_class=correction.match_class, lots=[entry.get("lot") for entry in entries],
+                           rule=entries[0].get("rule", "") if entries else "")
     return correction_text(correction.patient, correction.old_verdict, outcome,
                            correction.trigger_fact or correction.previous_fact, correction.previous_fact,
                            channel=channel, match_class=correction.match_class,

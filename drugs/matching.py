@@ -143,6 +143,16 @@ def window_date_on_record(fact, dispensing) -> bool:
     return True
 
 
+def stated_class(klass, fact, rows) -> str:
+    """The match as a letter, a worklist row or the pack check may state it: a product of an all-lots recall
+    limited to a window is a recalled pack only when a pack's date is on record (within_lot_scope kept it
+    in, so the window includes it); without the date the pack may be one of them, as a probable match is.
+    The decision is not changed by this (a pack with no date stays in, fail safe): only what is said of it."""
+    if klass == MatchClass.PRODUCT_ALL_LOTS and not any(window_date_on_record(fact, row) for row in rows):
+        return MatchClass.PROBABLE
+    return klass
+
+
 def within_lot_scope(fact, dispensing) -> bool:
     """An all-lots recall limited to an expiry or distribution window excludes a dispensing known to be
     outside it; unknown expiry or date stays in (fail safe). A distribution window excludes only what

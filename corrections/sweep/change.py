@@ -2,7 +2,7 @@
 for a page, corrections.sweep.one_by_one per decision): the change that triggers the letter, the token
 of its dedupe key, the fact the letter is about and the match class it names."""
 
-from drugs.matching import CERTAINTY_RANK, match
+from drugs.matching import CERTAINTY_RANK, match, stated_class
 from drugs.recall_terms import is_active, severity
 from memory.models import Fact
 
@@ -45,6 +45,8 @@ def letter_fact(trigger, previous, outcome):
 
 
 def strongest_match(rows, facts) -> str:
-    """The strongest drugs.matching class between these facts and these dispensing rows (drugs.matching.Dispensed)."""
-    found = {str(m) for fact in facts if fact is not None for row in rows if (m := match(fact, row))}
+    """The strongest drugs.matching class between these facts and these dispensing rows (drugs.matching.Dispensed),
+    as a letter may state it (drugs.matching.stated_class)."""
+    found = {str(stated_class(m, fact, [row])) for fact in facts if fact is not None for row in rows
+             if (m := match(fact, row))}
     return min(found, key=CERTAINTY_RANK.get, default="")

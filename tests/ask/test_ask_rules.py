@@ -112,7 +112,9 @@ def test_an_expiry_window_includes_a_pack_only_as_far_as_its_expiry_is_on_record
     assert told.verdict == "caution" and "D-1113-2018" in told.answer
     assert "no expiry date on record for your pack, so it may be one of them" in told.answer
     assert "which includes your pack" not in told.answer
-    assert "which includes your pack as far as our records show" in decide(dated, "Is my valsartan safe?").answer
+    inside = decide(dated, "Is my valsartan safe?").answer
+    assert "which includes your pack as far as our records show" in inside
+    assert "The valsartan dispensed to you is a recalled product" in inside
 
 
 def test_drug_level_recall_without_lot_information_is_caution_saying_so(hashing_embeddings):
@@ -177,15 +179,21 @@ def test_drug_level_recall_of_every_lot_is_caution_saying_it_covers_theirs(hashi
     assert "including yours" not in outcome.answer and "does not list lot numbers" not in outcome.answer
     solco = make_patient("SYN-V3S", [("valsartan", "ZZ-SYN-1", "43547-0370-09")])  # the NDC the recall names
     confirmed = decide(solco, "Is my valsartan safe?")
-    assert confirmed.verdict == "caution" and "The valsartan dispensed to you is a recalled product" in confirmed.answer
-    # No expiry on record: the pack stays in (fail safe), but is not said to be inside the window.
+    # No expiry on record: the pack stays in (fail safe, the same verdict), but is not said to be inside the
+    # window, nor to be a recalled product.
+    assert confirmed.verdict == "caution" and "The valsartan dispensed to you may be a recalled product" in \
+        confirmed.answer
+    assert "is a recalled product" not in confirmed.answer
     assert "no expiry date on record for your pack, so it may be one of them" in confirmed.answer
+    assert "Every lot of this product with an expiry date on or after July 13, 2018 is recalled" in confirmed.answer
     assert "unaffected lot" not in confirmed.answer and "a replacement that is not recalled" in confirmed.answer
     from datetime import date
 
     dated = make_patient("SYN-V3D", [dict(drug="valsartan", lot="ZZ-SYN-2", ndc="43547-0370-09",
                                           expiry=date(2019, 12, 31))])
-    assert "which includes your pack as far as our records show" in decide(dated, "Is my valsartan safe?").answer
+    inside = decide(dated, "Is my valsartan safe?").answer
+    assert "which includes your pack as far as our records show" in inside
+    assert "The valsartan dispensed to you is a recalled product" in inside
 
 
 def test_a_drug_level_recall_listing_other_makers_ndcs_does_not_apply_but_is_what_safe_rests_on(
