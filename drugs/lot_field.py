@@ -37,8 +37,9 @@ from datetime import date
 
 from .dates import MONTH_NUMBERS
 from .gs1 import GROUP_SEPARATOR, SEPARATOR_SUBSTITUTES, ScanError, parse_scan
-from .lots import canonical_lot, printed_lot
+from .lots import CONFUSABLES, canonical_lot, printed_lot
 
+_CONFUSABLE_TABLE = str.maketrans(CONFUSABLES)
 VISIBLE_GROUP_SEPARATOR = SEPARATOR_SUBSTITUTES[0]  # U+241D, a substitute drugs.gs1 reads as GS
 
 MAX_ALTERNATIVES = 24  # a lot field of ~8 tokens gives at most 36 runs; more means it is not one pack's lot
@@ -189,7 +190,7 @@ class LotField:
 
 
 def _normalised(text: str) -> str:
-    text = unicodedata.normalize("NFKC", text or "")
+    text = unicodedata.normalize("NFKC", text or "").translate(_CONFUSABLE_TABLE)  # "РW05264": Cyrillic Р
     text = re.sub(r"[\u2010-\u2015\u2212]", "-", text)  # dashes typed or pasted as dashes
     text = re.sub(r"[\u200b-\u200d\u2060\ufeff]", "", text)  # zero-width characters
     # Not str.split(): it counts the GS1 group separator (ASCII 29) as white space.
@@ -333,6 +334,8 @@ _GLUED_SEPARATOR = re.compile(r"[^A-Z0-9\-.]+")
 # An NDC (10 or 11 digits, or 4-4-2, 5-3-2, 5-4-1, 5-4-2 with hyphens) written before the lot with a slash or
 # hyphen between them.
 _LEADING_NDC = re.compile(r"^\s*(\d{4,5}-\d{3,4}-\d{1,2}|\d{10,11})\s*[-/]\s*(?=[A-Z0-9])")
+# A date before the lot, joined to it by punctuation: "05/21-3069020", "2021-05/3069020", "EXP 05/21-3069020".
+_LEADING_GLUED_DATE = re.compile(rf"^\s*(?P<date>(?:{_EXPIRY_WORD}\s*[:.#=\-_]?\s*)?{_DATE_SPAN})\s*[-/:_]\s*(?=[A-Z0-9])")
 # An expiry glued to a lot's end as digits: a month or a day, never a year alone ("...2026" may be the lot's).
 _COMPACT_PATTERNS = dict(_COMPACT_DATES)
 _GLUED_EXPIRY_KINDS = ((4, ("mmyy",)), (6, ("mmyyyy", "yymmdd")), (8, ("yyyymmdd", "mmddyyyy")))
@@ -349,10 +352,11 @@ def _alternatives(candidates, lot: str) -> tuple[str, ...]:
 
 
 def _glued_readings(text: str, *, split: bool = True) -> set[str]:
-    """Lots the field may begin with when something is glued to the lot without the spaces or words the
-    readings above look for: an expiry or other code after any punctuation ("3069020:EXP 05/21",
-    "3069020/0521", "3069020_EXP_052021"), or a month or day glued on within a part cut off that way
-    ("30690200521:X"), a lot marker ("L3069020", "LPW05264") or the pack's NDC before it. Each is an
+    """Lots the field may hold when something is glued to the lot without the spaces or words the
+    readings above look for: an expiry or other code after any punctuation ("3069020/0521",
+    "3069020#EXP#05-26"), or a month or day glued on within a part cut off that way ("30690200521:X"), a lot
+    marker ("L3069020", "LPW05264"), the pack's NDC, another code or a date before it ("1234567/3069020",
+    "05/21/3069020", "05/21-3069020"). Each is an
     alternative: a probable match for the same product at most, never "safe" withheld and never a lot
     matched across products. The field is cut at any punctuation but the hyphens and dots lots carry
     inside them ("22165-003" stays whole). `split=False`, a field of letters and digits only: after a
@@ -376,6 +380,12 @@ def _glued_readings(text: str, *, split: bool = True) -> set[str]:
                     if joined.startswith(marker) and len(joined) - len(marker) >= _MIN_GLUED}
     if split and (ndc := _LEADING_NDC.match(text.upper())):  # "00378-5814-77/3069020": the NDC, then the lot
         starts.add(len(canonical_lot(ndc.group(1))))
+    if split:
+        # The lot after another code or a date, cut off by punctuation ("1234567/3069020", "05/21/3069020",
+        # "EXP:0521/3069020"), or after a date joined to it by a hyphen ("05/21-3069020").
+        starts |= {end for end in itertools.accumulate(len(segment) for segment in segments[:-1])}
+        if date := _LEADING_GLUED_DATE.match(text.upper()):
+            starts.add(len(canonical_lot(date.group("date"))))
     pieces = {joined[start:end] for start in starts for end in ends if end - start >= _MIN_GLUED}
     return {piece for piece in pieces if any(ch.isdigit() for ch in piece) and piece not in _MARKER_WORDS}
 

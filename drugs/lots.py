@@ -27,12 +27,27 @@ _NOT_LOT = re.compile(r"[^A-Z0-9]")
 _SUFFIX = re.compile(r"^(?P<base>.*[A-Z0-9])[-\s./](?P<suffix>[A-Z0-9]{1,2})$")
 # Read-alike characters, folded in the near key only (letter -> digit).
 _READ_ALIKE = str.maketrans({"O": "0", "I": "1"})
+# Letters of other alphabets drawn like Latin capitals or digits (a keyboard left in Cyrillic or Greek, a name
+# pasted from a document): read as the character they look like, since a lot is read off the pack by eye.
+# Dropped as "not A-Z or 0-9" they would cut the lot short ("РW05264" read as "W05264") and a recalled pack
+# would match nothing. Only shapes that are the same letter in print (Unicode's confusables for these scripts).
+CONFUSABLES = {
+    # Cyrillic capitals and small letters
+    "А": "A", "В": "B", "Е": "E", "К": "K", "М": "M", "Н": "H", "О": "O", "Р": "P", "С": "C", "Т": "T", "Х": "X",
+    "У": "Y", "Ѕ": "S", "І": "I", "Ј": "J", "Ԛ": "Q", "Ԝ": "W", "З": "3",
+    "а": "a", "е": "e", "о": "o", "р": "p", "с": "c", "х": "x", "у": "y", "ѕ": "s", "і": "i", "ј": "j", "к": "k",
+    "м": "m", "н": "h", "т": "t", "в": "b",
+    # Greek capitals
+    "Α": "A", "Β": "B", "Ε": "E", "Ζ": "Z", "Η": "H", "Ι": "I", "Κ": "K", "Μ": "M", "Ν": "N", "Ο": "O", "Ρ": "P",
+    "Τ": "T", "Υ": "Y", "Χ": "X", "ο": "o",
+}
+_CONFUSABLE_TABLE = str.maketrans(CONFUSABLES)
 
 
 def _unprefixed(raw) -> str:
     if raw is None:
         return ""
-    return _LOT_PREFIX.sub("", str(raw).strip())
+    return _LOT_PREFIX.sub("", str(raw).translate(_CONFUSABLE_TABLE).strip())
 
 
 def printed_lot(raw: str) -> str:
@@ -73,6 +88,8 @@ def canonical_lot_sql(column: str | Expression) -> Func:
     query compares lots by ('Lot# 4l67-c035' -> '4L67C035'); NULL gives '' as None does."""
     text = F(column) if isinstance(column, str) else column
     text = Coalesce(text, Value(""), output_field=TextField())
+    text = Func(text, Value("".join(CONFUSABLES)), Value("".join(CONFUSABLES.values())), function="translate",
+                output_field=TextField())
     text = Func(text, Value(_SQL_LOT_PREFIX), Value(""), function="regexp_replace", output_field=TextField())
     for char, letters in _UPPER_INTO_LETTERS.items():
         text = Func(text, Value(char), Value(letters), function="replace", output_field=TextField())

@@ -233,6 +233,13 @@ def explain(fact, dispensing) -> Found | None:
     same_text = _texts_agree(fact, drug)
     shared = _shared_ingredient(fact, drug)
     plausible = listed_only or (same_drug and not other_product)  # not confirmed, not ruled out
+    # Another product of a labeler the recall lists (Benicar against a Benicar HCT recall, Mylan's metoprolol
+    # tartrate against its succinate): a labeler's product code names one product, and lots are unique only
+    # within a product, so the same lot string on it is another lot. Not a repackaged pack ("another
+    # labeler's NDC" below), whose labeler the recall does not list.
+    sibling = other_product and product[:5] in {listed[:5] for listed in products}
+    if fact.lot and not recall_terms.is_drug_level(fact) and sibling:
+        return None
     if fact.lot and not recall_terms.is_drug_level(fact):
         if not lot_known(dispensing):
             if same_product or plausible or (same_text and not other_product):
@@ -268,6 +275,11 @@ def explain(fact, dispensing) -> Found | None:
             return Found(MatchClass.PROBABLE, f"same NDC product, lot near miss: {near}")
         if near and same_drug and not other_product:
             return Found(MatchClass.PROBABLE, f"same ingredients, lot near miss: {near}")
+        if near and same_drug:
+            return Found(MatchClass.PROBABLE, f"same ingredients, lot near miss, another labeler's NDC (repackaged?): "
+                                              f"{near}")
+        if near and shared:
+            return Found(MatchClass.PROBABLE, f"shares an ingredient with the recalled product, lot near miss: {near}")
         if (exact or inside) and drug_is_product and other_product:
             # A name the vocabulary cannot read and an NDC the recall does not list: whether the pack is the
             # recalled product cannot be told (a repackager's own NDC and till name, "VALS 160MG TAB"). A lot

@@ -249,6 +249,48 @@ def test_a_lot_never_matches_on_its_own(path, decoy, admin_client, client, pharm
     assert exposure is None or exposure.match_class not in SAFE_FOR_HOLDERS, exposure.rule
 
 
+# Packs recorded a pharmacy's own way, each through the CSV import (the reader and matching are those of every
+# path): a near miss on a repackager's NDC or on a combination whose name reads as one ingredient, letters of
+# another alphabet typed for Latin ones, the recalled lot after another code or a date.
+RECORDED_OWN_WAY = [
+    _case("valsartan-near-miss-repackaged", "D-0326-2019", "Valsartan 160mg tab", "3O69020", "63629-7797-01",
+          MatchClass.PROBABLE, question="Is my valsartan safe?", rule="another labeler's NDC"),
+    _case("benicar-hct-read-as-one-ingredient-near-miss", "D-1508-2014", "Benicar HCT 40/25", "2108", "",
+          MatchClass.PROBABLE, question="Is my Benicar safe?", rule="shares an ingredient"),
+    _case("cyrillic-letter-in-lot", "D-1206-2018", "Hydrochlorothiazide 12.5 mg tablets", "\u0420W05264",
+          "16729-0182-01", MatchClass.CONFIRMED, question="Is my hydrochlorothiazide safe?"),
+    _case("cyrillic-ze-for-three", "D-0326-2019", "Valsartan 160 mg tablets", "\u0417069020", "00378-5814-77",
+          MatchClass.CONFIRMED, question="Is my valsartan safe?"),
+    _case("recalled-lot-after-another", "D-1206-2018", "Hydrochlorothiazide 12.5 mg tablets", "PW05263/PW05264",
+          "16729-0182-01", MatchClass.PROBABLE, question="Is my hydrochlorothiazide safe?", rule="written inside"),
+    _case("expiry-before-lot-hyphen", "D-0326-2019", "Valsartan 160 mg tablets", "05/21-3069020", "00378-5814-77",
+          MatchClass.PROBABLE, question="Is my valsartan safe?", rule="written inside"),
+    _case("expiry-before-lot-slashes", "D-1206-2018", "Hydrochlorothiazide 12.5 mg tablets", "11/19/PW05264",
+          "16729-0182-01", MatchClass.PROBABLE, question="Is my hydrochlorothiazide safe?", rule="written inside"),
+]
+
+
+@pytest.mark.parametrize("case", RECORDED_OWN_WAY)
+def test_a_pack_recorded_its_own_way_is_exposed_and_never_told_safe(case, admin_client, client, pharmacy,
+                                                                    quiet_sweep):
+    test_the_holder_is_exposed_with_its_class_and_never_told_safe("csv", case, admin_client, client, pharmacy,
+                                                                  quiet_sweep)
+
+
+# Another product of a labeler the recall lists, with the recalled lot string: another lot (rule 2).
+@pytest.mark.parametrize(("recall", "decoy"), [
+    pytest.param("D-0009-2015", dict(drug="Metoprolol Tartrate 50 mg tablets", lot="3023805", ndc="0378-0047-01",
+                                     product=""), id="mylan-tartrate-against-its-succinate"),
+    pytest.param("D-1508-2014", dict(drug="Benicar 40 mg tablets", lot="0002108", ndc="65597-0104-30", product=""),
+                 id="benicar-against-benicar-hct"),
+])
+def test_another_product_of_the_recalled_labeler_is_not_matched_by_its_lot(recall, decoy, admin_client, client,
+                                                                            pharmacy, quiet_sweep):
+    patient = dispense("csv", decoy, admin_client=admin_client, client=client, pharmacy=pharmacy)
+    recall_arrives(recall)
+    assert exposure_of(recall, patient) is None
+
+
 @pytest.mark.parametrize("path", PATHS)
 def test_a_recalled_lot_on_a_pack_we_cannot_identify_is_never_called_safe(path, admin_client, client, pharmacy,
                                                                           quiet_sweep):
@@ -268,7 +310,8 @@ def test_a_recalled_lot_on_a_pack_we_cannot_identify_is_never_called_safe(path, 
     sweep()
     [notice] = Correction.objects.filter(patient=never_asked, kind="notice")
     assert notice.new_verdict == "caution" and notice.match_class == MatchClass.CANDIDATE
-    assert "may affect" in notice.drafted_text and "recalled product" not in notice.drafted_text
+    assert "cannot tell whether your pack is the product it recalls" in notice.drafted_text
+    assert "recalled product" not in notice.drafted_text and "affects" not in notice.drafted_text
     standing = Decision.objects.get(patient_id=patient.pk, status="standing")
     assert standing.verdict == "caution", standing.answer
     assert "D-0502-2019" in standing.answer and "pharmacist" in standing.answer
@@ -299,7 +342,7 @@ def test_a_long_real_product_name_is_kept_in_full_by_every_path(path, field, adm
 
 def test_every_case_is_a_real_record_and_lot():
     """The cases name real recalls and, canonically, one of their lots (or a near miss of one)."""
-    for param in CASES:
+    for param in CASES + RECORDED_OWN_WAY:
         record = openfda_record(param.values[0]["recall"])
         assert record["classification"] in ("Class I", "Class II")
 

@@ -62,31 +62,36 @@ def test_rows_read_by_an_older_lot_reader_are_read_anew_and_placeholders_become_
     (a candidate for the drug's recalls), each through save_dispensing with the text as it was audited."""
     patient = make_patient("SYN-R3", email="r3@example.com", phone="")
     when = datetime(2019, 6, 1, tzinfo=UTC)
-    glued = DispensingRecord.objects.create(patient=patient, drug="Diovan 160 mg", lot="3069020:EXP 05/21",
+    glued = DispensingRecord.objects.create(patient=patient, drug="Diovan 160 mg", lot="3069020/0521",
                                             dispensed_at=when)
+    worded = DispensingRecord.objects.create(patient=patient, drug="Diovan 160 mg", lot="3069023:EXP 05/21",
+                                             dispensed_at=when)
     placeholder = DispensingRecord.objects.create(patient=patient, drug="Diovan 160 mg", lot="3069021",
                                                   dispensed_at=when)
     clean = DispensingRecord.objects.create(patient=patient, drug="Diovan 160 mg", lot="3069022", dispensed_at=when)
     # As an older reader stored them: no other readings; a placeholder typed before it was refused.
-    DispensingRecord.objects.filter(pk=glued.pk).update(lot="3069020EXP", lot_alternatives=[])
+    DispensingRecord.objects.filter(pk=glued.pk).update(lot="30690200521", lot_alternatives=[])
+    DispensingRecord.objects.filter(pk=worded.pk).update(lot="3069023EXP", lot_alternatives=["3069023"])
     DispensingRecord.objects.filter(pk=placeholder.pk).update(lot="NOTRECORDED", lot_text="NOT RECORDED")
     before = DispensingChange.objects.count()
 
     out = StringIO()
     call_command("resolve_dispensing", "--dry-run", stdout=out)
-    assert "3 dispensing rows: 2 would change" in out.getvalue()
-    assert "lot field read anew 1, placeholder lot recorded as unknown 1" in out.getvalue()
+    assert "4 dispensing rows: 3 would change" in out.getvalue()
+    assert "lot field read anew 2, placeholder lot recorded as unknown 1" in out.getvalue()
 
     call_command("resolve_dispensing", stdout=out)
     glued.refresh_from_db()
     placeholder.refresh_from_db()
     clean.refresh_from_db()
+    worded.refresh_from_db()
     assert "3069020" in glued.lot_alternatives
+    assert (worded.lot, worded.lot_alternatives) == ("3069023", [])  # an expiry word after a colon: read cleanly
     assert (placeholder.lot, placeholder.lot_unknown) == ("", True)
     assert (clean.lot, clean.lot_alternatives) == ("3069022", [])
-    assert DispensingChange.objects.count() == before + 2
+    assert DispensingChange.objects.count() == before + 3
     audit = DispensingChange.objects.get(dispensing_id=placeholder.pk, actor_label="command:resolve_dispensing")
     assert audit.before["lot"] == "NOTRECORDED" and str(audit.after["lot_unknown"]) == "True"
     out = StringIO()
     call_command("resolve_dispensing", "--dry-run", stdout=out)
-    assert "3 dispensing rows: 0 would change" in out.getvalue()
+    assert "4 dispensing rows: 0 would change" in out.getvalue()
