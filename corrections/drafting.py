@@ -97,18 +97,21 @@ def sms_instruction(verdict: str, *, serious: bool = False) -> str:
 # word in the detail does not decide ("stability" in an impurity failure, "label" in a temperature
 # excursion's "storage range listed on the product labeling"), except the general cGMP category, whose
 # detail says what the deviation was, and except the two hazards said wherever the text names them (a drug
-# the label does not declare, a cancer-causing impurity: "Labeling: Product Contains Undeclared API" is
-# about the drug, not the label). Then the whole text, where order matters: the first match wins, so
+# the label does not declare, a cancer-causing impurity, a sterile product that may not be: "Labeling: Product
+# Contains Undeclared API" is about the drug, not the label, "Defective Container: ... lack of sterility
+# assurance" about sterility). Then the whole text, where order matters: the first match wins, so
 # the specific hazard comes before the general one: a "CGMP Deviations: NDEA ..." reason is about the
 # impurity, a product tainted with an undeclared drug about that drug, "Microbial Contamination of
 # Non-Sterile Products" about contamination (the product was never meant to be sterile), a stability
 # failure is not a label mistake, and "cGMP deviations" alone is the quality standard.
 _GENERAL = r"c?GMP|current good manufacturing"
-_OVERRIDING = 2  # the first two entries below
+_OVERRIDING = 3  # the first three entries below
 GLOSSARY = [
     (r"undeclared|tainted", gettext_noop("it contains an ingredient its label does not list")),
     (r"\bN-?nitroso|\bNDEA\b|\bNDMA\b|\bNMBA\b|nitrosamine|carcinogen",
      gettext_noop("an impurity was found that may raise the risk of cancer if taken for a long time")),
+    (r"lack of (?:assurance of )?sterility|sterility assurance|\bnot sterile",
+     gettext_noop("it may not be sterile")),
     (r"sub-?potent", gettext_noop("it may contain less medicine than it should")),
     (r"super-?potent", gettext_noop("it may contain more medicine than it should")),
     (r"temperature abuse|temperature excursion|outside (?:of )?(?:the )?(?:acceptable |labeled )?(?:storage|temperature)",
@@ -366,6 +369,13 @@ def why_sentence(verdict: str, fact: Fact | None, *, certainty: str) -> str:
                   "recall; that does not make a recalled pack safe to use.") if attrs.get("status") in CLOSED else
                 _("some products of the medicine are being recalled because %(reason)s.")) % {"reason": reason}
     probable = certainty == "probable"  # the recalled batch may be the pack's: said so, not asserted
+    window = probable and recall_terms.is_drug_level(fact)  # every batch in a window; the pack's date not on record
+    if window:
+        return (_("some batches of the medicine were recalled because %(reason)s, and your pack may be one of them. "
+                  "The FDA has since closed the recall; that does not make a recalled pack safe to use.")
+                if attrs.get("status") in CLOSED else
+                _("some batches of the medicine are being recalled because %(reason)s, and your pack may be one of "
+                  "them.")) % {"reason": reason}
     if attrs.get("status") in CLOSED:
         if probable:
             return _("a batch of the medicine that may include your pack was recalled because %(reason)s. The FDA "
