@@ -258,7 +258,8 @@ def check_pack(pack: Pack) -> PackCheck:
     # A recall of every lot in a window reaches a pack without the date it is read against, but cannot say it
     # is recalled: stated as a pack that may be (drugs.matching.stated_class), and the date is asked for.
     reaching = [(fact, Found(MatchClass(stated_class(hit.klass, fact, [held])), hit.rule)) for fact, hit in found]
-    date_needed = next((_WINDOW_DATE[recall_terms.window_kind(fact)] for (fact, hit), (_f, said) in zip(found, reaching)
+    date_needed = next((_WINDOW_DATE[recall_terms.window_kind(fact)]
+                        for (fact, hit), (_f, said) in zip(found, reaching, strict=True)
                         if hit.klass != said.klass), "")
     if reaching:
         best = min(CERTAINTY_RANK[hit.klass.value] for _fact, hit in reaching)

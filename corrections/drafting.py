@@ -114,7 +114,8 @@ GLOSSARY = [
      gettext_noop("it may not be sterile")),
     (r"sub-?potent", gettext_noop("it may contain less medicine than it should")),
     (r"super-?potent", gettext_noop("it may contain more medicine than it should")),
-    (r"temperature abuse|temperature excursion|outside (?:of )?(?:the )?(?:acceptable |labeled )?(?:storage|temperature)",
+    (r"temperature abuse|temperature excursion"
+     r"|outside (?:of )?(?:the )?(?:acceptable |labeled )?(?:storage|temperature)",
      gettext_noop("it may have been stored at a temperature that could harm it")),
     (r"incorrect (?:product )?formulation|wrong (?:ingredient|diluent)",
      gettext_noop("it may not have been made with the right ingredients")),

@@ -335,7 +335,8 @@ _GLUED_SEPARATOR = re.compile(r"[^A-Z0-9\-.]+")
 # hyphen between them.
 _LEADING_NDC = re.compile(r"^\s*(\d{4,5}-\d{3,4}-\d{1,2}|\d{10,11})\s*[-/]\s*(?=[A-Z0-9])")
 # A date before the lot, joined to it by punctuation: "05/21-3069020", "2021-05/3069020", "EXP 05/21-3069020".
-_LEADING_GLUED_DATE = re.compile(rf"^\s*(?P<date>(?:{_EXPIRY_WORD}\s*[:.#=\-_]?\s*)?{_DATE_SPAN})\s*[-/:_]\s*(?=[A-Z0-9])")
+_LEADING_GLUED_DATE = re.compile(rf"^\s*(?P<date>(?:{_EXPIRY_WORD}\s*[:.#=\-_]?\s*)?{_DATE_SPAN})"
+                                 r"\s*[-/:_]\s*(?=[A-Z0-9])")
 # An expiry glued to a lot's end as digits: a month or a day, never a year alone ("...2026" may be the lot's).
 _COMPACT_PATTERNS = dict(_COMPACT_DATES)
 _GLUED_EXPIRY_KINDS = ((4, ("mmyy",)), (6, ("mmyyyy", "yymmdd")), (8, ("yyyymmdd", "mmddyyyy")))
