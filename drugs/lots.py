@@ -25,6 +25,9 @@ _NOT_LOT = re.compile(r"[^A-Z0-9]")
 # A short trailing part after a separator ("M331J18-1", "4L67C035 A"): packs are often labelled
 # without it, so a dispensing typed without it is a near miss of the recalled lot.
 _SUFFIX = re.compile(r"^(?P<base>.*[A-Z0-9])[-\s./](?P<suffix>[A-Z0-9]{1,2})$")
+# A repackager's date after the maker's lot ("B2110254-021423": RemedyRepack's lots in 53 real recalls): the pack
+# or the pharmacy's record may carry the maker's lot alone.
+_DATE_SUFFIX = re.compile(r"^(?P<base>.*[A-Z0-9])-(?P<suffix>\d{6}|\d{8})$")
 # Read-alike characters, folded in the near key only (letter -> digit).
 _READ_ALIKE = str.maketrans({"O": "0", "I": "1"})
 # Letters of other alphabets drawn like Latin capitals or digits (a keyboard left in Cyrillic or Greek, a name
@@ -106,7 +109,8 @@ def near_lot_key(raw: str) -> str:
 
 
 def _suffix_dropped(printed: str) -> str:
-    found = _SUFFIX.match(printed_lot(printed) if printed else "")
+    lot = printed_lot(printed) if printed else ""
+    found = _SUFFIX.match(lot) or _DATE_SUFFIX.match(lot)
     if not found or len(canonical_lot(found.group("base"))) < 4:
         return ""  # a base of 1-3 characters is too short to stand for a lot
     return found.group("base")

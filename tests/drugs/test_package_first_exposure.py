@@ -265,6 +265,11 @@ RECORDED_OWN_WAY = [
           "16729-0182-01", MatchClass.PROBABLE, question="Is my hydrochlorothiazide safe?", rule="written inside"),
     _case("expiry-before-lot-hyphen", "D-0326-2019", "Valsartan 160 mg tablets", "05/21-3069020", "00378-5814-77",
           MatchClass.PROBABLE, question="Is my valsartan safe?", rule="written inside"),
+    # A repackager's date after the maker's lot, the pack recorded with the maker's lot alone.
+    _case("repackager-date-suffix-left-off", "D-0578-2023", "Pyrazinamide 500 mg tablets", "B2110254",
+          "70518-2534-01", MatchClass.PROBABLE, question="Is my pyrazinamide safe?", rule="suffix left off"),
+    _case("repackager-date-suffix-left-off-no-ndc", "D-1020-2018", "Valsartan/HCTZ 160-12.5 mg tablets", "B0318652",
+          "", MatchClass.PROBABLE, question="Is my valsartan safe?", rule="suffix left off"),
     _case("expiry-before-lot-slashes", "D-1206-2018", "Hydrochlorothiazide 12.5 mg tablets", "11/19/PW05264",
           "16729-0182-01", MatchClass.PROBABLE, question="Is my hydrochlorothiazide safe?", rule="written inside"),
 ]
@@ -275,6 +280,23 @@ def test_a_pack_recorded_its_own_way_is_exposed_and_never_told_safe(case, admin_
                                                                     quiet_sweep):
     test_the_holder_is_exposed_with_its_class_and_never_told_safe("csv", case, admin_client, client, pharmacy,
                                                                   quiet_sweep)
+
+
+def test_stored_facts_of_a_lot_with_a_date_suffix_get_the_near_scope_of_the_makers_lot(quiet_sweep):
+    """memory/0019: facts asserted before the rule answer to the maker's lot once migrated."""
+    import importlib
+
+    from django.apps import apps
+
+    from memory.models import Fact
+
+    recall_arrives("D-0578-2023")
+    fact = Fact.objects.believed().get(fact_key__contains="D-0578-2023", lot="B2110254-021423")
+    assert "lot:~B2110254" in fact.scopes
+    Fact.objects.filter(pk=fact.pk).update(scopes=[s for s in fact.scopes if s != "lot:~B2110254"])  # as stored before
+    importlib.import_module("memory.migrations.0019_date_suffix_near_scopes").add_near_scopes(apps, None)
+    fact.refresh_from_db()
+    assert "lot:~B2110254" in fact.scopes
 
 
 # Another product of a labeler the recall lists, with the recalled lot string: another lot (rule 2).
