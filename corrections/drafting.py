@@ -39,13 +39,17 @@ def verdict_headline(verdict: str) -> str:
 
 
 def verdict_instruction(verdict: str, drug: str, phone: str, *, serious: bool = False,
-                        hold: bool = False) -> str:
+                        hold: bool = False, certainty: str = "") -> str:
     """The instruction under the headline. `serious`: a Class I recall is involved (no "keep taking");
-    `hold`: a medicine that must not be stopped abruptly (ask.answers.must_not_stop_abruptly)."""
+    `hold`: a medicine that must not be stopped abruptly (ask.answers.must_not_stop_abruptly); `certainty`:
+    the match, so a pack known to be recalled is not said to need checking."""
     if serious and verdict in ("caution", "unknown"):
         text = _("Please call us on %(phone)s today, before your next dose of %(drug)s, so we can check your "
                  "pack.") % {"drug": drug, "phone": phone}
         return f"{text} {do_not_stop(drug)}" if hold else text
+    if verdict == "caution" and certainty in RECALLED_PACK:
+        return _("Keep taking your %(drug)s as prescribed, and call us on %(phone)s in the next few days so we can "
+                 "replace your pack.") % {"drug": drug, "phone": phone}
     return {
         "safe": _("You can keep taking your %(drug)s as prescribed. You do not need to do anything.")
         % {"drug": drug},
@@ -409,7 +413,7 @@ def letter_context(patient, verdict: str, fact: Fact | None, *, kind: str, match
     return {
         "pharmacy": p, "patient_name": patient.display_name, "drug": drug, "kind": kind, "how": how,
         "headline": verdict_headline(verdict),
-        "instruction": verdict_instruction(verdict, drug, p["phone"], serious=serious, hold=hold),
+        "instruction": verdict_instruction(verdict, drug, p["phone"], serious=serious, hold=hold, certainty=certainty),
         "pack": pack_instruction(verdict, certainty=certainty),
         "sms_instruction": sms_instruction(verdict, serious=serious),
         "verdict": verdict,

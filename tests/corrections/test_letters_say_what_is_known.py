@@ -65,6 +65,7 @@ def test_the_notice_for_a_confirmed_class_ii_lot_does_not_hedge(hashing_embeddin
     assert notice.classification == "Class II"
     assert HEDGE not in notice.drafted_text, notice.drafted_text
     assert "We will replace it free of charge" in notice.drafted_text
+    assert "so we can replace your pack" in notice.drafted_text and "check your pack" not in notice.drafted_text
     assert notice.message.subject == RECALLED_SUBJECT
 
 
