@@ -49,5 +49,7 @@ def check_my_pack(request):
             return _page(request, {"form": form, "too_many": True}, status=429)
         if result is None:
             return _page(request, {"form": form}, status=400)
+        shown = [{"recall": recall, "lots": pack_words.lots_recalled(recall),
+                  "classification": pack_words.class_words(recall)} for recall in result.recalls]
         return _page(request, {"form": form, "result": result, "headline": pack_words.headline(result),
-                               "what_to_do": pack_words.what_to_do(result)})
+                               "what_to_do": pack_words.what_to_do(result), "shown": shown})

@@ -89,6 +89,7 @@ class RecallShown:
     lots: tuple[str, ...] = ()         # the recalled lots, printed; () for a recall of every lot
     match: str = ""                    # drugs.matching class reaching this pack; "" when it does not
     rule: str = ""
+    window: tuple[str, str, str] = ()  # a recall of every lot in a window: (kind, start, end), ISO dates or ""
 
 
 @dataclass(frozen=True)
@@ -225,7 +226,15 @@ def _shown(fact, found) -> RecallShown:
         status=attributes.get("status") or "", product=recall_terms.product_name(fact),
         reason=" ".join((attributes.get("reason") or "").split()), covers=recall_terms.covered_lots(fact),
         lots=() if recall_terms.is_drug_level(fact) else (printed_lot(fact.lot),),
-        match=str(found.klass) if found else "", rule=found.rule if found else "")
+        match=str(found.klass) if found else "", rule=found.rule if found else "", window=_window(fact))
+
+
+def _window(fact) -> tuple[str, str, str]:
+    kind = recall_terms.window_kind(fact) if recall_terms.is_drug_level(fact) else ""
+    if not kind:
+        return ()
+    start, end = (list((recall_terms.lot_scope(fact) or {}).get(kind) or []) + [None, None])[:2]
+    return kind, str(start or ""), str(end or "")
 
 
 def check_pack(pack: Pack) -> PackCheck:

@@ -2,6 +2,8 @@
 
     headline(check) -> str       one line: recalled, may be, lot needed, not on a recall we know of, unknown
     what_to_do(check) -> str     what to do next, by outcome and the recall's class
+    lots_recalled(recall) -> str what a recall shown covers: its lots, every lot, every lot in its window
+    class_words(recall) -> str   its class ("Class II", "Clase II")
 
 The words follow the answers' rules (ask.answers, ADR 0010): "safe" is never said; a pack that may be
 from a recalled lot is never told it is not; a Class I recall never says "keep taking", and a medicine
@@ -9,8 +11,10 @@ that must not be stopped abruptly is told not to stop it on one's own.
 """
 
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
-from ask.pack_check import Outcome, PackCheck
+from ask.pack_check import Outcome, PackCheck, RecallShown
+from drugs.dates import spoken_date
 
 
 def headline(check: PackCheck) -> str:
@@ -61,3 +65,33 @@ def what_to_do(check: PackCheck) -> str:
                  "hyphens, or ask your pharmacist.")
     return _("No FDA recall we know of names this product code, so we cannot tell you what it is or whether it "
              "is recalled. This does not mean it is safe. Check the NDC on the pack, or ask your pharmacist.")
+
+
+def lots_recalled(recall: RecallShown) -> str:
+    if recall.lots:
+        return ", ".join(recall.lots)
+    if recall.window:
+        kind, start, end = recall.window
+        dates = {"start": spoken_date(start), "end": spoken_date(end)}
+        if kind == "expiry_window" and start and end:
+            return _("every lot with an expiry date from %(start)s to %(end)s") % dates
+        if kind == "expiry_window" and start:
+            return _("every lot with an expiry date on or after %(start)s") % dates
+        if kind == "expiry_window" and end:
+            return _("every lot with an expiry date up to %(end)s") % dates
+        if start and end:
+            return _("every lot distributed or dispensed from %(start)s to %(end)s") % dates
+        if start:
+            return _("every lot distributed or dispensed on or after %(start)s") % dates
+    if recall.covers == "every lot":
+        return _("every lot")
+    if recall.covers.startswith("every lot (no lot number"):
+        return _("every lot (no lot number could be read from the recall, so every lot is treated as affected)")
+    return recall.covers
+
+
+_CLASS_WORDS = {gettext_noop("Class I"), gettext_noop("Class II"), gettext_noop("Class III")}
+
+
+def class_words(recall: RecallShown) -> str:
+    return _(recall.classification) if recall.classification in _CLASS_WORDS else recall.classification

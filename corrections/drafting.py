@@ -12,12 +12,12 @@ from types import SimpleNamespace
 
 from django.conf import settings
 from django.template.loader import render_to_string
-from django.utils.dates import MONTHS
 from django.utils.translation import get_language, gettext_noop, override
 from django.utils.translation import gettext as _
 
 from ask.answers import must_not_stop_abruptly
 from drugs import recall_terms
+from drugs.dates import spoken_date
 from drugs.identity import is_product_key
 from drugs.matching import RECALLED_PACK, UNIDENTIFIED_PACK
 from drugs.recall_terms import CLASS_SEVERITY
@@ -291,21 +291,6 @@ def what_changed(previous: Fact | None, fact: Fact | None, *, dispensing_changed
     return _(" and ").join(changes) if changes else _("the recall information has changed")
 
 
-def _date(value) -> str:
-    """A window's end as the patient reads it, in their language, as precise as written."""
-    text = str(value or "")
-    parts = text.split("-")
-    try:
-        if len(parts) == 1 and len(text) == 4:
-            return text
-        month = str(MONTHS[int(parts[1])])
-        if len(parts) > 2:
-            return _("%(month)s %(day)s, %(year)s") % {"month": month, "day": int(parts[2]), "year": parts[0]}
-        return _("%(month)s %(year)s") % {"month": month, "year": parts[0]}
-    except (ValueError, IndexError, KeyError):
-        return text
-
-
 def batches_covered(fact: Fact | None) -> str:
     """What a recall of every lot covers, as a clause true of its record: every batch, every batch in its
     window, or every batch treated as affected when no batch number could be read."""
@@ -313,13 +298,13 @@ def batches_covered(fact: Fact | None) -> str:
     expiry, dispensed = scope.get("expiry_window") or [None, None], scope.get("dispensed_window") or [None, None]
     start, end = (list(expiry) + [None, None])[:2]
     if scope.get("kind") == "all_lots_window" and (start or end):
-        dates = {"start": _date(start), "end": _date(end)}
+        dates = {"start": spoken_date(start), "end": spoken_date(end)}
         if start and end:
             return _("it covers every batch with an expiry date from %(start)s to %(end)s") % dates
         return (_("it covers every batch with an expiry date on or after %(start)s") if start else
                 _("it covers every batch with an expiry date up to %(end)s")) % dates
     if scope.get("kind") == "all_lots_window" and dispensed[0]:
-        return _("it covers every batch dispensed on or after %(start)s") % {"start": _date(dispensed[0])}
+        return _("it covers every batch dispensed on or after %(start)s") % {"start": spoken_date(dispensed[0])}
     if recall_terms.covers_every_lot(fact):
         return _("it covers every batch")
     return _("it lists no batch number we could read, so every batch is treated as affected")

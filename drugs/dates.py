@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import re
 
+from django.utils.dates import MONTHS
+from django.utils.translation import gettext as _
+
 MONTH_NUMBERS = {
     "jan": 1, "january": 1, "feb": 2, "february": 2, "mar": 3, "march": 3, "apr": 4, "april": 4, "may": 5,
     "jun": 6, "june": 6, "jul": 7, "july": 7, "aug": 8, "august": 8, "sep": 9, "sept": 9, "september": 9,
@@ -183,3 +186,19 @@ def mask_dates(text: str) -> tuple[str, list[str | None]]:
         last = end
     out.append(text[last:])
     return "".join(out), values
+
+
+def spoken_date(value) -> str:
+    """A recall window's date as people read it, in the active language, as precise as written: '2018-07' ->
+    'July 2018' ('julio de 2018'), '2019-03-04' -> 'March 4, 2019', '2019' -> '2019' (letters, the pack check)."""
+    text = str(value or "")
+    parts = text.split("-")
+    try:
+        if len(parts) == 1 and len(text) == 4:
+            return text
+        month = str(MONTHS[int(parts[1])])
+        if len(parts) > 2:
+            return _("%(month)s %(day)s, %(year)s") % {"month": month, "day": int(parts[2]), "year": parts[0]}
+        return _("%(month)s %(year)s") % {"month": month, "year": parts[0]}
+    except (ValueError, IndexError, KeyError):
+        return text

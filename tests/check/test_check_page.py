@@ -62,7 +62,7 @@ def test_the_page_is_in_spanish_when_the_browser_or_the_switch_asks(client, reca
     switched = client.get("/check?lang=es").content.decode()
     assert "Comprobar mi envase" in switched and 'name="lang" value="es"' in switched
     # The recall's status in the reader's words; what it covers said once.
-    assert "(Class II, en curso)" in html and "Ongoing" not in html
+    assert "(Clase II, en curso)" in html and "Ongoing" not in html
     assert "todos los lotes (" not in html
 
 
@@ -70,6 +70,20 @@ def test_a_recall_of_every_lot_in_a_window_says_what_it_covers_once(client, reca
     html = page(client, gs1=gs1_texts(EVERY_LOT_PRINTED, "ZZ1")[0]).content.decode()
     assert html.count("every lot") - html.count("every lot with") <= 1
     assert "every lot (every lot" not in html
+
+
+def test_a_window_recall_is_said_in_the_readers_language(client, recalls):
+    """The window decides whether a pack is recalled: a Spanish reader reads it in Spanish, and the class too."""
+    from memory.fact_writes import assert_claim
+    from tests.factories import recall_claim
+
+    assert_claim(recall_claim("D-0971-2018", None))  # Solco valsartan: every lot with an expiry on or after 7/13/2018
+    html = client.post("/check?lang=es", {"ndc": "43547-0370-09", "lot": "ZZ1", "lang": "es"},
+                       headers={"Accept-Language": "es"}).content.decode()
+    assert 'lang="es"' in html and "(Clase II" in html and "Class II" not in html
+    assert "todos los lotes con fecha de vencimiento a partir de 13 de julio de 2018" in html, html
+    assert "every lot" not in html and "July" not in html
+    assert '<span lang="en">every' not in html
 
 
 def test_the_api_gives_the_same_answer_without_a_key(client, recalls):
