@@ -123,6 +123,8 @@ _LEADING_LISTED_DATE = re.compile(rf"^\s*(?P<date>{_DATE_SPAN})\s*[,;|]")
 # A date before the lot, apart from it by a space ("05/2026 3069020"); joined by a hyphen it may be the
 # lot's own beginning ("01-09-2020138" is a lot).
 _LEADING_DATE = re.compile(rf"^\s*(?P<date>{_DATE_SPAN})\s+(?=[A-Z0-9])")
+# A short suffix or a six- or eight-digit date after a hyphen or a dot, ending the field.
+_SUFFIX_AFTER_LOT = re.compile(r"(?<=[A-Z0-9])[-.](?P<suffix>[A-Z0-9]{1,2}|\d{6}|\d{8})\s*$")
 _TRAILING_DIGITS = re.compile(r"(?<=[A-Z0-9])(?:\s+|\s*-\s*)(?P<date>\d{4}|\d{6}|\d{8})\s*$")
 _SERIAL = re.compile(rf"{_START}{_SERIAL_WORD}\s*[:.#=\-_]?\s*(?P<serial>[A-Z0-9]+){_END}")
 _NDC_IN_FIELD = re.compile(rf"{_START}{_NDC_WORD}\s*[:.#=\-_]?\s*(?P<ndc>\d[\d\-]{{8,13}}\d){_END}")
@@ -467,6 +469,12 @@ def read_lot_field(text: str) -> LotField:
         if len(before) >= _MIN_ALTERNATIVE and _date_value(hit.group("date")) is not None:
             doubtful.add(before)
             notes.append(f"{hit.group('date')} may be an expiry or part of the lot")
+    if (hit := _SUFFIX_AFTER_LOT.search(unmarked)) and len(before := canonical_lot(unmarked[:hit.start()])) >= \
+            _MIN_GLUED and before not in doubtful:
+        # "3069020-071518": a repackager's date (MMDDYY) after the maker's lot; "3069020-1": a sub-lot or a
+        # pharmacy's own suffix. The maker's lot is another reading (probable for the same product).
+        doubtful.add(before)
+        notes.append(f"'{hit.group(0).strip()}' after the lot may be a suffix or a repackager's date")
     lot = canonical_lot(unmarked)
     tokens = _tokens(unmarked)
     if len(tokens) > 1 and re.search(r"[,;|]|\s/\s|\s{2,}", unmarked):

@@ -37,7 +37,9 @@ DATE_BESIDE_SHAPES = ["{lot} 05/2026", "{lot} 05/26", "{lot} MAY 2026", "{lot}-0
                       "05/2026 {lot}", "{lot} 31MAY2026"]
 # Shapes that cannot be read without doubt: the recalled lot must survive among the readings.
 DOUBTFUL_SHAPES = ["{lot}-0526", "{lot} 0526", "{lot} 052026", "{lot} 202605", "L: {lot}", "LT {lot}",
-                   "{lot} / 9999999", "{lot}, ZZ12345", "{lot} A1", "{lot} 2 PACKS"]
+                   "{lot} / 9999999", "{lot}, ZZ12345", "{lot} A1", "{lot} 2 PACKS",
+                   # a suffix of the pharmacy's own or a repackager's date (MMDDYY) after the maker's lot
+                   "{lot}-1", "{lot}.A", "{lot}-RP", "{lot}-071518", "{lot}-07152018"]
 # Shapes where something is glued to the lot with no space or word the readings above look for: an expiry
 # or code after any punctuation or none, or a marker before it. The lot must survive among the readings.
 GLUED_SHAPES = ["{lot}/0526", "{lot}/052026", "{lot}_0526", "{lot}:0526", "{lot}=05/26", "L{lot}", "LT{lot}",

@@ -270,6 +270,11 @@ RECORDED_OWN_WAY = [
           "70518-2534-01", MatchClass.PROBABLE, question="Is my pyrazinamide safe?", rule="suffix left off"),
     _case("repackager-date-suffix-left-off-no-ndc", "D-1020-2018", "Valsartan/HCTZ 160-12.5 mg tablets", "B0318652",
           "", MatchClass.PROBABLE, question="Is my valsartan safe?", rule="suffix left off"),
+    # The lot as a repackager's label prints it (the maker's lot, then the repackaging date), or with a sub-lot.
+    _case("repackager-label-date-after-lot", "D-0326-2019", "Valsartan 160 mg tablets", "3069020-071518",
+          "70518-1234-00", MatchClass.PROBABLE, question="Is my valsartan safe?", rule="written inside"),
+    _case("sub-lot-suffix", "D-0326-2019", "Valsartan 160 mg tablets", "3069020-1", "00378-5814-77",
+          MatchClass.PROBABLE, question="Is my valsartan safe?", rule="written inside"),
     _case("expiry-before-lot-slashes", "D-1206-2018", "Hydrochlorothiazide 12.5 mg tablets", "11/19/PW05264",
           "16729-0182-01", MatchClass.PROBABLE, question="Is my hydrochlorothiazide safe?", rule="written inside"),
 ]
