@@ -189,6 +189,15 @@ def _expand_range(first: str, last: str, limit: int = 100) -> list[str] | None:
     return ["".join(a_parts[:i]) + str(n).zfill(len(x)) + "".join(a_parts[i + 1:]) for n in range(lo, hi + 1)]
 
 
+def _hyphen_range(first: str, last: str) -> list[str] | None:
+    """Two lots joined by a hyphen that read as a range ("022212001-022212008", D-391-2014): the same
+    length, at least five characters each, all but one number shared and that number rising by at most 100.
+    A hyphen also joins the parts of one lot ("22165-003", "4L67-C035"), which this shape leaves out."""
+    if len(first) < 5 or len(first) != len(last):
+        return None
+    return _expand_range(first, last)
+
+
 def parse_scope(code_info: str, more_code_info: str = "") -> LotScope:
     """The structured scope of a recall's code_info (+ more_code_info). Never raises on text."""
     code_info = str(code_info or "")
@@ -393,6 +402,11 @@ def _walk(masked: str, dates: list[str | None], composites: list[str], *, cut_at
             if expanded:
                 lots = expanded
                 i += 2
+        elif following == "-" and i + 1 < n and (expanded := _hyphen_range(token, tokens[i + 1])):
+            lots = expanded  # "022212001- 022212008": a range, its ends included
+            i += 2
+        elif token.count("-") == 1 and (expanded := _hyphen_range(*token.split("-"))):
+            lots = [token, *expanded]  # "022212010-022212012": a range, or one lot written so; both kept
         # "18B005 A and 18B005 B": a lone capital after a lot is part of it (not "a)" enumerations).
         dash = 1 if i + 1 < n and tokens[i] == "-" else 0  # "20130319 -J"
         if len(lots) == 1 and i + dash < n and len(tokens[i + dash]) == 1 and tokens[i + dash].isupper() and \

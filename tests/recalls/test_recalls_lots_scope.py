@@ -45,7 +45,7 @@ def test_none_of_these_records_is_in_the_evaluation_split():
             "D-1365-2016", "D-0587-2020", "D-0580-2020", "D-0251-2017", "D-0293-2019", "D-0431-2015", "D-0874-2023",
             "D-1057-2013", "D-1455-2019", "D-0159-2021", "D-1113-2018", "D-0588-2016", "D-0229-2016", "D-0011-2017",
             "D-0013-2017", "D-225-2013", "D-0321-2018", "D-0208-2017", "D-1599-2020", "D-1833-2015", "D-024-2014",
-            "D-814-2013", "D-562-2015", "D-453-2013"}
+            "D-814-2013", "D-562-2015", "D-453-2013", "D-391-2014"}
     assert not {n for n in used for e in evaluation if e.startswith(n + "@")}
     assert not [e for e in evaluation if e.startswith("D-1396-2016@2023")]  # only its 2021 text is evaluation
 
@@ -307,3 +307,17 @@ def test_thin_wrappers_keep_their_meaning():
     assert extract_lots("Lot #: RJK 10/19  SBJ 2/20") == ["RJK", "SBJ"]
     assert mentions_all_lots("All lots distributed between November 2014 and May 2015")
     assert not mentions_all_lots("Lot # B70130 Exp. 03/15")
+
+
+# --- ranges written with a hyphen ------------------------------------------------------------------
+
+def test_lot_ranges_joined_by_a_hyphen_are_read_whole():
+    """D-391-2014: "022212001- 022212008, 022212010-022212012, ... 022212012-022212016": every lot of each
+    range (a holder of 022212004 was told safe); the unspaced form is also kept as written, in case it is
+    one lot. A hyphen inside one lot ("22165-003", "4L67-C035") is no range."""
+    lots = set(_scope("D-391-2014").lot_numbers)
+    assert {f"0222120{n:02d}" for n in [*range(1, 9), *range(10, 17)]} <= lots
+    assert "022212010-022212012" in lots
+    assert parse_scope("Lot 22165-003").lot_numbers == ["22165-003"]
+    assert parse_scope("Lot 4L67-C035").lot_numbers == ["4L67-C035"]
+    assert parse_scope("Lot 2020-2021").lot_numbers == ["2020-2021"]
