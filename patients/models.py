@@ -323,9 +323,7 @@ class DispensingRecord(models.Model):
         entered in lot_text; an expiry or serial written in the field fills its own field when that is
         empty. `lot` holds what was entered until it is read; a row saved again is read again from its
         lot_text. An expiry read from the field that is before the dispensing date is not used: a misread
-        must not refuse the row (the text is kept). Nor is one read with doubt ("VA1234 05/18": an expiry, or
-        the lot's own end?): an expiry on record can take a pack out of a recall's expiry window, so only one
-        the field marks as an expiry is used. Returns the raw value read."""
+        must not refuse the row (the text is kept). Returns the raw value read."""
         entered = self.lot or ""
         if self.lot_text and entered == read_lot_field(self.lot_text).lot:
             entered = self.lot_text  # the row as stored, saved again
@@ -335,8 +333,7 @@ class DispensingRecord(models.Model):
         self.lot_alternatives = list(reading.alternatives)
         self.lot_near = near_lot_key(self.lot) if self.lot else ""
         dispensed_on = self.dispensed_at.date() if self.dispensed_at else None
-        if reading.expiry and reading.clean and self.expiry is None and \
-                (dispensed_on is None or reading.expiry >= dispensed_on):
+        if reading.expiry and self.expiry is None and (dispensed_on is None or reading.expiry >= dispensed_on):
             self.expiry = reading.expiry
         if reading.serial and not self.serial:
             self.serial = reading.serial[:self._meta.get_field("serial").max_length]
