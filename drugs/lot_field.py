@@ -18,12 +18,12 @@ recalled pack would be told "safe". So the field is read once, on every entry pa
   product (drugs.matching): never "safe", never a lot match across products;
 - `reading`: how the field was read, in words a pharmacist can check ("" when it held only a lot).
 
-What is clean: a lot alone, a lot after a lot word (`LOT`, `LOT#`, `BATCH`, `(10)`), a GS1 element string
-or Digital Link, and a lot with its expiry marked by an expiry word (`EXP`, `EXPIRY`, `BUD`, `USE BY`, ...)
-set apart by a space, a colon or an underscore, or in brackets or after a comma or semicolon. A date
-written with its own separators or a month name after a space, hyphen or slash (`3069020 05/26`, `3069020-MAY 2026`) is read as the expiry,
-and the whole field stays an alternative. Digits that may be a date or may be the lot's own end
-(`3069020-0526`, `3069020 0526`) are not guessed: the whole field stays the lot and the part before
+What is clean: a lot alone, a lot after a lot word (`LOT`, `LOT#`, `BATCH`, `(10)`), a GS1 element string or
+Digital Link, and a lot with its expiry marked by an expiry word (`EXP`, `EXPIRY`, `BUD`, `USE BY`, ...) set
+apart by a space, a colon or an underscore, or in brackets or after a comma or semicolon. A date written with
+its own separators or a month name after a space, hyphen or slash (`3069020 05/26`, `3069020-MAY 2026`) is
+read as the expiry, and the whole field stays an alternative. Digits that may be a date or may be the lot's
+own end (`3069020-0526`, `3069020 0526`) are not guessed: the whole field stays the lot and the part before
 them an alternative. A lot never matches on its own, alternative or not: the product must agree.
 """
 
@@ -355,15 +355,15 @@ def _alternatives(candidates, lot: str) -> tuple[str, ...]:
 
 
 def _glued_readings(text: str, *, split: bool = True) -> set[str]:
-    """Lots the field may hold when something is glued to the lot without the spaces or words the
-    readings above look for: an expiry or other code after any punctuation ("3069020/0521",
-    "3069020#EXP#05-26"), or a month or day glued on within a part cut off that way ("30690200521:X"), a lot
-    marker ("L3069020", "LPW05264"), the pack's NDC, another code or a date before it ("1234567/3069020",
-    "05/21/3069020", "05/21-3069020"). Each is an alternative: a probable match for the same product at most,
-    never "safe" withheld and never a lot matched across products. The field is cut at any punctuation but
-    the hyphens and dots lots carry inside them ("22165-003" stays whole). `split=False`, a field of letters and digits only: after a
-    glued marker only, since one real lot in eleven ends in digits that read as a month ("00201125"),
-    and each would be read with doubt."""
+    """Lots the field may hold when something is glued to the lot without the spaces or words the readings above
+    look for: an expiry or other code after any punctuation ("3069020/0521", "3069020#EXP#05-26"), or a
+    month or day glued on within a part cut off that way ("30690200521:X"), a lot marker ("L3069020",
+    "LPW05264"), the pack's NDC, another code or a date before it ("1234567/3069020", "05/21/3069020",
+    "05/21-3069020"). Each is an alternative: a probable match for the same product at most, never "safe"
+    withheld and never a lot matched across products. The field is cut at any punctuation but the hyphens
+    and dots lots carry inside them ("22165-003" stays whole). `split=False`, a field of letters and digits
+    only: after a glued marker only, since one real lot in eleven ends in digits that read as a month
+    ("00201125"), and each would be read with doubt."""
     segments = [canonical_lot(part) for part in _GLUED_SEPARATOR.split(text.upper())] if split else [text.upper()]
     segments = [segment for segment in segments if segment]
     if not segments:
