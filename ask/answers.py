@@ -292,8 +292,9 @@ def safe_answer(ctx, *, name: str, reasons: dict) -> str:
     (reasons: why_not kind -> facts)."""
     answer = f"No recall in our records covers the {name} dispensed to you ({lots_words(ctx.patient_lots)})."
     if reasons.get("other lot"):
+        # What we know is that the lot on record is not theirs, not what was in the pack.
         answer += f" {there_are(reasons['other lot'], f'other {name} lots')} ({numbers_of(reasons['other lot'])}), " \
-                  "which were not dispensed to you."
+                  "which do not match the lot number on record for your pack."
     if reasons.get("other maker"):
         answer += (f" Recalls of {name} from other makers ({numbers_of(reasons['other maker'])}) name products "
                    "(NDCs) other than the one dispensed to you.")

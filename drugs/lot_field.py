@@ -111,8 +111,10 @@ _ANY_DATE_SPAN = _unnamed(_ANY_DATE)
 # lots carry neither (drugs.lots.canonical_lot drops both).
 _END = r"(?=$|[\s,;|)\]}_:])"
 _START = r"(?:(?<=^)|(?<=[\s,;|(\[{/\-:_]))"
-_WORDED_EXPIRY = re.compile(rf"{_START}(?:{_EXPIRY_WORD}\s*[:.#=\-_]?\s*|{_SHORT_EXPIRY_WORD}(?:\s*[:.#=_]\s*|\s+))"
-                            rf"(?P<date>{_ANY_DATE_SPAN}){_END}")
+# A short mark after a hyphen is the lot's own end ("20130318-E 05/2026" is lot 20130318-E and its expiry).
+_START_SHORT = r"(?:(?<=^)|(?<=[\s,;|(\[{/:_]))"
+_WORDED_EXPIRY = re.compile(rf"(?:{_START}{_EXPIRY_WORD}\s*[:.#=\-_]?\s*|{_START_SHORT}{_SHORT_EXPIRY_WORD}"
+                            rf"(?:\s*[:.#=_]\s*|\s+))(?P<date>{_ANY_DATE_SPAN}){_END}")
 # "3069020EXP0526", "3069020EXP05/26": the word glued to the lot (also how such a field looks once
 # stored canonical, every space and slash dropped).
 _GLUED_EXPIRY = re.compile(rf"(?<=[A-Z0-9])(?:EXP|EXPIRY|EXD|BUD)\s*[:.#\-]?\s*(?P<date>{_ANY_DATE_SPAN}){_END}")

@@ -42,7 +42,7 @@ from enum import StrEnum
 from . import recall_terms
 from .identity import is_product_key, texts_agree
 from .lots import canonical_lot, near_miss_rule, printed_lot
-from .ndc import ndc_product
+from .ndc import ndc_product, ten_digit_forms
 
 
 class MatchClass(StrEnum):
@@ -226,6 +226,25 @@ def explain(fact, dispensing) -> Found | None:
     same_product = bool(product) and product in recall_terms.named_products(fact)
     listed_only = bool(product) and product in products and not same_product
     other_product = bool(product) and bool(products) and product not in products
+    # The pack's NDC has the digits of one the recall lists, read in another layout ("55111-123-90" typed as
+    # 5-4-1, "55111-1239-0"): a typing slip, so the product may be the recalled one.
+    twin = other_product and bool(ten_digit_forms(getattr(dispensing, "ndc", "") or "") & {
+        form for listed in recall_terms.package_ndcs(fact) for form in ten_digit_forms(listed)})
+    # Another product of a labeler the recall lists (Benicar against a Benicar HCT recall, Mylan's metoprolol
+    # tartrate against its succinate): a labeler's product code names one product, and lots are unique only
+    # within a product, so the same lot string on it is another lot. Not a repackaged pack ("another
+    # labeler's NDC" below), whose labeler the recall does not list.
+    sibling = other_product and not twin and product[:5] in {listed[:5] for listed in products}
+    if twin and fact.lot and not recall_terms.is_drug_level(fact) and lot_known(dispensing):
+        exact, near = _near_rule(fact, dispensing)
+        inside = canonical_lot(fact.lot) in (getattr(dispensing, "lot_alternatives", None) or ())
+        if exact or near or inside:
+            how = "same lot" if exact else (f"lot near miss: {near}" if near else
+                                            "the recalled lot inside the lot field")
+            return Found(MatchClass.PROBABLE, f"the pack's NDC has the digits of one the recall lists, in another "
+                                              f"layout (a typing slip?); {how}")
+    if twin:  # lot unknown, or a recall of every lot: the product may be the recalled one
+        listed_only, other_product = True, False
     drug = getattr(dispensing, "drug", "") or ""
     drug_is_product = is_product_key(drug)
     same_drug = bool(fact.subject) and fact.subject == drug and not drug_is_product
@@ -233,11 +252,6 @@ def explain(fact, dispensing) -> Found | None:
     same_text = _texts_agree(fact, drug)
     shared = _shared_ingredient(fact, drug)
     plausible = listed_only or (same_drug and not other_product)  # not confirmed, not ruled out
-    # Another product of a labeler the recall lists (Benicar against a Benicar HCT recall, Mylan's metoprolol
-    # tartrate against its succinate): a labeler's product code names one product, and lots are unique only
-    # within a product, so the same lot string on it is another lot. Not a repackaged pack ("another
-    # labeler's NDC" below), whose labeler the recall does not list.
-    sibling = other_product and product[:5] in {listed[:5] for listed in products}
     if fact.lot and not recall_terms.is_drug_level(fact) and sibling:
         return None
     if fact.lot and not recall_terms.is_drug_level(fact):

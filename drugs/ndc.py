@@ -5,6 +5,7 @@
     ndc_product(ndc11) -> "00378-5814"             the product an NDC-11 belongs to ("" if not one)
     ndc_products(ndcs) -> {"00378-5814", ...}      products of package or product NDCs; unreadable skipped
     ndcs_in_text(text) -> ["00378-5814-77", ...]   validated package NDCs written in free text
+    ten_digit_forms(ndc11) -> {"5511112390"}       the 10 printed digits an NDC-11 may have come from
 
 A lot is unique only within a manufacturer's product, so the product is what a lot is read against.
 FDA's 2026 rule moves NDCs to 12 digits (6-4-2) from 2033: keys are compared as strings, never by length.
@@ -60,6 +61,23 @@ _NDC11 = re.compile(r"^\d{5}-\d{4}-\d{2}$")
 def ndc_product(ndc11: str) -> str:
     """'00378-5814-77' -> '00378-5814' (labeler + product); '' for anything that is not a 5-4-2 NDC."""
     return ndc11[:10] if ndc11 and _NDC11.match(ndc11) else ""
+
+
+def ten_digit_forms(ndc11: str) -> set[str]:
+    """The 10 digits printed on a pack an NDC-11 may have been read from, one per layout whose padding zero it
+    has: '55111-0123-90' (5-3-2) -> {'5511112390'}. Two NDC-11s sharing a form are one printed code read in two
+    layouts ('55111-123-90' typed as '55111-1239-0' is '55111-1239-00'): a typing slip, not another product."""
+    if not ndc11 or not _NDC11.match(ndc11):
+        return set()
+    labeler, product, package = ndc11.split("-")
+    forms = set()
+    if labeler[0] == "0":
+        forms.add(labeler[1:] + product + package)
+    if product[0] == "0":
+        forms.add(labeler + product[1:] + package)
+    if package[0] == "0":
+        forms.add(labeler + product + package[1:])
+    return forms
 
 
 def ndc_products(ndcs) -> set[str]:

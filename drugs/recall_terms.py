@@ -111,6 +111,11 @@ def products(fact) -> set[str]:
     return set(listed) if listed is not None else _ndc_products(attrs.get("ndcs"))
 
 
+def package_ndcs(fact) -> list[str]:
+    """The package NDC-11s the record lists (text and openFDA block), as ingestion normalised them."""
+    return list(_attrs(fact).get("ndcs") or ())
+
+
 def named_products(fact) -> set[str]:
     """NDC products the recall's own text (description, code_info) names, when it names any; else every
     product it lists. openFDA's block lists every strength of the listing, also those not recalled

@@ -189,6 +189,21 @@ def _expand_range(first: str, last: str, limit: int = 100) -> list[str] | None:
     return ["".join(a_parts[:i]) + str(n).zfill(len(x)) + "".join(a_parts[i + 1:]) for n in range(lo, hi + 1)]
 
 
+_LOT_COLON_EXPIRY = re.compile(r":\s*\d{1,2}/\d{2,4}$")
+_GLUED_EXP_WORD = re.compile(r"(?P<base>.+?)[.\-]?EXP\.?")
+
+
+def _lot_like(text: str, shortest: int = 3) -> bool:
+    return len(text) >= shortest and any(ch.isdigit() for ch in text)
+
+
+def _pair_part(part: str) -> bool:
+    """One side of a kit's lot pair ("9L7003A/1803607"): four or more letters and digits with a digit, not a
+    year or a date word ("Exp. Date12/2022" is no pair), not a strength ("@14/1.25")."""
+    key = re.sub(r"[^A-Z0-9]", "", part)
+    return _lot_like(key, 4) and not re.fullmatch(r"(?:19|20)\d\d", key) and not re.match(r"(?:DATE|EXP)", key)
+
+
 def _hyphen_range(first: str, last: str) -> list[str] | None:
     """Two lots joined by a hyphen that read as a range ("022212001-022212008", D-391-2014): the same
     length, at least five characters each, all but one number shared and that number rising by at most 100.
@@ -259,7 +274,10 @@ def _walk(masked: str, dates: list[str | None], composites: list[str], *, cut_at
     def add(raw: str, end: int):
         nonlocal pending, last_was_letters
         seam = SEAM in raw
+        raw = _LOT_COLON_EXPIRY.sub("", raw)  # "0804.182B-1:07/14": the lot, then its expiry
         lot = printed_lot(raw.replace(SEAM, ""))
+        if glued := _GLUED_EXP_WORD.fullmatch(lot):  # "T000651exp 3/2022", "18J003Exp. 09/2020"
+            lot = glued.group("base") if _lot_like(glued.group("base")) else ""
         if not lot:
             return
         if cut_at_end and end >= text_end:
@@ -272,6 +290,10 @@ def _walk(masked: str, dates: list[str | None], composites: list[str], *, cut_at
             found[lot] = ScopedLot(lot)
             order.append(lot)
             pending.append(lot)
+        if lot.count("/") == 1 and all(_pair_part(part) for part in lot.split("/")):
+            # "Kit/Vial Lot #: (9L7003A/1803607)": a kit's two lots, each printed on its own component.
+            for part in lot.split("/"):
+                add(part, end)
 
     def assign(value: str | None):
         nonlocal pending

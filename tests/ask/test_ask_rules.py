@@ -225,7 +225,7 @@ def test_a_safe_verdict_rests_on_its_premises_and_a_lot_added_to_a_recall_makes_
     assert not reads[other_a.id].load_bearing and not reads[other_b.id].load_bearing
     assert set(decision.premises.values_list("scope", flat=True)) == {"drug:valsartan|ZZSYN2", "drug:valsartan|*",
                                                                           "lot:~ZZSYN2"}
-    assert "D-0315-2019" in decision.answer and "not dispensed to you" in decision.answer
+    assert "D-0315-2019" in decision.answer and "do not match the lot number on record" in decision.answer
     assert stale_reasons([decision.id])[decision.id] == []
 
     # The recall is amended to list this patient's lot: a new fact, no retraction of anything read.

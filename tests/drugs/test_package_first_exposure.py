@@ -275,6 +275,10 @@ RECORDED_OWN_WAY = [
           "70518-1234-00", MatchClass.PROBABLE, question="Is my valsartan safe?", rule="written inside"),
     _case("sub-lot-suffix", "D-0326-2019", "Valsartan 160 mg tablets", "3069020-1", "00378-5814-77",
           MatchClass.PROBABLE, question="Is my valsartan safe?", rule="written inside"),
+    # The recall's NDC (printed 51285-061-01, 5-3-2) typed in the 5-4-1 layout: same labeler, another product
+    # code as stored, the same ten digits.
+    _case("ndc-typed-in-another-layout", "D-1112-2015", "Zebeta 10 mg tablets", "34019710A", "51285-0610-1",
+          MatchClass.PROBABLE, question="Is my Zebeta safe?", rule="another layout"),
     _case("expiry-before-lot-slashes", "D-1206-2018", "Hydrochlorothiazide 12.5 mg tablets", "11/19/PW05264",
           "16729-0182-01", MatchClass.PROBABLE, question="Is my hydrochlorothiazide safe?", rule="written inside"),
 ]

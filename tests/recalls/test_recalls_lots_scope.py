@@ -5,6 +5,7 @@ records is in the evaluation split, tests/fixtures/lots_split.json).
 """
 
 import json
+import re
 import time
 import zipfile
 from functools import lru_cache
@@ -45,7 +46,8 @@ def test_none_of_these_records_is_in_the_evaluation_split():
             "D-1365-2016", "D-0587-2020", "D-0580-2020", "D-0251-2017", "D-0293-2019", "D-0431-2015", "D-0874-2023",
             "D-1057-2013", "D-1455-2019", "D-0159-2021", "D-1113-2018", "D-0588-2016", "D-0229-2016", "D-0011-2017",
             "D-0013-2017", "D-225-2013", "D-0321-2018", "D-0208-2017", "D-1599-2020", "D-1833-2015", "D-024-2014",
-            "D-814-2013", "D-562-2015", "D-453-2013", "D-391-2014"}
+            "D-814-2013", "D-562-2015", "D-453-2013", "D-391-2014", "D-012-2013", "D-205-2013",
+            "D-0291-2021", "D-1349-2019", "D-1426-2014"}
     assert not {n for n in used for e in evaluation if e.startswith(n + "@")}
     assert not [e for e in evaluation if e.startswith("D-1396-2016@2023")]  # only its 2021 text is evaluation
 
@@ -321,3 +323,29 @@ def test_lot_ranges_joined_by_a_hyphen_are_read_whole():
     assert parse_scope("Lot 22165-003").lot_numbers == ["22165-003"]
     assert parse_scope("Lot 4L67-C035").lot_numbers == ["4L67-C035"]
     assert parse_scope("Lot 2020-2021").lot_numbers == ["2020-2021"]
+
+
+# --- a lot written with something glued to it ------------------------------------------------------
+
+def test_a_kits_lot_pair_is_read_as_each_of_its_lots_too():
+    """D-012-2013 (Class I BiCNU): "Kit/Vial Lot #: (9L7003A/1803607), Exp 11/12": the vial prints one code
+    and the kit the other, so a holder of either is a holder of a recalled lot; the pair stays as written. A
+    strength ("@14/1.25") or a date ("Date12/2022") after a slash is no pair."""
+    scope = _scope("D-012-2013")
+    assert {"9L7003A", "1803607", "9L7003A/1803607"} <= set(scope.lot_numbers)
+    expiry = {lot.lot: lot.expiry for lot in scope.lots}
+    assert expiry["9L7003A"] == expiry["1803607"] == expiry["9L7003A/1803607"] == "2012-11"
+    assert {"401536AA", "401536A"} <= set(_scope("D-205-2013").lot_numbers)
+    assert "125" not in {re.sub(r"[^A-Z0-9]", "", lot) for lot in parse_scope("Lot #: 20140903@14/1.25").lot_numbers}
+    assert not {"DATE12", "2022"} & set(parse_scope("Lot 16257, 16258, Exp. Date12/2022").lot_numbers)
+
+
+def test_an_expiry_glued_to_a_lot_is_no_part_of_it():
+    """"T000651exp 3/2022" (D-0291-2021), "18J003Exp. 09/2020" (D-1349-2019), "0804.182B-1:07/14" (D-1426-2014):
+    the lot, not the lot with "EXP" or its expiry (a holder of T000651 was told safe)."""
+    assert "T000651" in _scope("D-0291-2021").lot_numbers
+    assert not [lot for lot in _scope("D-0291-2021").lot_numbers if "EXP" in lot]
+    assert "18J003" in _scope("D-1349-2019").lot_numbers
+    lots = _scope("D-1426-2014").lot_numbers
+    assert "0804.182B-1" in lots and not [lot for lot in lots if lot.endswith(("/14", "/15"))]
+    assert parse_scope("Lot 0EXP").lot_numbers == []
