@@ -335,6 +335,10 @@ def exposure_sentence(fact: Fact | None, drug: str, *, match: str, certainty: st
     if match == "lot" and lot and not drug_level and others:
         return _("There is a recall that may affect the batch of %(drug)s we gave you: it names lots %(lots)s, "
                  "and yours may be one of them.") % {"drug": drug, "lots": ", ".join([lot, *others])}
+    if match == "lot" and lot and not drug_level and certainty == "probable":
+        # The recalled lot is the recall's, not (surely) the one on record for the pack: not "your batch (lot X)".
+        return _("There is a recall of lot %(lot)s of %(drug)s, and the pack we gave you may be from it.") % {
+            "lot": lot, "drug": drug}
     if match == "lot" and lot and not drug_level:
         return _("There is a recall that %(verb)s the batch (lot %(lot)s) of %(drug)s we gave you.") % {
             "verb": verb, "lot": lot, "drug": drug}

@@ -164,6 +164,13 @@ _NO_LOT_WORDS = frozenset(
     "UNREADABLE UNSPECIFIED VIAL X XX XXX".split())
 
 
+def is_date_shaped(lot: str) -> bool:
+    """The lot's letters and digits read as one date written as digits ("191223", "20200120", "0526"): such a
+    part of a field may be its expiry as well as a lot (drugs.matching weighs it so on another maker's pack)."""
+    key = canonical_lot(lot)
+    return key.isdigit() and _date_value(key) is not None
+
+
 def is_placeholder_lot(text: str) -> bool:
     """The field says there is no lot instead of naming one: a word staff type for it (PLACEHOLDER_LOTS),
     a phrase of such words with no digit ("NOT RECORDED", "SEE LABEL", "NO LOT"), or zeros alone ("0000")."""

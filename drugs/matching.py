@@ -41,6 +41,7 @@ from enum import StrEnum
 
 from . import recall_terms
 from .identity import is_product_key, texts_agree
+from .lot_field import is_date_shaped
 from .lots import canonical_lot, near_miss_rule, printed_lot
 from .ndc import ndc_product, ten_digit_forms
 
@@ -282,7 +283,10 @@ def explain(fact, dispensing) -> Found | None:
         if exact and shared:
             return Found(MatchClass.PROBABLE, "shares an ingredient with the recalled product, same lot, another "
                                               "labeler's NDC (repackaged?)")
-        if inside and (same_product or listed_only or same_drug or same_text or shared):
+        # Under another labeler's NDC a part of the field that reads as a date ("TX4455 191223": an expiry) is
+        # not taken for the recalled lot: another maker's pack, its ingredient and a date are not the lot.
+        dated = other_product and is_date_shaped(fact.lot)
+        if inside and not dated and (same_product or listed_only or same_drug or same_text or shared):
             return Found(MatchClass.PROBABLE, f"the recalled lot {printed_lot(fact.lot)} is written inside the lot "
                                               f"field as recorded ({dispensing.lot})")
         if near and (same_product or listed_only):
@@ -292,7 +296,7 @@ def explain(fact, dispensing) -> Found | None:
         if near and same_drug:
             return Found(MatchClass.PROBABLE, f"same ingredients, lot near miss, another labeler's NDC (repackaged?): "
                                               f"{near}")
-        if near and shared:
+        if near and shared and not other_product:  # a near miss, one ingredient and another NDC: too little
             return Found(MatchClass.PROBABLE, f"shares an ingredient with the recalled product, lot near miss: {near}")
         if (exact or inside) and drug_is_product and other_product:
             # A name the vocabulary cannot read and an NDC the recall does not list: whether the pack is the

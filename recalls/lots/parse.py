@@ -30,6 +30,7 @@ from __future__ import annotations
 import re
 
 from drugs.dates import DATE_RANGE_GLUE, GLUED_EXPIRY, MONTH_NUMBERS, mask_dates
+from drugs.lot_field import is_date_shaped
 from drugs.lots import printed_lot
 
 from .openfda_text import SEAM, join_fields, unwrap
@@ -197,11 +198,16 @@ def _lot_like(text: str, shortest: int = 3) -> bool:
     return len(text) >= shortest and any(ch.isdigit() for ch in text)
 
 
+def _dated(part: str) -> bool:
+    return is_date_shaped(part) or bool(re.fullmatch(r"\d{1,2}-\d{2,4}", part))
+
+
 def _pair_part(part: str) -> bool:
     """One side of a kit's lot pair ("9L7003A/1803607"): four or more letters and digits with a digit, not a
-    year or a date word ("Exp. Date12/2022" is no pair), not a strength ("@14/1.25")."""
+    date written as digits ("1234567/20150601", "3069020/052019", "AB1234/12-2020") or a date word ("Exp.
+    Date12/2022"), not a strength ("@14/1.25")."""
     key = re.sub(r"[^A-Z0-9]", "", part)
-    return _lot_like(key, 4) and not re.fullmatch(r"(?:19|20)\d\d", key) and not re.match(r"(?:DATE|EXP)", key)
+    return _lot_like(key, 4) and not _dated(part) and not re.match(r"(?:DATE|EXP)", key)
 
 
 def _hyphen_range(first: str, last: str) -> list[str] | None:
@@ -290,10 +296,15 @@ def _walk(masked: str, dates: list[str | None], composites: list[str], *, cut_at
             found[lot] = ScopedLot(lot)
             order.append(lot)
             pending.append(lot)
-        if lot.count("/") == 1 and all(_pair_part(part) for part in lot.split("/")):
+        parts = lot.split("/")
+        if len(parts) == 3 and re.fullmatch(r"[A-Z]{1,2}", parts[2]):  # "401537AA/401537/A": 401537AA, 401537A
+            parts = [parts[0], parts[1] + parts[2]]
+        if len(parts) == 2 and all(_pair_part(part) for part in parts):
             # "Kit/Vial Lot #: (9L7003A/1803607)": a kit's two lots, each printed on its own component.
-            for part in lot.split("/"):
+            for part in parts:
                 add(part, end)
+        elif len(parts) == 2 and _pair_part(parts[0]) and _dated(parts[1]):
+            add(parts[0], end)  # "3069020/052019": the lot, then a date (its expiry)
 
     def assign(value: str | None):
         nonlocal pending

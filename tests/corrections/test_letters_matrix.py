@@ -84,7 +84,8 @@ def _problems(letter, *, verdict, change, fact, certainty, kind, channel):
         found.append("not safe, yet tells the patient to keep using it / no action")
     if certainty == "candidate" and YOUR_BATCH.search(text):
         found.append("a candidate is told the recall covers their batch")
-    if certainty == "probable" and kind == "notice" and channel == "email" and "may affect" not in text:
+    if certainty == "probable" and kind == "notice" and channel == "email" and not re.search(
+            r"may affect|may be from", text):
         found.append("a probable match is told as certain")
     if closed and verdict != "safe" and re.search(r"\b(?:is|are) being recalled\b", text):
         found.append("a closed recall is described as ongoing")

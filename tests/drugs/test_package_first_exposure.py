@@ -314,6 +314,13 @@ def test_stored_facts_of_a_lot_with_a_date_suffix_get_the_near_scope_of_the_make
                                      product=""), id="mylan-tartrate-against-its-succinate"),
     pytest.param("D-1508-2014", dict(drug="Benicar 40 mg tablets", lot="0002108", ndc="65597-0104-30", product=""),
                  id="benicar-against-benicar-hct"),
+    # Another maker's pack whose field carries a date that equals one of the recall's date-shaped lots.
+    pytest.param("D-1576-2020", dict(drug="Tranexamic acid 1000 mg/10 mL injection", lot="TX4455 191223",
+                                     ndc="70860-0400-10", product=""), id="a-date-in-another-makers-lot-field"),
+    # A near miss of the lot, one shared ingredient and another maker's NDC: too little (a plain acetaminophen
+    # pack against a hydrocodone/acetaminophen recall).
+    pytest.param("D-166-2013", dict(drug="Acetaminophen 500 mg tablet", lot="03037841", ndc="00904-6730-60",
+                                    product=""), id="near-miss-sharing-one-ingredient-another-maker"),
 ])
 def test_another_product_of_the_recalled_labeler_is_not_matched_by_its_lot(recall, decoy, admin_client, client,
                                                                             pharmacy, quiet_sweep):

@@ -335,7 +335,9 @@ def test_a_kits_lot_pair_is_read_as_each_of_its_lots_too():
     assert {"9L7003A", "1803607", "9L7003A/1803607"} <= set(scope.lot_numbers)
     expiry = {lot.lot: lot.expiry for lot in scope.lots}
     assert expiry["9L7003A"] == expiry["1803607"] == expiry["9L7003A/1803607"] == "2012-11"
-    assert {"401536AA", "401536A"} <= set(_scope("D-205-2013").lot_numbers)
+    # "401537AA/401537/A": the carton lot and the blister lot
+    assert {"401536AA", "401536A", "401537AA", "401537A"} <= set(_scope("D-205-2013").lot_numbers)
+    assert parse_scope("Lot 3069020/052019").lot_numbers == ["3069020/052019", "3069020"]  # a date is no pair's lot
     assert "125" not in {re.sub(r"[^A-Z0-9]", "", lot) for lot in parse_scope("Lot #: 20140903@14/1.25").lot_numbers}
     assert not {"DATE12", "2022"} & set(parse_scope("Lot 16257, 16258, Exp. Date12/2022").lot_numbers)
 
