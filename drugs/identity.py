@@ -334,8 +334,24 @@ def resolve_dispensed(text: str) -> Identity:
     if spelled != text:
         expanded = resolve(spelled)
         if expanded.resolved and expanded.key != identity.key:
-            return replace(expanded, source=ABBREVIATION_SOURCE)
-    return identity
+            identity = replace(expanded, source=ABBREVIATION_SOURCE)
+    return _with_brand_hct(identity, text)
+
+
+# "Benicar HCT", "Atacand HCT", "Lopressor HCT": a brand (or ingredient) named with HCT after it is its
+# combination with hydrochlorothiazide; the vocabulary knows some such brands (Diovan HCT) and reads the rest as
+# the brand's ingredient alone, which would match a single-ingredient recall and miss the combination's.
+# HCT alone stays ambiguous (drugs.abbreviations): only after a name that resolved.
+_HCT_AFTER_NAME = re.compile(r"(?i)\b[a-z]{3,}[\s-]+hctz?\b")
+_HCTZ = "hydrochlorothiazide"
+
+
+def _with_brand_hct(identity: Identity, text: str) -> Identity:
+    if not identity.resolved or {_HCTZ, "hydrocortisone"} & set(identity.ingredients) or \
+            not _HCT_AFTER_NAME.search(text or ""):
+        return identity
+    ingredients = tuple(sorted({*identity.ingredients, _HCTZ}))
+    return replace(identity, key="+".join(ingredients), ingredients=ingredients, source=ABBREVIATION_SOURCE)
 
 
 def identity_key(text: str, *fallbacks: str) -> tuple[str, str]:

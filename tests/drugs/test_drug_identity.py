@@ -73,3 +73,20 @@ def test_ndcs_in_text_are_validated_and_normalised():
             "NDC 0378-5814-77; phone 1-800-555-0100; UPC 3 0378 58147 7; NDC 64980010401; batch 12051712")
     assert ndcs_in_text(text) == ["00378-5814-77", "64980-0104-01", "68788-0048-03", "68788-0048-09"]
     assert ndc_product("00378-5814-77") == "00378-5814" and ndc_product("0378-5814-77") == ""
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("Benicar HCT 40/25", "hydrochlorothiazide+olmesartan"),
+    ("Atacand HCT 32/12.5", "candesartan+hydrochlorothiazide"),
+    ("Lotensin HCT 20/25", "benazepril+hydrochlorothiazide"),
+    ("Lopressor HCT 50/25", "hydrochlorothiazide+metoprolol"),
+    ("Diovan HCT 160/12.5", "hydrochlorothiazide+valsartan"),  # the vocabulary's own reading, unchanged
+    ("Benicar 40 mg", "olmesartan"),
+])
+def test_a_brand_named_with_hct_after_it_is_its_combination_with_hydrochlorothiazide(text, expected):
+    """Read as the brand's ingredient alone, such a pack matched a single-ingredient recall and missed the
+    combination's (dispensing text only; HCT alone stays ambiguous)."""
+    from drugs.identity import resolve_dispensed
+
+    assert resolve_dispensed(text).key == expected
+    assert not resolve_dispensed("HCT 25 mg").resolved

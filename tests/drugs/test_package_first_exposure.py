@@ -255,8 +255,11 @@ def test_a_lot_never_matches_on_its_own(path, decoy, admin_client, client, pharm
 RECORDED_OWN_WAY = [
     _case("valsartan-near-miss-repackaged", "D-0326-2019", "Valsartan 160mg tab", "3O69020", "63629-7797-01",
           MatchClass.PROBABLE, question="Is my valsartan safe?", rule="another labeler's NDC"),
-    _case("benicar-hct-read-as-one-ingredient-near-miss", "D-1508-2014", "Benicar HCT 40/25", "2108", "",
-          MatchClass.PROBABLE, question="Is my Benicar safe?", rule="shares an ingredient"),
+    # A brand named with HCT after it is read with hydrochlorothiazide (the vocabulary knows Benicar alone).
+    _case("benicar-hct-near-miss", "D-1508-2014", "Benicar HCT 40/25", "2108", "",
+          MatchClass.PROBABLE, question="Is my Benicar safe?", rule="same ingredients, lot near miss"),
+    _case("benicar-hct-near-miss-repackaged", "D-1508-2014", "Benicar HCT 40/25", "2108", "68071-3113-03",
+          MatchClass.PROBABLE, question="Is my Benicar safe?", rule="another labeler's NDC"),
     _case("cyrillic-letter-in-lot", "D-1206-2018", "Hydrochlorothiazide 12.5 mg tablets", "\u0420W05264",
           "16729-0182-01", MatchClass.CONFIRMED, question="Is my hydrochlorothiazide safe?"),
     _case("cyrillic-ze-for-three", "D-0326-2019", "Valsartan 160 mg tablets", "\u0417069020", "00378-5814-77",
