@@ -82,6 +82,8 @@ def test_ndcs_in_text_are_validated_and_normalised():
     ("Lopressor HCT 50/25", "hydrochlorothiazide+metoprolol"),
     ("Diovan HCT 160/12.5", "hydrochlorothiazide+valsartan"),  # the vocabulary's own reading, unchanged
     ("Benicar 40 mg", "olmesartan"),
+    ("OLMESAR/HCTZ 40-25MG TAB", "hydrochlorothiazide+olmesartan"),  # a print name cut one letter shorter
+    ("VALSAR/HCTZ 160-12.5", "hydrochlorothiazide+valsartan"),
 ])
 def test_a_brand_named_with_hct_after_it_is_its_combination_with_hydrochlorothiazide(text, expected):
     """Read as the brand's ingredient alone, such a pack matched a single-ingredient recall and missed the
