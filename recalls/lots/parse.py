@@ -127,6 +127,8 @@ def _prepare(text: str) -> str:
     text = re.sub(r"(?i)\b(lots?|batch)(?=\d)", r"\1 ", text)                 # "Lots15952"
     text = re.sub(r"(?i)\b(between|from|through|thru)(?=\d)", r"\1 ", text)   # "expiry between10/2020-07/2023"
     text = re.sub(r"(?i)-(exp|bud)\b", r" \1", text)                          # "12CQ005-Exp. 02/14", "722995-exp 07/22"
+    text = re.sub(r"(?i)(?<=\d)[-.]?(exp|bud)(?=\b|\d|\.)", r" \1", text)       # "T000651exp 3/2022", "729522-exp12/23"
+    text = re.sub(r"(?<=[A-Za-z0-9]):(?=\d{1,2}/\d{2,4}\b)", " ", text)         # "0804.182B-1:07/14": lot, expiry
     text = re.sub(r"(?i)\b(lots?|batch|exp|ndc|upc|bud|rx)\s*[#:]", r"\1 # ", text)  # "Lot#:123", "NDC:..."
     text = GLUED_EXPIRY.sub(r"\1 ", text)
     text = re.sub(r"(?<![\w,])\d{1,3}(?:,\d{3})+(?![\w,])", " ", text)  # quantities: 70,200
@@ -190,14 +192,6 @@ def _expand_range(first: str, last: str, limit: int = 100) -> list[str] | None:
     return ["".join(a_parts[:i]) + str(n).zfill(len(x)) + "".join(a_parts[i + 1:]) for n in range(lo, hi + 1)]
 
 
-_LOT_COLON_EXPIRY = re.compile(r":\s*\d{1,2}/\d{2,4}$")
-_GLUED_EXP_WORD = re.compile(r"(?P<base>.+?)[.\-]?EXP\.?")
-
-
-def _lot_like(text: str, shortest: int = 3) -> bool:
-    return len(text) >= shortest and any(ch.isdigit() for ch in text)
-
-
 def _dated(part: str) -> bool:
     return is_date_shaped(part) or bool(re.fullmatch(r"\d{1,2}-\d{2,4}", part))
 
@@ -207,7 +201,7 @@ def _pair_part(part: str) -> bool:
     date written as digits ("1234567/20150601", "3069020/052019", "AB1234/12-2020") or a date word ("Exp.
     Date12/2022"), not a strength ("@14/1.25")."""
     key = re.sub(r"[^A-Z0-9]", "", part)
-    return _lot_like(key, 4) and not _dated(part) and not re.match(r"(?:DATE|EXP)", key)
+    return len(key) >= 4 and any(ch.isdigit() for ch in key) and not _dated(part) and not re.match(r"(?:DATE|EXP)", key)
 
 
 def _hyphen_range(first: str, last: str) -> list[str] | None:
@@ -280,10 +274,7 @@ def _walk(masked: str, dates: list[str | None], composites: list[str], *, cut_at
     def add(raw: str, end: int):
         nonlocal pending, last_was_letters
         seam = SEAM in raw
-        raw = _LOT_COLON_EXPIRY.sub("", raw)  # "0804.182B-1:07/14": the lot, then its expiry
         lot = printed_lot(raw.replace(SEAM, ""))
-        if glued := _GLUED_EXP_WORD.fullmatch(lot):  # "T000651exp 3/2022", "18J003Exp. 09/2020"
-            lot = glued.group("base") if _lot_like(glued.group("base")) else ""
         if not lot:
             return
         if cut_at_end and end >= text_end:
