@@ -236,15 +236,7 @@ def explain(fact, dispensing) -> Found | None:
     # within a product, so the same lot string on it is another lot. Not a repackaged pack ("another
     # labeler's NDC" below), whose labeler the recall does not list.
     sibling = other_product and not twin and product[:5] in {listed[:5] for listed in products}
-    if twin and fact.lot and not recall_terms.is_drug_level(fact) and lot_known(dispensing):
-        exact, near = _near_rule(fact, dispensing)
-        inside = canonical_lot(fact.lot) in (getattr(dispensing, "lot_alternatives", None) or ())
-        if exact or near or inside:
-            how = "same lot" if exact else (f"lot near miss: {near}" if near else
-                                            "the recalled lot inside the lot field")
-            return Found(MatchClass.PROBABLE, f"the pack's NDC has the digits of one the recall lists, in another "
-                                              f"layout (a typing slip?); {how}")
-    if twin:  # lot unknown, or a recall of every lot: the product may be the recalled one
+    if twin:  # read below as a product the recall lists: never confirmed
         listed_only, other_product = True, False
     drug = getattr(dispensing, "drug", "") or ""
     drug_is_product = is_product_key(drug)
@@ -266,6 +258,10 @@ def explain(fact, dispensing) -> Found | None:
         inside = not exact and canonical_lot(fact.lot) in (getattr(dispensing, "lot_alternatives", None) or ())
         if not exact and near is None and not inside:
             return None
+        if twin:
+            how = "same lot" if exact else f"lot near miss: {near}" if near else "the recalled lot inside the lot field"
+            return Found(MatchClass.PROBABLE, f"the pack's NDC has the digits of one the recall lists, in another "
+                                              f"layout (a typing slip?); {how}")
         if exact and same_product:
             return Found(MatchClass.CONFIRMED, "NDC product named by the recall, same lot")
         if exact and listed_only:
