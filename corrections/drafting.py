@@ -100,7 +100,7 @@ def sms_instruction(verdict: str, *, serious: bool = False) -> str:
 # Impurities/Degradation Specifications: ... at the stability station"): the category is read first, so a
 # word in the detail does not decide ("stability" in an impurity failure, "label" in a temperature
 # excursion's "storage range listed on the product labeling"), except the general cGMP category, whose
-# detail says what the deviation was, and except the two hazards said wherever the text names them (a drug
+# detail says what the deviation was, and except the three hazards said wherever the text names them (a drug
 # the label does not declare, a cancer-causing impurity, a sterile product that may not be: "Labeling: Product
 # Contains Undeclared API" is about the drug, not the label, "Defective Container: ... lack of sterility
 # assurance" about sterility). Then the whole text, where order matters: the first match wins, so
@@ -109,7 +109,6 @@ def sms_instruction(verdict: str, *, serious: bool = False) -> str:
 # Non-Sterile Products" about contamination (the product was never meant to be sterile), a stability
 # failure is not a label mistake, and "cGMP deviations" alone is the quality standard.
 _GENERAL = r"c?GMP|current good manufacturing"
-_OVERRIDING = 3  # the first three entries below
 GLOSSARY = [
     (r"undeclared|tainted", gettext_noop("it contains an ingredient its label does not list")),
     (r"\bN-?nitroso|\bNDEA\b|\bNDMA\b|\bNMBA\b|nitrosamine|carcinogen",
@@ -139,6 +138,8 @@ GLOSSARY = [
     (r"\blabel|mislabel|\bpackag", gettext_noop("there is a mistake on the label or packaging")),
     (_GENERAL, gettext_noop("it was not made to the required quality standards")),
 ]
+_OVERRIDING = GLOSSARY[:3]  # the three hazards said wherever the text names them
+_FOR_CATEGORY = [entry for entry in GLOSSARY if entry[0] != _GENERAL]
 JARGON = ["CGMP", "GMP", "NDEA", "NDMA", "NMBA", "subpotent", "superpotent", "dissolution", "Class I",
           "Class II", "Class III"]
 CLASS_PLAIN = {
@@ -155,8 +156,7 @@ _PRODUCT_KIND = re.compile(r"\bnon-?\s?sterile\s+(?:drug\s+)?products?\b", re.IG
 def plain_reason(reason: str) -> str:
     reason = _PRODUCT_KIND.sub(" ", reason or "")
     category = re.split(r"[:;]", reason, maxsplit=1)[0] if re.search(r"[:;]", reason) else ""
-    passes = ((reason, GLOSSARY[:_OVERRIDING]), (category, [g for g in GLOSSARY if g[0] != _GENERAL]),
-              (reason, GLOSSARY))
+    passes = ((reason, _OVERRIDING), (category, _FOR_CATEGORY), (reason, GLOSSARY))
     for text, patterns in passes:
         for pattern, plain in patterns:
             if text and re.search(pattern, text, re.IGNORECASE):
