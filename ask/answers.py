@@ -24,7 +24,7 @@ corrections.sweep.groups.PageDecider) or from a row that a recall matched (never
 from drugs import recall_terms
 from drugs.identity import is_product_key
 from drugs.lots import canonical_lot, near_miss_rule
-from drugs.matching import RECALLED_PACK, MatchClass, dispensing_product, window_date_on_record
+from drugs.matching import RECALLED_PACK, MatchClass, dispensing_product, stated_class, window_date_on_record
 from recalls.selectors import with_texts
 
 # Medicines that must not be stopped abruptly (rebound hypertension, clotting, seizures, withdrawal,
@@ -172,13 +172,11 @@ def pack_answer(ctx, hits, *, name: str, medicine: str, classes: set[str], activ
     lot_level = any(found.klass == MatchClass.CONFIRMED for _f, _r, found in sure)
     every_lot = any(recall_terms.every_lot_recalled(f) for f, _r, _found in hits)
     # A recall of every lot in a window, and no date on record to read the pack against: decided as recalled
-    # (fail safe), said as may be (drugs.matching.stated_class).
-    certain = lot_level or any(window_date_on_record(f, r) for f, r, _found in sure)
-    if sure and not certain:
-        opening = f"The {name} dispensed to you may be a recalled product."
-        how = " ".join(dict.fromkeys(how_it_reaches(f, r, found) for f, r, found in sure))
-    elif sure:
-        opening = f"The {name} dispensed to you is {'from a recalled lot' if lot_level else 'a recalled product'}."
+    # (fail safe), said as may be.
+    certain = any(stated_class(found.klass, f, [r]) in RECALLED_PACK for f, r, found in sure)
+    if sure:
+        recalled = "from a recalled lot" if lot_level else "a recalled product"
+        opening = f"The {name} dispensed to you {'is ' + recalled if certain else 'may be a recalled product'}."
         how = " ".join(dict.fromkeys(how_it_reaches(f, r, found) for f, r, found in sure))
     else:
         fact, row, found = hits[0]

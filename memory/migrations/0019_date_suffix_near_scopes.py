@@ -2,11 +2,7 @@
 alone as a near miss (drugs.lots._DATE_SUFFIX): its facts get that near-lot scope, so a dispensing recorded with
 the maker's lot finds them. Scopes are derived, not content, so they are extended in place, like an index."""
 
-import re
-
 from django.db import migrations
-
-_DATE_SUFFIX = re.compile(r"-(?:\d{6}|\d{8})$")
 
 
 def add_near_scopes(apps, schema_editor):
@@ -16,8 +12,6 @@ def add_near_scopes(apps, schema_editor):
     Fact = apps.get_model("memory", "Fact")
     facts = Fact.objects.filter(kind="recall", lot__regex=r"-([0-9]{6}|[0-9]{8})$").defer("embedding").order_by("pk")
     for fact in facts.iterator(chunk_size=2000):
-        if not _DATE_SUFFIX.search(fact.lot or ""):
-            continue
         scopes = list(fact.scopes or [])
         added = [f"{NEAR_LOT}{near}" for near in sorted(near_lot_keys(fact.lot)) if f"{NEAR_LOT}{near}" not in scopes]
         if added:
