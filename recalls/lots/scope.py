@@ -10,7 +10,7 @@ from drugs.lots import printed_lot
 KINDS = ("lots", "all_lots", "all_lots_window")
 
 
-LOT_SCOPE_VERSION = "3"  # part of recalls.record_fields.record_hash: a parser change re-reads every record once
+LOT_SCOPE_VERSION = "4"  # part of recalls.record_fields.record_hash: a parser change re-reads every record once
 
 
 class ScopeAttribute(dict):
